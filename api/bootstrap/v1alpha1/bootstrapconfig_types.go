@@ -1,0 +1,213 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// AttestationMethod is how a VM proves its identity to the bootstrap service.
+// +kubebuilder:validation:Enum=JoinToken;TPM
+type AttestationMethod string
+
+const (
+	// AttestationJoinToken: a single-use, short-lived join token in the VM's cloud-init.
+	AttestationJoinToken AttestationMethod = "JoinToken"
+	// AttestationTPM: the VM's (software) TPM endorsement key.
+	AttestationTPM AttestationMethod = "TPM"
+)
+
+// IdentityProvider issues the VM's SPIFFE identity.
+// +kubebuilder:validation:Enum=Builtin;SPIRE
+type IdentityProvider string
+
+const (
+	// IdentityBuiltin: HyperFleet's bootstrap service redeems the token and issues the X509-SVID itself.
+	IdentityBuiltin IdentityProvider = "Builtin"
+	// IdentitySPIRE: an external SPIRE server issues join tokens and SVIDs.
+	IdentitySPIRE IdentityProvider = "SPIRE"
+)
+
+// AttestationSpec chooses how the VM is identified.
+// +kubebuilder:validation:XValidation:rule="!has(self.provider) || self.provider != 'SPIRE' || has(self.spireServerAddress)",message="provider SPIRE needs spireServerAddress"
+type AttestationSpec struct {
+	// method of attestation. Default JoinToken.
+	// +optional
+	// +kubebuilder:default=JoinToken
+	Method AttestationMethod `json:"method,omitempty"`
+
+	// provider of SPIFFE identities. Default Builtin.
+	// +optional
+	// +kubebuilder:default=Builtin
+	Provider IdentityProvider `json:"provider,omitempty"`
+
+	// trustDomain of the issued SPIFFE IDs. Default hyperfleet.local.
+	// +optional
+	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:Pattern=`^[a-z0-9._-]+$`
+	TrustDomain string `json:"trustDomain,omitempty"`
+
+	// joinTokenTTL bounds how long a join token can be redeemed. Default 15m.
+	// +optional
+	JoinTokenTTL *metav1.Duration `json:"joinTokenTTL,omitempty"`
+
+	// spireServerAddress is host:port of the SPIRE server's API, for provider SPIRE.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	SPIREServerAddress string `json:"spireServerAddress,omitempty"`
+}
+
+// RunnerSpec describes how the in-VM agent installs and runs the CI runner.
+type RunnerSpec struct {
+	// os of the runner package. Default linux.
+	// +optional
+	// +kubebuilder:validation:Enum=linux;windows;osx
+	OS string `json:"os,omitempty"`
+
+	// arch of the runner package. Default x64.
+	// +optional
+	// +kubebuilder:validation:Enum=x64;arm64
+	Arch string `json:"arch,omitempty"`
+
+	// downloadURL of the runner package (tar.gz); empty when the template already contains the runner.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://')",message="downloadURL must be an http:// or https:// URL"
+	DownloadURL string `json:"downloadURL,omitempty"`
+
+	// sha256 of the runner package, checked before it is unpacked.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[a-f0-9]{64}$`
+	SHA256 string `json:"sha256,omitempty"`
+
+	// directory the runner lives in inside the VM. Default /opt/actions-runner.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Directory string `json:"directory,omitempty"`
+
+	// configScript is the runner's configuration script, relative to directory. Default config.sh.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	ConfigScript string `json:"configScript,omitempty"`
+
+	// runScript is the runner's run script, relative to directory. Default run.sh.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	RunScript string `json:"runScript,omitempty"`
+
+	// idleTimeout powers the VM off when no job has started within it. Default 15m.
+	// +optional
+	IdleTimeout *metav1.Duration `json:"idleTimeout,omitempty"`
+
+	// user runs the runner inside the VM. Default runner.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	User string `json:"user,omitempty"`
+}
+
+// BootstrapConfigSpec describes the bootstrap of one runner VM.
+type BootstrapConfigSpec struct {
+	// attestation chooses how the VM proves its identity.
+	// +optional
+	Attestation AttestationSpec `json:"attestation,omitempty,omitzero"`
+
+	// runner tells the agent how to install and run the CI runner.
+	// +optional
+	Runner RunnerSpec `json:"runner,omitempty,omitzero"`
+
+	// bootstrapServiceURL is the address VMs reach the bootstrap service at; default the
+	// manager's configured address.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://')",message="bootstrapServiceURL must be an https:// URL"
+	BootstrapServiceURL string `json:"bootstrapServiceURL,omitempty"`
+
+	// userData is extra #cloud-config merged under the rendered bootstrap data.
+	// +optional
+	// +kubebuilder:validation:MaxLength=65536
+	UserData string `json:"userData,omitempty"`
+}
+
+// BootstrapConfigInitializationStatus is the Cluster API v1beta2 bootstrap contract.
+type BootstrapConfigInitializationStatus struct {
+	// dataSecretCreated is true once the bootstrap data Secret exists.
+	// +optional
+	DataSecretCreated *bool `json:"dataSecretCreated,omitempty"`
+}
+
+// BootstrapConfigStatus is the state of the bootstrap.
+type BootstrapConfigStatus struct {
+	// initialization is the Cluster API bootstrap contract.
+	// +optional
+	Initialization *BootstrapConfigInitializationStatus `json:"initialization,omitempty"`
+
+	// dataSecretName names the Secret holding the cloud-init user-data (key value).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	DataSecretName *string `json:"dataSecretName,omitempty"`
+
+	// spiffeID the VM will hold once attested.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	SPIFFEID string `json:"spiffeID,omitempty"`
+
+	// tokenExpirationTime is when the join token stops being redeemable.
+	// +optional
+	TokenExpirationTime *metav1.Time `json:"tokenExpirationTime,omitempty"`
+
+	// attestedTime is when the VM proved its identity.
+	// +optional
+	AttestedTime *metav1.Time `json:"attestedTime,omitempty"`
+
+	// conditions: Ready, DataSecretAvailable, Attested, Paused.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the generation the status reflects.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:path=bootstrapconfigs,scope=Namespaced,categories=cluster-api;hyperfleet,shortName=hfbc
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta1=v1alpha1"
+// +kubebuilder:printcolumn:name="Cluster",type="string",JSONPath=".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']"
+// +kubebuilder:printcolumn:name="Secret",type="string",JSONPath=".status.dataSecretName"
+// +kubebuilder:printcolumn:name="Attested",type="date",JSONPath=".status.attestedTime"
+// +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].status"
+// +kubebuilder:printcolumn:name="Reason",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].reason"
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
+
+// BootstrapConfig is the bootstrap of one runner VM: cloud-init that starts HyperFleet's agent with a
+// single-use join token.
+type BootstrapConfig struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   BootstrapConfigSpec   `json:"spec,omitempty"`
+	Status BootstrapConfigStatus `json:"status,omitempty"`
+}
+
+// GetConditions returns the status conditions.
+func (c *BootstrapConfig) GetConditions() []metav1.Condition { return c.Status.Conditions }
+
+// SetConditions replaces the status conditions.
+func (c *BootstrapConfig) SetConditions(conditions []metav1.Condition) {
+	c.Status.Conditions = conditions
+}
+
+// +kubebuilder:object:root=true
+
+// BootstrapConfigList is a list of BootstrapConfigs.
+type BootstrapConfigList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []BootstrapConfig `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&BootstrapConfig{}, &BootstrapConfigList{})
+}

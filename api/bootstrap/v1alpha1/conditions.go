@@ -1,0 +1,21 @@
+package v1alpha1
+
+// BootstrapConfig conditions and reasons.
+const (
+	// ReadyCondition summarises the bootstrap.
+	ReadyCondition = "Ready"
+	// PausedCondition is True while the Cluster or the object is paused.
+	PausedCondition = "Paused"
+	// DataSecretAvailableCondition is True once the bootstrap data Secret exists.
+	DataSecretAvailableCondition = "DataSecretAvailable"
+	// AttestedCondition is True once the VM proved its identity and fetched its configuration.
+	AttestedCondition = "Attested"
+
+	WaitingForOwnerMachineReason = "WaitingForOwnerMachine"
+	WaitingForClusterReason      = "WaitingForClusterInfrastructure"
+	DataSecretCreatedReason      = "DataSecretCreated"
+	JoinTokenFailedReason        = "JoinTokenFailed"
+	WaitingForAttestationReason  = "WaitingForAttestation"
+	AttestedReason               = "Attested"
+	TokenExpiredReason           = "TokenExpired"
+)

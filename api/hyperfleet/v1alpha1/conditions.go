@@ -1,0 +1,19 @@
+package v1alpha1
+
+// RunnerPool conditions and reasons.
+const (
+	// ReadyCondition summarises the pool.
+	ReadyCondition = "Ready"
+	// ScalingLimitedCondition is True while demand exceeds maxReplicas.
+	ScalingLimitedCondition = "ScalingLimited"
+	// GitHubAvailableCondition is True while the GitHub API answers with the pool's credentials.
+	GitHubAvailableCondition = "GitHubAvailable"
+
+	ScaledReason                    = "Scaled"
+	ScalingUpReason                 = "ScalingUp"
+	ScalingDownReason               = "ScalingDown"
+	MaxReplicasReachedReason        = "MaxReplicasReached"
+	GitHubCredentialsNotFoundReason = "CredentialsNotFound"
+	GitHubUnavailableReason         = "GitHubUnavailable"
+	GitHubAvailableReason           = "GitHubAvailable"
+)

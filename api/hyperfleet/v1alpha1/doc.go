@@ -1,0 +1,5 @@
+// Package v1alpha1 contains HyperFleet's own kinds: RunnerPool, a MachineSet-like owner of Cluster API
+// Machines for one CI runner label set, scaled by CI job demand.
+// +kubebuilder:object:generate=true
+// +groupName=hyperfleet.io
+package v1alpha1

@@ -1,0 +1,53 @@
+package v1alpha1
+
+// ProviderType names the hypervisor behind a HypervisorCluster.
+// +kubebuilder:validation:Enum=Proxmox
+type ProviderType string
+
+const (
+	// ProviderProxmox is Proxmox VE 8 or 9.
+	ProviderProxmox ProviderType = "Proxmox"
+)
+
+// CloneMode chooses how a VM is copied from its template.
+// +kubebuilder:validation:Enum=Linked;Full
+type CloneMode string
+
+const (
+	// CloneLinked shares the template's disks copy-on-write: fast and small, the default.
+	CloneLinked CloneMode = "Linked"
+	// CloneFull copies the disks, optionally to another storage.
+	CloneFull CloneMode = "Full"
+)
+
+// CloudInitDelivery chooses how cloud-init data reaches a VM. Each VM has exactly one data source.
+// +kubebuilder:validation:Enum=ISO;Snippets
+type CloudInitDelivery string
+
+const (
+	// CloudInitISO builds a NoCloud ISO in-process and uploads it to the cluster's ISO storage.
+	CloudInitISO CloudInitDelivery = "ISO"
+	// CloudInitSnippets writes user-data to a snippets-enabled storage and points cicustom at it.
+	CloudInitSnippets CloudInitDelivery = "Snippets"
+)
+
+// SecretKeyReference points at one key of a Secret in the referencing object's namespace.
+type SecretKeyReference struct {
+	// name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// key in the Secret's data.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key,omitempty"`
+}
+
+// LocalSecretReference names a Secret in the referencing object's namespace.
+type LocalSecretReference struct {
+	// name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}

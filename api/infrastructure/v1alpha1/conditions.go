@@ -1,0 +1,75 @@
+package v1alpha1
+
+// Conditions shared by HyperFleet's infrastructure kinds.
+const (
+	// ReadyCondition summarises an object's health; Cluster API mirrors a MachineClaim's Ready into the
+	// Machine's InfrastructureReady.
+	ReadyCondition = "Ready"
+	// PausedCondition is True while the Cluster or the object is paused.
+	PausedCondition = "Paused"
+	// PausedReason and NotPausedReason are the Paused condition's reasons.
+	PausedReason    = "Paused"
+	NotPausedReason = "NotPaused"
+	// DeletingReason marks Ready False while an object is being deleted.
+	DeletingReason = "Deleting"
+)
+
+// HypervisorCluster conditions and reasons.
+const (
+	// HypervisorClusterAvailableCondition is True when the API answers and the credentials carry the
+	// privileges HyperFleet needs.
+	HypervisorClusterAvailableCondition = "Available"
+
+	HypervisorClusterAvailableReason           = "Available"
+	HypervisorClusterCredentialsNotFoundReason = "CredentialsNotFound"
+	HypervisorClusterCredentialsInvalidReason  = "CredentialsInvalid"
+	HypervisorClusterCABundleNotFoundReason    = "CABundleNotFound"
+	HypervisorClusterUnreachableReason         = "Unreachable"
+	HypervisorClusterTLSErrorReason            = "TLSError"
+	HypervisorClusterUnauthorizedReason        = "Unauthorized"
+	HypervisorClusterForbiddenReason           = "Forbidden"
+	HypervisorClusterNoNodesReason             = "NoAllowedNodes"
+	HypervisorClusterInsecureReason            = "AvailableInsecure"
+	HypervisorClusterUnsupportedProviderReason = "UnsupportedProvider"
+)
+
+// MachineClaim conditions and reasons.
+const (
+	// MachineClaimVMProvisionedCondition is True once the VM exists, is configured and runs.
+	MachineClaimVMProvisionedCondition = "VMProvisioned"
+	// MachineClaimBootstrapReadyCondition is True once the VM's agent proved its identity and
+	// fetched its configuration.
+	MachineClaimBootstrapReadyCondition = "BootstrapReady"
+
+	WaitingForOwnerMachineReason          = "WaitingForOwnerMachine"
+	WaitingForClusterInfrastructureReason = "WaitingForClusterInfrastructure"
+	WaitingForBootstrapDataReason         = "WaitingForBootstrapData"
+	HypervisorClusterNotFoundReason       = "HypervisorClusterNotFound"
+	HypervisorClusterUnavailableReason    = "HypervisorClusterUnavailable"
+	TemplateNotFoundReason                = "TemplateNotFound"
+	NoCapacityReason                      = "NoCapacity"
+	CloningReason                         = "Cloning"
+	ConfiguringReason                     = "Configuring"
+	StartingReason                        = "Starting"
+	WaitingForAddressReason               = "WaitingForAddress"
+	WaitingForBootstrapReason             = "WaitingForBootstrap"
+	VMRunningReason                       = "VMRunning"
+	VMStoppedReason                       = "VMStopped"
+	VMNotFoundReason                      = "VMNotFound"
+	BootstrappedReason                    = "Bootstrapped"
+	ProvisioningFailedReason              = "ProvisioningFailed"
+	HypervisorErrorReason                 = "HypervisorError"
+	ReadyReason                           = "Ready"
+)
+
+// MachineClaimTemplate conditions and reasons.
+const (
+	// MachineClaimTemplateResolvedCondition is True when the source VM template exists.
+	MachineClaimTemplateResolvedCondition = "TemplateResolved"
+	// MachineClaimTemplateCapacityCondition is True when an allowed node can hold the VM.
+	MachineClaimTemplateCapacityCondition = "CapacityAvailable"
+
+	TemplateResolvedReason  = "TemplateResolved"
+	TemplateAmbiguousReason = "TemplateAmbiguous"
+	CapacityAvailableReason = "CapacityAvailable"
+)

@@ -1,0 +1,192 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+)
+
+// HypervisorClusterFinalizer lets HyperFleet release the cluster's VMs before the object goes away.
+const HypervisorClusterFinalizer = "hypervisorcluster.infrastructure.cluster.x-k8s.io"
+
+// HypervisorClusterSpec describes how to reach one hypervisor cluster.
+// +kubebuilder:validation:XValidation:rule="!has(self.insecureSkipTLSVerify) || !self.insecureSkipTLSVerify || !has(self.caBundleRef)",message="set either caBundleRef or insecureSkipTLSVerify, not both"
+type HypervisorClusterSpec struct {
+	// controlPlaneEndpoint is reported to Cluster API. Runner fleets have no workload control plane;
+	// HyperFleet fills it with the hypervisor API's host when left empty.
+	// +optional
+	ControlPlaneEndpoint clusterv1.APIEndpoint `json:"controlPlaneEndpoint,omitempty,omitzero"`
+
+	// provider is the kind of hypervisor.
+	// +optional
+	// +kubebuilder:default=Proxmox
+	Provider ProviderType `json:"provider,omitempty"`
+
+	// endpoint is the URL of the hypervisor's API, e.g. https://pve.example.com:8006.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://')",message="endpoint must be an http:// or https:// URL, e.g. https://pve.example.com:8006"
+	Endpoint string `json:"endpoint"`
+
+	// credentialsRef names a Secret in this namespace holding either an API token
+	// (keys token_id "user@realm!name" and token_secret) or a user and password (keys username and password).
+	CredentialsRef LocalSecretReference `json:"credentialsRef"`
+
+	// caBundleRef points at a Secret key with the PEM CA bundle that signs the API's certificate
+	// (default key ca.crt). Without it the system roots are used.
+	// +optional
+	CABundleRef *SecretKeyReference `json:"caBundleRef,omitempty"`
+
+	// insecureSkipTLSVerify turns off TLS verification. The Ready condition says so while it is set.
+	// +optional
+	InsecureSkipTLSVerify bool `json:"insecureSkipTLSVerify,omitempty"`
+
+	// allowedNodes restricts placement to these hypervisor nodes; each becomes a failure domain.
+	// Empty allows every online node.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=128
+	// +kubebuilder:validation:items:Pattern=`^[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?$`
+	AllowedNodes []string `json:"allowedNodes,omitempty"`
+
+	// proxmox holds settings that only apply to Proxmox VE.
+	// +optional
+	Proxmox *ProxmoxClusterParameters `json:"proxmox,omitempty"`
+
+	// healthCheckInterval is how often the API is probed and, at the same time, how often stopped
+	// VMs are swept. Default 30s.
+	// +optional
+	HealthCheckInterval *metav1.Duration `json:"healthCheckInterval,omitempty"`
+}
+
+// ProxmoxClusterParameters are Proxmox VE specific settings.
+// +kubebuilder:validation:XValidation:rule="!has(self.vmidRange) || self.vmidRange.start <= self.vmidRange.end",message="vmidRange.start must not be greater than vmidRange.end"
+// +kubebuilder:validation:XValidation:rule="!has(self.cloudInitDelivery) || self.cloudInitDelivery != 'Snippets' || has(self.snippetsStorage)",message="cloudInitDelivery Snippets needs snippetsStorage"
+type ProxmoxClusterParameters struct {
+	// isoStorage is the storage that receives NoCloud cloud-init ISOs. Default local.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z][a-zA-Z0-9\-_.]*$`
+	ISOStorage string `json:"isoStorage,omitempty"`
+
+	// snippetsStorage is a snippets-enabled storage HyperFleet may write to, for cloudInitDelivery Snippets.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z][a-zA-Z0-9\-_.]*$`
+	SnippetsStorage string `json:"snippetsStorage,omitempty"`
+
+	// cloudInitDelivery chooses the cloud-init data source of the VMs. Default ISO.
+	// +optional
+	CloudInitDelivery CloudInitDelivery `json:"cloudInitDelivery,omitempty"`
+
+	// vmidRange confines the VMIDs HyperFleet allocates, so several installations can share one
+	// Proxmox cluster without colliding.
+	// +optional
+	VMIDRange *VMIDRange `json:"vmidRange,omitempty"`
+
+	// pool is the Proxmox resource pool new VMs join.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Pool string `json:"pool,omitempty"`
+}
+
+// VMIDRange is an inclusive range of Proxmox VMIDs.
+type VMIDRange struct {
+	// +kubebuilder:validation:Minimum=100
+	// +kubebuilder:validation:Maximum=999999999
+	Start int32 `json:"start"`
+	// +kubebuilder:validation:Minimum=100
+	// +kubebuilder:validation:Maximum=999999999
+	End int32 `json:"end"`
+}
+
+// HypervisorClusterInitializationStatus is the Cluster API v1beta2 initialization contract.
+type HypervisorClusterInitializationStatus struct {
+	// provisioned is true once the hypervisor has been reached and verified at least once.
+	// +optional
+	Provisioned *bool `json:"provisioned,omitempty"`
+}
+
+// HypervisorClusterStatus is what HyperFleet observed about the cluster.
+type HypervisorClusterStatus struct {
+	// initialization is the Cluster API provisioning contract.
+	// +optional
+	Initialization *HypervisorClusterInitializationStatus `json:"initialization,omitempty"`
+
+	// conditions: Ready (summary), Available (API reachable and authorized), Paused.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// failureDomains are the allowed, online nodes.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=128
+	FailureDomains []clusterv1.FailureDomain `json:"failureDomains,omitempty"`
+
+	// version is the hypervisor's reported version.
+	// +optional
+	Version string `json:"version,omitempty"`
+
+	// nodes is the number of online nodes VMs may be placed on.
+	// +optional
+	Nodes int32 `json:"nodes,omitempty"`
+
+	// ownedVMs is the number of VMs HyperFleet owns on this cluster, as of the last sweep.
+	// +optional
+	OwnedVMs int32 `json:"ownedVMs,omitempty"`
+
+	// lastSweepTime is when stopped and orphaned VMs were last looked for.
+	// +optional
+	LastSweepTime *metav1.Time `json:"lastSweepTime,omitempty"`
+
+	// observedGeneration is the generation the status reflects.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:path=hypervisorclusters,scope=Namespaced,categories=cluster-api;hyperfleet,shortName=hvc
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta1=v1alpha1"
+// +kubebuilder:printcolumn:name="Cluster",type="string",JSONPath=".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']",description="Cluster API Cluster"
+// +kubebuilder:printcolumn:name="Endpoint",type="string",JSONPath=".spec.endpoint"
+// +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].status"
+// +kubebuilder:printcolumn:name="Reason",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].reason"
+// +kubebuilder:printcolumn:name="Nodes",type="integer",JSONPath=".status.nodes"
+// +kubebuilder:printcolumn:name="VMs",type="integer",JSONPath=".status.ownedVMs"
+// +kubebuilder:printcolumn:name="Version",type="string",JSONPath=".status.version",priority=1
+// +kubebuilder:printcolumn:name="Message",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].message",priority=1
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
+
+// HypervisorCluster is a hypervisor cluster (Proxmox VE) that HyperFleet places VMs on: the Cluster API
+// infrastructure cluster of a runner fleet.
+type HypervisorCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   HypervisorClusterSpec   `json:"spec,omitempty"`
+	Status HypervisorClusterStatus `json:"status,omitempty"`
+}
+
+// GetConditions returns the status conditions.
+func (c *HypervisorCluster) GetConditions() []metav1.Condition { return c.Status.Conditions }
+
+// SetConditions replaces the status conditions.
+func (c *HypervisorCluster) SetConditions(conditions []metav1.Condition) {
+	c.Status.Conditions = conditions
+}
+
+// +kubebuilder:object:root=true
+
+// HypervisorClusterList is a list of HypervisorClusters.
+type HypervisorClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []HypervisorCluster `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&HypervisorCluster{}, &HypervisorClusterList{})
+}

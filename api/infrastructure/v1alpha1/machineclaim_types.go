@@ -1,0 +1,285 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+)
+
+// MachineClaimFinalizer keeps a MachineClaim until its VM is confirmed gone.
+const MachineClaimFinalizer = "machineclaim.infrastructure.cluster.x-k8s.io"
+
+// ProviderIDPrefix starts every providerID HyperFleet sets. No kubelet ever registers a Node with it,
+// which keeps Cluster API from waiting for one.
+const ProviderIDPrefix = "hyperfleet://"
+
+// MachineClaimPhase is a one-word summary of a MachineClaim's lifecycle.
+// +kubebuilder:validation:Enum=Pending;Provisioning;Ready;Deleting;Failed
+type MachineClaimPhase string
+
+const (
+	// MachineClaimPhasePending: waiting for the Cluster, the HypervisorCluster or bootstrap data.
+	MachineClaimPhasePending MachineClaimPhase = "Pending"
+	// MachineClaimPhaseProvisioning: cloning, configuring or booting the VM.
+	MachineClaimPhaseProvisioning MachineClaimPhase = "Provisioning"
+	// MachineClaimPhaseReady: the VM runs and has bootstrapped.
+	MachineClaimPhaseReady MachineClaimPhase = "Ready"
+	// MachineClaimPhaseDeleting: the VM is being stopped and destroyed.
+	MachineClaimPhaseDeleting MachineClaimPhase = "Deleting"
+	// MachineClaimPhaseFailed: provisioning failed in a way retrying will not fix; see conditions.
+	MachineClaimPhaseFailed MachineClaimPhase = "Failed"
+)
+
+// TemplateSource selects the VM template to clone: by VMID, or by name and/or tags.
+// +kubebuilder:validation:XValidation:rule="has(self.vmid) != (has(self.name) || has(self.tags))",message="select the template either by vmid or by name/tags, not both and not neither"
+type TemplateSource struct {
+	// vmid of the template.
+	// +optional
+	// +kubebuilder:validation:Minimum=100
+	// +kubebuilder:validation:Maximum=999999999
+	VMID *int32 `json:"vmid,omitempty"`
+
+	// name of the template.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Name string `json:"name,omitempty"`
+
+	// tags the template must all carry.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9_][a-z0-9_\-+.]*$`
+	Tags []string `json:"tags,omitempty"`
+
+	// node holds the template; empty searches every node.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Node string `json:"node,omitempty"`
+}
+
+// NetworkSpec is the VM's network interface.
+type NetworkSpec struct {
+	// bridge the NIC attaches to. Default vmbr0.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z][a-zA-Z0-9_.\-]{0,14}$`
+	Bridge string `json:"bridge,omitempty"`
+
+	// vlan tag of the NIC; unset for an untagged port.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4094
+	VLAN *int32 `json:"vlan,omitempty"`
+
+	// model of the NIC. Default virtio.
+	// +optional
+	// +kubebuilder:validation:Enum=virtio;e1000;e1000e;rtl8139;vmxnet3
+	Model string `json:"model,omitempty"`
+}
+
+// CloudInitSpec is cloud-init data merged with the bootstrap data.
+type CloudInitSpec struct {
+	// userData is #cloud-config YAML merged under the bootstrap data: the bootstrap data wins on
+	// conflicting keys, lists such as runcmd and write_files are concatenated.
+	// +optional
+	// +kubebuilder:validation:MaxLength=65536
+	UserData string `json:"userData,omitempty"`
+}
+
+// BootstrapSpec supplies bootstrap data to a MachineClaim that has no owner Machine.
+type BootstrapSpec struct {
+	// dataSecretName names a Secret in this namespace with the bootstrap data in key value.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	DataSecretName *string `json:"dataSecretName,omitempty"`
+}
+
+// MachineClaimSpec describes one VM.
+// +kubebuilder:validation:XValidation:rule="!has(self.storage) || (has(self.cloneMode) && self.cloneMode == 'Full')",message="storage can only be chosen for a Full clone: linked clones stay on the template's storage"
+type MachineClaimSpec struct {
+	// providerID is set by HyperFleet once the VM exists: hyperfleet://<hypervisor-cluster-uid>/<node>/<vmid>.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="providerID cannot be changed once set"
+	ProviderID string `json:"providerID,omitempty"`
+
+	// template is the source VM template.
+	Template TemplateSource `json:"template"`
+
+	// cloneMode is Linked (default) or Full.
+	// +optional
+	// +kubebuilder:default=Linked
+	CloneMode CloneMode `json:"cloneMode,omitempty"`
+
+	// storage receives the disks of a Full clone.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z][a-zA-Z0-9\-_.]*$`
+	Storage string `json:"storage,omitempty"`
+
+	// cores of the VM; default the template's.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=512
+	Cores int32 `json:"cores,omitempty"`
+
+	// memoryMiB of the VM; default the template's.
+	// +optional
+	// +kubebuilder:validation:Minimum=256
+	// +kubebuilder:validation:Maximum=4194304
+	MemoryMiB int32 `json:"memoryMiB,omitempty"`
+
+	// diskSizeGiB grows the boot disk; it can never shrink below the template's.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65536
+	DiskSizeGiB int32 `json:"diskSizeGiB,omitempty"`
+
+	// network configures the first NIC; default the template's.
+	// +optional
+	Network *NetworkSpec `json:"network,omitempty"`
+
+	// tags are added to HyperFleet's ownership tags.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9_][a-z0-9_\-+.]*$`
+	Tags []string `json:"tags,omitempty"`
+
+	// cloudInit is merged with the bootstrap data.
+	// +optional
+	CloudInit *CloudInitSpec `json:"cloudInit,omitempty"`
+
+	// hypervisorClusterName names the HypervisorCluster for a claim without an owner Machine.
+	// With an owner Machine, the Cluster's infrastructureRef decides.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	HypervisorClusterName string `json:"hypervisorClusterName,omitempty"`
+
+	// failureDomain (a node) for a claim without an owner Machine; the Machine's failureDomain wins.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	FailureDomain string `json:"failureDomain,omitempty"`
+
+	// bootstrap supplies bootstrap data to a claim without an owner Machine.
+	// +optional
+	Bootstrap *BootstrapSpec `json:"bootstrap,omitempty"`
+}
+
+// TaskRef is the in-flight hypervisor task of a claim. While it is set no other task starts, and a
+// restarted controller resumes polling it.
+type TaskRef struct {
+	// id is the hypervisor's task handle (a Proxmox UPID).
+	// +kubebuilder:validation:MaxLength=512
+	ID string `json:"id"`
+	// node runs the task.
+	// +kubebuilder:validation:MaxLength=63
+	Node string `json:"node"`
+	// operation is what the task does: Clone, Configure, Start, Stop or Delete.
+	// +kubebuilder:validation:MaxLength=32
+	Operation string `json:"operation"`
+	// startTime is when the task was started.
+	StartTime metav1.Time `json:"startTime"`
+}
+
+// MachineClaimInitializationStatus is the Cluster API v1beta2 initialization contract.
+type MachineClaimInitializationStatus struct {
+	// provisioned is true once the VM runs and has an address.
+	// +optional
+	Provisioned *bool `json:"provisioned,omitempty"`
+}
+
+// MachineClaimStatus is what HyperFleet observed about the VM.
+type MachineClaimStatus struct {
+	// initialization is the Cluster API provisioning contract.
+	// +optional
+	Initialization *MachineClaimInitializationStatus `json:"initialization,omitempty"`
+
+	// conditions: Ready (summary, mirrored to the Machine), VMProvisioned, BootstrapReady, Paused.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// phase summarises the lifecycle.
+	// +optional
+	Phase MachineClaimPhase `json:"phase,omitempty"`
+
+	// addresses reported by the guest.
+	// +optional
+	Addresses clusterv1.MachineAddresses `json:"addresses,omitempty"`
+
+	// node hosts the VM.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Node string `json:"node,omitempty"`
+
+	// vmid of the VM. It is recorded before the clone starts, so a restart finds the VM it started.
+	// +optional
+	VMID int32 `json:"vmid,omitempty"`
+
+	// powerState of the VM as last observed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	PowerState string `json:"powerState,omitempty"`
+
+	// task is the in-flight hypervisor task.
+	// +optional
+	Task *TaskRef `json:"task,omitempty"`
+
+	// failureCount counts consecutive failed attempts; it drives exponential backoff.
+	// +optional
+	FailureCount int32 `json:"failureCount,omitempty"`
+
+	// bootstrappedTime is when the VM's agent proved its identity and fetched its configuration.
+	// +optional
+	BootstrappedTime *metav1.Time `json:"bootstrappedTime,omitempty"`
+
+	// observedGeneration is the generation the status reflects.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:path=machineclaims,scope=Namespaced,categories=cluster-api;hyperfleet,shortName=mcl
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta1=v1alpha1"
+// +kubebuilder:printcolumn:name="Cluster",type="string",JSONPath=".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']"
+// +kubebuilder:printcolumn:name="Machine",type="string",JSONPath=".metadata.ownerReferences[?(@.kind=='Machine')].name"
+// +kubebuilder:printcolumn:name="Phase",type="string",JSONPath=".status.phase"
+// +kubebuilder:printcolumn:name="Node",type="string",JSONPath=".status.node"
+// +kubebuilder:printcolumn:name="VMID",type="integer",JSONPath=".status.vmid"
+// +kubebuilder:printcolumn:name="Power",type="string",JSONPath=".status.powerState"
+// +kubebuilder:printcolumn:name="Address",type="string",JSONPath=".status.addresses[0].address"
+// +kubebuilder:printcolumn:name="Reason",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].reason"
+// +kubebuilder:printcolumn:name="ProviderID",type="string",JSONPath=".spec.providerID",priority=1
+// +kubebuilder:printcolumn:name="Message",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].message",priority=1
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
+
+// MachineClaim is one VM, cloned from a template: the Cluster API infrastructure machine of a runner.
+type MachineClaim struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   MachineClaimSpec   `json:"spec,omitempty"`
+	Status MachineClaimStatus `json:"status,omitempty"`
+}
+
+// GetConditions returns the status conditions.
+func (m *MachineClaim) GetConditions() []metav1.Condition { return m.Status.Conditions }
+
+// SetConditions replaces the status conditions.
+func (m *MachineClaim) SetConditions(conditions []metav1.Condition) { m.Status.Conditions = conditions }
+
+// +kubebuilder:object:root=true
+
+// MachineClaimList is a list of MachineClaims.
+type MachineClaimList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []MachineClaim `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&MachineClaim{}, &MachineClaimList{})
+}

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Builds HyperFleet's test and development toolchain from the Go module proxy alone:
+# envtest's etcd, kube-apiserver and kubectl, the Cluster API core manager and clusterctl,
+# and controller-gen. Idempotent: a warm cache returns in about a second.
+#
+#   hack/tools.sh [CACHE_DIR]      # prints `export KUBEBUILDER_ASSETS=...` on success
+#
+# Layout of CACHE_DIR (default ${XDG_CACHE_HOME:-$HOME/.cache}/hyperfleet/tools):
+#   k8s/{etcd,kube-apiserver,kubectl}      -> KUBEBUILDER_ASSETS
+#   capi/{capi-manager,clusterctl,crds/,webhook/}
+#   bin/controller-gen
+set -euo pipefail
+
+K8S_VERSION=${K8S_VERSION:-1.34.3}
+ETCD_VERSION=${ETCD_VERSION:-3.6.5}
+CAPI_VERSION=${CAPI_VERSION:-1.12.5}
+CONTROLLER_GEN_VERSION=${CONTROLLER_GEN_VERSION:-0.19.0}
+
+CACHE=${1:-${TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hyperfleet/tools}}
+mkdir -p "$CACHE"
+CACHE=$(cd "$CACHE" && pwd)
+K8S_DIR=$CACHE/k8s CAPI_DIR=$CACHE/capi BIN_DIR=$CACHE/bin BUILD=$CACHE/build
+mkdir -p "$K8S_DIR" "$CAPI_DIR" "$BIN_DIR" "$BUILD"
+export CGO_ENABLED=0 CLUSTERCTL_DISABLE_VERSIONCHECK=true GOFLAGS=-mod=mod
+
+log() { echo "[tools $(date +%T)] $*" >&2; }
+# version_is BIN WANT ARGS...: true when BIN runs and prints WANT.
+version_is() { [ -x "$1" ] || return 1; local out; out=$("$1" "${@:3}" 2>/dev/null) || true; [[ "$out" == *"$2"* ]]; }
+
+# etcd: its go.mod has replace directives, so build it as a dependency of a throwaway module.
+if version_is "$K8S_DIR/etcd" "$ETCD_VERSION" --version; then
+  log "etcd $ETCD_VERSION cached"
+else
+  log "building etcd $ETCD_VERSION (first run only)"
+  d=$BUILD/etcd; mkdir -p "$d"; rm -f "$d/go.mod" "$d/go.sum"
+  printf 'module local/etcdbuild\n\ngo 1.24\n\nrequire go.etcd.io/etcd/server/v3 v%s\n' "$ETCD_VERSION" >"$d/go.mod"
+  (cd "$d" && go build -trimpath -ldflags "-s -w" -o "$K8S_DIR/etcd" go.etcd.io/etcd/server/v3)
+fi
+
+# kube-apiserver and kubectl: k8s.io/kubernetes replaces its staging modules with local paths,
+# so a dependent module must point each one at its published v0.X.Y tag instead.
+if version_is "$K8S_DIR/kube-apiserver" "v$K8S_VERSION" --version && version_is "$K8S_DIR/kubectl" "v$K8S_VERSION" version --client; then
+  log "kube-apiserver/kubectl v$K8S_VERSION cached"
+else
+  log "building kube-apiserver and kubectl v$K8S_VERSION (first run only, several minutes)"
+  d=$BUILD/k8s; mkdir -p "$d"; rm -f "$d/go.mod" "$d/go.sum"
+  kmod=$(cd "$d" && go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",*$/\1/p')
+  {
+    printf 'module local/k8sbuild\n\ngo 1.24.0\n\nrequire k8s.io/kubernetes v%s\n\nreplace (\n' "$K8S_VERSION"
+    awk -v v="v0.${K8S_VERSION#1.}" '$2=="=>" && $3 ~ /^\.\/staging\// {print "\t" $1 " => " $1 " " v}' "$kmod"
+    printf ')\n'
+  } >"$d/go.mod"
+  minor=$(echo "$K8S_VERSION" | cut -d. -f2)
+  ld="-s -w"
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    # Without these /version reports v0.0.0-master and version checks misbehave.
+    ld="$ld -X $p.gitVersion=v$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+  done
+  (cd "$d" && go build -trimpath -ldflags "$ld" -o "$K8S_DIR/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver)
+  (cd "$d" && go build -trimpath -ldflags "$ld" -o "$K8S_DIR/kubectl" k8s.io/kubernetes/cmd/kubectl)
+fi
+
+# Cluster API core manager and clusterctl.
+if version_is "$CAPI_DIR/clusterctl" "v$CAPI_VERSION" version && [ -x "$CAPI_DIR/capi-manager" ]; then
+  log "Cluster API v$CAPI_VERSION cached"
+else
+  log "building Cluster API v$CAPI_VERSION manager and clusterctl (first run only)"
+  ld="-s -w"
+  for kv in gitVersion=v$CAPI_VERSION gitMajor=1 gitMinor=$(echo "$CAPI_VERSION" | cut -d. -f2) gitTreeState=clean; do
+    ld="$ld -X sigs.k8s.io/cluster-api/version.$kv"
+  done
+  GOFLAGS= GOBIN=$BUILD/capi-gobin go install -trimpath -ldflags "$ld" "sigs.k8s.io/cluster-api@v$CAPI_VERSION"
+  GOFLAGS= GOBIN=$BUILD/capi-gobin go install -trimpath -ldflags "$ld" "sigs.k8s.io/cluster-api/cmd/clusterctl@v$CAPI_VERSION"
+  install -m 0755 "$BUILD/capi-gobin/cluster-api" "$CAPI_DIR/capi-manager"
+  install -m 0755 "$BUILD/capi-gobin/clusterctl" "$CAPI_DIR/clusterctl"
+fi
+src=$(GOFLAGS= go env GOMODCACHE)/sigs.k8s.io/cluster-api@v$CAPI_VERSION
+[ -d "$src" ] || (cd "$BUILD" && GOFLAGS= go mod download "sigs.k8s.io/cluster-api@v$CAPI_VERSION")
+rm -rf "$CAPI_DIR/crds" "$CAPI_DIR/webhook"; mkdir -p "$CAPI_DIR/crds" "$CAPI_DIR/webhook"
+cp "$src"/config/crd/bases/*.yaml "$CAPI_DIR/crds/"
+cp "$src"/config/webhook/manifests.yaml "$CAPI_DIR/webhook/"
+chmod -R u+w "$CAPI_DIR/crds" "$CAPI_DIR/webhook"
+
+# controller-gen for deepcopy, CRDs and RBAC.
+if version_is "$BIN_DIR/controller-gen" "v$CONTROLLER_GEN_VERSION" --version; then
+  log "controller-gen v$CONTROLLER_GEN_VERSION cached"
+else
+  log "installing controller-gen v$CONTROLLER_GEN_VERSION"
+  GOFLAGS= GOBIN=$BIN_DIR go install "sigs.k8s.io/controller-tools/cmd/controller-gen@v$CONTROLLER_GEN_VERSION"
+fi
+
+echo "export KUBEBUILDER_ASSETS=$K8S_DIR"

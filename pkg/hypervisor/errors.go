@@ -1,0 +1,81 @@
+package hypervisor
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Classes of hypervisor errors. Implementations wrap their errors so errors.Is matches one of these,
+// letting controllers choose between retrying and reporting a terminal condition.
+var (
+	// ErrNotFound: the VM, template, node or task does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrAlreadyExists: the VM ID is taken.
+	ErrAlreadyExists = errors.New("already exists")
+	// ErrBusy: the VM is locked by another operation or in the wrong power state; retry later.
+	ErrBusy = errors.New("busy")
+	// ErrUnauthorized: the credentials were rejected.
+	ErrUnauthorized = errors.New("unauthorized")
+	// ErrForbidden: the credentials lack a privilege.
+	ErrForbidden = errors.New("forbidden")
+	// ErrInvalid: the hypervisor rejected the request's parameters; retrying will not help.
+	ErrInvalid = errors.New("invalid request")
+	// ErrTransient: a timeout, connection failure or server error; retry with backoff.
+	ErrTransient = errors.New("transient")
+	// ErrNotOwned: the VM does not carry HyperFleet's ownership metadata, so it is never changed.
+	ErrNotOwned = errors.New("not owned by HyperFleet")
+	// ErrTaskFailed: an asynchronous task finished with an error.
+	ErrTaskFailed = errors.New("task failed")
+	// ErrAmbiguous: a template selector matched more than one template.
+	ErrAmbiguous = errors.New("ambiguous")
+)
+
+// Error is a classified hypervisor error: Class is one of the Err* sentinels, Op the operation.
+type Error struct {
+	Class error
+	Op    string
+	Err   error
+}
+
+func (e *Error) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("%s: %v", e.Op, e.Class)
+	}
+	return fmt.Sprintf("%s: %v: %v", e.Op, e.Class, e.Err)
+}
+
+func (e *Error) Unwrap() []error { return []error{e.Class, e.Err} }
+
+// Errorf builds a classified error.
+func Errorf(class error, op, format string, args ...any) error {
+	return &Error{Class: class, Op: op, Err: fmt.Errorf(format, args...)}
+}
+
+// IsRetryable reports whether an operation failing with err may succeed when retried unchanged.
+func IsRetryable(err error) bool {
+	return errors.Is(err, ErrBusy) || errors.Is(err, ErrTransient)
+}
+
+// Reason maps an error to a short CamelCase reason for conditions and metrics.
+func Reason(err error) string {
+	for _, c := range []struct {
+		err    error
+		reason string
+	}{
+		{ErrNotOwned, "NotOwned"},
+		{ErrUnauthorized, "Unauthorized"},
+		{ErrForbidden, "Forbidden"},
+		{ErrNotFound, "NotFound"},
+		{ErrAlreadyExists, "AlreadyExists"},
+		{ErrBusy, "Busy"},
+		{ErrInvalid, "Invalid"},
+		{ErrTaskFailed, "TaskFailed"},
+		{ErrAmbiguous, "Ambiguous"},
+		{ErrTransient, "Transient"},
+	} {
+		if errors.Is(err, c.err) {
+			return c.reason
+		}
+	}
+	return "Error"
+}

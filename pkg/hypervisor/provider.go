@@ -1,0 +1,46 @@
+package hypervisor
+
+import "context"
+
+// Provider is everything HyperFleet needs from a hypervisor cluster. Mutating calls refuse VMs that do
+// not carry HyperFleet's ownership metadata with ErrNotOwned. Long operations return a TaskID that the
+// caller keeps (in status) and polls with TaskStatus, so no second task is started while one runs.
+type Provider interface {
+	// Verify checks that the endpoint is reachable, the credentials are accepted and they carry the
+	// privileges HyperFleet needs. It returns the hypervisor's version.
+	Verify(ctx context.Context) (version string, err error)
+	// Nodes lists the cluster's hosts with their capacity.
+	Nodes(ctx context.Context) ([]Node, error)
+	// ResolveTemplate finds exactly one template matching the selector.
+	ResolveTemplate(ctx context.Context, sel TemplateSelector) (Template, error)
+	// NextID proposes a free VM ID at or above min. The proposal is not a reservation: Clone fails
+	// with ErrAlreadyExists if another client took it first.
+	NextID(ctx context.Context, min int) (int, error)
+
+	// Clone creates a VM from a template, stamped with spec.Owner.
+	Clone(ctx context.Context, spec CloneSpec) (TaskID, error)
+	// Configure applies hardware, network, tags and description to an owned VM.
+	Configure(ctx context.Context, ref VMRef, spec ConfigSpec) (TaskID, error)
+	// ResizeDisk grows an owned VM's disk to sizeGiB; it never shrinks.
+	ResizeDisk(ctx context.Context, ref VMRef, disk string, sizeGiB int) error
+	// AttachCloudInit builds a NoCloud image with data and attaches it to an owned VM.
+	AttachCloudInit(ctx context.Context, ref VMRef, data CloudInitData) error
+	// Start powers an owned VM on.
+	Start(ctx context.Context, ref VMRef) (TaskID, error)
+	// Stop powers an owned VM off immediately.
+	Stop(ctx context.Context, ref VMRef) (TaskID, error)
+	// Shutdown asks an owned VM's guest to power off.
+	Shutdown(ctx context.Context, ref VMRef) (TaskID, error)
+	// Delete destroys a stopped, owned VM with its disks and cloud-init image. Stop it first:
+	// deleting a running VM fails with ErrBusy.
+	Delete(ctx context.Context, ref VMRef) (TaskID, error)
+
+	// VM returns a VM's current state; ErrNotFound when it does not exist.
+	VM(ctx context.Context, ref VMRef) (VM, error)
+	// Addresses returns the addresses the guest reports; empty until the guest agent answers.
+	Addresses(ctx context.Context, ref VMRef) ([]Address, error)
+	// OwnedVMs lists every VM owned by this HypervisorCluster in one call.
+	OwnedVMs(ctx context.Context) ([]VM, error)
+	// TaskStatus polls a task started by this or an earlier process.
+	TaskStatus(ctx context.Context, node string, id TaskID) (TaskState, error)
+}

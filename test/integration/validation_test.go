@@ -1,0 +1,209 @@
+package integration
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
+	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/test/builder"
+)
+
+func newNamespace(t *testing.T, prefix string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+	NewWithT(t).Expect(env.Client.Create(context.Background(), ns)).To(Succeed())
+	return ns.Name
+}
+
+// TestValidationRules proves that each validation rule refuses a bad object with the message a person
+// needs, and that the smallest valid object of each kind is accepted.
+func TestValidationRules(t *testing.T) {
+	ns := newNamespace(t, "validation")
+	cases := []struct {
+		name    string
+		obj     client.Object
+		message string // empty: the object must be accepted
+	}{
+		{name: "valid HypervisorCluster", obj: builder.NewHypervisorCluster("ok", ns).Build()},
+		{
+			name:    "HypervisorCluster endpoint without scheme",
+			obj:     builder.NewHypervisorCluster("noscheme", ns).WithEndpoint("pve.example.com:8006").Build(),
+			message: "endpoint must be an http:// or https:// URL",
+		},
+		{
+			name:    "HypervisorCluster CA bundle and insecure together",
+			obj:     builder.NewHypervisorCluster("both", ns).WithCABundle("ca", "ca.crt").WithInsecure().Build(),
+			message: "set either caBundleRef or insecureSkipTLSVerify, not both",
+		},
+		{
+			name: "HypervisorCluster reversed VMID range",
+			obj: builder.NewHypervisorCluster("range", ns).WithProxmox(infrav1.ProxmoxClusterParameters{
+				VMIDRange: &infrav1.VMIDRange{Start: 2000, End: 1000}}).Build(),
+			message: "vmidRange.start must not be greater than vmidRange.end",
+		},
+		{
+			name: "HypervisorCluster snippets without storage",
+			obj: builder.NewHypervisorCluster("snip", ns).WithProxmox(infrav1.ProxmoxClusterParameters{
+				CloudInitDelivery: infrav1.CloudInitSnippets}).Build(),
+			message: "cloudInitDelivery Snippets needs snippetsStorage",
+		},
+		{
+			name:    "HypervisorCluster bad node name",
+			obj:     builder.NewHypervisorCluster("node", ns).WithAllowedNodes("pve_1!").Build(),
+			message: "spec.allowedNodes[0]",
+		},
+		{name: "valid MachineClaim by vmid", obj: builder.NewMachineClaim("vmid", ns).Build()},
+		{name: "valid MachineClaim by name and tags", obj: builder.NewMachineClaim("byname", ns).WithTemplateName("ubuntu", "runner").Build()},
+		{
+			name: "MachineClaim template by vmid and name",
+			obj: builder.NewMachineClaim("both", ns).WithTemplate(infrav1.TemplateSource{
+				VMID: ptr.To[int32](9000), Name: "ubuntu"}).Build(),
+			message: "select the template either by vmid or by name/tags, not both and not neither",
+		},
+		{
+			name:    "MachineClaim template selector empty",
+			obj:     builder.NewMachineClaim("neither", ns).WithTemplate(infrav1.TemplateSource{}).Build(),
+			message: "select the template either by vmid or by name/tags, not both and not neither",
+		},
+		{
+			name:    "MachineClaim storage on a linked clone",
+			obj:     builder.NewMachineClaim("linked", ns).WithClone(infrav1.CloneLinked, "local-lvm").Build(),
+			message: "storage can only be chosen for a Full clone",
+		},
+		{name: "valid MachineClaim full clone to storage", obj: builder.NewMachineClaim("full", ns).WithClone(infrav1.CloneFull, "local-lvm").Build()},
+		{
+			name:    "MachineClaim too little memory",
+			obj:     builder.NewMachineClaim("mem", ns).WithResources(2, 64).Build(),
+			message: "spec.memoryMiB",
+		},
+		{
+			name:    "MachineClaim VLAN out of range",
+			obj:     builder.NewMachineClaim("vlan", ns).WithNetwork("vmbr0", 5000).Build(),
+			message: "spec.network.vlan",
+		},
+		{
+			name:    "MachineClaim tag Proxmox would refuse",
+			obj:     builder.NewMachineClaim("tag", ns).WithTags("Bad Tag").Build(),
+			message: "spec.tags[0]",
+		},
+		{name: "valid RunnerPool", obj: builder.NewRunnerPool("ok", ns).Build()},
+		{
+			name:    "RunnerPool min above max",
+			obj:     builder.NewRunnerPool("minmax", ns).WithBounds(5, 2).Build(),
+			message: "minReplicas must not be greater than maxReplicas",
+		},
+		{
+			name:    "RunnerPool idle above max",
+			obj:     builder.NewRunnerPool("idle", ns).WithBounds(0, 2).WithIdle(3).Build(),
+			message: "idleReplicas must not be greater than maxReplicas",
+		},
+		{
+			name:    "RunnerPool replicas outside bounds",
+			obj:     builder.NewRunnerPool("replicas", ns).WithBounds(1, 3).WithReplicas(7).Build(),
+			message: "replicas must lie between minReplicas and maxReplicas",
+		},
+		{
+			name: "RunnerPool without organization or repository",
+			obj: builder.NewRunnerPool("scope", ns).WithGitHub(fleetv1.GitHubSpec{
+				Labels: []string{"linux"}, CredentialsRef: fleetv1.LocalObjectReference{Name: "app"}}).Build(),
+			message: "set github.organization or github.repository",
+		},
+		{
+			name: "RunnerPool malformed repository",
+			obj: builder.NewRunnerPool("repo", ns).WithGitHub(fleetv1.GitHubSpec{
+				Repository: "not-a-repo", Labels: []string{"linux"}, CredentialsRef: fleetv1.LocalObjectReference{Name: "app"}}).Build(),
+			message: "spec.github.repository",
+		},
+		{
+			name:    "RunnerPool without labels",
+			obj:     builder.NewRunnerPool("nolabels", ns).WithLabels().Build(),
+			message: "spec.github.labels",
+		},
+		{name: "valid BootstrapConfig", obj: builder.NewBootstrapConfig("ok", ns).Build()},
+		{
+			name: "BootstrapConfig SPIRE without server",
+			obj: builder.NewBootstrapConfig("spire", ns).WithAttestation(bootstrapv1.AttestationSpec{
+				Provider: bootstrapv1.IdentitySPIRE}).Build(),
+			message: "provider SPIRE needs spireServerAddress",
+		},
+		{
+			name:    "BootstrapConfig plain-http bootstrap service",
+			obj:     builder.NewBootstrapConfig("http", ns).WithServiceURL("http://bootstrap:8443").Build(),
+			message: "bootstrapServiceURL must be an https:// URL",
+		},
+		{
+			name: "BootstrapConfig bad runner checksum",
+			obj: builder.NewBootstrapConfig("sha", ns).WithRunner(bootstrapv1.RunnerSpec{
+				DownloadURL: "https://example.com/runner.tgz", SHA256: "xyz"}).Build(),
+			message: "spec.runner.sha256",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			err := env.Client.Create(context.Background(), tc.obj, client.DryRunAll)
+			if tc.message == "" {
+				g.Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
+			g.Expect(err.Error()).To(ContainSubstring(tc.message))
+		})
+	}
+}
+
+// TestImmutableFields proves the transition rules.
+func TestImmutableFields(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t, "immutable")
+
+	t.Run("RunnerPool clusterName", func(t *testing.T) {
+		g := NewWithT(t)
+		pool := builder.NewRunnerPool("pool", ns).Build()
+		g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
+		pool.Spec.ClusterName = "other"
+		err := env.Client.Update(ctx, pool)
+		g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
+		g.Expect(err.Error()).To(ContainSubstring("clusterName is immutable"))
+	})
+
+	t.Run("MachineClaim providerID", func(t *testing.T) {
+		g := NewWithT(t)
+		claim := builder.NewMachineClaim("claim", ns).Build()
+		g.Expect(env.Client.Create(ctx, claim)).To(Succeed())
+		claim.Spec.ProviderID = "hyperfleet://uid/pve1/100"
+		g.Expect(env.Client.Update(ctx, claim)).To(Succeed(), "setting providerID the first time is allowed")
+		claim.Spec.ProviderID = "hyperfleet://uid/pve2/101"
+		err := env.Client.Update(ctx, claim)
+		g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
+		g.Expect(err.Error()).To(ContainSubstring("providerID cannot be changed once set"))
+	})
+}
+
+// TestCRDContractLabels checks what Cluster API needs to find HyperFleet's kinds.
+func TestCRDContractLabels(t *testing.T) {
+	g := NewWithT(t)
+	for _, name := range []string{
+		"hypervisorclusters.infrastructure.cluster.x-k8s.io",
+		"hypervisorclustertemplates.infrastructure.cluster.x-k8s.io",
+		"machineclaims.infrastructure.cluster.x-k8s.io",
+		"machineclaimtemplates.infrastructure.cluster.x-k8s.io",
+		"bootstrapconfigs.bootstrap.cluster.x-k8s.io",
+		"bootstrapconfigtemplates.bootstrap.cluster.x-k8s.io",
+	} {
+		crd := &metav1.PartialObjectMetadata{}
+		crd.SetGroupVersionKind(apiextensionsCRD)
+		g.Expect(env.Client.Get(context.Background(), client.ObjectKey{Name: name}, crd)).To(Succeed(), name)
+		g.Expect(crd.Labels).To(HaveKeyWithValue("cluster.x-k8s.io/v1beta2", "v1alpha1"), name)
+		g.Expect(crd.Labels).To(HaveKeyWithValue("cluster.x-k8s.io/v1beta1", "v1alpha1"), name)
+	}
+}

@@ -1,0 +1,189 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/hyperfleet-io/hyperfleet/api"
+)
+
+// Env is a running control plane.
+type Env struct {
+	Config *rest.Config
+	// Client talks to the API server directly, without a cache.
+	Client client.Client
+	Scheme *runtime.Scheme
+	// KubeconfigPath is an admin kubeconfig for kubectl and child processes.
+	KubeconfigPath string
+	// RepoRoot is the repository's top directory.
+	RepoRoot string
+	// Tools locates the toolchain built by hack/tools.sh.
+	Tools Tools
+
+	env *envtest.Environment
+	dir string
+}
+
+// Tools are the toolchain paths.
+type Tools struct {
+	// Assets holds etcd, kube-apiserver and kubectl (KUBEBUILDER_ASSETS).
+	Assets string
+	// CAPIDir holds capi-manager, clusterctl and Cluster API's CRDs.
+	CAPIDir string
+}
+
+// Kubectl is the path of the kubectl binary.
+func (t Tools) Kubectl() string { return filepath.Join(t.Assets, "kubectl") }
+
+// CAPIManager is the path of the Cluster API core manager binary.
+func (t Tools) CAPIManager() string { return filepath.Join(t.CAPIDir, "capi-manager") }
+
+// Clusterctl is the path of the clusterctl binary.
+func (t Tools) Clusterctl() string { return filepath.Join(t.CAPIDir, "clusterctl") }
+
+// FindTools locates the toolchain: KUBEBUILDER_ASSETS and CAPI_DIR when set, else the default cache
+// of hack/tools.sh.
+func FindTools() (Tools, error) {
+	cache := os.Getenv("TOOLS_CACHE")
+	if cache == "" {
+		base := os.Getenv("XDG_CACHE_HOME")
+		if base == "" {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return Tools{}, err
+			}
+			base = filepath.Join(home, ".cache")
+		}
+		cache = filepath.Join(base, "hyperfleet", "tools")
+	}
+	t := Tools{Assets: os.Getenv("KUBEBUILDER_ASSETS"), CAPIDir: os.Getenv("CAPI_DIR")}
+	if t.Assets == "" {
+		t.Assets = filepath.Join(cache, "k8s")
+	}
+	if t.CAPIDir == "" {
+		t.CAPIDir = filepath.Join(cache, "capi")
+	}
+	for _, bin := range []string{filepath.Join(t.Assets, "kube-apiserver"), filepath.Join(t.Assets, "etcd"), filepath.Join(t.CAPIDir, "crds")} {
+		if _, err := os.Stat(bin); err != nil {
+			return t, fmt.Errorf("toolchain incomplete (%v): run `make tools` first", err)
+		}
+	}
+	return t, nil
+}
+
+// RepoRoot finds the directory holding go.mod, walking up from the working directory.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("go.mod not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Start brings up kube-apiserver and etcd with Cluster API's and HyperFleet's CRDs installed.
+func Start() (*Env, error) {
+	tools, err := FindTools()
+	if err != nil {
+		return nil, err
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	e := &Env{Scheme: api.NewScheme(), RepoRoot: root, Tools: tools}
+	e.env = &envtest.Environment{
+		BinaryAssetsDirectory: tools.Assets,
+		CRDDirectoryPaths: []string{
+			filepath.Join(root, "config", "crd", "bases"),
+			filepath.Join(tools.CAPIDir, "crds"),
+		},
+		ErrorIfCRDPathMissing:    true,
+		Scheme:                   e.Scheme,
+		ControlPlaneStartTimeout: 2 * time.Minute,
+		ControlPlaneStopTimeout:  time.Minute,
+	}
+	if e.Config, err = e.env.Start(); err != nil {
+		return nil, fmt.Errorf("starting envtest: %w", err)
+	}
+	if e.Client, err = client.New(e.Config, client.Options{Scheme: e.Scheme}); err != nil {
+		_ = e.env.Stop()
+		return nil, err
+	}
+	if e.dir, err = os.MkdirTemp("", "hyperfleet-testenv-"); err != nil {
+		_ = e.env.Stop()
+		return nil, err
+	}
+	user, err := e.env.ControlPlane.AddUser(envtest.User{Name: "hyperfleet-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		_ = e.Stop()
+		return nil, err
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		_ = e.Stop()
+		return nil, err
+	}
+	e.KubeconfigPath = filepath.Join(e.dir, "kubeconfig")
+	if err := os.WriteFile(e.KubeconfigPath, kubeconfig, 0o600); err != nil {
+		_ = e.Stop()
+		return nil, err
+	}
+	return e, nil
+}
+
+// Stop tears the control plane down.
+func (e *Env) Stop() error {
+	err := e.env.Stop()
+	if e.dir != "" {
+		_ = os.RemoveAll(e.dir)
+	}
+	return err
+}
+
+// TempDir is a scratch directory removed with the environment.
+func (e *Env) TempDir() string { return e.dir }
+
+// CreateAndWait creates obj and waits until reader (typically a manager's cached client) sees it, so
+// a reconciler triggered right after never acts on a stale cache.
+func CreateAndWait(ctx context.Context, c client.Client, reader client.Reader, obj client.Object) error {
+	if err := c.Create(ctx, obj); err != nil {
+		return err
+	}
+	return WaitFor(ctx, reader, obj)
+}
+
+// WaitFor polls reader until obj exists there.
+func WaitFor(ctx context.Context, reader client.Reader, obj client.Object) error {
+	key := client.ObjectKeyFromObject(obj)
+	probe := obj.DeepCopyObject().(client.Object)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		if err := reader.Get(ctx, key, probe); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %T %s in cache: %w", obj, key, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
