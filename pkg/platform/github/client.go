@@ -1,0 +1,188 @@
+package github
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bradleyfalzon/ghinstallation/v2"
+	gh "github.com/google/go-github/v66/github"
+
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
+)
+
+// DefaultBaseURL is github.com's REST API root.
+const DefaultBaseURL = "https://api.github.com/"
+
+// DefaultHTTPTimeout bounds every API call, token refresh included.
+const DefaultHTTPTimeout = 30 * time.Second
+
+// Config is how HyperFleet authenticates to GitHub as an App.
+type Config struct {
+	// BaseURL is the REST API root: DefaultBaseURL when empty, https://HOST/api/v3/ for GitHub
+	// Enterprise Server, or the fake's URL in tests.
+	BaseURL string
+	AppID   int64
+	// InstallationID pins one installation; 0 looks the installation up per scope (and caches
+	// it), so one App can serve several organizations.
+	InstallationID int64
+	// PrivateKeyPEM is the App's RSA private key.
+	PrivateKeyPEM []byte
+	// HTTPTimeout bounds each request; DefaultHTTPTimeout when zero.
+	HTTPTimeout time.Duration
+	// Transport is the base round tripper, for custom TLS (a GHES CA) or proxies; a clone of
+	// http.DefaultTransport when nil. App and installation authentication wrap it.
+	Transport http.RoundTripper
+}
+
+// Client talks to one GitHub (github.com or GHES) as one App. It is safe for concurrent use.
+type Client struct {
+	cfg     Config
+	apps    *gh.Client // authenticated as the App (JWT), for installation lookups
+	appsTr  *ghinstallation.AppsTransport
+	limit   atomic.Int64 // X-RateLimit-Remaining of the last API response, -1 before any
+	mu      sync.Mutex
+	clients map[int64]*gh.Client // per installation
+	owners  map[string]int64     // lower-cased account -> installation ID
+}
+
+var _ platform.Platform = (*Client)(nil)
+
+// NewClient validates the configuration and the App key; it makes no request.
+func NewClient(cfg Config) (*Client, error) {
+	if cfg.AppID <= 0 {
+		return nil, errors.New("github: App ID is required")
+	}
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = DefaultBaseURL
+	}
+	if !strings.HasSuffix(cfg.BaseURL, "/") {
+		cfg.BaseURL += "/"
+	}
+	if cfg.HTTPTimeout <= 0 {
+		cfg.HTTPTimeout = DefaultHTTPTimeout
+	}
+	if cfg.Transport == nil {
+		cfg.Transport = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	appsTr, err := ghinstallation.NewAppsTransport(cfg.Transport, cfg.AppID, cfg.PrivateKeyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("github: App private key: %w", err)
+	}
+	appsTr.BaseURL = strings.TrimSuffix(cfg.BaseURL, "/")
+	c := &Client{cfg: cfg, appsTr: appsTr, clients: map[int64]*gh.Client{}, owners: map[string]int64{}}
+	c.limit.Store(-1)
+	if c.apps, err = c.newGitHubClient(appsTr); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Kind is platform.KindGitHub.
+func (c *Client) Kind() platform.Kind { return platform.KindGitHub }
+
+// ParseWebhook verifies and parses a delivery; see the package-level ParseWebhook.
+func (c *Client) ParseWebhook(header http.Header, body, secret []byte) (platform.Webhook, error) {
+	return ParseWebhook(header, body, secret)
+}
+
+// RateLimitRemaining is X-RateLimit-Remaining from the last installation API response, for
+// metrics; ok is false before the first response.
+func (c *Client) RateLimitRemaining() (remaining int, ok bool) {
+	v := c.limit.Load()
+	return int(v), v >= 0
+}
+
+func (c *Client) newGitHubClient(tr http.RoundTripper) (*gh.Client, error) {
+	client := gh.NewClient(&http.Client{Transport: tr, Timeout: c.cfg.HTTPTimeout})
+	var err error
+	if client.BaseURL, err = client.BaseURL.Parse(c.cfg.BaseURL); err != nil {
+		return nil, fmt.Errorf("github: base URL: %w", err)
+	}
+	client.UploadURL = client.BaseURL
+	return client, nil
+}
+
+// rateRecorder notes the rate-limit budget GitHub reports on every installation response.
+type rateRecorder struct {
+	next  http.RoundTripper
+	store *atomic.Int64
+}
+
+func (r rateRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := r.next.RoundTrip(req)
+	if resp != nil {
+		if v, perr := strconv.ParseInt(resp.Header.Get("X-RateLimit-Remaining"), 10, 64); perr == nil {
+			r.store.Store(v)
+		}
+	}
+	return resp, err
+}
+
+// clientFor returns a go-github client authenticated as the installation serving scope.
+func (c *Client) clientFor(ctx context.Context, scope platform.Scope) (*gh.Client, error) {
+	id, err := c.installationFor(ctx, scope)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if client, ok := c.clients[id]; ok {
+		return client, nil
+	}
+	itr := ghinstallation.NewFromAppsTransport(c.appsTr, id)
+	client, err := c.newGitHubClient(rateRecorder{next: itr, store: &c.limit})
+	if err != nil {
+		return nil, err
+	}
+	c.clients[id] = client
+	return client, nil
+}
+
+// installationFor resolves the App installation of the scope's account. An App has at most one
+// installation per account, so the lookup is cached by account.
+func (c *Client) installationFor(ctx context.Context, scope platform.Scope) (int64, error) {
+	if c.cfg.InstallationID != 0 {
+		return c.cfg.InstallationID, nil
+	}
+	owner := strings.ToLower(scope.Owner())
+	c.mu.Lock()
+	id, ok := c.owners[owner]
+	c.mu.Unlock()
+	if ok {
+		return id, nil
+	}
+	var inst *gh.Installation
+	var resp *gh.Response
+	var err error
+	if scope.IsRepository() {
+		o, r := scope.RepositoryParts()
+		inst, resp, err = c.apps.Apps.FindRepositoryInstallation(ctx, o, r)
+	} else {
+		inst, resp, err = c.apps.Apps.FindOrganizationInstallation(ctx, scope.Organization)
+	}
+	if err != nil {
+		return 0, classify("find App installation for "+scope.String(), resp, err)
+	}
+	c.mu.Lock()
+	c.owners[owner] = inst.GetID()
+	c.mu.Unlock()
+	return inst.GetID(), nil
+}
+
+// forgetInstallation drops a cached lookup after GitHub refuses the installation, so the next
+// call looks it up again (the App may have been reinstalled under a new ID).
+func (c *Client) forgetInstallation(scope platform.Scope, err error) {
+	if c.cfg.InstallationID != 0 || !errors.Is(err, platform.ErrUnauthorized) {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.owners, strings.ToLower(scope.Owner()))
+}

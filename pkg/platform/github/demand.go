@@ -1,0 +1,139 @@
+package github
+
+import (
+	"context"
+	"strings"
+
+	gh "github.com/google/go-github/v66/github"
+
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
+)
+
+// runStatusesWithQueuedJobs are the workflow-run statuses whose runs can hold a job waiting for
+// a runner: a queued run, a run held by a deployment protection rule, and a running run whose
+// later jobs (needs:, matrix) are still queued.
+var runStatusesWithQueuedJobs = []string{"queued", "waiting", "in_progress"}
+
+// QueuedJobs lists the jobs in scope that wait for a runner. GitHub has no "queued jobs" query,
+// so per repository it lists runs by status (GET /repos/{o}/{r}/actions/runs?status=..., one
+// call per status in runStatusesWithQueuedJobs) and then each run's jobs (GET
+// .../runs/{id}/jobs) keeping queued and waiting ones. An organization scope covers the
+// installation's repositories of that organization (GET /installation/repositories). The cost
+// is 3 + one call per active run per repository, so the repair loop should run minutes apart.
+func (c *Client) QueuedJobs(ctx context.Context, scope platform.Scope) ([]platform.Job, error) {
+	scope = scope.Effective()
+	client, err := c.clientFor(ctx, scope)
+	if err != nil {
+		return nil, err
+	}
+	repos := []string{scope.Repository}
+	if !scope.IsRepository() {
+		if repos, err = c.installationRepos(ctx, client, scope.Organization); err != nil {
+			c.forgetInstallation(scope, err)
+			return nil, err
+		}
+	}
+	var out []platform.Job
+	for _, repo := range repos {
+		jobs, err := c.queuedJobsInRepo(ctx, client, repo)
+		if err != nil {
+			c.forgetInstallation(scope, err)
+			return nil, err
+		}
+		out = append(out, jobs...)
+	}
+	return out, nil
+}
+
+func (c *Client) installationRepos(ctx context.Context, client *gh.Client, org string) ([]string, error) {
+	opts := &gh.ListOptions{PerPage: 100}
+	var out []string
+	for {
+		page, resp, err := client.Apps.ListRepos(ctx, opts)
+		if err != nil {
+			return nil, classify("list installation repositories", resp, err)
+		}
+		for _, r := range page.Repositories {
+			if strings.EqualFold(r.GetOwner().GetLogin(), org) {
+				out = append(out, r.GetFullName())
+			}
+		}
+		if resp.NextPage == 0 {
+			return out, nil
+		}
+		opts.Page = resp.NextPage
+	}
+}
+
+func (c *Client) queuedJobsInRepo(ctx context.Context, client *gh.Client, repo string) ([]platform.Job, error) {
+	owner, name, _ := strings.Cut(repo, "/")
+	seen := map[int64]bool{}
+	var runIDs []int64
+	for _, status := range runStatusesWithQueuedJobs {
+		opts := &gh.ListWorkflowRunsOptions{Status: status, ListOptions: gh.ListOptions{PerPage: 100}}
+		for {
+			runs, resp, err := client.Actions.ListRepositoryWorkflowRuns(ctx, owner, name, opts)
+			if err != nil {
+				return nil, classify("list "+status+" workflow runs in "+repo, resp, err)
+			}
+			for _, run := range runs.WorkflowRuns {
+				if !seen[run.GetID()] {
+					seen[run.GetID()] = true
+					runIDs = append(runIDs, run.GetID())
+				}
+			}
+			if resp.NextPage == 0 {
+				break
+			}
+			opts.Page = resp.NextPage
+		}
+	}
+	var out []platform.Job
+	for _, runID := range runIDs {
+		opts := &gh.ListWorkflowJobsOptions{Filter: "latest", ListOptions: gh.ListOptions{PerPage: 100}}
+		for {
+			jobs, resp, err := client.Actions.ListWorkflowJobs(ctx, owner, name, runID, opts)
+			if err != nil {
+				return nil, classify("list jobs of run in "+repo, resp, err)
+			}
+			for _, j := range jobs.Jobs {
+				if state := platform.JobState(j.GetStatus()); state.NeedsRunner() {
+					out = append(out, toJob(j, repo))
+				}
+			}
+			if resp.NextPage == 0 {
+				break
+			}
+			opts.Page = resp.NextPage
+		}
+	}
+	return out, nil
+}
+
+func toJob(j *gh.WorkflowJob, repo string) platform.Job {
+	return platform.Job{
+		ID: j.GetID(), RunID: j.GetRunID(), Name: j.GetName(), State: platform.JobState(j.GetStatus()),
+		Labels: platform.NormalizeLabels(j.Labels), Repository: repo, RunnerName: j.GetRunnerName(),
+		CreatedAt: j.GetCreatedAt().Time,
+	}
+}
+
+// GetJob reads one job of a repository scope, to check a job's state during repair.
+func (c *Client) GetJob(ctx context.Context, scope platform.Scope, jobID int64) (platform.Job, error) {
+	scope = scope.Effective()
+	if !scope.IsRepository() {
+		return platform.Job{}, &platform.Error{Class: platform.ErrInvalid, Op: "get job", Err: errNeedRepository}
+	}
+	client, err := c.clientFor(ctx, scope)
+	if err != nil {
+		return platform.Job{}, err
+	}
+	owner, name := scope.RepositoryParts()
+	j, resp, err := client.Actions.GetWorkflowJobByID(ctx, owner, name, jobID)
+	if err != nil {
+		err = classify("get job in "+scope.String(), resp, err)
+		c.forgetInstallation(scope, err)
+		return platform.Job{}, err
+	}
+	return toJob(j, scope.Repository), nil
+}

@@ -1,0 +1,196 @@
+package fakegithub
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+)
+
+// scopeFromPath returns "owner/name" for /repos/... endpoints and "org" for /orgs/... endpoints.
+func scopeFromPath(r *http.Request) string {
+	if org := r.PathValue("org"); org != "" {
+		return org
+	}
+	return r.PathValue("owner") + "/" + r.PathValue("repo")
+}
+
+func (s *Server) labelsJSON(labels []string) []map[string]any {
+	out := make([]map[string]any, 0, len(labels))
+	for _, l := range labels {
+		key := strings.ToLower(l)
+		id, ok := s.labelIDs[key]
+		if !ok {
+			id = s.newID("label")
+			s.labelIDs[key] = id
+		}
+		out = append(out, map[string]any{"id": id, "name": l, "type": "custom"})
+	}
+	return out
+}
+
+// runnerJSONLocked renders a runner as GitHub does; the caller holds s.mu.
+func (s *Server) runnerJSONLocked(rn *Runner) map[string]any {
+	return map[string]any{
+		"id": rn.ID, "name": rn.Name, "os": "Linux", "status": rn.Status, "busy": rn.Busy,
+		"runner_group_id": rn.RunnerGroupID, "labels": s.labelsJSON(rn.Labels),
+	}
+}
+
+func (s *Server) findRunnerByNameLocked(scope, name string) *Runner {
+	for _, rn := range s.runners {
+		if sameScope(rn.Scope, scope) && strings.EqualFold(rn.Name, name) {
+			return rn
+		}
+	}
+	return nil
+}
+
+type jitRequest struct {
+	Name          string   `json:"name"`
+	RunnerGroupID int64    `json:"runner_group_id"`
+	Labels        []string `json:"labels"`
+	WorkFolder    string   `json:"work_folder"`
+}
+
+// generateJITConfig registers an offline ephemeral runner and returns its encoded config. Like
+// GitHub it refuses a name already taken in the scope with 409 and validates the label count.
+func (s *Server) generateJITConfig(w http.ResponseWriter, r *http.Request, installationID int64) {
+	scope := scopeFromPath(r)
+	if s.denyUnlessAccess(w, installationID, scope) {
+		return
+	}
+	var req jitRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	switch {
+	case strings.TrimSpace(req.Name) == "":
+		writeValidation(w, "name", "missing_field")
+		return
+	case len(req.Labels) < 1 || len(req.Labels) > 100:
+		writeValidation(w, "labels", "invalid")
+		return
+	case req.RunnerGroupID < 1:
+		writeValidation(w, "runner_group_id", "invalid")
+		return
+	}
+	s.mu.Lock()
+	if s.findRunnerByNameLocked(scope, req.Name) != nil {
+		s.mu.Unlock()
+		writeError(w, http.StatusConflict, fmt.Sprintf("Already exists - A runner with the name %s already exists.", req.Name))
+		return
+	}
+	if strings.Contains(scope, "/") {
+		s.addRepoLocked(scope)
+	}
+	rn := &Runner{
+		ID: s.newID("runner"), Name: req.Name, Scope: scope, Labels: dedupeFold(req.Labels),
+		RunnerGroupID: req.RunnerGroupID, WorkFolder: req.WorkFolder, Status: RunnerOffline,
+		CreatedAt: s.now(), token: randomHex(20),
+	}
+	s.runners[rn.ID] = rn
+	body := map[string]any{"runner": s.runnerJSONLocked(rn)}
+	body["encoded_jit_config"] = EncodeJITConfig(JITConfig{
+		RunnerID: rn.ID, RunnerName: rn.Name, Scope: scope, URL: s.url, Token: rn.token, Labels: rn.Labels,
+	})
+	s.mu.Unlock()
+	writeJSON(w, http.StatusCreated, body)
+}
+
+func writeValidation(w http.ResponseWriter, field, code string) {
+	writeJSON(w, http.StatusUnprocessableEntity, map[string]any{
+		"message": "Invalid request.", "documentation_url": "https://docs.github.com/rest",
+		"errors": []map[string]string{{"resource": "Runner", "field": field, "code": code}},
+	})
+}
+
+func dedupeFold(labels []string) []string {
+	var out []string
+	for _, l := range labels {
+		l = strings.TrimSpace(l)
+		if l != "" && !labelsContainAll(out, []string{l}) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func (s *Server) listRunners(w http.ResponseWriter, r *http.Request, installationID int64) {
+	scope := scopeFromPath(r)
+	if s.denyUnlessAccess(w, installationID, scope) {
+		return
+	}
+	name := r.URL.Query().Get("name")
+	s.mu.Lock()
+	var list []*Runner
+	for _, rn := range s.runners {
+		if sameScope(rn.Scope, scope) && (name == "" || strings.EqualFold(rn.Name, name)) {
+			list = append(list, rn)
+		}
+	}
+	sort.Slice(list, func(i, k int) bool { return list[i].ID < list[k].ID })
+	start, end := s.page(w, r, len(list))
+	out := make([]map[string]any, 0, end-start)
+	for _, rn := range list[start:end] {
+		out = append(out, s.runnerJSONLocked(rn))
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]any{"total_count": len(list), "runners": out})
+}
+
+// runnerInScopeLocked finds the runner a path names; the caller checked access and holds s.mu.
+func (s *Server) runnerInScopeLocked(w http.ResponseWriter, r *http.Request) (*Runner, bool) {
+	scope := scopeFromPath(r)
+	id, ok := pathID(w, r)
+	if !ok {
+		return nil, false
+	}
+	rn, ok := s.runners[id]
+	if !ok || !sameScope(rn.Scope, scope) {
+		writeError(w, http.StatusNotFound, "Not Found")
+		return nil, false
+	}
+	return rn, true
+}
+
+func (s *Server) getRunner(w http.ResponseWriter, r *http.Request, installationID int64) {
+	if s.denyUnlessAccess(w, installationID, scopeFromPath(r)) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rn, ok := s.runnerInScopeLocked(w, r)
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, s.runnerJSONLocked(rn))
+}
+
+// removeRunner deletes a runner; like GitHub it refuses with 422 while the runner runs a job.
+func (s *Server) removeRunner(w http.ResponseWriter, r *http.Request, installationID int64) {
+	if s.denyUnlessAccess(w, installationID, scopeFromPath(r)) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rn, ok := s.runnerInScopeLocked(w, r)
+	if !ok {
+		return
+	}
+	if rn.Busy {
+		writeError(w, http.StatusUnprocessableEntity, fmt.Sprintf("Bad request - Runner \"%s\" is still running a job\"", rn.Name))
+		return
+	}
+	delete(s.runners, rn.ID)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) createRegistrationToken(w http.ResponseWriter, r *http.Request, installationID int64) {
+	if s.denyUnlessAccess(w, installationID, scopeFromPath(r)) {
+		return
+	}
+	expires := s.now().Add(time.Hour).UTC().Truncate(time.Second)
+	writeJSON(w, http.StatusCreated, map[string]any{"token": strings.ToUpper(randomHex(15)), "expires_at": expires.Format(time.RFC3339)})
+}

@@ -1,0 +1,288 @@
+package fakegithub
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Options configures a fake GitHub. The zero value is usable: it generates an App key, uses App
+// ID 1, one-hour installation tokens, 5000 requests per hour per installation and no webhooks.
+type Options struct {
+	// AppID is the GitHub App's ID, checked as the JWT issuer. Default 1.
+	AppID int64
+	// AppKeyPEM is the App's RSA private key in PEM (PKCS#1 or PKCS#8). Generated when empty.
+	AppKeyPEM []byte
+	// TokenTTL is the lifetime of installation tokens. Default one hour, like GitHub.
+	TokenTTL time.Duration
+	// RateLimit is the hourly request budget per installation. Default 5000.
+	RateLimit int
+	// WebhookURL receives signed workflow_job events when set; WebhookSecret signs them.
+	WebhookURL    string
+	WebhookSecret string
+	// WebhookClient sends the webhooks; default a client with GitHub's 10 s delivery timeout.
+	WebhookClient *http.Client
+	// TLS serves HTTPS with a generated self-signed certificate for 127.0.0.1 (see CACertPEM).
+	TLS bool
+	// Clock returns the current time; default time.Now. Tests move it to expire tokens.
+	Clock func() time.Time
+	// Logger receives one line per request at debug level; default discards.
+	Logger *slog.Logger
+}
+
+// Server is a running (or ready to run) fake GitHub API.
+type Server struct {
+	opts     Options
+	appKey   *rsa.PrivateKey
+	appKeyPE []byte
+	mux      *http.ServeMux
+	log      *slog.Logger
+
+	httpSrv  *http.Server
+	listener net.Listener
+	url      string
+	caPEM    []byte
+
+	hooks *webhookQueue
+
+	mu            sync.Mutex
+	nextID        map[string]int64
+	installations map[string]*Installation // by lower-cased account
+	repos         map[string]string        // lower-cased full name -> canonical full name
+	tokens        map[string]*installToken
+	rate          map[int64]*rateBucket
+	runners       map[int64]*Runner
+	jobs          map[int64]*Job
+	runs          map[int64]*workflowRun
+	labelIDs      map[string]int64
+	faults        map[string][]Fault
+	requests      map[string]int
+	deliveries    []Delivery
+}
+
+// New creates a fake GitHub without listening yet.
+func New(opts Options) (*Server, error) {
+	if opts.AppID == 0 {
+		opts.AppID = 1
+	}
+	if opts.TokenTTL == 0 {
+		opts.TokenTTL = time.Hour
+	}
+	if opts.RateLimit == 0 {
+		opts.RateLimit = 5000
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.WebhookClient == nil {
+		opts.WebhookClient = &http.Client{Timeout: 10 * time.Second}
+	}
+	s := &Server{
+		opts:          opts,
+		log:           opts.Logger,
+		nextID:        map[string]int64{"installation": 100, "runner": 0, "job": 10000, "run": 5000, "label": 0},
+		installations: map[string]*Installation{},
+		repos:         map[string]string{},
+		tokens:        map[string]*installToken{},
+		rate:          map[int64]*rateBucket{},
+		runners:       map[int64]*Runner{},
+		jobs:          map[int64]*Job{},
+		runs:          map[int64]*workflowRun{},
+		labelIDs:      map[string]int64{},
+		faults:        map[string][]Fault{},
+		requests:      map[string]int{},
+	}
+	if err := s.loadOrGenerateKey(opts.AppKeyPEM); err != nil {
+		return nil, err
+	}
+	s.hooks = newWebhookQueue(s)
+	s.hooks.start()
+	s.mux = http.NewServeMux()
+	s.routes()
+	return s, nil
+}
+
+func (s *Server) loadOrGenerateKey(keyPEM []byte) error {
+	if len(keyPEM) == 0 {
+		key, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			return fmt.Errorf("generating App key: %w", err)
+		}
+		s.appKey = key
+		s.appKeyPE = pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+		return nil
+	}
+	block, _ := pem.Decode(keyPEM)
+	if block == nil {
+		return errors.New("App key: no PEM block")
+	}
+	if key, err := x509.ParsePKCS1PrivateKey(block.Bytes); err == nil {
+		s.appKey, s.appKeyPE = key, keyPEM
+		return nil
+	}
+	parsed, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return fmt.Errorf("App key: %w", err)
+	}
+	key, ok := parsed.(*rsa.PrivateKey)
+	if !ok {
+		return errors.New("App key: not an RSA key")
+	}
+	s.appKey, s.appKeyPE = key, keyPEM
+	return nil
+}
+
+// Start listens on addr ("" means 127.0.0.1:0) and serves in the background.
+func (s *Server) Start(addr string) error {
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	scheme := "http"
+	if s.opts.TLS {
+		cert, caPEM, err := selfSignedCert(l.Addr())
+		if err != nil {
+			_ = l.Close()
+			return err
+		}
+		s.caPEM = caPEM
+		l = tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+		scheme = "https"
+	}
+	s.listener = l
+	s.url = scheme + "://" + l.Addr().String()
+	s.httpSrv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+
+	go func() { _ = s.httpSrv.Serve(l) }()
+	return nil
+}
+
+// StartForTest starts a fake on a loopback port and closes it when the test ends.
+func StartForTest(t testing.TB, opts Options) *Server {
+	t.Helper()
+	s, err := New(opts)
+	if err != nil {
+		t.Fatalf("fake GitHub: %v", err)
+	}
+	if err := s.Start("127.0.0.1:0"); err != nil {
+		t.Fatalf("fake GitHub: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Close stops serving and drops webhooks not yet delivered.
+func (s *Server) Close() {
+	if s.httpSrv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = s.httpSrv.Shutdown(ctx)
+	}
+	s.hooks.stop()
+}
+
+// URL is the API root without a trailing slash, e.g. http://127.0.0.1:8090; use it as the
+// go-github BaseURL (with a trailing slash) and as the ghinstallation BaseURL.
+func (s *Server) URL() string { return s.url }
+
+// CACertPEM is the certificate to trust when Options.TLS is set.
+func (s *Server) CACertPEM() []byte { return s.caPEM }
+
+// AppID is the App's ID.
+func (s *Server) AppID() int64 { return s.opts.AppID }
+
+// AppKeyPEM is the App's private key, to hand to the client under test.
+func (s *Server) AppKeyPEM() []byte { return append([]byte(nil), s.appKeyPE...) }
+
+// ServeHTTP makes the fake usable as a plain http.Handler (for example under httptest).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.log.Debug("request", "method", r.Method, "path", r.URL.Path)
+	s.mux.ServeHTTP(w, r)
+}
+
+func (s *Server) now() time.Time { return s.opts.Clock() }
+
+func (s *Server) newID(kind string) int64 {
+	s.nextID[kind]++
+	return s.nextID[kind]
+}
+
+// InstallationID returns the App's installation on the account owning scope ("org" or
+// "owner/name"), installing the App there first if needed.
+func (s *Server) InstallationID(scope string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.installLocked(scopeOwner(scope)).ID
+}
+
+// Uninstall removes the App from an account and revokes its tokens, to test "not installed".
+func (s *Server) Uninstall(account string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	inst, ok := s.installations[strings.ToLower(account)]
+	if !ok {
+		return
+	}
+	delete(s.installations, strings.ToLower(account))
+	for _, t := range s.tokens {
+		if t.installationID == inst.ID {
+			t.revoked = true
+		}
+	}
+}
+
+// RevokeTokens invalidates every installation token issued so far, as when a key is rotated.
+func (s *Server) RevokeTokens() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range s.tokens {
+		t.revoked = true
+	}
+}
+
+func (s *Server) installLocked(account string) *Installation {
+	key := strings.ToLower(account)
+	if inst, ok := s.installations[key]; ok {
+		return inst
+	}
+	inst := &Installation{ID: s.newID("installation"), Account: account}
+	s.installations[key] = inst
+	return inst
+}
+
+// AddRepository makes a repository known (and installs the App on its owner) without jobs.
+func (s *Server) AddRepository(repo string) {
+	if _, _, ok := splitRepo(repo); !ok {
+		panic(fmt.Sprintf("fakegithub: repository %q is not owner/name", repo))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.addRepoLocked(repo)
+}
+
+func (s *Server) addRepoLocked(repo string) string {
+	if canon, ok := s.repos[strings.ToLower(repo)]; ok {
+		return canon
+	}
+	s.repos[strings.ToLower(repo)] = repo
+	s.installLocked(scopeOwner(repo))
+	return repo
+}

@@ -1,0 +1,186 @@
+package fakegithub
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha1" //nolint:gosec // GitHub still sends the legacy SHA-1 header; receivers must ignore it.
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Delivery records one webhook the fake sent (or tried to send).
+type Delivery struct {
+	ID         string
+	Event      string
+	Action     string
+	JobID      int64
+	StatusCode int    // the receiver's answer, 0 if it could not be reached
+	Err        string // transport error, if any
+	Payload    []byte
+	At         time.Time
+}
+
+// SignPayload returns the X-Hub-Signature-256 value for body: "sha256=" and the hex HMAC-SHA256.
+func SignPayload(secret, body []byte) string {
+	mac := hmac.New(sha256.New, secret)
+	mac.Write(body)
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+func signSHA1(secret, body []byte) string {
+	mac := hmac.New(sha1.New, secret)
+	mac.Write(body)
+	return "sha1=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// NewDeliveryID returns a GUID like the X-GitHub-Delivery header carries.
+func NewDeliveryID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
+
+// PostWebhook sends body as a GitHub webhook of event type to url with the headers GitHub sets
+// (event, delivery GUID, SHA-256 and legacy SHA-1 signatures); tools use it to feed a receiver.
+func PostWebhook(ctx context.Context, client *http.Client, url string, secret []byte, event, deliveryID string, body []byte) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "GitHub-Hookshot/fake")
+	req.Header.Set("X-GitHub-Event", event)
+	req.Header.Set("X-GitHub-Delivery", deliveryID)
+	req.Header.Set("X-GitHub-Hook-ID", "1")
+	if len(secret) > 0 {
+		req.Header.Set("X-Hub-Signature-256", SignPayload(secret, body))
+		req.Header.Set("X-Hub-Signature", signSHA1(secret, body))
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	return resp.StatusCode, nil
+}
+
+// SetWebhook points workflow_job deliveries at url (empty disables them), for receivers that
+// start after the fake.
+func (s *Server) SetWebhook(url, secret string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.opts.WebhookURL, s.opts.WebhookSecret = url, secret
+}
+
+// Deliveries returns the webhooks sent so far, in order.
+func (s *Server) Deliveries() []Delivery {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Delivery(nil), s.deliveries...)
+}
+
+type pendingHook struct {
+	url, secret string
+	delivery    Delivery
+}
+
+// webhookQueue delivers in order from one goroutine, so a job's queued, in_progress and
+// completed events leave in the order they happened and callers never block on a receiver.
+type webhookQueue struct {
+	s       *Server
+	mu      sync.Mutex
+	items   []pendingHook
+	wake    chan struct{}
+	ctx     context.Context
+	cancel  context.CancelFunc
+	done    chan struct{}
+	started bool
+}
+
+func newWebhookQueue(s *Server) *webhookQueue {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &webhookQueue{s: s, wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
+}
+
+func (q *webhookQueue) start() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.started {
+		q.started = true
+		go q.run()
+	}
+}
+
+func (q *webhookQueue) stop() {
+	q.cancel()
+	q.mu.Lock()
+	started := q.started
+	q.mu.Unlock()
+	if started {
+		<-q.done
+	}
+}
+
+func (q *webhookQueue) push(h pendingHook) {
+	q.mu.Lock()
+	q.items = append(q.items, h)
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (q *webhookQueue) run() {
+	defer close(q.done)
+	for {
+		q.mu.Lock()
+		items := q.items
+		q.items = nil
+		q.mu.Unlock()
+		for _, h := range items {
+			if q.ctx.Err() != nil {
+				return
+			}
+			q.send(h)
+		}
+		select {
+		case <-q.ctx.Done():
+			return
+		case <-q.wake:
+		}
+	}
+}
+
+func (q *webhookQueue) send(h pendingHook) {
+	d := h.delivery
+	status, err := PostWebhook(q.ctx, q.s.opts.WebhookClient, h.url, []byte(h.secret), d.Event, d.ID, d.Payload)
+	d.StatusCode, d.At = status, time.Now()
+	if err != nil {
+		d.Err = err.Error()
+	}
+	q.s.mu.Lock()
+	q.s.deliveries = append(q.s.deliveries, d)
+	q.s.mu.Unlock()
+	q.s.log.Debug("webhook delivered", "action", d.Action, "job", d.JobID, "status", status, "err", d.Err)
+}
+
+// enqueueJobHookLocked queues a workflow_job delivery for j's current state; the caller holds s.mu.
+func (s *Server) enqueueJobHookLocked(action string, j *Job) {
+	if s.opts.WebhookURL == "" {
+		return
+	}
+	body, _ := json.Marshal(s.webhookPayloadLocked(action, j))
+	s.hooks.push(pendingHook{url: s.opts.WebhookURL, secret: s.opts.WebhookSecret, delivery: Delivery{
+		ID: NewDeliveryID(), Event: "workflow_job", Action: action, JobID: j.ID, Payload: body,
+	}})
+}
