@@ -103,7 +103,7 @@ func (s *Server) jobJSONLocked(j *Job) map[string]any {
 	m := map[string]any{
 		"id": j.ID, "run_id": j.RunID, "run_attempt": 1, "name": j.Name, "workflow_name": j.WorkflowName,
 		"run_url": fmt.Sprintf("%s/runs/%d", base, j.RunID), "url": fmt.Sprintf("%s/jobs/%d", base, j.ID),
-		"html_url": fmt.Sprintf("https://github.com/%s/actions/runs/%d/job/%d", j.Repository, j.RunID, j.ID),
+		"html_url":    fmt.Sprintf("https://github.com/%s/actions/runs/%d/job/%d", j.Repository, j.RunID, j.ID),
 		"head_branch": "main", "head_sha": "0000000000000000000000000000000000000000",
 		"status": j.Status, "conclusion": nilIfEmpty(j.Conclusion), "labels": j.Labels, "steps": []any{},
 		"created_at": timeOrNil(j.CreatedAt), "started_at": timeOrNil(j.StartedAt), "completed_at": timeOrNil(j.CompletedAt),
