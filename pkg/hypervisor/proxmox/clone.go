@@ -1,0 +1,142 @@
+package proxmox
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"strings"
+
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
+)
+
+// Clone starts a clone of spec.Source to spec.Target and returns its UPID. The description block
+// with the ownership is part of the clone request, so the VM is identifiable the moment the clone
+// exists. Tags cannot be written until the clone task releases its lock; the next mutating call
+// (normally Configure) writes them, and until then VM recognises the VM by its description.
+func (p *Provider) Clone(ctx context.Context, spec hypervisor.CloneSpec) (hypervisor.TaskID, error) {
+	op := fmt.Sprintf("clone %s to %s", spec.Source, spec.Target)
+	if spec.Source.IsZero() || spec.Source.Node == "" || spec.Target.IsZero() {
+		return "", hypervisor.Errorf(hypervisor.ErrInvalid, op, "source node/VMID and target VMID are required")
+	}
+	if spec.Storage != "" && !spec.Full {
+		return "", hypervisor.Errorf(hypervisor.ErrInvalid, op, "a storage can only be chosen for a full clone")
+	}
+	owner := spec.Owner
+	owner.Cluster = p.cfg.Cluster
+	params := map[string]any{"newid": spec.Target.ID, "description": p.describe(owner, "")}
+	if spec.Name != "" {
+		params["name"] = spec.Name
+	}
+	if spec.Target.Node != "" && spec.Target.Node != spec.Source.Node {
+		params["target"] = spec.Target.Node
+	}
+	if spec.Full {
+		params["full"] = 1
+		if spec.Storage != "" {
+			params["storage"] = spec.Storage
+		}
+	}
+	if spec.Pool != "" {
+		params["pool"] = spec.Pool
+	}
+	var id string
+	if err := p.post(ctx, op, vmPath(spec.Source, "/clone"), params, &id); err != nil {
+		return "", err
+	}
+	target := spec.Target
+	if target.Node == "" {
+		target.Node = spec.Source.Node
+	}
+	// We created it, so it is ours without a read; it has no tags yet.
+	p.owned.put(target, owner, false)
+	return hypervisor.TaskID(id), nil
+}
+
+// Configure writes hardware, network, tags and description in one synchronous config update
+// (PUT), so it returns an empty TaskID. Tags are replaced by the ownership tags plus spec.Tags:
+// tags inherited from the template ("template", ...) would only mislead.
+//
+// net0 gets a MAC derived from the cluster and VMID instead of the one PVE picked at clone time:
+// re-applying the same spec is then a no-op for the guest, and the MAC is known before boot.
+func (p *Provider) Configure(ctx context.Context, ref hypervisor.VMRef, spec hypervisor.ConfigSpec) (hypervisor.TaskID, error) {
+	op := opName("configure", ref)
+	vm, err := p.ensureOwned(ctx, op, ref)
+	if err != nil {
+		return "", err
+	}
+	params := map[string]any{
+		"tags":        joinTags(ownershipTags(p.clusterTag, vm.owner), spec.Tags),
+		"description": p.describe(vm.owner, spec.Description),
+	}
+	if spec.Cores > 0 {
+		params["cores"] = spec.Cores
+	}
+	if spec.MemoryMiB > 0 {
+		params["memory"] = fmt.Sprint(spec.MemoryMiB)
+	}
+	if spec.Network != nil {
+		net, err := p.netDevice(ref, *spec.Network)
+		if err != nil {
+			return "", hypervisor.Errorf(hypervisor.ErrInvalid, op, "%v", err)
+		}
+		params["net0"] = net
+	}
+	if err := p.put(ctx, op, vmPath(ref, "/config"), params, nil); err != nil {
+		return "", err
+	}
+	p.owned.markTagged(ref)
+	return "", nil
+}
+
+// netDevice renders net0: "virtio=02:..,bridge=vmbr0,tag=42".
+func (p *Provider) netDevice(ref hypervisor.VMRef, n hypervisor.NetworkSpec) (string, error) {
+	model := n.Model
+	if model == "" {
+		model = "virtio"
+	}
+	if strings.ContainsAny(model+n.Bridge, ",=; ") {
+		return "", fmt.Errorf("network model %q or bridge %q holds a separator", model, n.Bridge)
+	}
+	if n.Bridge == "" {
+		return "", fmt.Errorf("network bridge is empty")
+	}
+	if n.VLAN < 0 || n.VLAN > 4094 {
+		return "", fmt.Errorf("VLAN %d is outside 1..4094", n.VLAN)
+	}
+	s := fmt.Sprintf("%s=%s,bridge=%s", model, p.macFor(ref), n.Bridge)
+	if n.VLAN > 0 {
+		s += fmt.Sprintf(",tag=%d", n.VLAN)
+	}
+	return s, nil
+}
+
+// macFor derives a locally administered unicast MAC from the cluster and VMID.
+func (p *Provider) macFor(ref hypervisor.VMRef) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s/%d", p.cfg.Cluster, ref.ID))
+	return fmt.Sprintf("02:%02X:%02X:%02X:%02X:%02X", sum[0], sum[1], sum[2], sum[3], sum[4])
+}
+
+// ResizeDisk grows disk to sizeGiB and waits for the resize task. PVE refuses to shrink; a disk
+// already larger than sizeGiB satisfies the request, so that refusal is success.
+func (p *Provider) ResizeDisk(ctx context.Context, ref hypervisor.VMRef, disk string, sizeGiB int) error {
+	op := opName("resize "+disk+" of", ref)
+	if disk == "" || sizeGiB <= 0 {
+		return hypervisor.Errorf(hypervisor.ErrInvalid, op, "disk name and a positive size are required")
+	}
+	vm, err := p.ensureOwned(ctx, op, ref)
+	if err != nil {
+		return err
+	}
+	if err := p.ensureTagged(ctx, op, ref, vm); err != nil {
+		return err
+	}
+	var id string
+	err = p.put(ctx, op, vmPath(ref, "/resize"), map[string]any{"disk": disk, "size": fmt.Sprintf("%dG", sizeGiB)}, &id)
+	if err == nil && id != "" {
+		err = p.waitTask(ctx, op, id)
+	}
+	if err != nil && strings.Contains(errorText(err), "shrinking disks is not supported") {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,71 @@
+package proxmox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
+)
+
+// Delete destroys an owned VM with its disks and its cloud-init ISO and returns the destroy task.
+// A running VM is stopped first and the stop task awaited: destroying right after posting a stop
+// fails with "VM is running" and leaves an orphan, the bug CAPMOX had. The ISO goes first, so a
+// retried Delete never leaves it behind once the VM is gone.
+func (p *Provider) Delete(ctx context.Context, ref hypervisor.VMRef) (hypervisor.TaskID, error) {
+	op := opName("delete", ref)
+	vm, err := p.ensureOwned(ctx, op, ref)
+	if err != nil {
+		return "", err
+	}
+	if err := p.deleteISO(ctx, op, ref); err != nil {
+		return "", err
+	}
+	if vm.facts != nil && vm.facts.state != hypervisor.PowerStateStopped {
+		if err := p.stopAndWait(ctx, op, ref); err != nil {
+			return "", err
+		}
+	}
+	id, err := p.destroy(ctx, op, ref)
+	if err != nil && vm.facts == nil && errors.Is(err, hypervisor.ErrBusy) && strings.Contains(errorText(err), "is running") {
+		// The ownership cache answered, so the power state was unknown until PVE refused.
+		if err := p.stopAndWait(ctx, op, ref); err != nil {
+			return "", err
+		}
+		id, err = p.destroy(ctx, op, ref)
+	}
+	if err != nil {
+		return "", err
+	}
+	p.owned.forget(ref)
+	return hypervisor.TaskID(id), nil
+}
+
+func (p *Provider) destroy(ctx context.Context, op string, ref hypervisor.VMRef) (string, error) {
+	var id string
+	err := p.delete(ctx, op, vmPath(ref, "?purge=1&destroy-unreferenced-disks=1"), &id)
+	return id, err
+}
+
+func (p *Provider) stopAndWait(ctx context.Context, op string, ref hypervisor.VMRef) error {
+	var id string
+	if err := p.post(ctx, op, vmPath(ref, "/status/stop"), nil, &id); err != nil {
+		if strings.Contains(errorText(err), "not running") {
+			return nil
+		}
+		return err
+	}
+	return p.waitTask(ctx, op, id)
+}
+
+// deleteISO removes the VM's cloud-init ISO; one that was never uploaded is fine.
+func (p *Provider) deleteISO(ctx context.Context, op string, ref hypervisor.VMRef) error {
+	volid := p.isoVolume(ref)
+	var id string
+	err := p.delete(ctx, op, fmt.Sprintf("/nodes/%s/storage/%s/content/%s", ref.Node, p.cfg.ISOStorage, volid), &id)
+	if errors.Is(err, hypervisor.ErrNotFound) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,285 @@
+package proxmox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
+)
+
+// Verify checks reachability, credentials and privileges and returns the PVE version.
+func (p *Provider) Verify(ctx context.Context) (string, error) {
+	const op = "verify"
+	var v struct {
+		Version string `json:"version"`
+		Release string `json:"release"`
+	}
+	if err := p.get(ctx, op, "/version", &v); err != nil {
+		return "", err
+	}
+	var perms map[string]map[string]number
+	if err := p.get(ctx, op, "/access/permissions", &perms); err != nil {
+		return "", err
+	}
+	if missing := missingPrivileges(perms, p.cfg.ISOStorage); len(missing) > 0 {
+		return v.Version, hypervisor.Errorf(hypervisor.ErrForbidden, op,
+			"the credentials lack privileges HyperFleet needs: %s", strings.Join(missing, ", "))
+	}
+	return v.Version, nil
+}
+
+// privilegeRule is one privilege (any of privs) needed on path, or anywhere below it when under.
+type privilegeRule struct {
+	privs []string
+	path  string
+	under bool
+}
+
+func requiredPrivileges(isoStorage string) []privilegeRule {
+	vm := func(p ...string) privilegeRule { return privilegeRule{privs: p, path: "/vms"} }
+	return []privilegeRule{
+		vm("VM.Allocate"), vm("VM.Clone"), vm("VM.Audit"), vm("VM.PowerMgmt"),
+		vm("VM.Config.CPU"), vm("VM.Config.Memory"), vm("VM.Config.Network"), vm("VM.Config.Options"),
+		vm("VM.Config.Disk"), vm("VM.Config.CDROM"),
+		// PVE 9 splits guest agent access out of VM.Monitor.
+		vm("VM.GuestAgent.Audit", "VM.GuestAgent.Unrestricted", "VM.Monitor"),
+		{privs: []string{"Datastore.AllocateSpace"}, path: "/storage", under: true},
+		{privs: []string{"Datastore.AllocateTemplate"}, path: "/storage/" + isoStorage},
+		// Deleting an uploaded ISO needs Datastore.Allocate, not just AllocateTemplate.
+		{privs: []string{"Datastore.Allocate"}, path: "/storage/" + isoStorage},
+		{privs: []string{"Sys.Audit"}, path: "/nodes"},
+		// PVE 8+ checks SDN.Use on the bridge of every NIC a VM gets.
+		{privs: []string{"SDN.Use"}, path: "/sdn", under: true},
+	}
+}
+
+// missingPrivileges compares /access/permissions (path -> privilege -> propagate) with the rules.
+// A privilege counts on the path itself, on an ancestor that propagates it, or for "under" rules
+// on any path below.
+func missingPrivileges(perms map[string]map[string]number, isoStorage string) []string {
+	has := func(priv string, r privilegeRule) bool {
+		for path, privs := range perms {
+			prop, ok := privs[priv]
+			if !ok {
+				continue
+			}
+			switch {
+			case path == r.path,
+				r.under && strings.HasPrefix(path, r.path+"/"),
+				prop != 0 && (path == "/" || strings.HasPrefix(r.path, path+"/")):
+				return true
+			}
+		}
+		return false
+	}
+	var missing []string
+	for _, r := range requiredPrivileges(isoStorage) {
+		if !slices.ContainsFunc(r.privs, func(priv string) bool { return has(priv, r) }) {
+			missing = append(missing, strings.Join(r.privs, "|")+" on "+r.path)
+		}
+	}
+	return missing
+}
+
+// Nodes lists the cluster's hosts, restricted to AllowedNodes when set.
+func (p *Provider) Nodes(ctx context.Context) ([]hypervisor.Node, error) {
+	var rows []struct {
+		Node   string `json:"node"`
+		Status string `json:"status"`
+		MaxCPU number `json:"maxcpu"`
+		MaxMem number `json:"maxmem"`
+		Mem    number `json:"mem"`
+	}
+	if err := p.get(ctx, "list nodes", "/nodes", &rows); err != nil {
+		return nil, err
+	}
+	var nodes []hypervisor.Node
+	for _, r := range rows {
+		if len(p.cfg.AllowedNodes) > 0 && !slices.Contains(p.cfg.AllowedNodes, r.Node) {
+			continue
+		}
+		n := hypervisor.Node{Name: r.Node, Online: r.Status == "online", CPUs: int(r.MaxCPU), MemoryTotal: uint64(r.MaxMem)}
+		if r.MaxMem > r.Mem {
+			n.MemoryFree = uint64(r.MaxMem - r.Mem)
+		}
+		nodes = append(nodes, n)
+	}
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	return nodes, nil
+}
+
+// ResolveTemplate finds exactly one template by VMID, or by name and tags: one resource listing,
+// then one config read for the boot disk.
+func (p *Provider) ResolveTemplate(ctx context.Context, sel hypervisor.TemplateSelector) (hypervisor.Template, error) {
+	op := "resolve template " + sel.String()
+	var rows []vmResource
+	if err := p.get(ctx, op, "/cluster/resources?type=vm", &rows); err != nil {
+		return hypervisor.Template{}, err
+	}
+	var matches []vmResource
+	for _, r := range rows {
+		if (r.Type != "" && r.Type != "qemu") || (sel.Node != "" && r.Node != sel.Node) {
+			continue
+		}
+		if sel.ID != 0 {
+			if int(r.VMID) == sel.ID {
+				if r.Template == 0 {
+					return hypervisor.Template{}, hypervisor.Errorf(hypervisor.ErrNotFound, op, "VM %d exists but is not a template", sel.ID)
+				}
+				matches = append(matches, r)
+			}
+			continue
+		}
+		if r.Template == 0 || (sel.Name != "" && r.Name != sel.Name) {
+			continue
+		}
+		tags := splitTags(r.Tags)
+		if slices.ContainsFunc(sel.Tags, func(t string) bool { return !slices.Contains(tags, sanitizeTag(t)) }) {
+			continue
+		}
+		matches = append(matches, r)
+	}
+	switch len(matches) {
+	case 0:
+		return hypervisor.Template{}, hypervisor.Errorf(hypervisor.ErrNotFound, op, "no template matches")
+	case 1:
+	default:
+		var ids []string
+		for _, m := range matches {
+			ids = append(ids, fmt.Sprintf("%s/%d", m.Node, int(m.VMID)))
+		}
+		return hypervisor.Template{}, hypervisor.Errorf(hypervisor.ErrAmbiguous, op, "%d templates match: %s", len(ids), strings.Join(ids, ", "))
+	}
+	m := matches[0]
+	t := hypervisor.Template{Ref: hypervisor.VMRef{Node: m.Node, ID: int(m.VMID)}, Name: m.Name, Tags: splitTags(m.Tags),
+		Cores: int(m.MaxCPU), MemoryMiB: int(m.MaxMem / (1 << 20)), DiskGiB: int(m.MaxDisk / (1 << 30))}
+	cfg, err := p.config(ctx, op, t.Ref)
+	if err != nil {
+		return hypervisor.Template{}, err
+	}
+	if c, err := strconv.Atoi(cfg["cores"]); err == nil {
+		t.Cores = c * max(1, atoiOr(cfg["sockets"], 1))
+	}
+	if mem, err := strconv.Atoi(cfg["memory"]); err == nil {
+		t.MemoryMiB = mem
+	}
+	t.BootDisk = bootDisk(cfg)
+	if size, ok := driveSizeGiB(cfg[t.BootDisk]); ok {
+		t.DiskGiB = size
+	}
+	return t, nil
+}
+
+// config reads a VM's configuration with every value as a string (PVE mixes numbers and strings).
+func (p *Provider) config(ctx context.Context, op string, ref hypervisor.VMRef) (map[string]string, error) {
+	var raw map[string]json.RawMessage
+	if err := p.get(ctx, op, vmPath(ref, "/config"), &raw); err != nil {
+		return nil, err
+	}
+	cfg := make(map[string]string, len(raw))
+	for k, v := range raw {
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			s = string(v)
+		}
+		cfg[k] = s
+	}
+	return cfg, nil
+}
+
+func atoiOr(s string, def int) int {
+	if n, err := strconv.Atoi(s); err == nil {
+		return n
+	}
+	return def
+}
+
+// bootDisk finds the first disk in the boot order ("order=scsi0;ide2;net0"), falling back to the
+// legacy bootdisk key and then to the first disk present.
+func bootDisk(cfg map[string]string) string {
+	isDisk := func(key string) bool {
+		v, ok := cfg[key]
+		return ok && !strings.Contains(v, "media=cdrom") && !strings.Contains(v, "cloudinit") &&
+			(strings.HasPrefix(key, "scsi") || strings.HasPrefix(key, "virtio") || strings.HasPrefix(key, "sata") || strings.HasPrefix(key, "ide"))
+	}
+	if order, ok := strings.CutPrefix(cfg["boot"], "order="); ok {
+		for _, key := range strings.Split(order, ";") {
+			if isDisk(key) {
+				return key
+			}
+		}
+	}
+	if isDisk(cfg["bootdisk"]) {
+		return cfg["bootdisk"]
+	}
+	for _, key := range []string{"scsi0", "virtio0", "sata0", "ide0"} {
+		if isDisk(key) {
+			return key
+		}
+	}
+	return ""
+}
+
+// driveSizeGiB reads size= from a drive string such as "local-lvm:base-9000-disk-0,size=8G".
+func driveSizeGiB(drive string) (int, bool) {
+	for _, part := range strings.Split(drive, ",") {
+		v, ok := strings.CutPrefix(part, "size=")
+		if !ok || v == "" {
+			continue
+		}
+		mult := 1.0
+		switch v[len(v)-1] {
+		case 'K':
+			mult = 1 << 10
+		case 'M':
+			mult = 1 << 20
+		case 'G':
+			mult = 1 << 30
+		case 'T':
+			mult = 1 << 40
+		}
+		if mult != 1 {
+			v = v[:len(v)-1]
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return 0, false
+		}
+		return int(math.Floor(f * mult / (1 << 30))), true
+	}
+	return 0, false
+}
+
+// NextID proposes a free VMID. Without a minimum it asks /cluster/nextid; with one it picks the
+// lowest VMID at or above min that no VM or container uses, from one resource listing.
+func (p *Provider) NextID(ctx context.Context, minID int) (int, error) {
+	const op = "next VMID"
+	if minID <= 100 {
+		var id number
+		if err := p.get(ctx, op, "/cluster/nextid", &id); err != nil {
+			return 0, err
+		}
+		if int(id) >= minID {
+			return int(id), nil
+		}
+	}
+	var rows []vmResource
+	if err := p.get(ctx, op, "/cluster/resources?type=vm", &rows); err != nil {
+		return 0, err
+	}
+	used := map[int]bool{}
+	for _, r := range rows {
+		used[int(r.VMID)] = true
+	}
+	id := max(minID, 100)
+	for used[id] {
+		id++
+	}
+	return id, nil
+}

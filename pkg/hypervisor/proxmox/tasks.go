@@ -1,0 +1,92 @@
+package proxmox
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
+)
+
+// upid is a parsed Proxmox task ID: UPID:node:pid:pstart:starttime:type:id:user:
+type upid struct {
+	raw, node, kind, id string
+}
+
+func parseUPID(s string) (upid, error) {
+	parts := strings.Split(s, ":")
+	if len(parts) < 9 || parts[0] != "UPID" || parts[1] == "" {
+		return upid{}, fmt.Errorf("%q is not a Proxmox UPID", s)
+	}
+	return upid{raw: s, node: parts[1], kind: parts[5], id: parts[6]}, nil
+}
+
+// taskStatus is GET /nodes/{node}/tasks/{upid}/status.
+type taskStatus struct {
+	Status     string `json:"status"`
+	ExitStatus string `json:"exitstatus"`
+}
+
+// TaskStatus polls a task by its UPID alone: the node is read from the UPID, so a new process can
+// resume a task an earlier one started. node, when set, must agree with it. An empty id is a call
+// that completed synchronously and is reported done.
+func (p *Provider) TaskStatus(ctx context.Context, node string, id hypervisor.TaskID) (hypervisor.TaskState, error) {
+	if id == "" {
+		return hypervisor.TaskState{Done: true}, nil
+	}
+	op := "get task " + string(id)
+	u, err := parseUPID(string(id))
+	if err != nil {
+		return hypervisor.TaskState{}, hypervisor.Errorf(hypervisor.ErrInvalid, op, "%v", err)
+	}
+	if node != "" && node != u.node {
+		return hypervisor.TaskState{}, hypervisor.Errorf(hypervisor.ErrInvalid, op, "task runs on node %q, not %q", u.node, node)
+	}
+	var st taskStatus
+	if err := p.get(ctx, op, fmt.Sprintf("/nodes/%s/tasks/%s/status", u.node, url.PathEscape(u.raw)), &st); err != nil {
+		return hypervisor.TaskState{}, err
+	}
+	if st.Status == "running" {
+		return hypervisor.TaskState{}, nil
+	}
+	return hypervisor.TaskState{Done: true, Err: taskError(u, st.ExitStatus)}, nil
+}
+
+// taskError interprets a finished task's exit status: "OK" and "WARNINGS: n" are success, anything
+// else is the error text. go-proxmox's Task.Wait returns nil for failed tasks, so this is the only
+// place a failure is noticed.
+func taskError(u upid, exit string) error {
+	if exit == "OK" || strings.HasPrefix(exit, "WARNINGS") {
+		return nil
+	}
+	if exit == "" {
+		exit = "no exit status"
+	}
+	return hypervisor.Errorf(hypervisor.ErrTaskFailed, fmt.Sprintf("task %s %s on %s", u.kind, u.id, u.node), "%s", exit)
+}
+
+// waitTask polls a task this package started until it ends, within one call timeout. It is used
+// where the interface returns no TaskID (ResizeDisk, AttachCloudInit) or must order two tasks
+// (Delete after Stop).
+func (p *Provider) waitTask(ctx context.Context, op string, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
+	delay := p.cfg.TaskPollInterval
+	for {
+		select {
+		case <-ctx.Done():
+			return hypervisor.Errorf(hypervisor.ErrBusy, op, "task %s still running: %v", id, ctx.Err())
+		case <-time.After(delay):
+		}
+		st, err := p.TaskStatus(ctx, "", hypervisor.TaskID(id))
+		if err != nil {
+			return err
+		}
+		if st.Done {
+			return st.Err
+		}
+		delay = min(2*delay, 2*time.Second)
+	}
+}
