@@ -51,7 +51,9 @@ func TestErrorsAreClassified(t *testing.T) {
 		{name: "installation token refused", scope: orgScope("acme"), want: platform.ErrUnauthorized,
 			prepare: func(f *fakegithub.Server) { f.FailNext(fakegithub.EndpointAccessToken, 1, http.StatusNotFound) }},
 		{name: "token endpoint down", scope: orgScope("acme"), want: platform.ErrTransient,
-			prepare: func(f *fakegithub.Server) { f.FailNext(fakegithub.EndpointAccessToken, 1, http.StatusServiceUnavailable) }},
+			prepare: func(f *fakegithub.Server) {
+				f.FailNext(fakegithub.EndpointAccessToken, 1, http.StatusServiceUnavailable)
+			}},
 		{name: "primary rate limit", scope: orgScope("acme"), want: platform.ErrRateLimited, retryAt: true,
 			prepare: func(f *fakegithub.Server) {
 				f.InjectFault(fakegithub.EndpointOrgJITConfig, fakegithub.Fault{RateLimited: true, RetryAfter: time.Minute})
@@ -61,9 +63,13 @@ func TestErrorsAreClassified(t *testing.T) {
 				f.InjectFault(fakegithub.EndpointOrgJITConfig, fakegithub.Fault{RetryAfter: 30 * time.Second})
 			}},
 		{name: "server error", scope: repoScope("acme/api"), want: platform.ErrTransient,
-			prepare: func(f *fakegithub.Server) { f.FailNext(fakegithub.EndpointRepoJITConfig, 1, http.StatusInternalServerError) }},
+			prepare: func(f *fakegithub.Server) {
+				f.FailNext(fakegithub.EndpointRepoJITConfig, 1, http.StatusInternalServerError)
+			}},
 		{name: "validation failure", scope: repoScope("acme/api"), want: platform.ErrInvalid,
-			prepare: func(f *fakegithub.Server) { f.FailNext(fakegithub.EndpointRepoJITConfig, 1, http.StatusUnprocessableEntity) }},
+			prepare: func(f *fakegithub.Server) {
+				f.FailNext(fakegithub.EndpointRepoJITConfig, 1, http.StatusUnprocessableEntity)
+			}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
