@@ -1,0 +1,155 @@
+package pvesim
+
+import (
+	"fmt"
+	"strings"
+)
+
+// VM is a snapshot of one simulated VM, for assertions in tests.
+type VM struct {
+	VMID        int
+	Node        string
+	Name        string
+	Status      string // "running" or "stopped"
+	Template    bool
+	Tags        []string
+	Lock        string
+	Description string
+	Cores       int
+	MemoryMiB   int
+	Pool        string
+	IP          string // the guest's IPv4 address once it has run
+	// Disks maps drive keys (scsi0, ide2, unused0) to their config values.
+	Disks map[string]string
+	// Net maps netN keys to their config values.
+	Net map[string]string
+	// Config is the whole config as PVE stores it (pending changes not applied).
+	Config map[string]string
+	// Pending holds changes queued while running ("" means delete).
+	Pending map[string]string
+}
+
+func (s *Simulator) snapshot(vm *vmState) VM {
+	out := VM{
+		VMID: vm.vmid, Node: vm.node, Name: vm.conf["name"], Status: vm.status, Template: vm.isTemplate(),
+		Lock: vm.conf["lock"], Description: vm.conf["description"], Cores: atoiOr(vm.conf["cores"], 1),
+		MemoryMiB: vm.memoryMiB(), IP: vm.ip,
+		Disks: map[string]string{}, Net: map[string]string{}, Config: map[string]string{},
+	}
+	if t := vm.conf["tags"]; t != "" {
+		out.Tags = strings.Split(t, ";")
+	}
+	for k, v := range vm.conf {
+		out.Config[k] = v
+		switch {
+		case isDriveKey(k):
+			out.Disks[k] = v
+		case strings.HasPrefix(k, "net") && hotplugKeyRe.MatchString(k):
+			out.Net[k] = v
+		}
+	}
+	if len(vm.pending) > 0 {
+		out.Pending = map[string]string{}
+		for k, v := range vm.pending {
+			out.Pending[k] = v
+		}
+	}
+	for id, p := range s.pools {
+		if p.members[vm.vmid] {
+			out.Pool = id
+		}
+	}
+	return out
+}
+
+// VMs returns every VM and template, sorted by VMID.
+func (s *Simulator) VMs() []VM {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []VM{}
+	for _, vm := range s.sortedVMs() {
+		out = append(out, s.snapshot(vm))
+	}
+	return out
+}
+
+// VM returns one VM by VMID.
+func (s *Simulator) VM(vmid int) (VM, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	vm, ok := s.vms[vmid]
+	if !ok {
+		return VM{}, false
+	}
+	return s.snapshot(vm), true
+}
+
+// PowerOff is a guest-initiated shutdown (the OS halted): the VM stops at
+// once, without a task, and its boot hook is cancelled.
+func (s *Simulator) PowerOff(vmid int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	vm, ok := s.vms[vmid]
+	if !ok {
+		return fmt.Errorf("pvesim: VM %d does not exist", vmid)
+	}
+	if vm.status != "running" {
+		return fmt.Errorf("pvesim: VM %d is not running", vmid)
+	}
+	s.stopVM(vm)
+	return nil
+}
+
+// RemoveVM deletes a VM out of band (someone removed it in the PVE UI),
+// whatever its state, with its disks.
+func (s *Simulator) RemoveVM(vmid int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	vm, ok := s.vms[vmid]
+	if !ok {
+		return fmt.Errorf("pvesim: VM %d does not exist", vmid)
+	}
+	s.destroyVM(vm, false)
+	return nil
+}
+
+// SetNodeOnline takes a node offline (requests proxied to it fail with 595)
+// or brings it back.
+func (s *Simulator) SetNodeOnline(node string, online bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.node(node)
+	if n == nil {
+		return fmt.Errorf("pvesim: node %q does not exist", node)
+	}
+	n.online = online
+	return nil
+}
+
+// StorageFile returns the content of a file on a storage (e.g. an uploaded
+// cloud-init ISO) as seen from node.
+func (s *Simulator) StorageFile(node, volid string) ([]byte, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := s.getVolumeOn(node, volid)
+	if v == nil {
+		return nil, false
+	}
+	return append([]byte(nil), v.data...), true
+}
+
+// PutStorageFile places a file (e.g. a cicustom snippet) on a storage of a
+// node, as an administrator copying it there would.
+func (s *Simulator) PutStorageFile(node, volid string, data []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	storeID, name, ok := strings.Cut(volid, ":")
+	st := s.storage(storeID)
+	if !ok || st == nil || !st.onNode(node) {
+		return fmt.Errorf("pvesim: storage of %q not on node %q", volid, node)
+	}
+	content, _, _ := strings.Cut(name, "/")
+	s.putVolume(node, &volume{storage: storeID, volid: volid, content: content, format: fileFormat(name),
+		size: int64(len(data)), data: append([]byte(nil), data...)})
+	return nil
+}

@@ -1,0 +1,148 @@
+package pvesim
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/hyperfleet-io/hyperfleet/test/pvesim/schema"
+)
+
+// request is what a handler sees: validated parameters (URI parameters
+// merged in), the caller and, for uploads, the file.
+type request struct {
+	sim    *Simulator
+	r      *http.Request
+	p      params
+	auth   *authInfo
+	upload *uploadFile
+	ep     *schema.Endpoint
+}
+
+type handlerFunc func(*request) (any, *apiError)
+
+type route struct {
+	ep       *schema.Endpoint
+	segments []string
+	handler  handlerFunc
+}
+
+// handlers maps "METHOD /path/{template}" to its implementation. Every entry
+// must exist in the embedded schema and every schema entry must have a handler.
+func (s *Simulator) handlers() map[string]handlerFunc {
+	return map[string]handlerFunc{
+		"GET /version":                                               s.getVersion,
+		"POST /access/ticket":                                        s.postTicket,
+		"GET /access/permissions":                                    s.getPermissions,
+		"GET /cluster/nextid":                                        s.getNextID,
+		"GET /cluster/resources":                                     s.getResources,
+		"GET /cluster/status":                                        s.getClusterStatus,
+		"GET /cluster/tasks":                                         s.getClusterTasks,
+		"GET /nodes":                                                 s.getNodes,
+		"GET /nodes/{node}/status":                                   s.getNodeStatus,
+		"GET /nodes/{node}/qemu":                                     s.getVMList,
+		"DELETE /nodes/{node}/qemu/{vmid}":                           s.deleteVM,
+		"GET /nodes/{node}/qemu/{vmid}/config":                       s.getVMConfig,
+		"POST /nodes/{node}/qemu/{vmid}/config":                      s.postVMConfig,
+		"PUT /nodes/{node}/qemu/{vmid}/config":                       s.putVMConfig,
+		"GET /nodes/{node}/qemu/{vmid}/pending":                      s.getVMPending,
+		"GET /nodes/{node}/qemu/{vmid}/status/current":               s.getVMStatus,
+		"POST /nodes/{node}/qemu/{vmid}/status/start":                s.postVMStart,
+		"POST /nodes/{node}/qemu/{vmid}/status/stop":                 s.postVMStop,
+		"POST /nodes/{node}/qemu/{vmid}/status/shutdown":             s.postVMShutdown,
+		"POST /nodes/{node}/qemu/{vmid}/status/reboot":               s.postVMReboot,
+		"POST /nodes/{node}/qemu/{vmid}/status/reset":                s.postVMReset,
+		"POST /nodes/{node}/qemu/{vmid}/clone":                       s.postVMClone,
+		"PUT /nodes/{node}/qemu/{vmid}/resize":                       s.putVMResize,
+		"POST /nodes/{node}/qemu/{vmid}/template":                    s.postVMTemplate,
+		"GET /nodes/{node}/qemu/{vmid}/agent/network-get-interfaces": s.agentNetwork,
+		"GET /nodes/{node}/qemu/{vmid}/agent/get-host-name":          s.agentHostName,
+		"GET /nodes/{node}/qemu/{vmid}/agent/get-osinfo":             s.agentOSInfo,
+		"POST /nodes/{node}/qemu/{vmid}/agent/ping":                  s.agentPing,
+		"GET /nodes/{node}/tasks":                                    s.getNodeTasks,
+		"DELETE /nodes/{node}/tasks/{upid}":                          s.deleteTask,
+		"GET /nodes/{node}/tasks/{upid}/status":                      s.getTaskStatus,
+		"GET /nodes/{node}/tasks/{upid}/log":                         s.getTaskLog,
+		"GET /nodes/{node}/storage":                                  s.getStorages,
+		"GET /nodes/{node}/storage/{storage}/status":                 s.getStorageStatus,
+		"GET /nodes/{node}/storage/{storage}/content":                s.getStorageContent,
+		"GET /nodes/{node}/storage/{storage}/content/{volume}":       s.getVolume,
+		"DELETE /nodes/{node}/storage/{storage}/content/{volume}":    s.deleteVolume,
+		"POST /nodes/{node}/storage/{storage}/upload":                s.postUpload,
+		"GET /pools":             s.getPools,
+		"POST /pools":            s.postPool,
+		"PUT /pools":             s.putPools,
+		"DELETE /pools":          s.deletePools,
+		"GET /pools/{poolid}":    s.getPool,
+		"PUT /pools/{poolid}":    s.putPool,
+		"DELETE /pools/{poolid}": s.deletePool,
+	}
+}
+
+func (s *Simulator) routeTable() error {
+	hs := s.handlers()
+	seen := map[string]bool{}
+	for _, ep := range s.schema.Endpoints {
+		key := ep.Method + " " + ep.Path
+		h, ok := hs[key]
+		if !ok {
+			return fmt.Errorf("pvesim: schema endpoint %s has no handler", key)
+		}
+		seen[key] = true
+		s.routes = append(s.routes, &route{ep: ep, segments: splitPath(ep.Path), handler: h})
+	}
+	for key := range hs {
+		if !seen[key] {
+			return fmt.Errorf("pvesim: handler %s is not in the embedded schema", key)
+		}
+	}
+	return nil
+}
+
+func splitPath(p string) []string {
+	var out []string
+	for _, seg := range strings.Split(p, "/") {
+		if seg != "" {
+			out = append(out, seg)
+		}
+	}
+	return out
+}
+
+// match finds the route for method and path and returns its URI parameters.
+// Like PVE's router, a storage volume swallows the rest of the path, so
+// ".../content/local:iso/seed.iso" yields volume "local:iso/seed.iso".
+func (s *Simulator) match(method, path string) (*route, map[string]string) {
+	segs := splitPath(path)
+	for _, rt := range s.routes {
+		if rt.ep.Method != method {
+			continue
+		}
+		if uri, ok := matchSegments(rt.segments, segs); ok {
+			return rt, uri
+		}
+	}
+	return nil, nil
+}
+
+func matchSegments(tmpl, segs []string) (map[string]string, bool) {
+	uri := map[string]string{}
+	for i, t := range tmpl {
+		if i >= len(segs) {
+			return nil, false
+		}
+		if strings.HasPrefix(t, "{") && strings.HasSuffix(t, "}") {
+			name := t[1 : len(t)-1]
+			if name == "volume" && i == len(tmpl)-1 {
+				uri[name] = strings.Join(segs[i:], "/")
+				return uri, true
+			}
+			uri[name] = segs[i]
+			continue
+		}
+		if t != segs[i] {
+			return nil, false
+		}
+	}
+	return uri, len(tmpl) == len(segs)
+}

@@ -1,0 +1,260 @@
+package pvesim
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	mrand "math/rand"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/hyperfleet-io/hyperfleet/test/pvesim/schema"
+)
+
+// Config configures a Simulator. The zero value is usable: default inventory,
+// no tokens and no users (so nothing can log in; StartForTest adds a token).
+type Config struct {
+	// Inventory is the initial world; nil means DefaultInventory().
+	Inventory *Inventory
+	// Tokens are the API tokens accepted in "Authorization: PVEAPIToken=ID=SECRET".
+	Tokens []Token
+	// Users maps "user@realm" to a password for POST /access/ticket.
+	Users map[string]string
+	// TaskDuration is how long clone/start/stop/delete/config tasks run (default 30ms).
+	TaskDuration time.Duration
+	// BootDelay is how long a started VM needs before its guest agent answers (default 50ms).
+	BootDelay time.Duration
+	// BootHook, when set, runs for every VM start with the VM's cloud-init data.
+	BootHook BootHook
+	// Seed seeds the fault-injection RNG (and MAC/IP choices) for reproducible runs.
+	Seed int64
+	// AuthFailureDelay delays 401 answers; real PVE waits 3s, tests want 0.
+	AuthFailureDelay time.Duration
+	// TLSCertificate replaces the self-signed certificate when set.
+	TLSCertificate *tls.Certificate
+	// Logger receives request and task logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Token is a PVE API token. ID is "user@realm!tokenid". Privileges nil means
+// every privilege (like root@pam or a token without privilege separation);
+// otherwise only the listed privileges (e.g. "VM.Audit") are granted on every path.
+type Token struct {
+	ID         string
+	Secret     string
+	Privileges []string
+}
+
+// Simulator is a running (or startable) simulated Proxmox VE cluster.
+type Simulator struct {
+	cfg    Config
+	log    *slog.Logger
+	schema *schema.Document
+	routes []*route
+
+	mu       sync.Mutex
+	cluster  string
+	nodes    []*nodeState
+	storages []*storageDef
+	volumes  map[string]*volume // key: node + "/" + volid (shared storages use "" node)
+	vms      map[int]*vmState
+	pools    map[string]*poolState
+	tasks    map[string]*task
+	taskList []*task
+	tickets  map[string]string // ticket -> user
+	csrf     map[string]string // CSRF token -> user
+	pidSeq   int
+	ipSeq    int
+	rng      *mrand.Rand
+	faults   []*faultState
+	faultSeq int
+	requests map[string]int
+	boots    map[int]*bootRun
+
+	tlsCert *tls.Certificate
+	caPEM   []byte
+	ln      net.Listener
+	srv     *http.Server
+	url     string
+	base    string
+	closing chan struct{}
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+// New builds a simulator from cfg without listening yet.
+func New(cfg Config) (*Simulator, error) {
+	if cfg.TaskDuration <= 0 {
+		cfg.TaskDuration = 30 * time.Millisecond
+	}
+	if cfg.BootDelay <= 0 {
+		cfg.BootDelay = 50 * time.Millisecond
+	}
+	inv := cfg.Inventory
+	if inv == nil {
+		inv = DefaultInventory()
+	}
+	doc, err := schema.Load()
+	if err != nil {
+		return nil, err
+	}
+	s := &Simulator{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		schema:   doc,
+		volumes:  map[string]*volume{},
+		vms:      map[int]*vmState{},
+		pools:    map[string]*poolState{},
+		tasks:    map[string]*task{},
+		tickets:  map[string]string{},
+		csrf:     map[string]string{},
+		requests: map[string]int{},
+		boots:    map[int]*bootRun{},
+		rng:      mrand.New(mrand.NewSource(cfg.Seed)),
+		pidSeq:   100000,
+		closing:  make(chan struct{}),
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	for _, t := range cfg.Tokens {
+		if err := validateTokenID(t.ID); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.routeTable(); err != nil {
+		return nil, err
+	}
+	if err := s.loadInventory(inv); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Start listens on addr ("127.0.0.1:0" picks a free port) and serves HTTPS.
+func (s *Simulator) Start(addr string) error {
+	cert := s.cfg.TLSCertificate
+	if cert == nil {
+		c, caPEM, err := selfSignedCert()
+		if err != nil {
+			return err
+		}
+		cert, s.caPEM = c, caPEM
+	} else if len(cert.Certificate) > 0 {
+		s.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[len(cert.Certificate)-1]})
+	}
+	s.tlsCert = cert
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("pvesim: listen %s: %w", addr, err)
+	}
+	s.ln = ln
+	s.base = "https://" + ln.Addr().String()
+	s.url = s.base + "/api2/json"
+	s.srv = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		// Real pveproxy speaks HTTP/1.1 only; HTTP/2 would also make the
+		// hand-written reason phrases impossible.
+		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
+		TLSConfig: &tls.Config{
+			Certificates: []tls.Certificate{*cert},
+			MinVersion:   tls.VersionTLS12,
+			NextProtos:   []string{"http/1.1"},
+		},
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("pvesim server stopped", "err", err)
+		}
+	}()
+	s.log.Info("pvesim listening", "url", s.url)
+	return nil
+}
+
+// URL is the API base URL, e.g. "https://127.0.0.1:PORT/api2/json".
+func (s *Simulator) URL() string { return s.url }
+
+// AdminURL is the base of the admin endpoint, e.g. "https://127.0.0.1:PORT/_sim".
+func (s *Simulator) AdminURL() string { return s.base + "/_sim" }
+
+// CACertPEM is the PEM of the certificate clients should trust.
+func (s *Simulator) CACertPEM() []byte { return append([]byte(nil), s.caPEM...) }
+
+// Close stops the server, running tasks and boot hooks.
+func (s *Simulator) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.closing)
+	for _, b := range s.boots {
+		b.cancel()
+	}
+	s.mu.Unlock()
+	var err error
+	if s.srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err = s.srv.Shutdown(ctx); err != nil {
+			err = s.srv.Close()
+		}
+	}
+	s.wg.Wait()
+	return err
+}
+
+// selfSignedCert makes a CA-flagged self-signed certificate for 127.0.0.1 and localhost.
+func selfSignedCert() (*tls.Certificate, []byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: "pvesim", Organization: []string{"HyperFleet PVE simulator"}},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(10 * 365 * 24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		DNSNames:              []string{"localhost"},
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &cert, certPEM, nil
+}
