@@ -57,7 +57,9 @@ func TestInstallationLookups(t *testing.T) {
 	g.Expect(call(t, http.MethodGet, fake.URL()+"/orgs/acme/installation", auth, nil).json(t)).To(HaveKeyWithValue("id", BeNumerically("==", id)))
 	g.Expect(call(t, http.MethodGet, fake.URL()+"/repos/acme/api/installation", auth, nil).json(t)).To(HaveKeyWithValue("id", BeNumerically("==", id)))
 	g.Expect(call(t, http.MethodGet, fake.URL()+"/orgs/globex/installation", auth, nil).status).To(Equal(http.StatusNotFound))
-	g.Expect(call(t, http.MethodGet, fake.URL()+"/app/installations", auth, nil).body).To(ContainSubstring(`"login":"acme"`))
+	list := call(t, http.MethodGet, fake.URL()+"/app/installations", auth, nil)
+	g.Expect(list.body).To(ContainSubstring(`"login":"acme"`))
+	g.Expect(list.header.Get("X-RateLimit-Remaining")).NotTo(BeEmpty(), "App calls carry rate-limit headers too")
 	g.Expect(call(t, http.MethodGet, fake.URL()+"/orgs/acme/installation", "", nil).status).To(Equal(http.StatusUnauthorized))
 }
 

@@ -6,12 +6,14 @@ import (
 	"time"
 )
 
-// Fault makes the next Times requests to an endpoint fail with Status before authentication,
-// as a GitHub outage or throttle would.
+// Fault makes the next Times requests to an endpoint fail before authentication, as a GitHub
+// outage or throttle would: after Delay (a slow GitHub), with Status. A Fault with only a Delay
+// slows the requests down and then serves them normally.
 type Fault struct {
 	Status  int
 	Message string
 	Times   int
+	Delay   time.Duration
 	// RateLimited answers like an exhausted primary rate limit (X-RateLimit-Remaining: 0, reset
 	// after RetryAfter or one hour); Status defaults to 403.
 	RateLimited bool
@@ -24,7 +26,7 @@ func (s *Server) InjectFault(endpoint string, f Fault) {
 	if f.Times <= 0 {
 		f.Times = 1
 	}
-	if f.Status == 0 {
+	if f.Status == 0 && (f.RateLimited || f.RetryAfter > 0) {
 		f.Status = http.StatusForbidden
 	}
 	s.mu.Lock()
@@ -58,6 +60,22 @@ func (s *Server) takeFault(endpoint string) (Fault, bool) {
 	}
 	s.faults[endpoint] = queue
 	return f, true
+}
+
+// serveFault applies a fault and reports whether it answered the request.
+func (s *Server) serveFault(w http.ResponseWriter, r *http.Request, f Fault) bool {
+	if f.Delay > 0 {
+		select {
+		case <-time.After(f.Delay):
+		case <-r.Context().Done():
+			return true
+		}
+	}
+	if f.Status == 0 {
+		return false
+	}
+	s.writeFault(w, f)
+	return true
 }
 
 func (s *Server) writeFault(w http.ResponseWriter, f Fault) {

@@ -90,8 +90,7 @@ func (s *Server) handle(pattern string, auth authKind, h handlerFunc) {
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
 		w.Header().Set("X-GitHub-Request-Id", strconv.FormatInt(time.Now().UnixNano(), 36))
 		s.countRequest(pattern)
-		if f, ok := s.takeFault(pattern); ok {
-			s.writeFault(w, f)
+		if f, ok := s.takeFault(pattern); ok && s.serveFault(w, r, f) {
 			return
 		}
 		var installationID int64
@@ -99,6 +98,10 @@ func (s *Server) handle(pattern string, auth authKind, h handlerFunc) {
 		case authAppJWT:
 			if err := s.verifyAppJWT(bearer(r)); err != nil {
 				writeError(w, http.StatusUnauthorized, "A JSON web token could not be decoded: "+err.Error())
+				return
+			}
+			// App-level calls have their own budget, kept under installation ID 0.
+			if !s.spendRate(w, 0) {
 				return
 			}
 		case authInstallation:
@@ -143,7 +146,11 @@ func (s *Server) spendRate(w http.ResponseWriter, installationID int64) bool {
 	s.mu.Unlock()
 	setRateHeaders(w, s.opts.RateLimit, remaining, reset)
 	if exhausted {
-		writeErrorDoc(w, http.StatusForbidden, fmt.Sprintf("API rate limit exceeded for installation ID %d.", installationID),
+		msg := fmt.Sprintf("API rate limit exceeded for installation ID %d.", installationID)
+		if installationID == 0 {
+			msg = "API rate limit exceeded for the App."
+		}
+		writeErrorDoc(w, http.StatusForbidden, msg,
 			"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api")
 		return false
 	}

@@ -120,3 +120,16 @@ func TestFaultsAndRequestCounts(t *testing.T) {
 	g.Expect(fake.Requests(fakegithub.EndpointOrgRunners)).To(Equal(4))
 	g.Expect(fake.RequestCounts()).To(HaveKeyWithValue(fakegithub.EndpointAccessToken, 1))
 }
+
+func TestRegistrationToken(t *testing.T) {
+	fake := fakegithub.StartForTest(t, fakegithub.Options{})
+	auth := "token " + installationToken(t, fake, "acme")
+	for _, path := range []string{"/repos/acme/api", "/orgs/acme"} {
+		t.Run(path, func(t *testing.T) {
+			r := call(t, http.MethodPost, fake.URL()+path+"/actions/runners/registration-token", auth, nil)
+			g := NewWithT(t)
+			g.Expect(r.status).To(Equal(http.StatusCreated))
+			g.Expect(r.json(t)).To(And(HaveKeyWithValue("token", Not(BeEmpty())), HaveKey("expires_at")))
+		})
+	}
+}

@@ -176,13 +176,20 @@ func (c *Client) installationFor(ctx context.Context, scope platform.Scope) (int
 	return inst.GetID(), nil
 }
 
-// forgetInstallation drops a cached lookup after GitHub refuses the installation, so the next
-// call looks it up again (the App may have been reinstalled under a new ID).
+// forgetInstallation drops the cached installation client (and its token) and the cached
+// lookup after GitHub refuses our credentials, so the next call mints a fresh token and looks the
+// installation up again: tokens can be revoked and the App reinstalled under a new ID.
 func (c *Client) forgetInstallation(scope platform.Scope, err error) {
-	if c.cfg.InstallationID != 0 || !errors.Is(err, platform.ErrUnauthorized) {
+	if !errors.Is(err, platform.ErrUnauthorized) {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.owners, strings.ToLower(scope.Owner()))
+	owner := strings.ToLower(scope.Owner())
+	id := c.cfg.InstallationID
+	if id == 0 {
+		id = c.owners[owner]
+		delete(c.owners, owner)
+	}
+	delete(c.clients, id)
 }

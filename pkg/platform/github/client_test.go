@@ -139,3 +139,45 @@ func TestClientOverTLSWithCustomCA(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(fake.Runners()).To(ConsistOf(HaveField("ID", id)))
 }
+
+func TestSlowGitHubTimesOut(t *testing.T) {
+	g := NewWithT(t)
+	fake, c := newTestClient(t, fakegithub.Options{}, func(c *Config) { c.HTTPTimeout = 200 * time.Millisecond })
+	fake.InjectFault(fakegithub.EndpointOrgRunners, fakegithub.Fault{Delay: 5 * time.Second})
+	start := time.Now()
+
+	_, err := c.ListRunners(context.Background(), orgScope("acme"))
+
+	g.Expect(err).To(MatchError(platform.ErrTransient))
+	g.Expect(time.Since(start)).To(BeNumerically("<", 2*time.Second))
+}
+
+func TestClientRecoversFromRevokedTokenAndReinstall(t *testing.T) {
+	tests := []struct {
+		name    string
+		disrupt func(*fakegithub.Server)
+	}{
+		{name: "tokens revoked", disrupt: func(f *fakegithub.Server) { f.RevokeTokens() }},
+		{name: "App reinstalled under a new ID", disrupt: func(f *fakegithub.Server) {
+			f.Uninstall("acme")
+			f.InstallationID("acme")
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ctx := context.Background()
+			fake, c := newTestClient(t, fakegithub.Options{}, nil)
+			_, err := c.ListRunners(ctx, orgScope("acme"))
+			g.Expect(err).NotTo(HaveOccurred())
+			tt.disrupt(fake)
+
+			_, err = c.ListRunners(ctx, orgScope("acme"))
+			g.Expect(err).To(MatchError(platform.ErrUnauthorized), "the cached token is refused once")
+			_, _, err = c.JITConfig(ctx, orgScope("acme"), platform.RunnerSpec{Name: "hf-1", Labels: []string{"linux"}})
+			g.Expect(err).NotTo(HaveOccurred())
+
+			g.Expect(fake.Runners()).To(ConsistOf(HaveField("Name", "hf-1")))
+		})
+	}
+}
