@@ -32,6 +32,9 @@ type DemandSource interface {
 	// QueuedJobs lists the jobs in scope waiting for a runner (queued or waiting). Callers pick
 	// the ones a pool can serve with FilterJobs.
 	QueuedJobs(ctx context.Context, scope Scope) ([]Job, error)
+	// GetJob reads one job, e.g. to check whether a job a webhook announced still waits.
+	// GitHub needs a repository scope for it.
+	GetJob(ctx context.Context, scope Scope, jobID int64) (Job, error)
 }
 
 // RunnerRegistry registers, lists and removes runners in a scope.
@@ -39,13 +42,18 @@ type RunnerRegistry interface {
 	// JITConfig registers a runner named spec.Name and returns the opaque one-time config the
 	// runner starts with (GitHub: run.sh --jitconfig) and the runner's ID (0 where a platform
 	// has none before the runner connects). Names are deterministic, so a leftover runner of the
-	// same name is ours: implementations delete it and retry once.
+	// same name is ours: implementations delete it and retry once. Callers must therefore not
+	// register one name from two places at once (one registration per Machine, recorded in the
+	// API server), or one would delete the other's fresh runner.
 	JITConfig(ctx context.Context, scope Scope, spec RunnerSpec) (encodedJITConfig string, runnerID int64, err error)
 	// ListRunners lists every runner registered in scope.
 	ListRunners(ctx context.Context, scope Scope) ([]Runner, error)
 	// RemoveRunner deregisters a runner; a runner already gone is not an error. A runner busy
 	// with a job yields ErrRunnerBusy.
 	RemoveRunner(ctx context.Context, scope Scope, runnerID int64) error
+	// RemoveRunnerByName deregisters the runner with a (deterministic) name, when its ID was
+	// never recorded; no such runner is not an error.
+	RemoveRunnerByName(ctx context.Context, scope Scope, name string) error
 }
 
 // RunnerSpec describes a runner to register.

@@ -18,7 +18,8 @@ const defaultRunnerGroupID = 1
 // JITConfig registers an ephemeral just-in-time runner and returns its encoded config and ID.
 // self-hosted is added to the labels because JIT runners get no default labels. A 409 means the
 // name is taken; names are deterministic, so the holder is a stale runner of ours (a VM that
-// died before running): it is deleted and registration retried once.
+// died before running): it is deleted and registration retried once. A second 409 means another
+// registration of the same name raced us and is returned as platform.ErrConflict.
 func (c *Client) JITConfig(ctx context.Context, scope platform.Scope, spec platform.RunnerSpec) (string, int64, error) {
 	scope = scope.Effective()
 	if err := scope.Validate(); err != nil {

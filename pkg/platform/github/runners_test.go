@@ -183,3 +183,14 @@ func TestRemoveRunnerFaultIsTransient(t *testing.T) {
 	g.Expect(platform.IsRetryable(err)).To(BeTrue())
 	g.Expect(fake.Runners()).To(HaveLen(1))
 }
+
+func TestJITConfigGivesUpAfterSecondConflict(t *testing.T) {
+	g := NewWithT(t)
+	fake, c := newTestClient(t, fakegithub.Options{}, nil)
+	fake.FailNext(fakegithub.EndpointOrgJITConfig, 2, http.StatusConflict)
+
+	_, _, err := c.JITConfig(context.Background(), orgScope("acme"), platform.RunnerSpec{Name: "hf-1", Labels: []string{"linux"}})
+
+	g.Expect(err).To(MatchError(platform.ErrConflict))
+	g.Expect(fake.Requests(fakegithub.EndpointOrgJITConfig)).To(Equal(2), "one retry, no more")
+}
