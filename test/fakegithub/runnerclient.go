@@ -82,18 +82,25 @@ func (c *RunnerClient) RunOnce(ctx context.Context, poll time.Duration) (int64, 
 		switch {
 		case err == nil:
 			return id, c.Complete(ctx, id, "success")
+		case ctx.Err() != nil:
+			return 0, c.giveUp(ctx)
 		case !errors.Is(err, ErrNoJob):
 			return 0, err
 		}
 		select {
 		case <-ctx.Done():
-			offCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = c.Offline(offCtx)
-			return 0, ctx.Err()
+			return 0, c.giveUp(ctx)
 		case <-time.After(poll):
 		}
 	}
+}
+
+// giveUp deregisters an idle runner whose wait was cancelled, as the real runner does on exit.
+func (c *RunnerClient) giveUp(ctx context.Context) error {
+	offCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = c.Offline(offCtx)
+	return ctx.Err()
 }
 
 func (c *RunnerClient) call(ctx context.Context, verb string, req runnerRequest, out any) (int, error) {
