@@ -140,7 +140,7 @@ func readNoCloudISO(data []byte) (map[string][]byte, error) {
 	if len(data) < pvd+72 || data[pvd] != 1 || string(data[pvd+1:pvd+6]) != "CD001" {
 		return nil, errors.New("not an ISO9660 image")
 	}
-	if label := strings.TrimSpace(string(data[pvd+40 : pvd+72])); !strings.EqualFold(label, "cidata") {
+	if label := strings.Trim(string(data[pvd+40:pvd+72]), " \x00"); !strings.EqualFold(label, "cidata") {
 		return nil, errors.New("volume label is " + label + ", not cidata")
 	}
 	fsys, err := iso9660.Read(file.New(&memFile{Reader: bytes.NewReader(data), size: int64(len(data))}, true), int64(len(data)), 0, 2048)
