@@ -159,8 +159,10 @@ func classOfText(msg string) error {
 func classOfStatus(status int, text string) error {
 	switch {
 	case status == http.StatusBadRequest:
-		if strings.Contains(strings.ToLower(text), "already exists") {
-			return hypervisor.ErrAlreadyExists
+		// Parameter errors name the parameter's problem: {"vmid": "VM 200 already exists"},
+		// {"upid": "no such task"}.
+		if c := classOfMessage(text); c == hypervisor.ErrAlreadyExists || c == hypervisor.ErrNotFound {
+			return c
 		}
 		return hypervisor.ErrInvalid
 	case status == http.StatusUnauthorized:

@@ -35,6 +35,7 @@ func TestClassify(t *testing.T) {
 		{"no such task", api(500, "unable to open file '/var/log/pve/tasks/X' - No such file or directory", nil), hypervisor.ErrNotFound},
 		{"clone collision", api(500, "unable to create VM 105: config file already exists", nil), hypervisor.ErrAlreadyExists},
 		{"nextid taken", api(400, "Parameter verification failed.", map[string]string{"vmid": "VM 200 already exists"}), hypervisor.ErrAlreadyExists},
+		{"unknown task", api(400, "Parameter verification failed.", map[string]string{"upid": "no such task"}), hypervisor.ErrNotFound},
 		{"bad parameter", api(400, "Parameter verification failed.", map[string]string{"memory": "type check ('integer') failed - got 'lots'"}), hypervisor.ErrInvalid},
 		{"auth failure", api(401, "authentication failure", nil), hypervisor.ErrUnauthorized},
 		{"no ticket", api(401, "No ticket", nil), hypervisor.ErrUnauthorized},
