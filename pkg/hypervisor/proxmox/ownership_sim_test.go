@@ -1,0 +1,147 @@
+package proxmox
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
+	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
+)
+
+// mutations are every mutating Provider call, for the ownership refusal tests.
+var mutations = []struct {
+	name string
+	call func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error
+}{
+	{"Configure", func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error {
+		_, err := p.Configure(ctx, ref, hypervisor.ConfigSpec{Cores: 8, Tags: []string{"pwned"}})
+		return err
+	}},
+	{"ResizeDisk", func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error {
+		return p.ResizeDisk(ctx, ref, "scsi0", 500)
+	}},
+	{"AttachCloudInit", func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error {
+		return p.AttachCloudInit(ctx, ref, hypervisor.CloudInitData{UserData: "#cloud-config\n"})
+	}},
+	{"Start", func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error { _, err := p.Start(ctx, ref); return err }},
+	{"Stop", func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error { _, err := p.Stop(ctx, ref); return err }},
+	{"Shutdown", func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error { _, err := p.Shutdown(ctx, ref); return err }},
+	{"Delete", func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error { _, err := p.Delete(ctx, ref); return err }},
+}
+
+// TestForeignVMsAreNeverChanged runs every mutating call against VMs this cluster does not own:
+// untagged and tagged foreign VMs (running and stopped), a template, and a VM of another
+// HyperFleet cluster. Each must fail with ErrNotOwned and leave the VM exactly as it was.
+func TestForeignVMsAreNeverChanged(t *testing.T) {
+	sim := startSim(t, pvesim.Config{})
+	p := newTestProvider(t, sim, clusterA)
+	other := newTestProvider(t, sim, clusterB)
+	otherVM := cloneOwned(t, other, 500, ownerFor(clusterB, "theirs"))
+
+	targets := map[string]hypervisor.VMRef{
+		"untagged running": {Node: "pve1", ID: foreignRunning},
+		"tagged stopped":   {Node: "pve3", ID: foreignStopped},
+		"template":         {Node: "pve1", ID: templateID},
+		"other cluster":    otherVM,
+	}
+	for targetName, ref := range targets {
+		for _, m := range mutations {
+			t.Run(fmt.Sprintf("%s/%s", m.name, targetName), func(t *testing.T) {
+				g := NewWithT(t)
+				before := simVM(t, sim, ref.ID)
+				sim.ResetRequests()
+				err := m.call(testCtx(t), p, ref)
+				g.Expect(err).To(MatchError(hypervisor.ErrNotOwned))
+				g.Expect(hypervisor.Reason(err)).To(Equal("NotOwned"))
+				g.Expect(simVM(t, sim, ref.ID)).To(Equal(before))
+				for key := range sim.Requests() {
+					g.Expect(key).To(HavePrefix("GET "), "only reads reach a foreign VM")
+				}
+			})
+		}
+	}
+}
+
+// TestOwnedVMsIsOneCall lists this cluster's VMs with one API call, excluding foreign VMs, templates
+// and another cluster's VMs.
+func TestOwnedVMsIsOneCall(t *testing.T) {
+	g := NewWithT(t)
+	sim := startSim(t, pvesim.Config{})
+	p := newTestProvider(t, sim, clusterA)
+	other := newTestProvider(t, sim, clusterB)
+	mine1 := cloneOwned(t, p, 600, ownerFor(clusterA, "one"))
+	mine2 := cloneOwned(t, p, 601, ownerFor(clusterA, "two.with.dots"))
+	cloneOwned(t, other, 602, ownerFor(clusterB, "theirs"))
+
+	fresh := newTestProvider(t, sim, clusterA) // nothing cached
+	sim.ResetRequests()
+	vms, err := fresh.OwnedVMs(testCtx(t))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(sim.Requests()).To(Equal(map[string]int{"GET /cluster/resources": 1}))
+
+	byRef := map[hypervisor.VMRef]hypervisor.VM{}
+	for _, vm := range vms {
+		byRef[vm.Ref] = vm
+	}
+	g.Expect(byRef).To(HaveLen(2))
+	g.Expect(byRef[mine1].Owner).To(Equal(&hypervisor.Ownership{Cluster: clusterA, ClaimNamespace: "runners", ClaimName: "one", ClaimUID: "uid-one"}))
+	g.Expect(byRef[mine2].Owner.ClaimName).To(Equal("two.with.dots"))
+	g.Expect(byRef[mine2].State).To(Equal(hypervisor.PowerStateStopped))
+	g.Expect(byRef[mine2].MemoryMiB).To(Equal(2048))
+}
+
+// TestOwnershipCacheSkipsReads shows the cost model: our own clone is trusted without a read,
+// a new provider reads once and then trusts the read for OwnershipTTL.
+func TestOwnershipCacheSkipsReads(t *testing.T) {
+	g := NewWithT(t)
+	sim := startSim(t, pvesim.Config{})
+	p := newTestProvider(t, sim, clusterA)
+	ref := cloneOwned(t, p, 700, ownerFor(clusterA, "cached"))
+	ctx := testCtx(t)
+
+	sim.ResetRequests()
+	_, err := p.Configure(ctx, ref, hypervisor.ConfigSpec{Cores: 3})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(sim.Requests()).To(Equal(map[string]int{"PUT /nodes/{node}/qemu/{vmid}/config": 1}))
+
+	restarted := newTestProvider(t, sim, clusterA)
+	sim.ResetRequests()
+	_, err = restarted.Configure(ctx, ref, hypervisor.ConfigSpec{Cores: 4})
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = restarted.Configure(ctx, ref, hypervisor.ConfigSpec{Cores: 5})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(sim.Requests()).To(Equal(map[string]int{
+		"GET /nodes/{node}/qemu/{vmid}/status/current": 1,
+		"PUT /nodes/{node}/qemu/{vmid}/config":         2,
+	}))
+
+	noCache := newTestProvider(t, sim, clusterA, func(c *Config) { c.OwnershipTTL = -1 })
+	sim.ResetRequests()
+	_, err = noCache.Configure(ctx, ref, hypervisor.ConfigSpec{Cores: 4})
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = noCache.Configure(ctx, ref, hypervisor.ConfigSpec{Cores: 5})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(sim.Requests()["GET /nodes/{node}/qemu/{vmid}/status/current"]).To(Equal(2))
+}
+
+// TestVMIDReuseIsNotTrustedAfterDelete: once our VM is gone, a foreign VM that takes its VMID is
+// refused even within the ownership TTL, because Delete and NotFound drop the cached ownership.
+func TestVMIDReuseIsNotTrustedAfterDelete(t *testing.T) {
+	g := NewWithT(t)
+	sim := startSim(t, pvesim.Config{})
+	p := newTestProvider(t, sim, clusterA)
+	ctx := testCtx(t)
+	ref := cloneOwned(t, p, 800, ownerFor(clusterA, "gone"))
+	g.Expect(sim.RemoveVM(ref.ID)).To(Succeed()) // deleted by hand in the PVE UI
+	_, err := p.VM(ctx, ref)
+	g.Expect(err).To(MatchError(hypervisor.ErrNotFound))
+
+	// Someone else clones a VM with the same VMID.
+	stranger := newTestProvider(t, sim, clusterB)
+	cloneOwned(t, stranger, ref.ID, ownerFor(clusterB, "stranger"))
+	_, err = p.Stop(ctx, ref)
+	g.Expect(err).To(MatchError(hypervisor.ErrNotOwned))
+}
