@@ -81,7 +81,7 @@ func TestTaskExitStatus(t *testing.T) {
 	for _, tc := range []struct {
 		exit string
 		ok   bool
-	}{{"OK", true}, {"WARNINGS: 2", true}, {"clone failed: storage full", false}, {"", false}} {
+	}{{"OK", true}, {"WARNINGS: 2", true}, {"clone failed: storage full", false}, {"", false}, {"VM 9000 already running", false}} {
 		t.Run(tc.exit, func(t *testing.T) {
 			g := NewWithT(t)
 			err := taskError(u, tc.exit)

@@ -76,6 +76,9 @@ func TestLifecycle(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(waitTaskDone(t, p, task)).To(Succeed())
 	g.Expect(simVM(t, sim, id).Status).To(Equal("running"))
+	task, err = p.Start(ctx, ref)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(waitTaskDone(t, p, task)).To(Succeed(), "starting a running VM is idempotent")
 
 	var addrs []hypervisor.Address
 	g.Eventually(func() []hypervisor.Address {

@@ -7,7 +7,8 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 )
 
-// Start powers an owned VM on. A VM that already runs is not an error: the TaskID is empty.
+// Start powers an owned VM on. A VM that already runs is not an error: the TaskID is empty when a
+// read showed it running, and otherwise the start task reports success.
 func (p *Provider) Start(ctx context.Context, ref hypervisor.VMRef) (hypervisor.TaskID, error) {
 	return p.power(ctx, ref, "start", "already running")
 }

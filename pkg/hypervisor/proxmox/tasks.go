@@ -61,6 +61,10 @@ func taskError(u upid, exit string) error {
 	if exit == "OK" || strings.HasPrefix(exit, "WARNINGS") {
 		return nil
 	}
+	if u.kind == "qmstart" && strings.Contains(exit, "already running") {
+		// Start is idempotent for HyperFleet: the VM is in the state asked for.
+		return nil
+	}
 	if exit == "" {
 		exit = "no exit status"
 	}
