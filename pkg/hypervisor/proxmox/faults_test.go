@@ -33,14 +33,20 @@ func TestSimulatedFaultsAreClassified(t *testing.T) {
 		{
 			name:  "401",
 			fault: pvesim.Fault{Endpoint: "GET /nodes/{node}/qemu/{vmid}/status/current", Status: 401, Message: "authentication failure"},
-			call:  func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error { _, err := p.VM(ctx, ref); return err },
-			want:  hypervisor.ErrUnauthorized,
+			call: func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error {
+				_, err := p.VM(ctx, ref)
+				return err
+			},
+			want: hypervisor.ErrUnauthorized,
 		},
 		{
 			name:  "403",
 			fault: pvesim.Fault{Endpoint: "POST /nodes/{node}/qemu/{vmid}/status/start", Status: 403, Message: "Permission check failed (/vms/900, VM.PowerMgmt)"},
-			call:  func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error { _, err := p.Start(ctx, ref); return err },
-			want:  hypervisor.ErrForbidden,
+			call: func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error {
+				_, err := p.Start(ctx, ref)
+				return err
+			},
+			want: hypervisor.ErrForbidden,
 		},
 		{
 			name: "400 invalid",
@@ -55,26 +61,37 @@ func TestSimulatedFaultsAreClassified(t *testing.T) {
 		{
 			name:  "500 transient",
 			fault: pvesim.Fault{Endpoint: "GET /cluster/resources", Status: 500, Message: "Internal Server Error"},
-			call:  func(ctx context.Context, p *Provider, _ hypervisor.VMRef) error { _, err := p.OwnedVMs(ctx); return err },
-			want:  hypervisor.ErrTransient,
+			call: func(ctx context.Context, p *Provider, _ hypervisor.VMRef) error {
+				_, err := p.OwnedVMs(ctx)
+				return err
+			},
+			want: hypervisor.ErrTransient,
 		},
 		{
 			name:  "596 transient",
 			fault: pvesim.Fault{Endpoint: "POST /nodes/{node}/qemu/{vmid}/status/stop", Status: 596, Message: "Connection timed out"},
-			call:  func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error { _, err := p.Stop(ctx, ref); return err },
-			want:  hypervisor.ErrTransient,
+			call: func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error {
+				_, err := p.Stop(ctx, ref)
+				return err
+			},
+			want: hypervisor.ErrTransient,
 		},
 		{
 			name:  "failing resize task",
 			fault: pvesim.Fault{Endpoint: "PUT /nodes/{node}/qemu/{vmid}/resize", TaskExitStatus: "resize failed: storage full"},
-			call:  func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error { return p.ResizeDisk(ctx, ref, "scsi0", 64) },
-			want:  hypervisor.ErrTaskFailed,
+			call: func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error {
+				return p.ResizeDisk(ctx, ref, "scsi0", 64)
+			},
+			want: hypervisor.ErrTaskFailed,
 		},
 		{
 			name:  "hung request",
 			fault: pvesim.Fault{Endpoint: "GET /cluster/resources", Hang: true},
-			call:  func(ctx context.Context, p *Provider, _ hypervisor.VMRef) error { _, err := p.OwnedVMs(ctx); return err },
-			want:  hypervisor.ErrTransient,
+			call: func(ctx context.Context, p *Provider, _ hypervisor.VMRef) error {
+				_, err := p.OwnedVMs(ctx)
+				return err
+			},
+			want: hypervisor.ErrTransient,
 		},
 		{
 			name: "missing VM",
@@ -96,8 +113,11 @@ func TestSimulatedFaultsAreClassified(t *testing.T) {
 		{
 			name:  "node offline",
 			fault: pvesim.Fault{Endpoint: "GET /nodes/{node}/qemu/{vmid}/status/current", Status: 595, Message: "No route to host"},
-			call:  func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error { _, err := p.VM(ctx, ref); return err },
-			want:  hypervisor.ErrTransient,
+			call: func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error {
+				_, err := p.VM(ctx, ref)
+				return err
+			},
+			want: hypervisor.ErrTransient,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

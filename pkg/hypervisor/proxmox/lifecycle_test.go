@@ -178,7 +178,10 @@ func TestTicketLogin(t *testing.T) {
 	g := NewWithT(t)
 	sim := startSim(t, pvesim.Config{Users: map[string]string{"hyperfleet@pve": "correct horse"}})
 	ctx := testCtx(t)
-	p := newTestProvider(t, sim, clusterA, func(c *Config) { c.TokenID, c.TokenSecret = "", ""; c.Username, c.Password = "hyperfleet@pve", "correct horse" })
+	p := newTestProvider(t, sim, clusterA, func(c *Config) {
+		c.TokenID, c.TokenSecret = "", ""
+		c.Username, c.Password = "hyperfleet@pve", "correct horse"
+	})
 	_, err := p.Verify(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
 	ref := cloneOwned(t, p, 400, ownerFor(clusterA, "ticket")) // writes need the CSRF token

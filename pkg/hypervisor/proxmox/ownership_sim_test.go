@@ -26,10 +26,22 @@ var mutations = []struct {
 	{"AttachCloudInit", func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error {
 		return p.AttachCloudInit(ctx, ref, hypervisor.CloudInitData{UserData: "#cloud-config\n"})
 	}},
-	{"Start", func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error { _, err := p.Start(ctx, ref); return err }},
-	{"Stop", func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error { _, err := p.Stop(ctx, ref); return err }},
-	{"Shutdown", func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error { _, err := p.Shutdown(ctx, ref); return err }},
-	{"Delete", func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error { _, err := p.Delete(ctx, ref); return err }},
+	{"Start", func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error {
+		_, err := p.Start(ctx, ref)
+		return err
+	}},
+	{"Stop", func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error {
+		_, err := p.Stop(ctx, ref)
+		return err
+	}},
+	{"Shutdown", func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error {
+		_, err := p.Shutdown(ctx, ref)
+		return err
+	}},
+	{"Delete", func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error {
+		_, err := p.Delete(ctx, ref)
+		return err
+	}},
 }
 
 // TestForeignVMsAreNeverChanged runs every mutating call against VMs this cluster does not own:
