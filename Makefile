@@ -23,6 +23,7 @@ all: build
 .PHONY: tools
 tools: ## Build (or reuse) the offline toolchain: envtest binaries, CAPI manager, clusterctl, controller-gen.
 	hack/tools.sh "$(TOOLS_CACHE)"
+	hack/helm.sh "$(TOOLS_CACHE)"
 
 .PHONY: generate
 generate: tools ## Generate deepcopy code.
@@ -98,6 +99,22 @@ deploy: manifests ## Deploy HyperFleet into the current cluster with kustomize.
 .PHONY: docker-build
 docker-build: ## Build the container image (needs a Docker engine).
 	docker build -t $(IMG) .
+
+##@ Release
+
+RELEASE_TAG ?= v0.1.0
+RELEASE_DIR ?= out
+HELM ?= $(TOOLS_CACHE)/bin/helm
+
+.PHONY: release-manifests
+release-manifests: ## Render clusterctl release assets into $(RELEASE_DIR)/: infrastructure- and bootstrap-components.yaml, metadata.yaml, cluster templates.
+	RELEASE_TAG=$(RELEASE_TAG) hack/release-manifests.sh "$(RELEASE_DIR)"
+
+.PHONY: helm
+helm: ## Lint the Helm chart and package it into $(RELEASE_DIR)/.
+	hack/helm.sh "$(TOOLS_CACHE)"
+	$(HELM) lint charts/hyperfleet
+	$(HELM) package charts/hyperfleet --version $(RELEASE_TAG:v%=%) --app-version $(RELEASE_TAG) -d "$(RELEASE_DIR)"
 
 .PHONY: help
 help: ## Show this help.

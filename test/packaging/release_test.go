@@ -1,0 +1,138 @@
+package packaging
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// releaseDir renders the release assets once per test binary with the same script `make
+// release-manifests` runs.
+func releaseDir(t *testing.T) string {
+	t.Helper()
+	if releaseOut == "" {
+		dir, err := os.MkdirTemp(env.TempDir(), "release-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		run(t, nil, []string{"RELEASE_TAG=v0.1.0"}, filepath.Join(env.RepoRoot, "hack", "release-manifests.sh"), dir)
+		releaseOut = dir
+	}
+	return releaseOut
+}
+
+var releaseOut string
+
+var variableRef = regexp.MustCompile(`\$\{([A-Z0-9_]+)(:=[^}]*)?\}`)
+
+func TestReleaseManifests(t *testing.T) {
+	dir := releaseDir(t)
+	for _, tc := range []struct {
+		file, provider string
+		crds           []string
+		deployment     string
+	}{
+		{
+			file: "infrastructure-components.yaml", provider: "infrastructure-hyperfleet",
+			crds: []string{
+				"hypervisorclusters.infrastructure.cluster.x-k8s.io", "hypervisorclustertemplates.infrastructure.cluster.x-k8s.io",
+				"machineclaims.infrastructure.cluster.x-k8s.io", "machineclaimtemplates.infrastructure.cluster.x-k8s.io",
+				"runnerpools.hyperfleet.io",
+			},
+			deployment: "hyperfleet-controller-manager",
+		},
+		{
+			file: "bootstrap-components.yaml", provider: "bootstrap-hyperfleet",
+			crds:       []string{"bootstrapconfigs.bootstrap.cluster.x-k8s.io", "bootstrapconfigtemplates.bootstrap.cluster.x-k8s.io"},
+			deployment: "hyperfleet-bootstrap-service",
+		},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			g := NewWithT(t)
+			raw, err := os.ReadFile(filepath.Join(dir, tc.file))
+			g.Expect(err).NotTo(HaveOccurred())
+
+			// Every variable has a default: clusterctl init works without any being set.
+			for _, m := range variableRef.FindAllStringSubmatch(string(raw), -1) {
+				g.Expect(m[2]).NotTo(BeEmpty(), "variable %s has no default", m[1])
+			}
+
+			objs := decode(t, raw)
+			var crds []string
+			for _, o := range objs {
+				g.Expect(o.GetLabels()).To(HaveKeyWithValue("cluster.x-k8s.io/provider", tc.provider), "%s %s", o.GetKind(), o.GetName())
+				if o.GetKind() == "CustomResourceDefinition" {
+					crds = append(crds, o.GetName())
+					if !strings.HasSuffix(o.GetName(), ".hyperfleet.io") { // RunnerPool is no Cluster API contract kind.
+						g.Expect(o.GetLabels()).To(HaveKeyWithValue("cluster.x-k8s.io/v1beta2", "v1alpha1"), o.GetName())
+					}
+				}
+				if ns := o.GetNamespace(); ns != "" {
+					g.Expect(ns).To(Equal(namespace))
+				}
+			}
+			g.Expect(crds).To(ConsistOf(tc.crds))
+			g.Expect(kinds(objs)).To(HaveKeyWithValue("Namespace", 1))
+			find(t, objs, "Deployment", tc.deployment)
+		})
+	}
+
+	t.Run("manager", func(t *testing.T) {
+		g := NewWithT(t)
+		objs := decode(t, mustRead(t, filepath.Join(dir, "infrastructure-components.yaml")))
+		d := deployment(t, find(t, objs, "Deployment", "controller-manager"))
+		c := container(t, d, "manager")
+		g.Expect(c.Image).To(Equal("ghcr.io/hyperfleet-io/hyperfleet:v0.1.0"))
+		cm := find(t, objs, "ConfigMap", "hyperfleet-config")
+		data, _, _ := unstructured.NestedStringMap(cm.Object, "data")
+		g.Expect(data).To(HaveKeyWithValue("LOG_LEVEL", "${HYPERFLEET_LOG_LEVEL:=INFO}"))
+		g.Expect(data).To(HaveKeyWithValue("SWEEP_INTERVAL", "${HYPERFLEET_SWEEP_INTERVAL:=30s}"))
+		// RunnerPools move with their Machines on `clusterctl move`.
+		runnerPools := find(t, objs, "CustomResourceDefinition", "runnerpools.hyperfleet.io")
+		g.Expect(runnerPools.GetLabels()).To(HaveKey("clusterctl.cluster.x-k8s.io/move-hierarchy"))
+		b := deployment(t, find(t, decode(t, mustRead(t, filepath.Join(dir, "bootstrap-components.yaml"))), "Deployment", "bootstrap-service"))
+		g.Expect(container(t, b, "bootstrap-service").Image).To(Equal("ghcr.io/hyperfleet-io/hyperfleet-bootstrap-service:v0.1.0"))
+	})
+
+	for _, f := range []string{"metadata.yaml", "cluster-template.yaml", "cluster-template-org.yaml", "cluster-template-tpm.yaml", "cluster-template-spire.yaml"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("release asset missing: %v", err)
+		}
+	}
+}
+
+// TestReleaseManifestsSubstituted applies the components as clusterctl would: variables substituted
+// (defaults and overrides) by clusterctl itself.
+func TestReleaseManifestsSubstituted(t *testing.T) {
+	g := NewWithT(t)
+	dir := releaseDir(t)
+	for _, file := range []string{"infrastructure-components.yaml", "bootstrap-components.yaml"} {
+		out := run(t, nil, append(clusterctlEnv(t), "HYPERFLEET_LOG_LEVEL=DEBUG", "HYPERFLEET_CONCURRENCY=20"),
+			env.Tools.Clusterctl(), "generate", "yaml", "--from", filepath.Join(dir, file))
+		g.Expect(variableRef.Find(out)).To(BeNil(), "unsubstituted variable in %s", file)
+		objs := decode(t, out)
+		if file == "infrastructure-components.yaml" {
+			data, _, _ := unstructured.NestedStringMap(find(t, objs, "ConfigMap", "hyperfleet-config").Object, "data")
+			g.Expect(data).To(HaveKeyWithValue("LOG_LEVEL", "DEBUG"))
+			g.Expect(data).To(HaveKeyWithValue("CONCURRENCY", "20"))
+			g.Expect(data).To(HaveKeyWithValue("METRICS_SECURE", "true"))
+			g.Expect(data).To(HaveKeyWithValue("WATCH_NAMESPACE", ""))
+		}
+		applyNamespaces(t, objs)
+		noPodSecurityWarnings(t, dryRunApply(t, out))
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
