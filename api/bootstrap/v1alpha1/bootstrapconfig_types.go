@@ -103,6 +103,33 @@ type RunnerSpec struct {
 	User string `json:"user,omitempty"`
 }
 
+// AgentSpec tells cloud-init where HyperFleet's agent comes from and how it ends the VM.
+type AgentSpec struct {
+	// binaryPath is where the agent binary lives (or is installed to) inside the VM.
+	// Default /usr/local/bin/hyperfleet-agent.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	BinaryPath string `json:"binaryPath,omitempty"`
+
+	// downloadURL of the agent binary; empty when the template already contains it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://')",message="downloadURL must be an http:// or https:// URL"
+	DownloadURL string `json:"downloadURL,omitempty"`
+
+	// sha256 of the agent binary, checked before it is installed.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[a-f0-9]{64}$`
+	SHA256 string `json:"sha256,omitempty"`
+
+	// powerOffCommand ends the VM after its job, on idle timeout or when its credentials are
+	// refused. Default ["systemctl", "poweroff"].
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=1024
+	PowerOffCommand []string `json:"powerOffCommand,omitempty"`
+}
+
 // BootstrapConfigSpec describes the bootstrap of one runner VM.
 type BootstrapConfigSpec struct {
 	// attestation chooses how the VM proves its identity.
@@ -112,6 +139,10 @@ type BootstrapConfigSpec struct {
 	// runner tells the agent how to install and run the CI runner.
 	// +optional
 	Runner RunnerSpec `json:"runner,omitempty,omitzero"`
+
+	// agent tells cloud-init how to install and run HyperFleet's agent.
+	// +optional
+	Agent AgentSpec `json:"agent,omitempty,omitzero"`
 
 	// bootstrapServiceURL is the address VMs reach the bootstrap service at; default the
 	// manager's configured address.
@@ -131,6 +162,18 @@ type BootstrapConfigInitializationStatus struct {
 	// dataSecretCreated is true once the bootstrap data Secret exists.
 	// +optional
 	DataSecretCreated *bool `json:"dataSecretCreated,omitempty"`
+}
+
+// JoinTokenStatus records a builtin join token by its hash, so that any bootstrap-service replica
+// can redeem it, and only once: redemption sets redeemedTime with an optimistic-concurrency update.
+type JoinTokenStatus struct {
+	// sha256 of the join token, hex-encoded. The token itself exists only in the data Secret.
+	// +kubebuilder:validation:Pattern=`^[a-f0-9]{64}$`
+	SHA256 string `json:"sha256"`
+
+	// redeemedTime is when the VM exchanged the token for its X509-SVID.
+	// +optional
+	RedeemedTime *metav1.Time `json:"redeemedTime,omitempty"`
 }
 
 // BootstrapConfigStatus is the state of the bootstrap.
@@ -153,7 +196,16 @@ type BootstrapConfigStatus struct {
 	// +optional
 	TokenExpirationTime *metav1.Time `json:"tokenExpirationTime,omitempty"`
 
-	// attestedTime is when the VM proved its identity.
+	// joinToken records the builtin join token; empty for external identity providers.
+	// +optional
+	JoinToken *JoinTokenStatus `json:"joinToken,omitempty"`
+
+	// runnerConfigTime is when the bootstrap service claimed the VM's one-time runner config; a
+	// second request for it is refused.
+	// +optional
+	RunnerConfigTime *metav1.Time `json:"runnerConfigTime,omitempty"`
+
+	// attestedTime is when the VM proved its identity and received its runner config.
 	// +optional
 	AttestedTime *metav1.Time `json:"attestedTime,omitempty"`
 

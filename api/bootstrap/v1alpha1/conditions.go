@@ -18,4 +18,7 @@ const (
 	WaitingForAttestationReason  = "WaitingForAttestation"
 	AttestedReason               = "Attested"
 	TokenExpiredReason           = "TokenExpired"
+	DataSecretFailedReason       = "DataSecretFailed"
+	TokenRedeemedReason          = "TokenRedeemed"
+	RunnerConfigFailedReason     = "RunnerConfigFailed"
 )

@@ -96,7 +96,8 @@ type BootstrapSpec struct {
 // MachineClaimSpec describes one VM.
 // +kubebuilder:validation:XValidation:rule="!has(self.storage) || (has(self.cloneMode) && self.cloneMode == 'Full')",message="storage can only be chosen for a Full clone: linked clones stay on the template's storage"
 type MachineClaimSpec struct {
-	// providerID is set by HyperFleet once the VM exists: hyperfleet://<hypervisor-cluster-uid>/<node>/<vmid>.
+	// providerID is set by HyperFleet once the VM exists: hyperfleet://<hypervisor-cluster-uid>/<vmid>.
+	// No kubelet registers a Node with this scheme, so Cluster API never waits for one.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="providerID cannot be changed once set"
@@ -164,6 +165,19 @@ type MachineClaimSpec struct {
 	Bootstrap *BootstrapSpec `json:"bootstrap,omitempty"`
 }
 
+// ProvisioningStep is the last provisioning step a MachineClaim completed.
+// +kubebuilder:validation:Enum=Cloned;Configured;Started
+type ProvisioningStep string
+
+const (
+	// StepCloned: the VM exists with HyperFleet's ownership metadata.
+	StepCloned ProvisioningStep = "Cloned"
+	// StepConfigured: hardware, network and tags are applied.
+	StepConfigured ProvisioningStep = "Configured"
+	// StepStarted: cloud-init data is attached and the VM was powered on.
+	StepStarted ProvisioningStep = "Started"
+)
+
 // TaskRef is the in-flight hypervisor task of a claim. While it is set no other task starts, and a
 // restarted controller resumes polling it.
 type TaskRef struct {
@@ -222,6 +236,10 @@ type MachineClaimStatus struct {
 	// +kubebuilder:validation:MaxLength=32
 	PowerState string `json:"powerState,omitempty"`
 
+	// completedStep is the last provisioning step done; the next reconcile continues after it.
+	// +optional
+	CompletedStep ProvisioningStep `json:"completedStep,omitempty"`
+
 	// task is the in-flight hypervisor task.
 	// +optional
 	Task *TaskRef `json:"task,omitempty"`
@@ -229,6 +247,11 @@ type MachineClaimStatus struct {
 	// failureCount counts consecutive failed attempts; it drives exponential backoff.
 	// +optional
 	FailureCount int32 `json:"failureCount,omitempty"`
+
+	// lastFailureTime is when the last attempt failed. No new attempt starts before the backoff
+	// after it has passed, whatever wakes the controller, and a restart keeps the backoff.
+	// +optional
+	LastFailureTime *metav1.Time `json:"lastFailureTime,omitempty"`
 
 	// bootstrappedTime is when the VM's agent proved its identity and fetched its configuration.
 	// +optional
@@ -283,3 +306,7 @@ type MachineClaimList struct {
 func init() {
 	SchemeBuilder.Register(&MachineClaim{}, &MachineClaimList{})
 }
+
+// HypervisorClusterNameLabel is set on each MachineClaim to the HypervisorCluster its VM lives on,
+// so the power-state sweep finds a cluster's claims with one indexed list.
+const HypervisorClusterNameLabel = "infrastructure.cluster.x-k8s.io/hypervisor-cluster"

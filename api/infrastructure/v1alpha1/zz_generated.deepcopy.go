@@ -461,6 +461,10 @@ func (in *MachineClaimStatus) DeepCopyInto(out *MachineClaimStatus) {
 		*out = new(TaskRef)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.LastFailureTime != nil {
+		in, out := &in.LastFailureTime, &out.LastFailureTime
+		*out = (*in).DeepCopy()
+	}
 	if in.BootstrappedTime != nil {
 		in, out := &in.BootstrappedTime, &out.BootstrappedTime
 		*out = (*in).DeepCopy()

@@ -1,0 +1,254 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/finalizers"
+	"sigs.k8s.io/cluster-api/util/patch"
+	"sigs.k8s.io/cluster-api/util/paused"
+	"sigs.k8s.io/cluster-api/util/predicates"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
+)
+
+// HypervisorClusterReconciler connects to each HypervisorCluster's hypervisor, reports its health and
+// failure domains to Cluster API, and sweeps stopped and orphaned VMs.
+type HypervisorClusterReconciler struct {
+	Client      client.Client
+	Recorder    record.EventRecorder
+	Registry    *connection.Registry
+	Sweeper     *Sweeper
+	WatchFilter string
+	// DefaultInterval is the health check and sweep interval when the object sets none.
+	DefaultInterval time.Duration
+}
+
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=hypervisorclusters,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=hypervisorclusters/status;hypervisorclusters/finalizers,verbs=get;update;patch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;clusters/status,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// Reconcile checks one HypervisorCluster.
+func (r *HypervisorClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	log := ctrl.LoggerFrom(ctx)
+	hc := &infrav1.HypervisorCluster{}
+	if err := r.Client.Get(ctx, req.NamespacedName, hc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	// The owner Cluster is optional: a HypervisorCluster also serves standalone MachineClaims.
+	cluster, err := util.GetOwnerCluster(ctx, r.Client, hc.ObjectMeta)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
+	if cluster != nil {
+		log = log.WithValues("Cluster", klogRef(cluster))
+		ctx = ctrl.LoggerInto(ctx, log)
+	}
+	if added, err := finalizers.EnsureFinalizer(ctx, r.Client, hc, infrav1.HypervisorClusterFinalizer); err != nil || added {
+		return ctrl.Result{}, err
+	}
+	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, hc); err != nil || isPaused || requeue {
+		return ctrl.Result{}, err
+	}
+	helper, err := patch.NewHelper(hc, r.Client)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	defer func() {
+		r.setReady(hc)
+		if err := helper.Patch(ctx, hc, patch.WithOwnedConditions{Conditions: []string{
+			infrav1.ReadyCondition, infrav1.HypervisorClusterAvailableCondition, infrav1.PausedCondition,
+		}}); err != nil {
+			reterr = kerrors.NewAggregate([]error{reterr, err})
+		}
+	}()
+
+	if !hc.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, hc)
+	}
+	return r.reconcileNormal(ctx, hc)
+}
+
+func (r *HypervisorClusterReconciler) reconcileNormal(ctx context.Context, hc *infrav1.HypervisorCluster) (ctrl.Result, error) {
+	interval := r.DefaultInterval
+	if hc.Spec.HealthCheckInterval != nil && hc.Spec.HealthCheckInterval.Duration > 0 {
+		interval = hc.Spec.HealthCheckInterval.Duration
+	}
+	provider, err := r.reconcileConnection(ctx, hc)
+	if err != nil {
+		// Back off but keep checking: an unreachable API or a rotated Secret recovers by itself.
+		return ctrl.Result{RequeueAfter: min(interval, 30*time.Second)}, nil
+	}
+	r.reconcileEndpoint(hc)
+	if err := r.Sweeper.Sweep(ctx, hc, provider); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "sweep failed")
+	}
+	return ctrl.Result{RequeueAfter: interval}, nil
+}
+
+// reconcileConnection owns the Available condition: credentials, reachability, privileges, nodes.
+func (r *HypervisorClusterReconciler) reconcileConnection(ctx context.Context, hc *infrav1.HypervisorCluster) (hypervisor.Provider, error) {
+	unavailable := func(reason, msg string, err error) (hypervisor.Provider, error) {
+		if prev := conditions.Get(hc, infrav1.HypervisorClusterAvailableCondition); prev == nil || prev.Reason != reason {
+			r.Recorder.Event(hc, corev1.EventTypeWarning, reason, msg)
+		}
+		conditions.Set(hc, metav1.Condition{Type: infrav1.HypervisorClusterAvailableCondition,
+			Status: metav1.ConditionFalse, Reason: reason, Message: msg})
+		return nil, err
+	}
+	provider, err := r.Registry.Get(ctx, hc)
+	if err != nil {
+		return unavailable(connection.ReasonOf(err), err.Error(), err)
+	}
+	version, err := provider.Verify(ctx)
+	if err != nil {
+		return unavailable(connection.ReasonOf(err), fmt.Sprintf("%s: %v", hc.Spec.Endpoint, err), err)
+	}
+	nodes, err := provider.Nodes(ctx)
+	if err != nil {
+		return unavailable(connection.ReasonOf(err), fmt.Sprintf("listing nodes: %v", err), err)
+	}
+	hc.Status.FailureDomains = failureDomains(nodes)
+	hc.Status.Nodes = int32(len(hc.Status.FailureDomains))
+	hc.Status.Version = version
+	if len(hc.Status.FailureDomains) == 0 {
+		return unavailable(infrav1.HypervisorClusterNoNodesReason,
+			fmt.Sprintf("none of the allowed nodes %v is online", hc.Spec.AllowedNodes), fmt.Errorf("no nodes"))
+	}
+	reason, msg := infrav1.HypervisorClusterAvailableReason, fmt.Sprintf("%s %s, %d node(s)", hc.Spec.Provider, version, hc.Status.Nodes)
+	if hc.Spec.InsecureSkipTLSVerify {
+		reason, msg = infrav1.HypervisorClusterInsecureReason, msg+"; TLS verification is disabled (insecureSkipTLSVerify)"
+	}
+	if !conditions.IsTrue(hc, infrav1.HypervisorClusterAvailableCondition) {
+		r.Recorder.Event(hc, corev1.EventTypeNormal, reason, msg)
+	}
+	conditions.Set(hc, metav1.Condition{Type: infrav1.HypervisorClusterAvailableCondition,
+		Status: metav1.ConditionTrue, Reason: reason, Message: msg})
+	if hc.Status.Initialization == nil {
+		hc.Status.Initialization = &infrav1.HypervisorClusterInitializationStatus{}
+	}
+	hc.Status.Initialization.Provisioned = ptr.To(true)
+	hc.Status.ObservedGeneration = hc.Generation
+	return provider, nil
+}
+
+// reconcileEndpoint fills controlPlaneEndpoint: Cluster API copies it to the Cluster, and a runner
+// fleet has no control plane of its own, so the hypervisor API's address stands in.
+func (r *HypervisorClusterReconciler) reconcileEndpoint(hc *infrav1.HypervisorCluster) {
+	if hc.Spec.ControlPlaneEndpoint.IsValid() {
+		return
+	}
+	u, err := url.Parse(hc.Spec.Endpoint)
+	if err != nil || u.Hostname() == "" {
+		return
+	}
+	port := 443
+	if u.Scheme == "http" {
+		port = 80
+	}
+	if p, err := strconv.Atoi(u.Port()); err == nil {
+		port = p
+	}
+	hc.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: u.Hostname(), Port: int32(port)}
+}
+
+// reconcileDelete releases the HypervisorCluster once no MachineClaim uses it any more, so no VM is
+// left without a way to delete it.
+func (r *HypervisorClusterReconciler) reconcileDelete(ctx context.Context, hc *infrav1.HypervisorCluster) (ctrl.Result, error) {
+	claims := &infrav1.MachineClaimList{}
+	if err := r.Client.List(ctx, claims, client.InNamespace(hc.Namespace),
+		client.MatchingLabels{infrav1.HypervisorClusterNameLabel: hc.Name}); err != nil {
+		return ctrl.Result{}, err
+	}
+	if n := len(claims.Items); n > 0 {
+		conditions.Set(hc, metav1.Condition{Type: infrav1.HypervisorClusterAvailableCondition, Status: metav1.ConditionFalse,
+			Reason: infrav1.DeletingReason, Message: fmt.Sprintf("waiting for %d MachineClaim(s) to release their VMs", n)})
+		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
+	}
+	r.Registry.Forget(connection.Key(hc))
+	r.Sweeper.Forget(connection.Key(hc))
+	controllerRemoveFinalizer(hc, infrav1.HypervisorClusterFinalizer)
+	return ctrl.Result{}, nil
+}
+
+func (r *HypervisorClusterReconciler) setReady(hc *infrav1.HypervisorCluster) {
+	if !hc.DeletionTimestamp.IsZero() {
+		conditions.Set(hc, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionFalse,
+			Reason: infrav1.DeletingReason, Message: "HypervisorCluster is being deleted"})
+		return
+	}
+	mirrorCondition(hc, infrav1.HypervisorClusterAvailableCondition, infrav1.ReadyCondition)
+}
+
+func failureDomains(nodes []hypervisor.Node) []clusterv1.FailureDomain {
+	var fds []clusterv1.FailureDomain
+	for _, n := range nodes {
+		if !n.Online {
+			continue
+		}
+		fds = append(fds, clusterv1.FailureDomain{Name: n.Name, ControlPlane: ptr.To(false),
+			Attributes: map[string]string{"cpus": strconv.Itoa(n.CPUs)}})
+	}
+	return fds
+}
+
+// SetupWithManager registers the controller: it watches HypervisorClusters, their Secrets and Clusters.
+func (r *HypervisorClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &infrav1.HypervisorCluster{}, secretRefIndex, func(o client.Object) []string {
+		hc := o.(*infrav1.HypervisorCluster)
+		names := []string{hc.Spec.CredentialsRef.Name}
+		if hc.Spec.CABundleRef != nil {
+			names = append(names, hc.Spec.CABundleRef.Name)
+		}
+		return names
+	}); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&infrav1.HypervisorCluster{}).
+		WithOptions(opts).
+		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), r.WatchFilter)).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretToHypervisorClusters),
+			builder.WithPredicates(predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), ""))).
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(
+			util.ClusterToInfrastructureMapFunc(ctx, infrav1.GroupVersion.WithKind("HypervisorCluster"), mgr.GetClient(), &infrav1.HypervisorCluster{})),
+			builder.WithPredicates(predicates.ClusterUnpaused(mgr.GetScheme(), ctrl.LoggerFrom(ctx)))).
+		Complete(r)
+}
+
+// secretToHypervisorClusters reconciles the HypervisorClusters whose credentials or CA bundle changed,
+// so a rotated Secret is picked up without a restart.
+func (r *HypervisorClusterReconciler) secretToHypervisorClusters(ctx context.Context, o client.Object) []ctrl.Request {
+	list := &infrav1.HypervisorClusterList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{secretRefIndex: o.GetName()}); err != nil {
+		return nil
+	}
+	reqs := make([]ctrl.Request, 0, len(list.Items))
+	for _, hc := range list.Items {
+		reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&hc)})
+	}
+	return reqs
+}
+
+const secretRefIndex = "spec.secretRefs"

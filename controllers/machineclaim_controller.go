@@ -1,0 +1,327 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/finalizers"
+	"sigs.k8s.io/cluster-api/util/patch"
+	"sigs.k8s.io/cluster-api/util/paused"
+	"sigs.k8s.io/cluster-api/util/predicates"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
+)
+
+// MachineClaimReconciler provisions one VM per MachineClaim: clone, configure, attach cloud-init,
+// start, report addresses; and on deletion stops and destroys it before releasing the claim.
+type MachineClaimReconciler struct {
+	Client client.Client
+	// APIReader reads the claim itself past the cache. Each reconcile must see the task and VMID the
+	// previous one wrote; a stale cache would start a second clone or forget a reservation.
+	APIReader   client.Reader
+	Recorder    record.EventRecorder
+	Registry    *connection.Registry
+	WatchFilter string
+	// PollInterval is how often an in-flight hypervisor task is polled. Default 2s.
+	PollInterval time.Duration
+}
+
+// claimScope is what one reconcile of a MachineClaim works with.
+type claimScope struct {
+	claim *infrav1.MachineClaim
+	// machine and cluster are nil for a standalone claim.
+	machine *clusterv1.Machine
+	cluster *clusterv1.Cluster
+	hc      *infrav1.HypervisorCluster
+	// provider is set once the HypervisorCluster is known and reachable.
+	provider hypervisor.Provider
+	// bootstrapData is the user-data from the bootstrap Secret, empty when there is none.
+	bootstrapData string
+	// terminal is set when the last failure cannot heal by retrying unchanged.
+	terminal bool
+}
+
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=machineclaims,verbs=get;list;watch;update;patch;delete
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=machineclaims/status;machineclaims/finalizers,verbs=get;update;patch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines;machines/status,verbs=get;list;watch;delete
+
+// Reconcile moves one MachineClaim's VM one step towards its desired state.
+func (r *MachineClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	log := ctrl.LoggerFrom(ctx)
+	claim := &infrav1.MachineClaim{}
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	if err := reader.Get(ctx, req.NamespacedName, claim); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	s := &claimScope{claim: claim}
+	machine, err := util.GetOwnerMachine(ctx, r.Client, claim.ObjectMeta)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
+	switch {
+	case machine != nil:
+		s.machine = machine
+		log = log.WithValues("Machine", klogRef(machine))
+		if s.cluster, err = util.GetClusterFromMetadata(ctx, r.Client, machine.ObjectMeta); err != nil {
+			log.Info("owner Machine has no Cluster yet")
+			return ctrl.Result{}, nil
+		}
+		log = log.WithValues("Cluster", klogRef(s.cluster))
+	case hasMachineOwnerRef(claim):
+		log.Info("waiting for the owner Machine to appear in the cache")
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	case claim.Spec.HypervisorClusterName == "" && claim.DeletionTimestamp.IsZero():
+		// Neither Cluster API nor the user told us where the VM goes: say so, and wait.
+		return ctrl.Result{}, r.patchWaiting(ctx, claim)
+	}
+	ctx = ctrl.LoggerInto(ctx, log)
+
+	if added, err := finalizers.EnsureFinalizer(ctx, r.Client, claim, infrav1.MachineClaimFinalizer); err != nil || added {
+		return ctrl.Result{}, err
+	}
+	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, s.cluster, claim); err != nil || isPaused || requeue {
+		return ctrl.Result{}, err
+	}
+	helper, err := patch.NewHelper(claim, r.Client)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	defer func() {
+		r.summarize(s)
+		if err := helper.Patch(ctx, claim, patch.WithOwnedConditions{Conditions: []string{
+			infrav1.ReadyCondition, infrav1.MachineClaimVMProvisionedCondition, infrav1.PausedCondition,
+		}}); err != nil {
+			reterr = kerrors.NewAggregate([]error{reterr, err})
+		}
+	}()
+
+	if !claim.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, s)
+	}
+	return r.reconcileNormal(ctx, s)
+}
+
+// reconcileNormal runs the provisioning steps in order; each returns early while it waits.
+func (r *MachineClaimReconciler) reconcileNormal(ctx context.Context, s *claimScope) (ctrl.Result, error) {
+	for _, step := range []func(context.Context, *claimScope) (ctrl.Result, error){
+		r.reconcileClusterInfrastructure,
+		r.reconcileHypervisorCluster,
+		r.reconcileBootstrapData,
+		r.reconcileVM,
+	} {
+		if res, err := step(ctx, s); err != nil || !res.IsZero() {
+			return res, err
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// reconcileClusterInfrastructure waits, under Cluster API, for the Cluster's infrastructure.
+func (r *MachineClaimReconciler) reconcileClusterInfrastructure(_ context.Context, s *claimScope) (ctrl.Result, error) {
+	if s.cluster == nil || s.claim.Status.VMID != 0 {
+		return ctrl.Result{}, nil
+	}
+	if !ptr.Deref(s.cluster.Status.Initialization.InfrastructureProvisioned, false) {
+		setVMCondition(s.claim, metav1.ConditionFalse, infrav1.WaitingForClusterInfrastructureReason,
+			fmt.Sprintf("waiting for Cluster %s infrastructure to be provisioned", s.cluster.Name))
+		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil // the Cluster watch normally brings us back sooner
+	}
+	return ctrl.Result{}, nil
+}
+
+// reconcileHypervisorCluster finds the HypervisorCluster and its provider. New VMs wait while it is
+// unavailable; a VM already being provisioned continues once it comes back.
+func (r *MachineClaimReconciler) reconcileHypervisorCluster(ctx context.Context, s *claimScope) (ctrl.Result, error) {
+	hc, err := r.hypervisorCluster(ctx, s)
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			setVMCondition(s.claim, metav1.ConditionFalse, infrav1.HypervisorClusterNotFoundReason, err.Error())
+			return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	s.hc = hc
+	if s.claim.Labels[infrav1.HypervisorClusterNameLabel] != hc.Name {
+		if s.claim.Labels == nil {
+			s.claim.Labels = map[string]string{}
+		}
+		s.claim.Labels[infrav1.HypervisorClusterNameLabel] = hc.Name
+	}
+	if !conditions.IsTrue(hc, infrav1.HypervisorClusterAvailableCondition) {
+		setVMCondition(s.claim, metav1.ConditionFalse, infrav1.HypervisorClusterUnavailableReason,
+			fmt.Sprintf("HypervisorCluster %s is not available: %s", hc.Name, conditions.GetMessage(hc, infrav1.HypervisorClusterAvailableCondition)))
+		return ctrl.Result{RequeueAfter: 15 * time.Second}, nil
+	}
+	if s.provider, err = r.Registry.Get(ctx, hc); err != nil {
+		setVMCondition(s.claim, metav1.ConditionFalse, infrav1.HypervisorClusterUnavailableReason, err.Error())
+		return ctrl.Result{RequeueAfter: 15 * time.Second}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// hypervisorCluster resolves the claim's HypervisorCluster: under Cluster API the Cluster's
+// infrastructureRef, otherwise spec.hypervisorClusterName (or the label a previous reconcile set).
+func (r *MachineClaimReconciler) hypervisorCluster(ctx context.Context, s *claimScope) (*infrav1.HypervisorCluster, error) {
+	name := s.claim.Spec.HypervisorClusterName
+	if s.cluster != nil && s.cluster.Spec.InfrastructureRef.IsDefined() {
+		name = s.cluster.Spec.InfrastructureRef.Name
+	}
+	if name == "" {
+		name = s.claim.Labels[infrav1.HypervisorClusterNameLabel]
+	}
+	hc := &infrav1.HypervisorCluster{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.claim.Namespace, Name: name}, hc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, apierrors.NewNotFound(infrav1.GroupVersion.WithResource("hypervisorclusters").GroupResource(), name)
+		}
+		return nil, err
+	}
+	return hc, nil
+}
+
+// reconcileBootstrapData reads the bootstrap data Secret: Machine.spec.bootstrap.dataSecretName under
+// Cluster API (and waits for it), spec.bootstrap.dataSecretName for a standalone claim.
+func (r *MachineClaimReconciler) reconcileBootstrapData(ctx context.Context, s *claimScope) (ctrl.Result, error) {
+	if s.claim.Status.CompletedStep == infrav1.StepStarted {
+		return ctrl.Result{}, nil // already delivered
+	}
+	var name *string
+	if s.machine != nil {
+		name = s.machine.Spec.Bootstrap.DataSecretName
+		if name == nil {
+			setVMCondition(s.claim, metav1.ConditionFalse, infrav1.WaitingForBootstrapDataReason,
+				"waiting for the bootstrap provider to set Machine.spec.bootstrap.dataSecretName")
+			return ctrl.Result{}, nil // the Machine watch brings us back
+		}
+	} else if s.claim.Spec.Bootstrap != nil {
+		name = s.claim.Spec.Bootstrap.DataSecretName
+	}
+	if name == nil {
+		return ctrl.Result{}, nil
+	}
+	secret := &corev1.Secret{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.claim.Namespace, Name: *name}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			setVMCondition(s.claim, metav1.ConditionFalse, infrav1.WaitingForBootstrapDataReason,
+				fmt.Sprintf("bootstrap data Secret %s not found", *name))
+			return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	value, ok := secret.Data["value"]
+	if !ok {
+		setVMCondition(s.claim, metav1.ConditionFalse, infrav1.WaitingForBootstrapDataReason,
+			fmt.Sprintf("bootstrap data Secret %s has no key value", *name))
+		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
+	}
+	s.bootstrapData = string(value)
+	return ctrl.Result{}, nil
+}
+
+// summarize derives Ready and the phase from the detailed state.
+func (r *MachineClaimReconciler) summarize(s *claimScope) {
+	c := s.claim
+	switch {
+	case !c.DeletionTimestamp.IsZero():
+		c.Status.Phase = infrav1.MachineClaimPhaseDeleting
+	case s.terminal:
+		c.Status.Phase = infrav1.MachineClaimPhaseFailed
+	case ptr.Deref(c.Status.Initialization, infrav1.MachineClaimInitializationStatus{}).Provisioned != nil &&
+		*c.Status.Initialization.Provisioned && conditions.IsTrue(c, infrav1.MachineClaimVMProvisionedCondition):
+		c.Status.Phase = infrav1.MachineClaimPhaseReady
+	case c.Status.VMID != 0 || c.Status.Task != nil:
+		c.Status.Phase = infrav1.MachineClaimPhaseProvisioning
+	default:
+		c.Status.Phase = infrav1.MachineClaimPhasePending
+	}
+	mirrorCondition(c, infrav1.MachineClaimVMProvisionedCondition, infrav1.ReadyCondition)
+	c.Status.ObservedGeneration = c.Generation
+}
+
+func (r *MachineClaimReconciler) patchWaiting(ctx context.Context, claim *infrav1.MachineClaim) error {
+	helper, err := patch.NewHelper(claim, r.Client)
+	if err != nil {
+		return err
+	}
+	msg := "waiting for an owner Machine, or set spec.hypervisorClusterName to create the VM without Cluster API"
+	setVMCondition(claim, metav1.ConditionFalse, infrav1.WaitingForOwnerMachineReason, msg)
+	mirrorCondition(claim, infrav1.MachineClaimVMProvisionedCondition, infrav1.ReadyCondition)
+	claim.Status.Phase = infrav1.MachineClaimPhasePending
+	return helper.Patch(ctx, claim)
+}
+
+func setVMCondition(c *infrav1.MachineClaim, status metav1.ConditionStatus, reason, msg string) {
+	conditions.Set(c, metav1.Condition{Type: infrav1.MachineClaimVMProvisionedCondition, Status: status,
+		Reason: reason, Message: msg, ObservedGeneration: c.Generation})
+}
+
+func hasMachineOwnerRef(o client.Object) bool {
+	for _, ref := range o.GetOwnerReferences() {
+		if ref.Kind == "Machine" && (ref.APIVersion == clusterv1.GroupVersion.String() || hasGroup(ref.APIVersion, clusterv1.GroupVersion.Group)) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasGroup(apiVersion, group string) bool {
+	return len(apiVersion) > len(group) && apiVersion[:len(group)+1] == group+"/"
+}
+
+// SetupWithManager registers the controller: it watches MachineClaims, their Machines, Clusters and
+// HypervisorClusters.
+func (r *MachineClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
+	log := ctrl.LoggerFrom(ctx)
+	clusterToClaims, err := util.ClusterToTypedObjectsMapper(mgr.GetClient(), &infrav1.MachineClaimList{}, mgr.GetScheme())
+	if err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&infrav1.MachineClaim{}).
+		WithOptions(opts).
+		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilter)).
+		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(
+			util.MachineToInfrastructureMapFunc(infrav1.GroupVersion.WithKind("MachineClaim")))).
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(clusterToClaims),
+			builder.WithPredicates(predicates.ClusterPausedTransitionsOrInfrastructureProvisioned(mgr.GetScheme(), log))).
+		Watches(&infrav1.HypervisorCluster{}, handler.EnqueueRequestsFromMapFunc(r.hypervisorClusterToClaims)).
+		Complete(r)
+}
+
+// hypervisorClusterToClaims wakes the claims of a HypervisorCluster when it changes, e.g. becomes
+// available again.
+func (r *MachineClaimReconciler) hypervisorClusterToClaims(ctx context.Context, o client.Object) []ctrl.Request {
+	claims := &infrav1.MachineClaimList{}
+	if err := r.Client.List(ctx, claims, client.InNamespace(o.GetNamespace()),
+		client.MatchingLabels{infrav1.HypervisorClusterNameLabel: o.GetName()}); err != nil {
+		return nil
+	}
+	reqs := make([]ctrl.Request, 0, len(claims.Items))
+	for _, c := range claims.Items {
+		// Ready claims have nothing to gain; the sweep watches their VMs.
+		if c.Status.Phase != infrav1.MachineClaimPhaseReady {
+			reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&c)})
+		}
+	}
+	return reqs
+}

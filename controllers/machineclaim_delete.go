@@ -1,0 +1,86 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
+)
+
+// reconcileDelete stops the VM, destroys it, confirms it is gone, and only then releases the claim.
+// A VM that is not this claim's (foreign, or another claim's) is never touched.
+func (r *MachineClaimReconciler) reconcileDelete(ctx context.Context, s *claimScope) (ctrl.Result, error) {
+	c := s.claim
+	setVMCondition(c, metav1.ConditionFalse, infrav1.DeletingReason, "deleting the VM")
+	if c.Status.VMID == 0 {
+		return r.release(ctx, s, "no VM was created")
+	}
+	hc, err := r.hypervisorCluster(ctx, s)
+	if apierrors.IsNotFound(err) {
+		r.Recorder.Eventf(c, corev1.EventTypeWarning, "HypervisorClusterNotFound",
+			"VM %d cannot be removed: its HypervisorCluster is gone; delete it by hand if it still exists", c.Status.VMID)
+		return r.release(ctx, s, "HypervisorCluster gone")
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	s.hc = hc
+	if s.provider, err = r.Registry.Get(ctx, hc); err != nil {
+		setVMCondition(c, metav1.ConditionFalse, infrav1.HypervisorClusterUnavailableReason,
+			fmt.Sprintf("cannot reach HypervisorCluster %s to delete VM %d: %v", hc.Name, c.Status.VMID, err))
+		return ctrl.Result{RequeueAfter: 15 * time.Second}, nil
+	}
+	if c.Status.Task != nil {
+		if res, err := r.reconcileInFlightTask(ctx, s); err != nil || !res.IsZero() {
+			return res, err
+		}
+	}
+
+	if wait := r.backoffRemaining(c); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	ref := vmRef(c)
+	vm, err := s.provider.VM(ctx, ref)
+	switch {
+	case errors.Is(err, hypervisor.ErrNotFound):
+		return r.release(ctx, s, fmt.Sprintf("VM %s is gone", ref))
+	case err != nil:
+		return r.fail(ctx, s, err)
+	case !ownedBy(vm, c):
+		return r.release(ctx, s, fmt.Sprintf("VM %s belongs to someone else and was left alone", ref))
+	case vm.Lock != "":
+		setVMCondition(c, metav1.ConditionFalse, infrav1.DeletingReason, fmt.Sprintf("VM %s is locked (%s)", ref, vm.Lock))
+		return ctrl.Result{RequeueAfter: r.poll()}, nil
+	case vm.State != hypervisor.PowerStateStopped:
+		task, err := s.provider.Stop(ctx, ref)
+		if err != nil {
+			return r.fail(ctx, s, err)
+		}
+		return r.recordTask(s, opStop, ref.Node, task)
+	}
+	task, err := s.provider.Delete(ctx, ref)
+	if err != nil {
+		return r.fail(ctx, s, err)
+	}
+	r.Recorder.Eventf(c, corev1.EventTypeNormal, "Deleting", "destroying VM %s", ref)
+	return r.recordTask(s, opDelete, ref.Node, task)
+}
+
+func (r *MachineClaimReconciler) release(ctx context.Context, s *claimScope, why string) (ctrl.Result, error) {
+	ctrl.LoggerFrom(ctx).Info("releasing MachineClaim", "why", why)
+	r.Recorder.Event(s.claim, corev1.EventTypeNormal, "Released", why)
+	conditions.Set(s.claim, metav1.Condition{Type: infrav1.MachineClaimVMProvisionedCondition, Status: metav1.ConditionFalse,
+		Reason: infrav1.DeletingReason, Message: why})
+	controllerutil.RemoveFinalizer(s.claim, infrav1.MachineClaimFinalizer)
+	return ctrl.Result{}, nil
+}

@@ -1,0 +1,110 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/test/builder"
+	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
+)
+
+// createClaims creates n standalone claims on HypervisorCluster "pve" and returns them.
+func createClaims(t *testing.T, ns string, n int) []*infrav1.MachineClaim {
+	t.Helper()
+	claims := make([]*infrav1.MachineClaim, n)
+	for i := range claims {
+		claims[i] = builder.NewMachineClaim(fmt.Sprintf("vm-%02d", i), ns).WithHypervisorCluster("pve").Build()
+		NewWithT(t).Expect(env.Client.Create(context.Background(), claims[i])).To(Succeed())
+	}
+	return claims
+}
+
+// expectOneVMPerClaim checks that every claim is Ready on its own VM and no other owned VM exists.
+func expectOneVMPerClaim(t *testing.T, sim *pvesim.Simulator, claims []*infrav1.MachineClaim, timeout time.Duration) {
+	t.Helper()
+	g := NewWithT(t)
+	g.Eventually(func(g Gomega) {
+		for _, c := range claims {
+			got := get(g, c)
+			g.Expect(got.Status.Phase).To(Equal(infrav1.MachineClaimPhaseReady), "%s: %+v", c.Name, got.Status.Conditions)
+		}
+	}, timeout, 200*time.Millisecond).Should(Succeed())
+	vmids := map[int]string{}
+	for _, c := range claims {
+		got := get(g, c)
+		id := int(got.Status.VMID)
+		g.Expect(vmids).NotTo(HaveKey(id), "claims %s and %s share VM %d", vmids[id], c.Name, id)
+		vmids[id] = c.Name
+		vm, ok := sim.VM(id)
+		g.Expect(ok).To(BeTrue(), "VM %d of %s exists", id, c.Name)
+		g.Expect(vm.Status).To(Equal("running"))
+		g.Expect(vm.Tags).To(ContainElement("hf-uid-" + string(got.UID)))
+	}
+	g.Expect(ownedVMs(sim)).To(HaveLen(len(claims)), "no duplicate or leaked VM")
+}
+
+// TestBurstOfClaimsGetsOneVMEach creates claims at once, so VMID proposals and node choices race.
+func TestBurstOfClaimsGetsOneVMEach(t *testing.T) {
+	sim := pvesim.StartForTest(t, pvesim.Config{})
+	startManager(t)
+	ns := newNamespace(t)
+	proxmoxCluster(t, ns, "pve", sim, func(hc *infrav1.HypervisorCluster) {
+		// A narrow range forces VMID collisions between concurrent claims.
+		hc.Spec.Proxmox.VMIDRange = &infrav1.VMIDRange{Start: 1000, End: 1015}
+	})
+	claims := createClaims(t, ns, 12)
+	expectOneVMPerClaim(t, sim, claims, 60*time.Second)
+}
+
+// TestFaultsEventuallySucceed injects the failures Proxmox users meet — lock contention, gateway
+// timeouts, failing tasks, slow answers — and expects every claim to end with exactly one VM.
+func TestFaultsEventuallySucceed(t *testing.T) {
+	sim := pvesim.StartForTest(t, pvesim.Config{Seed: 7})
+	for _, f := range []pvesim.Fault{
+		{Endpoint: "POST /nodes/{node}/qemu/{vmid}/clone", Count: 2, Status: 500, Message: "VM is locked (clone)"},
+		{Endpoint: "PUT /nodes/{node}/qemu/{vmid}/config", Count: 2, Status: 596, Message: "Connection timed out"},
+		{Endpoint: "POST /nodes/{node}/qemu/{vmid}/status/start", Count: 1, TaskExitStatus: "start failed: QEMU exited with code 1"},
+		{Endpoint: "POST /nodes/{node}/qemu/{vmid}/clone", Count: 1, TaskExitStatus: "clone failed: storage full"},
+		{Endpoint: "GET /cluster/nextid", Rate: 0.5, Latency: 150 * time.Millisecond},
+		{Endpoint: "GET /nodes/{node}/qemu/{vmid}/status/current", Count: 2, Status: 500, Message: "got timeout"},
+	} {
+		sim.InjectFault(f)
+	}
+	startManager(t)
+	ns := newNamespace(t)
+	proxmoxCluster(t, ns, "pve", sim)
+	claims := createClaims(t, ns, 4)
+	// Backoff after a failure starts at 5s, so allow for a few rounds of it.
+	expectOneVMPerClaim(t, sim, claims, 90*time.Second)
+	// Backoff holds whatever wakes the controller: a failure's own status update once retried at
+	// once, hundreds of times a minute.
+	clones := sim.Requests()["POST /nodes/{node}/qemu/{vmid}/clone"]
+	t.Logf("clone requests for %d claims with 3 injected clone failures: %d", len(claims), clones)
+	NewWithT(t).Expect(clones).To(BeNumerically("<=", len(claims)+3+3))
+}
+
+// TestManagerRestartMidClone stops the manager while a clone runs and starts a new one: the new
+// manager resumes polling the recorded task and ends with exactly one VM.
+func TestManagerRestartMidClone(t *testing.T) {
+	g := NewWithT(t)
+	sim := pvesim.StartForTest(t, pvesim.Config{})
+	sim.InjectFault(pvesim.Fault{Endpoint: "POST /nodes/{node}/qemu/{vmid}/clone", TaskDuration: 3 * time.Second})
+	stop := startManager(t)
+	ns := newNamespace(t)
+	proxmoxCluster(t, ns, "pve", sim)
+	claims := createClaims(t, ns, 1)
+	g.Eventually(func(g Gomega) {
+		task := get(g, claims[0]).Status.Task
+		g.Expect(task).NotTo(BeNil())
+		g.Expect(task.Operation).To(Equal("Clone"))
+	}, 20*time.Second, 50*time.Millisecond).Should(Succeed())
+	stop()
+	t.Logf("manager stopped with clone task %s in flight", get(g, claims[0]).Status.Task.ID)
+	startManager(t)
+	expectOneVMPerClaim(t, sim, claims, 30*time.Second)
+}

@@ -1,0 +1,427 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/cloudinit"
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
+	"github.com/hyperfleet-io/hyperfleet/pkg/placement"
+)
+
+// Operations recorded in status.task.
+const (
+	opClone     = "Clone"
+	opConfigure = "Configure"
+	opStart     = "Start"
+	opStop      = "Stop"
+	opDelete    = "Delete"
+)
+
+// addressPollInterval paces the wait for the guest agent to report addresses.
+const addressPollInterval = 3 * time.Second
+
+// reconcileVM advances the VM's provisioning: never two tasks at once, and each completed step is
+// recorded so a restarted controller continues where it stopped.
+func (r *MachineClaimReconciler) reconcileVM(ctx context.Context, s *claimScope) (ctrl.Result, error) {
+	if s.claim.Status.Task != nil {
+		if res, err := r.reconcileInFlightTask(ctx, s); err != nil || !res.IsZero() {
+			return res, err
+		}
+	}
+	if wait := r.backoffRemaining(s.claim); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	for {
+		var (
+			res ctrl.Result
+			err error
+		)
+		before := s.claim.Status.CompletedStep
+		switch before {
+		case "":
+			res, err = r.reconcileClone(ctx, s)
+		case infrav1.StepCloned:
+			res, err = r.reconcileConfigure(ctx, s)
+		case infrav1.StepConfigured:
+			res, err = r.reconcileStart(ctx, s)
+		default:
+			return r.reconcileRunning(ctx, s)
+		}
+		// Continue in the same reconcile while steps complete synchronously.
+		if err != nil || !res.IsZero() || s.claim.Status.CompletedStep == before {
+			return res, err
+		}
+	}
+}
+
+// reconcileInFlightTask polls the recorded task. It returns a zero result once the task is done
+// and recorded; otherwise the caller waits.
+func (r *MachineClaimReconciler) reconcileInFlightTask(ctx context.Context, s *claimScope) (ctrl.Result, error) {
+	task := s.claim.Status.Task
+	state, err := s.provider.TaskStatus(ctx, task.Node, hypervisor.TaskID(task.ID))
+	switch {
+	case errors.Is(err, hypervisor.ErrNotFound):
+		// The hypervisor forgot the task (e.g. a node rebooted): look at the VM again instead.
+		s.claim.Status.Task = nil
+		return ctrl.Result{RequeueAfter: r.poll()}, nil
+	case err != nil:
+		return r.fail(ctx, s, fmt.Errorf("polling %s task: %w", task.Operation, err))
+	case !state.Done:
+		setVMCondition(s.claim, metav1.ConditionFalse, reasonFor(task.Operation),
+			fmt.Sprintf("%s task %s running on %s", task.Operation, task.ID, task.Node))
+		return ctrl.Result{RequeueAfter: r.poll()}, nil
+	}
+	s.claim.Status.Task = nil
+	if state.Err != nil {
+		return r.fail(ctx, s, fmt.Errorf("%s task failed: %w", task.Operation, state.Err))
+	}
+	r.Recorder.Eventf(s.claim, corev1.EventTypeNormal, task.Operation+"Succeeded", "%s of VM %d on %s finished", task.Operation, s.claim.Status.VMID, task.Node)
+	switch task.Operation {
+	case opClone:
+		s.claim.Status.CompletedStep = infrav1.StepCloned
+	case opConfigure:
+		s.claim.Status.CompletedStep = infrav1.StepConfigured
+	case opStart:
+		s.claim.Status.CompletedStep = infrav1.StepStarted
+	}
+	s.claim.Status.FailureCount, s.claim.Status.LastFailureTime = 0, nil
+	return ctrl.Result{}, nil
+}
+
+// reconcileClone reserves a VMID and node, persists them, then clones. Persisting first means a
+// restart after the clone started finds the VM by its ID and adopts it instead of cloning again.
+func (r *MachineClaimReconciler) reconcileClone(ctx context.Context, s *claimScope) (ctrl.Result, error) {
+	c := s.claim
+	if c.Status.VMID == 0 {
+		return r.reserveVMID(ctx, s)
+	}
+	ref := vmRef(c)
+	vm, err := s.provider.VM(ctx, ref)
+	switch {
+	case err == nil && ownedBy(vm, c):
+		if vm.Lock != "" {
+			setVMCondition(c, metav1.ConditionFalse, infrav1.CloningReason, fmt.Sprintf("VM %s is locked (%s)", ref, vm.Lock))
+			return ctrl.Result{RequeueAfter: r.poll()}, nil
+		}
+		c.Status.CompletedStep = infrav1.StepCloned
+		r.setProviderID(s)
+		return ctrl.Result{}, nil
+	case err == nil:
+		// Another claim or a person took the ID between our proposal and the clone.
+		return r.releaseVMID(s, fmt.Sprintf("VMID %d is taken by another VM", ref.ID))
+	case !errors.Is(err, hypervisor.ErrNotFound):
+		return r.fail(ctx, s, err)
+	}
+
+	tmpl, err := s.provider.ResolveTemplate(ctx, templateSelector(c))
+	if err != nil {
+		return r.fail(ctx, s, fmt.Errorf("resolving template %s: %w", templateSelector(c), err))
+	}
+	spec := hypervisor.CloneSpec{
+		Source:  tmpl.Ref,
+		Target:  ref,
+		Name:    vmName(c),
+		Full:    c.Spec.CloneMode == infrav1.CloneFull,
+		Owner:   hypervisor.Ownership{ClaimNamespace: c.Namespace, ClaimName: c.Name, ClaimUID: string(c.UID)},
+		Storage: c.Spec.Storage,
+	}
+	if p := s.hc.Spec.Proxmox; p != nil {
+		spec.Pool = p.Pool
+	}
+	task, err := s.provider.Clone(ctx, spec)
+	if errors.Is(err, hypervisor.ErrAlreadyExists) {
+		return r.releaseVMID(s, fmt.Sprintf("VMID %d was taken before the clone", ref.ID))
+	}
+	if err != nil {
+		return r.fail(ctx, s, err)
+	}
+	r.Recorder.Eventf(c, corev1.EventTypeNormal, "Cloning", "cloning %s (%s) to VM %s", tmpl.Name, tmpl.Ref, ref)
+	return r.recordTask(s, opClone, ref.Node, task)
+}
+
+// reserveVMID chooses the node and a free VMID and records them before anything is created.
+func (r *MachineClaimReconciler) reserveVMID(ctx context.Context, s *claimScope) (ctrl.Result, error) {
+	c := s.claim
+	tmpl, err := s.provider.ResolveTemplate(ctx, templateSelector(c))
+	if err != nil {
+		return r.fail(ctx, s, fmt.Errorf("resolving template %s: %w", templateSelector(c), err))
+	}
+	nodes, err := s.provider.Nodes(ctx)
+	if err != nil {
+		return r.fail(ctx, s, err)
+	}
+	memory := int(c.Spec.MemoryMiB)
+	if memory == 0 {
+		memory = tmpl.MemoryMiB
+	}
+	reserved, err := r.reservedMemory(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	req := placement.Request{MemoryMiB: memory, FailureDomain: failureDomain(s), Allowed: s.hc.Spec.AllowedNodes, Reserved: reserved}
+	if c.Spec.CloneMode != infrav1.CloneFull {
+		// A linked clone shares the template's disks, which Proxmox can only do on the template's
+		// node unless the storage is shared; full clones may go anywhere.
+		req.Allowed = []string{tmpl.Ref.Node}
+		if req.FailureDomain != "" && req.FailureDomain != tmpl.Ref.Node {
+			return r.retryLater(s, infrav1.NoCapacityReason, fmt.Sprintf(
+				"failure domain %s cannot hold a linked clone of a template on %s; use a template on that node or cloneMode Full",
+				req.FailureDomain, tmpl.Ref.Node))
+		}
+	}
+	node, err := placement.ChooseNode(nodes, req)
+	if err != nil {
+		return r.retryLater(s, infrav1.NoCapacityReason, err.Error())
+	}
+	rng := vmidRange(s.hc)
+	id, err := s.provider.NextID(ctx, placement.Candidate(rng, string(c.UID), int(c.Status.FailureCount)))
+	if err == nil && id > rng.End {
+		id, err = s.provider.NextID(ctx, rng.Start)
+	}
+	if err != nil {
+		return r.fail(ctx, s, fmt.Errorf("allocating a VMID: %w", err))
+	}
+	if id > rng.End {
+		return r.retryLater(s, infrav1.NoCapacityReason, fmt.Sprintf("no free VMID in %d-%d", rng.Start, rng.End))
+	}
+	c.Status.VMID, c.Status.Node = int32(id), node
+	setVMCondition(c, metav1.ConditionFalse, infrav1.CloningReason, fmt.Sprintf("reserved VMID %d on %s", id, node))
+	// Requeue so the reservation is persisted before the clone starts.
+	return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+}
+
+func (r *MachineClaimReconciler) releaseVMID(s *claimScope, why string) (ctrl.Result, error) {
+	s.claim.Status.VMID, s.claim.Status.Node = 0, ""
+	s.claim.Status.FailureCount++ // moves the next VMID proposal elsewhere
+	setVMCondition(s.claim, metav1.ConditionFalse, infrav1.CloningReason, why+"; choosing another")
+	return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+}
+
+// reconcileConfigure applies hardware, network, tags and description.
+func (r *MachineClaimReconciler) reconcileConfigure(ctx context.Context, s *claimScope) (ctrl.Result, error) {
+	c := s.claim
+	spec := hypervisor.ConfigSpec{
+		Cores:       int(c.Spec.Cores),
+		MemoryMiB:   int(c.Spec.MemoryMiB),
+		Tags:        c.Spec.Tags,
+		Description: fmt.Sprintf("HyperFleet MachineClaim %s/%s", c.Namespace, c.Name),
+	}
+	if n := c.Spec.Network; n != nil {
+		spec.Network = &hypervisor.NetworkSpec{Bridge: n.Bridge, VLAN: int(ptr.Deref(n.VLAN, 0)), Model: n.Model}
+		if spec.Network.Bridge == "" {
+			spec.Network.Bridge = "vmbr0"
+		}
+	}
+	task, err := s.provider.Configure(ctx, vmRef(c), spec)
+	if err != nil {
+		return r.fail(ctx, s, err)
+	}
+	if task != "" {
+		return r.recordTask(s, opConfigure, c.Status.Node, task)
+	}
+	c.Status.CompletedStep = infrav1.StepConfigured
+	return ctrl.Result{}, nil
+}
+
+// reconcileStart grows the disk, attaches the merged cloud-init data and powers the VM on.
+func (r *MachineClaimReconciler) reconcileStart(ctx context.Context, s *claimScope) (ctrl.Result, error) {
+	c := s.claim
+	ref := vmRef(c)
+	if c.Spec.DiskSizeGiB > 0 {
+		tmpl, err := s.provider.ResolveTemplate(ctx, templateSelector(c))
+		if err != nil {
+			return r.fail(ctx, s, err)
+		}
+		if int(c.Spec.DiskSizeGiB) > tmpl.DiskGiB {
+			if err := s.provider.ResizeDisk(ctx, ref, tmpl.BootDisk, int(c.Spec.DiskSizeGiB)); err != nil {
+				return r.fail(ctx, s, err)
+			}
+		}
+	}
+	var templateUserData string
+	if c.Spec.CloudInit != nil {
+		templateUserData = c.Spec.CloudInit.UserData
+	}
+	userData, err := cloudinit.Merge(templateUserData, s.bootstrapData)
+	if err != nil {
+		s.terminal = true
+		setVMCondition(c, metav1.ConditionFalse, infrav1.ProvisioningFailedReason, err.Error())
+		return ctrl.Result{RequeueAfter: 5 * time.Minute}, nil
+	}
+	if userData != "" {
+		data := hypervisor.CloudInitData{UserData: userData, MetaData: cloudinit.MetaData(string(c.UID), vmName(c))}
+		if err := s.provider.AttachCloudInit(ctx, ref, data); err != nil {
+			return r.fail(ctx, s, err)
+		}
+	}
+	task, err := s.provider.Start(ctx, ref)
+	if err != nil {
+		return r.fail(ctx, s, err)
+	}
+	return r.recordTask(s, opStart, ref.Node, task)
+}
+
+// reconcileRunning waits for the guest's addresses and then reports the machine provisioned.
+func (r *MachineClaimReconciler) reconcileRunning(ctx context.Context, s *claimScope) (ctrl.Result, error) {
+	c := s.claim
+	if ptr.Deref(ptr.Deref(c.Status.Initialization, infrav1.MachineClaimInitializationStatus{}).Provisioned, false) {
+		return ctrl.Result{}, nil // steady state: the sweep watches the VM's power state
+	}
+	addrs, err := s.provider.Addresses(ctx, vmRef(c))
+	if err != nil {
+		return r.fail(ctx, s, err)
+	}
+	if len(addrs) == 0 {
+		setVMCondition(c, metav1.ConditionFalse, infrav1.WaitingForAddressReason, "VM is running; waiting for the guest agent to report an address")
+		return ctrl.Result{RequeueAfter: addressPollInterval}, nil
+	}
+	c.Status.Addresses = c.Status.Addresses[:0]
+	for _, a := range addrs {
+		c.Status.Addresses = append(c.Status.Addresses, clusterv1.MachineAddress{Type: clusterv1.MachineAddressType(a.Type), Address: a.Address})
+	}
+	c.Status.PowerState = string(hypervisor.PowerStateRunning)
+	c.Status.FailureCount, c.Status.LastFailureTime = 0, nil
+	c.Status.Initialization = &infrav1.MachineClaimInitializationStatus{Provisioned: ptr.To(true)}
+	r.setProviderID(s)
+	setVMCondition(c, metav1.ConditionTrue, infrav1.VMRunningReason, fmt.Sprintf("VM %s running at %s", vmRef(c), addrs[0].Address))
+	r.Recorder.Eventf(c, corev1.EventTypeNormal, "Provisioned", "VM %s running at %s", vmRef(c), addrs[0].Address)
+	return ctrl.Result{}, nil
+}
+
+func (r *MachineClaimReconciler) recordTask(s *claimScope, op, node string, task hypervisor.TaskID) (ctrl.Result, error) {
+	s.claim.Status.Task = &infrav1.TaskRef{ID: string(task), Node: node, Operation: op, StartTime: metav1.Now()}
+	setVMCondition(s.claim, metav1.ConditionFalse, reasonFor(op), fmt.Sprintf("%s task %s started on %s", op, task, node))
+	return ctrl.Result{RequeueAfter: r.poll()}, nil
+}
+
+// fail records a failed attempt and schedules the retry with exponential backoff. Errors that
+// retrying cannot fix mark the claim Failed; it is still retried, slowly, in case the cause is
+// fixed outside (a template restored, a privilege granted).
+func (r *MachineClaimReconciler) fail(ctx context.Context, s *claimScope, err error) (ctrl.Result, error) {
+	c := s.claim
+	c.Status.FailureCount++
+	reason := infrav1.HypervisorErrorReason
+	switch {
+	case errors.Is(err, hypervisor.ErrNotFound) && c.Status.CompletedStep == "":
+		reason = infrav1.TemplateNotFoundReason
+		s.terminal = true
+	case errors.Is(err, hypervisor.ErrInvalid), errors.Is(err, hypervisor.ErrForbidden),
+		errors.Is(err, hypervisor.ErrNotOwned), errors.Is(err, hypervisor.ErrAmbiguous), errors.Is(err, hypervisor.ErrUnauthorized):
+		reason = infrav1.ProvisioningFailedReason
+		s.terminal = true
+	}
+	delay := backoff(c.Status.FailureCount)
+	c.Status.LastFailureTime = &metav1.Time{Time: time.Now()}
+	msg := fmt.Sprintf("%v (attempt %d, retrying in %s)", err, c.Status.FailureCount, delay)
+	setVMCondition(c, metav1.ConditionFalse, reason, msg)
+	r.Recorder.Event(c, corev1.EventTypeWarning, reason, msg)
+	ctrl.LoggerFrom(ctx).Info("provisioning step failed", "reason", reason, "error", err.Error(), "retryIn", delay)
+	return ctrl.Result{RequeueAfter: delay}, nil
+}
+
+// retryLater records a condition that waits on something outside (capacity, VMIDs) with backoff.
+func (r *MachineClaimReconciler) retryLater(s *claimScope, reason, msg string) (ctrl.Result, error) {
+	c := s.claim
+	c.Status.FailureCount++
+	c.Status.LastFailureTime = &metav1.Time{Time: time.Now()}
+	delay := backoff(c.Status.FailureCount)
+	setVMCondition(c, metav1.ConditionFalse, reason, fmt.Sprintf("%s; retrying in %s", msg, delay))
+	return ctrl.Result{RequeueAfter: delay}, nil
+}
+
+// backoffRemaining is how long to wait before the next attempt after a failure. Without this gate
+// the status update that records a failure would itself trigger an immediate retry.
+func (r *MachineClaimReconciler) backoffRemaining(c *infrav1.MachineClaim) time.Duration {
+	if c.Status.LastFailureTime == nil || c.Status.FailureCount == 0 {
+		return 0
+	}
+	return time.Until(c.Status.LastFailureTime.Add(backoff(c.Status.FailureCount)))
+}
+
+// reservedMemory sums the memory of this cluster's claims that have a node but no running VM yet,
+// so a burst of claims spreads over nodes instead of all choosing the emptiest one.
+func (r *MachineClaimReconciler) reservedMemory(ctx context.Context, s *claimScope) (map[string]int, error) {
+	claims := &infrav1.MachineClaimList{}
+	if err := r.Client.List(ctx, claims, client.InNamespace(s.claim.Namespace),
+		client.MatchingLabels{infrav1.HypervisorClusterNameLabel: s.hc.Name}); err != nil {
+		return nil, err
+	}
+	reserved := map[string]int{}
+	for _, other := range claims.Items {
+		if other.UID == s.claim.UID || other.Status.Node == "" || other.Status.CompletedStep == infrav1.StepStarted {
+			continue
+		}
+		mem := int(other.Spec.MemoryMiB)
+		if mem == 0 {
+			mem = 2048
+		}
+		reserved[other.Status.Node] += mem
+	}
+	return reserved, nil
+}
+
+func (r *MachineClaimReconciler) setProviderID(s *claimScope) {
+	if s.claim.Spec.ProviderID == "" {
+		s.claim.Spec.ProviderID = fmt.Sprintf("%s%s/%d", infrav1.ProviderIDPrefix, s.hc.UID, s.claim.Status.VMID)
+	}
+}
+
+func (r *MachineClaimReconciler) poll() time.Duration {
+	if r.PollInterval > 0 {
+		return r.PollInterval
+	}
+	return 2 * time.Second
+}
+
+func vmRef(c *infrav1.MachineClaim) hypervisor.VMRef {
+	return hypervisor.VMRef{Node: c.Status.Node, ID: int(c.Status.VMID)}
+}
+
+// vmName is the VM's name in the hypervisor: the claim's name, which Cluster API keeps unique.
+func vmName(c *infrav1.MachineClaim) string { return c.Name }
+
+func ownedBy(vm hypervisor.VM, c *infrav1.MachineClaim) bool {
+	return vm.Owner != nil && vm.Owner.ClaimUID == string(c.UID)
+}
+
+func templateSelector(c *infrav1.MachineClaim) hypervisor.TemplateSelector {
+	t := c.Spec.Template
+	return hypervisor.TemplateSelector{ID: int(ptr.Deref(t.VMID, 0)), Name: t.Name, Tags: t.Tags, Node: t.Node}
+}
+
+func failureDomain(s *claimScope) string {
+	if s.machine != nil && s.machine.Spec.FailureDomain != "" {
+		return s.machine.Spec.FailureDomain
+	}
+	return s.claim.Spec.FailureDomain
+}
+
+func vmidRange(hc *infrav1.HypervisorCluster) placement.Range {
+	if p := hc.Spec.Proxmox; p != nil && p.VMIDRange != nil {
+		return placement.Range{Start: int(p.VMIDRange.Start), End: int(p.VMIDRange.End)}
+	}
+	return placement.DefaultRange
+}
+
+func reasonFor(op string) string {
+	switch op {
+	case opClone:
+		return infrav1.CloningReason
+	case opConfigure:
+		return infrav1.ConfiguringReason
+	case opStart:
+		return infrav1.StartingReason
+	}
+	return infrav1.DeletingReason
+}

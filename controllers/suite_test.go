@@ -1,0 +1,170 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers"
+	"github.com/hyperfleet-io/hyperfleet/pkg/config"
+	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/proxmox"
+	"github.com/hyperfleet-io/hyperfleet/pkg/logging"
+	"github.com/hyperfleet-io/hyperfleet/pkg/manager"
+	"github.com/hyperfleet-io/hyperfleet/test/builder"
+	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
+	"github.com/hyperfleet-io/hyperfleet/test/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	log, _ := logging.New(os.Getenv("LOG_LEVEL"), os.Stderr)
+	if os.Getenv("LOG_LEVEL") == "" {
+		log, _ = logging.New("ERROR", os.Stderr)
+	}
+	ctrl.SetLogger(log)
+	var err error
+	if env, err = testenv.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping envtest:", err)
+	}
+	os.Exit(code)
+}
+
+// testTiming makes the controllers fast enough for tests: sweeps every second, tasks polled often.
+type testTiming struct {
+	sweep       time.Duration
+	orphanGrace time.Duration
+}
+
+// startManager runs HyperFleet's manager, as the binary would, until the test ends or stop is called.
+func startManager(t *testing.T, timing ...testTiming) (stop func()) {
+	t.Helper()
+	tm := testTiming{sweep: time.Second, orphanGrace: 2 * time.Second}
+	if len(timing) > 0 {
+		tm = timing[0]
+	}
+	cfg := &config.Manager{
+		MetricsBindAddress: "0", HealthProbeBindAddress: "0", Concurrency: 4,
+		SyncPeriod: time.Minute, SweepInterval: tm.sweep, OrphanGracePeriod: tm.orphanGrace,
+		ProviderTimeout: 5 * time.Second, LeaderElectionID: "hyperfleet-test",
+	}
+	mgr, err := manager.New(context.Background(), env.Config, cfg, func(o *controllers.Options) {
+		o.TaskPollInterval = 100 * time.Millisecond
+		o.SkipNameValidation = true
+		o.Builder = func(c proxmox.Config) (hypervisorProvider, error) {
+			c.TaskPollInterval = 20 * time.Millisecond
+			return connection.DefaultBuilder(c)
+		}
+	})
+	if err != nil {
+		t.Fatalf("manager: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager stopped: %v", err)
+		}
+	}()
+	stopped := false
+	stop = func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			<-done
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))[:min(len(t.Name()), 40)] + "-"}}
+	NewWithT(t).Expect(env.Client.Create(context.Background(), ns)).To(Succeed())
+	return ns.Name
+}
+
+// proxmoxCluster creates the credentials, CA bundle and HypervisorCluster for sim.
+func proxmoxCluster(t *testing.T, ns, name string, sim *pvesim.Simulator, mutate ...func(*infrav1.HypervisorCluster)) *infrav1.HypervisorCluster {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	g.Expect(env.Client.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-credentials", Namespace: ns},
+		StringData: map[string]string{connection.KeyTokenID: pvesim.TestTokenID, connection.KeyTokenSecret: pvesim.TestTokenSecret},
+	})).To(Succeed())
+	g.Expect(env.Client.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-ca", Namespace: ns},
+		Data:       map[string][]byte{"ca.crt": sim.CACertPEM()},
+	})).To(Succeed())
+	hc := builder.NewHypervisorCluster(name, ns).
+		WithEndpoint(strings.TrimSuffix(sim.URL(), "/api2/json")).
+		WithCABundle(name+"-ca", "").
+		WithProxmox(infrav1.ProxmoxClusterParameters{VMIDRange: &infrav1.VMIDRange{Start: 1000, End: 1999}}).
+		Build()
+	for _, m := range mutate {
+		m(hc)
+	}
+	g.Expect(env.Client.Create(ctx, hc)).To(Succeed())
+	return hc
+}
+
+func bootstrapSecret(t *testing.T, ns, name, userData string) {
+	t.Helper()
+	NewWithT(t).Expect(env.Client.Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Data:       map[string][]byte{"value": []byte(userData), "format": []byte("cloud-config")},
+	})).To(Succeed())
+}
+
+func get[T client.Object](g Gomega, obj T) T {
+	g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+	return obj
+}
+
+// ownedVMs returns the simulator's VMs carrying HyperFleet's tag.
+func ownedVMs(sim *pvesim.Simulator) []pvesim.VM {
+	var out []pvesim.VM
+	for _, vm := range sim.VMs() {
+		if slices.Contains(vm.Tags, proxmox.TagManaged) || strings.Contains(vm.Description, "hyperfleet") {
+			out = append(out, vm)
+		}
+	}
+	return out
+}
+
+func foreignVMs(sim *pvesim.Simulator) map[int]pvesim.VM {
+	out := map[int]pvesim.VM{}
+	for _, vm := range sim.VMs() {
+		if !slices.Contains(vm.Tags, proxmox.TagManaged) && !strings.Contains(vm.Description, "hyperfleet") {
+			out[vm.VMID] = vm
+		}
+	}
+	return out
+}
+
+func keyOf(o client.Object) client.ObjectKey { return client.ObjectKeyFromObject(o) }
+
+func credentialsSecret(g Gomega, hc *infrav1.HypervisorCluster) *corev1.Secret {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hc.Namespace, Name: hc.Spec.CredentialsRef.Name}}
+	return get(g, s)
+}

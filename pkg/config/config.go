@@ -1,0 +1,142 @@
+package config
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+)
+
+// Manager is the manager's configuration.
+type Manager struct {
+	LogLevel                string
+	MetricsBindAddress      string
+	MetricsSecure           bool
+	HealthProbeBindAddress  string
+	LeaderElect             bool
+	LeaderElectionNamespace string
+	LeaderElectionID        string
+	// WatchNamespace restricts the manager to one namespace; empty watches all.
+	WatchNamespace string
+	// WatchFilter is Cluster API's watch-filter label value: only objects labelled
+	// cluster.x-k8s.io/watch-filter=<value> are reconciled.
+	WatchFilter string
+	// Concurrency is the number of parallel reconciles per controller.
+	Concurrency int
+	SyncPeriod  time.Duration
+	// SweepInterval is the default interval between power-state sweeps of a HypervisorCluster.
+	SweepInterval time.Duration
+	// OrphanGracePeriod is how long an owned VM without a claim is kept before it is removed.
+	OrphanGracePeriod time.Duration
+	// ProviderTimeout bounds each hypervisor API call.
+	ProviderTimeout time.Duration
+	// WebhookBindAddress serves the CI platform webhook receiver.
+	WebhookBindAddress string
+	// BootstrapServiceURL is the address VMs reach the bootstrap service at.
+	BootstrapServiceURL string
+	// OTLPEndpoint enables OpenTelemetry tracing when set.
+	OTLPEndpoint    string
+	OTelServiceName string
+}
+
+// setting describes one configuration value.
+type setting struct {
+	flag, env, usage string
+}
+
+// Bind registers the flags on fs with defaults taken from the environment (getenv is os.Getenv in
+// production). Values that fail to parse are reported by the returned function after fs.Parse.
+func (m *Manager) Bind(fs *flag.FlagSet, getenv func(string) string) func() error {
+	var errs []error
+	str := func(p *string, s setting, def string) {
+		if v := getenv(s.env); v != "" {
+			def = v
+		}
+		fs.StringVar(p, s.flag, def, fmt.Sprintf("%s (env %s)", s.usage, s.env))
+	}
+	boolean := func(p *bool, s setting, def bool) {
+		if v := getenv(s.env); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: not a boolean", s.env, v))
+			} else {
+				def = b
+			}
+		}
+		fs.BoolVar(p, s.flag, def, fmt.Sprintf("%s (env %s)", s.usage, s.env))
+	}
+	integer := func(p *int, s setting, def int) {
+		if v := getenv(s.env); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: not an integer", s.env, v))
+			} else {
+				def = n
+			}
+		}
+		fs.IntVar(p, s.flag, def, fmt.Sprintf("%s (env %s)", s.usage, s.env))
+	}
+	duration := func(p *time.Duration, s setting, def time.Duration) {
+		if v := getenv(s.env); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: not a duration such as 30s", s.env, v))
+			} else {
+				def = d
+			}
+		}
+		fs.DurationVar(p, s.flag, def, fmt.Sprintf("%s (env %s)", s.usage, s.env))
+	}
+
+	str(&m.LogLevel, setting{"log-level", "LOG_LEVEL", "DEBUG, INFO, WARN or ERROR"}, "INFO")
+	str(&m.MetricsBindAddress, setting{"metrics-bind-address", "METRICS_BIND_ADDRESS", "address of the metrics endpoint; 0 disables it"}, ":8080")
+	boolean(&m.MetricsSecure, setting{"metrics-secure", "METRICS_SECURE", "serve metrics over HTTPS with Kubernetes authentication and authorization"}, true)
+	str(&m.HealthProbeBindAddress, setting{"health-probe-bind-address", "HEALTH_PROBE_BIND_ADDRESS", "address of /healthz and /readyz"}, ":8081")
+	boolean(&m.LeaderElect, setting{"leader-elect", "LEADER_ELECT", "elect a leader so only one replica reconciles"}, false)
+	str(&m.LeaderElectionNamespace, setting{"leader-election-namespace", "LEADER_ELECTION_NAMESPACE", "namespace of the leader election lease; default the pod's"}, "")
+	str(&m.LeaderElectionID, setting{"leader-election-id", "LEADER_ELECTION_ID", "name of the leader election lease"}, "hyperfleet-manager.hyperfleet.io")
+	str(&m.WatchNamespace, setting{"namespace", "WATCH_NAMESPACE", "only watch this namespace; empty watches all"}, "")
+	str(&m.WatchFilter, setting{"watch-filter", "WATCH_FILTER", "only reconcile objects labelled cluster.x-k8s.io/watch-filter=<value>"}, "")
+	integer(&m.Concurrency, setting{"concurrency", "CONCURRENCY", "parallel reconciles per controller"}, 10)
+	duration(&m.SyncPeriod, setting{"sync-period", "SYNC_PERIOD", "how often every object is reconciled even without changes"}, 10*time.Minute)
+	duration(&m.SweepInterval, setting{"sweep-interval", "SWEEP_INTERVAL", "default interval of the power-state sweep of each HypervisorCluster"}, 30*time.Second)
+	duration(&m.OrphanGracePeriod, setting{"orphan-grace-period", "ORPHAN_GRACE_PERIOD", "age after which an owned VM without a MachineClaim is deleted"}, 5*time.Minute)
+	duration(&m.ProviderTimeout, setting{"provider-timeout", "PROVIDER_TIMEOUT", "timeout of each hypervisor API call"}, 30*time.Second)
+	str(&m.WebhookBindAddress, setting{"webhook-bind-address", "WEBHOOK_BIND_ADDRESS", "address of the CI webhook receiver; 0 disables it"}, ":9090")
+	str(&m.BootstrapServiceURL, setting{"bootstrap-service-url", "BOOTSTRAP_SERVICE_URL", "URL VMs reach the bootstrap service at"}, "")
+	str(&m.OTLPEndpoint, setting{"otlp-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "OpenTelemetry OTLP endpoint; empty disables tracing"}, "")
+	str(&m.OTelServiceName, setting{"otel-service-name", "OTEL_SERVICE_NAME", "service name of the traces"}, "hyperfleet-operator")
+
+	return func() error {
+		if len(errs) > 0 {
+			return errs[0]
+		}
+		return m.Validate()
+	}
+}
+
+// Validate checks values flags cannot type-check.
+func (m *Manager) Validate() error {
+	if m.Concurrency < 1 {
+		return fmt.Errorf("concurrency must be at least 1, got %d", m.Concurrency)
+	}
+	if m.SweepInterval < time.Second {
+		return fmt.Errorf("sweep-interval must be at least 1s, got %s", m.SweepInterval)
+	}
+	if m.ProviderTimeout <= 0 {
+		return fmt.Errorf("provider-timeout must be positive, got %s", m.ProviderTimeout)
+	}
+	return nil
+}
+
+// FromArgs parses args with the process environment as defaults.
+func FromArgs(args []string) (*Manager, error) {
+	m := &Manager{}
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	check := m.Bind(fs, os.Getenv)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	return m, check()
+}
