@@ -1,0 +1,132 @@
+// Command bootstrap-service is the only endpoint runner VMs talk to: it redeems single-use join
+// tokens for X509-SVIDs and hands each attested VM its one-time runner config over mTLS. It runs as
+// its own Deployment with any number of replicas; all state is in the API server.
+//
+//	bootstrap-service --listen :8443 --ca-secret hyperfleet-system/hyperfleet-bootstrap-ca \
+//	    --trust-domain hyperfleet.local --dns-name hyperfleet-bootstrap.hyperfleet-system.svc
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hyperfleet-io/hyperfleet/api"
+	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/service"
+	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
+	"github.com/hyperfleet-io/hyperfleet/pkg/identity/builtin"
+	"github.com/hyperfleet-io/hyperfleet/pkg/logging"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "bootstrap-service:", err)
+		os.Exit(1)
+	}
+}
+
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+func run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bootstrap-service", flag.ContinueOnError)
+	listen := fs.String("listen", ":8443", "TLS listen address for VMs")
+	health := fs.String("health-probe-bind-address", envOr("HEALTH_PROBE_BIND_ADDRESS", ":8081"), "plain HTTP /healthz and /readyz; 0 disables")
+	caSecret := fs.String("ca-secret", "hyperfleet-system/hyperfleet-bootstrap-ca", "namespace/name of the Secret holding the CA key pair (created if missing)")
+	trustDomain := fs.String("trust-domain", identity.DefaultTrustDomain, "SPIFFE trust domain of issued SVIDs")
+	svidTTL := fs.Duration("svid-ttl", builtin.DefaultSVIDTTL, "lifetime of machine SVIDs")
+	logLevel := fs.String("log-level", envOr("LOG_LEVEL", "INFO"), "DEBUG, INFO, WARN or ERROR")
+	var dnsNames, ips listFlag
+	fs.Var(&dnsNames, "dns-name", "DNS name for the service certificate (repeatable)")
+	fs.Var(&ips, "ip", "IP address for the service certificate (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log, err := logging.New(*logLevel, os.Stderr)
+	if err != nil {
+		return err
+	}
+	ctrl.SetLogger(log)
+	td, err := spiffeid.TrustDomainFromString(*trustDomain)
+	if err != nil {
+		return err
+	}
+	ns, name, ok := strings.Cut(*caSecret, "/")
+	if !ok || ns == "" || name == "" {
+		return fmt.Errorf("--ca-secret %q is not namespace/name", *caSecret)
+	}
+	var ipList []net.IP
+	for _, s := range ips {
+		ip := net.ParseIP(s)
+		if ip == nil {
+			return fmt.Errorf("--ip %q is not an IP address", s)
+		}
+		ipList = append(ipList, ip)
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: api.NewScheme()})
+	if err != nil {
+		return err
+	}
+	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	ca, err := builtin.LoadOrCreateCA(startCtx, c, types.NamespacedName{Namespace: ns, Name: name}, td)
+	if err != nil {
+		return err
+	}
+	srv, err := service.New(service.Options{
+		Client: c, CA: ca, Attestor: &builtin.Attestor{Client: c, CA: ca, SVIDTTL: *svidTTL},
+		DNSNames: dnsNames, IPs: ipList, Logger: log.WithName("bootstrap-service"),
+	})
+	if err != nil {
+		return err
+	}
+	if *health != "0" {
+		go serveHealth(ctx, *health)
+	}
+	l, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	log.Info("serving", "address", l.Addr().String(), "trustDomain", td.Name(), "caSecret", *caSecret)
+	return srv.Serve(ctx, l)
+}
+
+func serveHealth(ctx context.Context, addr string) {
+	mux := http.NewServeMux()
+	ok := func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }
+	mux.HandleFunc("/healthz", ok)
+	mux.HandleFunc("/readyz", ok)
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { <-ctx.Done(); _ = srv.Close() }()
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		ctrl.Log.Error(err, "health endpoint stopped")
+	}
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

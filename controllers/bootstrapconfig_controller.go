@@ -1,0 +1,199 @@
+package controllers
+
+import (
+	"context"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/patch"
+	"sigs.k8s.io/cluster-api/util/paused"
+	"sigs.k8s.io/cluster-api/util/predicates"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+
+	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
+)
+
+// BootstrapConfigReconciler renders each Machine's bootstrap data: cloud-init that starts the
+// agent with a single-use join token, in a Secret that holds no platform credential.
+type BootstrapConfigReconciler struct {
+	Client      client.Client
+	Recorder    record.EventRecorder
+	WatchFilter string
+	// Provisioner mints join tokens and knows the trust bundle, e.g. builtin.NewProvisioner.
+	Provisioner identity.Provisioner
+	// ServiceURL is the bootstrap service address (https://) for configs that name none.
+	ServiceURL string
+	// TrustDomain is the trust domain for configs that name none; identity.DefaultTrustDomain if empty.
+	TrustDomain string
+}
+
+// bootstrapScope is what one reconcile of a BootstrapConfig works with.
+type bootstrapScope struct {
+	config  *bootstrapv1.BootstrapConfig
+	machine *clusterv1.Machine
+	cluster *clusterv1.Cluster
+}
+
+// +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=bootstrapconfigs,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=bootstrapconfigs/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=bootstrapconfigtemplates,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines;clusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=hyperfleet.io,resources=runnerpools,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// Reconcile renders one BootstrapConfig's data Secret once its Machine and Cluster are ready for it.
+func (r *BootstrapConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	log := ctrl.LoggerFrom(ctx)
+	config := &bootstrapv1.BootstrapConfig{}
+	if err := r.Client.Get(ctx, req.NamespacedName, config); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	machine, err := util.GetOwnerMachine(ctx, r.Client, config.ObjectMeta)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
+	if machine == nil {
+		log.Info("waiting for Cluster API to set the owner Machine")
+		return ctrl.Result{}, r.patchWaiting(ctx, config, bootstrapv1.WaitingForOwnerMachineReason,
+			"waiting for the owner Machine")
+	}
+	log = log.WithValues("Machine", klogRef(machine))
+	cluster, err := util.GetClusterFromMetadata(ctx, r.Client, machine.ObjectMeta)
+	if err != nil {
+		log.Info("waiting for the Machine's Cluster", "reason", err.Error())
+		return ctrl.Result{}, nil
+	}
+	log = log.WithValues("Cluster", klogRef(cluster))
+	ctx = ctrl.LoggerInto(ctx, log)
+	s := &bootstrapScope{config: config, machine: machine, cluster: cluster}
+
+	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, config); err != nil || isPaused || requeue {
+		return ctrl.Result{}, err
+	}
+	helper, err := patch.NewHelper(config, r.Client)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	defer func() {
+		mirrorCondition(config, bootstrapv1.DataSecretAvailableCondition, bootstrapv1.ReadyCondition)
+		config.Status.ObservedGeneration = config.Generation
+		if err := helper.Patch(ctx, config, patch.WithOwnedConditions{Conditions: []string{
+			bootstrapv1.ReadyCondition, bootstrapv1.DataSecretAvailableCondition, bootstrapv1.PausedCondition,
+		}}); err != nil {
+			reterr = kerrors.NewAggregate([]error{reterr, err})
+		}
+	}()
+
+	if !config.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil // the data Secret goes with its owner
+	}
+	return r.reconcileNormal(ctx, s)
+}
+
+// reconcileNormal runs the steps in order; each returns early while it waits.
+func (r *BootstrapConfigReconciler) reconcileNormal(ctx context.Context, s *bootstrapScope) (ctrl.Result, error) {
+	for _, step := range []func(context.Context, *bootstrapScope) (ctrl.Result, error){
+		r.reconcileClusterInfrastructure,
+		r.reconcileDataSecret,
+		r.reconcileAttestation,
+	} {
+		if res, err := step(ctx, s); err != nil || !res.IsZero() {
+			return res, err
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// reconcileClusterInfrastructure waits for the Cluster's infrastructure, as Cluster API's own
+// bootstrap providers do: there is no point minting a token that expires before a VM can exist.
+func (r *BootstrapConfigReconciler) reconcileClusterInfrastructure(_ context.Context, s *bootstrapScope) (ctrl.Result, error) {
+	if dataSecretCreated(s.config) {
+		return ctrl.Result{}, nil
+	}
+	if !ptr.Deref(s.cluster.Status.Initialization.InfrastructureProvisioned, false) {
+		setDataSecretCondition(s.config, metav1.ConditionFalse, bootstrapv1.WaitingForClusterReason,
+			"waiting for Cluster "+s.cluster.Name+" infrastructure to be provisioned")
+		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil // the Cluster watch normally brings us back sooner
+	}
+	return ctrl.Result{}, nil
+}
+
+// reconcileAttestation reports whether the VM has attested, and notices an unused token expiring.
+// The bootstrap service sets Attested=True; this step only fills the gaps before that.
+func (r *BootstrapConfigReconciler) reconcileAttestation(_ context.Context, s *bootstrapScope) (ctrl.Result, error) {
+	c := s.config
+	if c.Status.AttestedTime != nil || c.Status.JoinToken == nil || c.Status.JoinToken.RedeemedTime != nil {
+		return ctrl.Result{}, nil
+	}
+	if exp := c.Status.TokenExpirationTime; exp != nil {
+		if remaining := time.Until(exp.Time); remaining > 0 {
+			if conditions.Get(c, bootstrapv1.AttestedCondition) == nil {
+				conditions.Set(c, metav1.Condition{Type: bootstrapv1.AttestedCondition, Status: metav1.ConditionFalse,
+					Reason: bootstrapv1.WaitingForAttestationReason, Message: "waiting for the VM to redeem its join token",
+					ObservedGeneration: c.Generation})
+			}
+			return ctrl.Result{RequeueAfter: remaining + time.Second}, nil
+		}
+		if conditions.GetReason(c, bootstrapv1.AttestedCondition) != bootstrapv1.TokenExpiredReason {
+			r.Recorder.Eventf(c, "Warning", bootstrapv1.TokenExpiredReason, "join token expired unused at %s", exp.UTC().Format(time.RFC3339))
+		}
+		conditions.Set(c, metav1.Condition{Type: bootstrapv1.AttestedCondition, Status: metav1.ConditionFalse,
+			Reason: bootstrapv1.TokenExpiredReason, Message: "the join token expired before the VM redeemed it",
+			ObservedGeneration: c.Generation})
+	}
+	return ctrl.Result{}, nil
+}
+
+func (r *BootstrapConfigReconciler) patchWaiting(ctx context.Context, c *bootstrapv1.BootstrapConfig, reason, msg string) error {
+	helper, err := patch.NewHelper(c, r.Client)
+	if err != nil {
+		return err
+	}
+	setDataSecretCondition(c, metav1.ConditionFalse, reason, msg)
+	mirrorCondition(c, bootstrapv1.DataSecretAvailableCondition, bootstrapv1.ReadyCondition)
+	return helper.Patch(ctx, c)
+}
+
+// SetupWithManager registers the controller: it watches BootstrapConfigs, their Machines and Clusters.
+func (r *BootstrapConfigReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
+	log := ctrl.LoggerFrom(ctx)
+	clusterToConfigs, err := util.ClusterToTypedObjectsMapper(mgr.GetClient(), &bootstrapv1.BootstrapConfigList{}, mgr.GetScheme())
+	if err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&bootstrapv1.BootstrapConfig{}).
+		Named("bootstrapconfig").
+		WithOptions(opts).
+		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilter)).
+		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(machineToBootstrapConfig)).
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(clusterToConfigs),
+			builder.WithPredicates(predicates.ClusterPausedTransitionsOrInfrastructureProvisioned(mgr.GetScheme(), log))).
+		Complete(r)
+}
+
+// machineToBootstrapConfig maps a Machine to the BootstrapConfig it references.
+func machineToBootstrapConfig(_ context.Context, o client.Object) []ctrl.Request {
+	m, ok := o.(*clusterv1.Machine)
+	if !ok {
+		return nil
+	}
+	ref := m.Spec.Bootstrap.ConfigRef
+	if ref.Kind != "BootstrapConfig" || ref.APIGroup != bootstrapv1.GroupVersion.Group || ref.Name == "" {
+		return nil
+	}
+	return []ctrl.Request{{NamespacedName: client.ObjectKey{Namespace: m.Namespace, Name: ref.Name}}}
+}

@@ -1,0 +1,197 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+
+	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
+	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap"
+	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
+)
+
+// reconcileDataSecret writes the bootstrap data Secret once. The join token's hash is recorded in
+// status (with optimistic locking) before the token is written into the Secret, so a token that
+// reaches a VM is always one the bootstrap service can redeem.
+func (r *BootstrapConfigReconciler) reconcileDataSecret(ctx context.Context, s *bootstrapScope) (ctrl.Result, error) {
+	c := s.config
+	secret := &corev1.Secret{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Name}, secret)
+	switch {
+	case err == nil:
+		if !metav1.IsControlledBy(secret, c) {
+			setDataSecretCondition(c, metav1.ConditionFalse, bootstrapv1.DataSecretFailedReason,
+				fmt.Sprintf("Secret %s exists and is not controlled by this BootstrapConfig", c.Name))
+			return ctrl.Result{}, nil
+		}
+		markDataSecretCreated(c)
+		return ctrl.Result{}, nil
+	case !apierrors.IsNotFound(err):
+		return ctrl.Result{}, err
+	case dataSecretCreated(c):
+		// Never mint a second token for a VM that may already run with the first.
+		setDataSecretCondition(c, metav1.ConditionFalse, bootstrapv1.DataSecretFailedReason,
+			fmt.Sprintf("bootstrap data Secret %s was deleted after it was handed out", c.Name))
+		return ctrl.Result{RequeueAfter: time.Minute}, nil
+	}
+
+	if res, ok := r.checkAttestationSupported(c); !ok {
+		return res, nil
+	}
+	td, err := spiffeid.TrustDomainFromString(r.trustDomain(c))
+	if err != nil {
+		setDataSecretCondition(c, metav1.ConditionFalse, bootstrapv1.JoinTokenFailedReason, err.Error())
+		return ctrl.Result{}, nil
+	}
+	bundle, err := r.Provisioner.TrustBundlePEM(ctx)
+	if err != nil {
+		setDataSecretCondition(c, metav1.ConditionFalse, bootstrapv1.JoinTokenFailedReason, "trust bundle: "+err.Error())
+		return ctrl.Result{}, err
+	}
+	ttl := bootstrap.DefaultJoinTokenTTL
+	if c.Spec.Attestation.JoinTokenTTL != nil && c.Spec.Attestation.JoinTokenTTL.Duration > 0 {
+		ttl = c.Spec.Attestation.JoinTokenTTL.Duration
+	}
+	cred, err := r.Provisioner.Provision(ctx, td, identity.Machine{Namespace: c.Namespace, Name: s.machine.Name, BootstrapConfig: c.Name}, ttl)
+	if err != nil {
+		setDataSecretCondition(c, metav1.ConditionFalse, bootstrapv1.JoinTokenFailedReason, err.Error())
+		return ctrl.Result{}, err
+	}
+	if err := r.recordCredential(ctx, c, cred); err != nil {
+		return ctrl.Result{}, err
+	}
+	in := bootstrap.Input{
+		Namespace: c.Namespace, Machine: s.machine.Name, Spec: c.Spec, ServiceURL: r.serviceURL(c),
+		TrustDomain: td.Name(), TrustBundlePEM: bundle, Credential: cred,
+	}
+	r.addRunnerPool(ctx, s.machine, &in)
+	userData, err := bootstrap.RenderUserData(in)
+	if err != nil {
+		setDataSecretCondition(c, metav1.ConditionFalse, bootstrapv1.DataSecretFailedReason, err.Error())
+		return ctrl.Result{}, nil // fixing the spec (or the operator's default) brings us back
+	}
+	if err := r.writeDataSecret(ctx, s, userData); err != nil {
+		return ctrl.Result{}, err
+	}
+	markDataSecretCreated(c)
+	r.Recorder.Eventf(c, corev1.EventTypeNormal, bootstrapv1.DataSecretCreatedReason,
+		"bootstrap data Secret %s created for %s; join token valid until %s", c.Name, cred.ID, cred.ExpiresAt.UTC().Format(time.RFC3339))
+	return ctrl.Result{}, nil
+}
+
+// checkAttestationSupported refuses what is designed but not built yet, with a clear condition.
+func (r *BootstrapConfigReconciler) checkAttestationSupported(c *bootstrapv1.BootstrapConfig) (ctrl.Result, bool) {
+	a := c.Spec.Attestation
+	if (a.Provider == "" || a.Provider == bootstrapv1.IdentityBuiltin) && (a.Method == "" || a.Method == bootstrapv1.AttestationJoinToken) {
+		return ctrl.Result{}, true
+	}
+	setDataSecretCondition(c, metav1.ConditionFalse, bootstrapv1.JoinTokenFailedReason,
+		fmt.Sprintf("attestation %s/%s is not supported yet; use Builtin/JoinToken", a.Provider, a.Method))
+	return ctrl.Result{}, false
+}
+
+// recordCredential persists the token's hash, SPIFFE ID and expiry before the token leaves.
+// The optimistic lock makes a reconcile on a stale copy fail instead of replacing a newer token.
+func (r *BootstrapConfigReconciler) recordCredential(ctx context.Context, c *bootstrapv1.BootstrapConfig, cred identity.Credential) error {
+	before := c.DeepCopy()
+	c.Status.SPIFFEID = cred.ID.String()
+	c.Status.TokenExpirationTime = ptr.To(metav1.NewTime(cred.ExpiresAt))
+	c.Status.JoinToken = nil
+	if cred.TokenHash != "" {
+		c.Status.JoinToken = &bootstrapv1.JoinTokenStatus{SHA256: cred.TokenHash}
+	}
+	return r.Client.Status().Patch(ctx, c, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+}
+
+// writeDataSecret creates the data Secret, named like the BootstrapConfig so clusterctl move can
+// recreate it, and owned by it so it goes when the config goes. A Secret left by an earlier,
+// interrupted attempt carries a token whose hash was just replaced; it is overwritten.
+func (r *BootstrapConfigReconciler) writeDataSecret(ctx context.Context, s *bootstrapScope, userData string) error {
+	c := s.config
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: c.Name, Namespace: c.Namespace,
+			Labels: map[string]string{clusterv1.ClusterNameLabel: s.cluster.Name},
+		},
+		Type: clusterv1.ClusterSecretType,
+		Data: map[string][]byte{"value": []byte(userData), "format": []byte(bootstrap.Format)},
+	}
+	if err := controllerutil.SetControllerReference(c, secret, r.Client.Scheme()); err != nil {
+		return err
+	}
+	err := r.Client.Create(ctx, secret)
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	existing := &corev1.Secret{}
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(secret), existing); err != nil {
+		return err
+	}
+	if !metav1.IsControlledBy(existing, c) {
+		return fmt.Errorf("secret %s exists and is not controlled by this BootstrapConfig", c.Name)
+	}
+	existing.Labels, existing.Data = secret.Labels, secret.Data
+	return r.Client.Update(ctx, existing)
+}
+
+// addRunnerPool fills in the platform and labels of the Machine's RunnerPool, if it has one. They
+// are informational for the agent (the runner config carries them), so a missing pool is no error.
+func (r *BootstrapConfigReconciler) addRunnerPool(ctx context.Context, m *clusterv1.Machine, in *bootstrap.Input) {
+	in.Platform = string(platform.KindGitHub)
+	name := m.Labels[fleetv1.RunnerPoolNameLabel]
+	if name == "" {
+		return
+	}
+	pool := &fleetv1.RunnerPool{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: name}, pool); err != nil {
+		ctrl.LoggerFrom(ctx).V(1).Info("RunnerPool not readable; rendering without its labels", "pool", name, "err", err.Error())
+		return
+	}
+	in.Labels = pool.Spec.GitHub.Labels
+}
+
+func (r *BootstrapConfigReconciler) trustDomain(c *bootstrapv1.BootstrapConfig) string {
+	switch {
+	case c.Spec.Attestation.TrustDomain != "":
+		return c.Spec.Attestation.TrustDomain
+	case r.TrustDomain != "":
+		return r.TrustDomain
+	}
+	return identity.DefaultTrustDomain
+}
+
+func (r *BootstrapConfigReconciler) serviceURL(c *bootstrapv1.BootstrapConfig) string {
+	if c.Spec.BootstrapServiceURL != "" {
+		return c.Spec.BootstrapServiceURL
+	}
+	return r.ServiceURL
+}
+
+func markDataSecretCreated(c *bootstrapv1.BootstrapConfig) {
+	c.Status.DataSecretName = ptr.To(c.Name)
+	c.Status.Initialization = &bootstrapv1.BootstrapConfigInitializationStatus{DataSecretCreated: ptr.To(true)}
+	setDataSecretCondition(c, metav1.ConditionTrue, bootstrapv1.DataSecretCreatedReason, "")
+}
+
+func dataSecretCreated(c *bootstrapv1.BootstrapConfig) bool {
+	return c.Status.Initialization != nil && ptr.Deref(c.Status.Initialization.DataSecretCreated, false)
+}
+
+func setDataSecretCondition(c *bootstrapv1.BootstrapConfig, status metav1.ConditionStatus, reason, msg string) {
+	conditions.Set(c, metav1.Condition{Type: bootstrapv1.DataSecretAvailableCondition, Status: status,
+		Reason: reason, Message: msg, ObservedGeneration: c.Generation})
+}

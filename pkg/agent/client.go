@@ -1,0 +1,135 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
+	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
+
+	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/protocol"
+	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
+)
+
+// refusedError is a definitive 4xx answer: retrying cannot help.
+type refusedError struct {
+	status int
+	msg    string
+}
+
+func (e *refusedError) Error() string { return fmt.Sprintf("refused (%d): %s", e.status, e.msg) }
+
+// attest redeems the join token for an SVID over server-authenticated TLS.
+func (a *Agent) attest(ctx context.Context) (*x509svid.SVID, error) {
+	if a.cfg.JoinToken == "" {
+		return nil, &refusedError{status: 0, msg: "no join token in the configuration"}
+	}
+	key, csr, err := identity.NewKeyAndCSR()
+	if err != nil {
+		return nil, err
+	}
+	body, _ := json.Marshal(protocol.AttestRequest{JoinToken: a.cfg.JoinToken, CSR: string(csr)})
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: tlsconfig.TLSClientConfig(a.bundle, tlsconfig.AuthorizeID(a.identityForService())),
+	}}
+	defer client.CloseIdleConnections()
+	deadline := time.Now().Add(a.opts.RetryWindow)
+	if exp := a.cfg.TokenExpiresAt; exp != nil && exp.Before(deadline) {
+		deadline = *exp
+	}
+	var resp protocol.AttestResponse
+	if err := a.call(ctx, client, http.MethodPost, protocol.AttestPath, body, &resp, deadline); err != nil {
+		return nil, err
+	}
+	return identity.SVIDFromPEM([]byte(resp.SVID), key)
+}
+
+// mtlsClient authenticates with the SVID and accepts only the bootstrap service.
+func (a *Agent) mtlsClient(svid *x509svid.SVID) *http.Client {
+	return &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{
+		TLSClientConfig: tlsconfig.MTLSClientConfig(svid, a.bundle, tlsconfig.AuthorizeID(a.identityForService())),
+	}}
+}
+
+// fetchRunnerConfig retries until the SVID expires: an expired credential ends the VM.
+func (a *Agent) fetchRunnerConfig(ctx context.Context, client *http.Client, svidExpiry time.Time) (*protocol.RunnerConfig, error) {
+	deadline := time.Now().Add(a.opts.RetryWindow)
+	if svidExpiry.Before(deadline) {
+		deadline = svidExpiry
+	}
+	rc := &protocol.RunnerConfig{}
+	if err := a.call(ctx, client, http.MethodGet, protocol.RunnerConfigPath, nil, rc, deadline); err != nil {
+		return nil, err
+	}
+	return rc, nil
+}
+
+// deregister asks the service to remove a runner that never took a job, best effort.
+func (a *Agent) deregister(ctx context.Context, client *http.Client) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := a.call(ctx, client, http.MethodDelete, protocol.RunnerPath, nil, nil, time.Now().Add(30*time.Second)); err != nil {
+		a.log.Warn("deregistering the runner failed; the pool's cleanup will remove it", "err", err)
+		return
+	}
+	a.log.Info("runner deregistered")
+}
+
+// call does one request, retrying network errors and 5xx until deadline; 4xx is final.
+func (a *Agent) call(ctx context.Context, client *http.Client, method, path string, body []byte, out any, deadline time.Time) error {
+	url := strings.TrimRight(a.cfg.ServiceURL, "/") + path
+	for attempt := 1; ; attempt++ {
+		err := a.callOnce(ctx, client, method, url, body, out)
+		if err != nil && strings.Contains(err.Error(), "remote error: tls:") {
+			// The service rejected our certificate at the handshake: as final as a 401.
+			err = &refusedError{msg: err.Error()}
+		}
+		var re *refusedError
+		if err == nil || errors.As(err, &re) {
+			return err
+		}
+		if !time.Now().Add(a.opts.RetryInterval).Before(deadline) {
+			return fmt.Errorf("giving up after %d attempts: %w", attempt, err)
+		}
+		a.log.Warn("request failed; retrying", "path", path, "attempt", attempt, "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(a.opts.RetryInterval):
+		}
+	}
+}
+
+func (a *Agent) callOnce(ctx context.Context, client *http.Client, method, url string, body []byte, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	switch {
+	case resp.StatusCode >= 500:
+		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(data)))
+	case resp.StatusCode >= 400:
+		var perr protocol.Error
+		_ = json.Unmarshal(data, &perr)
+		return &refusedError{status: resp.StatusCode, msg: perr.Error}
+	case out != nil && resp.StatusCode != http.StatusNoContent:
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}

@@ -1,0 +1,155 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// DefaultConfigPath is where cloud-init writes the agent's configuration.
+const DefaultConfigPath = "/etc/hyperfleet/agent.yaml"
+
+// Defaults for what a configuration leaves unset.
+const (
+	DefaultRunnerDir      = "/opt/actions-runner"
+	DefaultRunScript      = "run.sh"
+	DefaultConfigScript   = "config.sh"
+	DefaultIdleTimeout    = 15 * time.Minute
+	DefaultJobStartedGlob = "_diag/Worker_*.log"
+)
+
+// DefaultPowerOffCommand ends the VM.
+var DefaultPowerOffCommand = []string{"systemctl", "poweroff"}
+
+// Config is the agent's configuration file (YAML), rendered into cloud-init by the BootstrapConfig
+// controller. It holds the single-use join token and no long-lived secret.
+type Config struct {
+	// ServiceURL is the bootstrap service, https://host:port.
+	ServiceURL string `json:"serviceURL"`
+	// TrustDomain of the SPIFFE IDs; the service must present spiffe://<td>/hyperfleet/bootstrap-service.
+	TrustDomain string `json:"trustDomain"`
+	// CABundle is the PEM bundle of the trust domain.
+	CABundle string `json:"caBundle"`
+	// JoinToken is redeemed once for an X509-SVID.
+	JoinToken string `json:"joinToken,omitempty"`
+	// TokenExpiresAt is when the join token stops working; the agent gives up then.
+	TokenExpiresAt *time.Time `json:"tokenExpiresAt,omitempty"`
+	// Namespace and Machine name the VM, for logs.
+	Namespace string `json:"namespace,omitempty"`
+	Machine   string `json:"machine,omitempty"`
+	// Runner says how to install and run the CI runner.
+	Runner RunnerConfig `json:"runner"`
+	// PowerOffCommand ends the VM; DefaultPowerOffCommand when empty.
+	PowerOffCommand []string `json:"powerOffCommand,omitempty"`
+}
+
+// RunnerConfig describes the CI runner.
+type RunnerConfig struct {
+	// Platform is the CI platform, e.g. github.
+	Platform string `json:"platform,omitempty"`
+	// Labels the runner registers with (informational: the JIT config carries them).
+	Labels []string `json:"labels,omitempty"`
+	OS     string   `json:"os,omitempty"`
+	Arch   string   `json:"arch,omitempty"`
+	// DownloadURL and SHA256 of the runner tarball; the download is skipped when RunScript exists.
+	DownloadURL string `json:"downloadURL,omitempty"`
+	SHA256      string `json:"sha256,omitempty"`
+	// Directory the runner is unpacked into and runs from.
+	Directory    string `json:"directory,omitempty"`
+	ConfigScript string `json:"configScript,omitempty"`
+	RunScript    string `json:"runScript,omitempty"`
+	// User runs the runner when the agent runs as root; empty means the agent's own user.
+	User string `json:"user,omitempty"`
+	// IdleTimeout powers the VM off when no job started within it.
+	IdleTimeout Duration `json:"idleTimeout,omitempty"`
+	// JobStartedGlob, relative to Directory, matches the file the runner creates when a job starts
+	// (the real runner's per-job worker log).
+	JobStartedGlob string `json:"jobStartedGlob,omitempty"`
+}
+
+// Duration is a time.Duration written as "15m" in YAML.
+type Duration struct{ time.Duration }
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// UnmarshalJSON reads "15m" or a number of seconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := time.ParseDuration(s)
+		d.Duration = v
+		return err
+	}
+	var secs float64
+	if err := json.Unmarshal(b, &secs); err != nil {
+		return fmt.Errorf("duration must be a string like 15m: %w", err)
+	}
+	d.Duration = time.Duration(secs * float64(time.Second))
+	return nil
+}
+
+// Marshal renders the configuration as YAML.
+func (c *Config) Marshal() ([]byte, error) { return yaml.Marshal(c) }
+
+// ParseConfig reads a configuration and fills in defaults.
+func ParseConfig(data []byte) (*Config, error) {
+	c := &Config{}
+	if err := yaml.UnmarshalStrict(data, c); err != nil {
+		return nil, fmt.Errorf("agent config: %w", err)
+	}
+	c.defaults()
+	return c, c.validate()
+}
+
+// LoadConfig reads the configuration file at path.
+func LoadConfig(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseConfig(data)
+}
+
+func (c *Config) defaults() {
+	r := &c.Runner
+	if r.Directory == "" {
+		r.Directory = DefaultRunnerDir
+	}
+	if r.RunScript == "" {
+		r.RunScript = DefaultRunScript
+	}
+	if r.ConfigScript == "" {
+		r.ConfigScript = DefaultConfigScript
+	}
+	if r.IdleTimeout.Duration == 0 {
+		r.IdleTimeout.Duration = DefaultIdleTimeout
+	}
+	if r.JobStartedGlob == "" {
+		r.JobStartedGlob = DefaultJobStartedGlob
+	}
+	if len(c.PowerOffCommand) == 0 {
+		c.PowerOffCommand = DefaultPowerOffCommand
+	}
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.ServiceURL == "" {
+		errs = append(errs, errors.New("serviceURL is required"))
+	}
+	if c.TrustDomain == "" {
+		errs = append(errs, errors.New("trustDomain is required"))
+	}
+	if c.CABundle == "" {
+		errs = append(errs, errors.New("caBundle is required"))
+	}
+	if (c.Runner.DownloadURL == "") != (c.Runner.SHA256 == "") {
+		errs = append(errs, errors.New("runner.downloadURL and runner.sha256 go together"))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,43 @@
+// Package protocol is the wire format between hyperfleet-agent and the bootstrap service. It has
+// no dependencies so the agent binary stays small.
+package protocol
+
+import "time"
+
+// Endpoints of the bootstrap service.
+const (
+	// AttestPath: POST AttestRequest over TLS (no client certificate) → AttestResponse.
+	AttestPath = "/v1/attest"
+	// RunnerConfigPath: GET over mTLS with the machine's SVID → RunnerConfig, once per VM.
+	RunnerConfigPath = "/v1/runner-config"
+	// RunnerPath: DELETE over mTLS deregisters the VM's runner when it never took a job.
+	RunnerPath = "/v1/runner"
+)
+
+// AttestRequest exchanges a join token and a CSR for an X509-SVID.
+type AttestRequest struct {
+	JoinToken string `json:"joinToken"`
+	// CSR is a PEM certificate signing request for the key the VM generated and keeps.
+	CSR string `json:"csr"`
+}
+
+// AttestResponse carries the issued SVID.
+type AttestResponse struct {
+	SPIFFEID string `json:"spiffeID"`
+	// SVID is the PEM certificate chain, leaf first.
+	SVID      string    `json:"svid"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// RunnerConfig is the VM's one-time runner configuration.
+type RunnerConfig struct {
+	Platform   string `json:"platform"`
+	RunnerName string `json:"runnerName"`
+	// JITConfig is GitHub's encoded_jit_config, passed to run.sh --jitconfig.
+	JITConfig string `json:"jitConfig"`
+}
+
+// Error is the body of every non-2xx answer.
+type Error struct {
+	Error string `json:"error"`
+}

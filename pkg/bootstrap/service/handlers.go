@@ -1,0 +1,192 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
+
+	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/protocol"
+	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
+)
+
+// requestTimeout bounds one request's work, GitHub calls included.
+const requestTimeout = 90 * time.Second
+
+// handleAttest redeems a join token and signs the caller's CSR.
+func (s *Server) handleAttest(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	var req protocol.AttestRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "request body is not an attest request")
+		return
+	}
+	csr, err := identity.ParseCSRPEM([]byte(req.CSR))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "csr: "+err.Error())
+		return
+	}
+	attested, err := s.opts.Attestor.Attest(ctx, identity.Evidence{JoinToken: req.JoinToken, CSR: csr})
+	if err != nil {
+		status := attestStatus(err)
+		s.log.Info("attestation refused", "status", status, "err", err.Error(), "remote", r.RemoteAddr)
+		writeError(w, status, publicMessage(status, err))
+		return
+	}
+	s.log.Info("attested", "spiffeID", attested.ID.String(), "machine", attested.Machine.Namespace+"/"+attested.Machine.Name)
+	writeJSON(w, http.StatusOK, protocol.AttestResponse{
+		SPIFFEID:  attested.ID.String(),
+		SVID:      string(identity.EncodeCertificates(attested.Chain)),
+		ExpiresAt: attested.Chain[0].NotAfter,
+	})
+}
+
+// handleRunnerConfig hands a live machine its one-time runner config.
+func (s *Server) handleRunnerConfig(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	id, ok := s.peerID(w, r)
+	if !ok {
+		return
+	}
+	t, err := s.resolve(ctx, id)
+	if err != nil {
+		s.refuse(w, r, id, err)
+		return
+	}
+	if err := s.claimRunnerConfig(ctx, t); err != nil {
+		s.refuse(w, r, id, err)
+		return
+	}
+	runners, err := s.platforms.For(ctx, t.pool)
+	var jit string
+	if err == nil {
+		jit, _, err = runners.Registry.JITConfig(ctx, runners.Scope, platform.RunnerSpec{
+			Name: t.machine.Name, Labels: t.pool.Spec.GitHub.Labels, RunnerGroupID: t.pool.Spec.GitHub.RunnerGroupID,
+		})
+	}
+	if err != nil {
+		// Give the claim back so the VM's retry can succeed; GitHub never answered it.
+		s.releaseRunnerConfig(context.WithoutCancel(ctx), t, err)
+		s.refuse(w, r, id, &statusError{code: platformStatus(err), err: err})
+		return
+	}
+	if err := s.recordAttested(context.WithoutCancel(ctx), t); err != nil {
+		// The runner is registered and the VM is genuine: hand the config out anyway, and let the
+		// pool's bootstrap timeout judge a VM whose completion could not be recorded.
+		s.log.Error(err, "recording attestation", "spiffeID", id.String())
+	}
+	s.log.Info("runner config issued", "spiffeID", id.String(), "pool", t.pool.Name)
+	writeJSON(w, http.StatusOK, protocol.RunnerConfig{Platform: string(runners.Kind), RunnerName: t.machine.Name, JITConfig: jit})
+}
+
+// handleDeleteRunner deregisters the caller's runner, for a VM that gives up before any job.
+func (s *Server) handleDeleteRunner(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	id, ok := s.peerID(w, r)
+	if !ok {
+		return
+	}
+	t, err := s.resolve(ctx, id)
+	if err != nil {
+		s.refuse(w, r, id, err)
+		return
+	}
+	runners, err := s.platforms.For(ctx, t.pool)
+	if err == nil {
+		err = runners.Registry.RemoveRunnerByName(ctx, runners.Scope, t.machine.Name)
+	}
+	if err != nil {
+		s.refuse(w, r, id, &statusError{code: platformStatus(err), err: err})
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// peerID is the caller's SPIFFE ID from the certificate the handshake verified; 401 without one.
+func (s *Server) peerID(w http.ResponseWriter, r *http.Request) (spiffeid.ID, bool) {
+	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+		writeError(w, http.StatusUnauthorized, "this endpoint needs the X509-SVID issued at attestation (mTLS)")
+		return spiffeid.ID{}, false
+	}
+	id, err := x509svid.IDFromCert(r.TLS.PeerCertificates[0])
+	if err != nil {
+		writeError(w, http.StatusUnauthorized, "client certificate is not an X509-SVID")
+		return spiffeid.ID{}, false
+	}
+	return id, true
+}
+
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, id spiffeid.ID, err error) {
+	status := http.StatusInternalServerError
+	var se *statusError
+	if errors.As(err, &se) {
+		status = se.code
+	}
+	s.log.Info("request refused", "path", r.URL.Path, "spiffeID", id.String(), "status", status, "err", err.Error())
+	writeError(w, status, publicMessage(status, err))
+}
+
+// statusError carries the status code a failure is answered with.
+type statusError struct {
+	code int
+	err  error
+}
+
+func (e *statusError) Error() string { return e.err.Error() }
+func (e *statusError) Unwrap() error { return e.err }
+
+func refusal(code int, err error) error { return &statusError{code: code, err: err} }
+
+func attestStatus(err error) int {
+	switch {
+	case errors.Is(err, identity.ErrInvalidEvidence):
+		return http.StatusUnauthorized
+	case errors.Is(err, identity.ErrNotLive):
+		return http.StatusForbidden
+	case errors.Is(err, identity.ErrAlreadyRedeemed):
+		return http.StatusConflict
+	case errors.Is(err, identity.ErrExpired):
+		return http.StatusGone
+	case errors.Is(err, identity.ErrBadRequest):
+		return http.StatusBadRequest
+	}
+	return http.StatusServiceUnavailable
+}
+
+func platformStatus(err error) int {
+	switch {
+	case errors.Is(err, platform.ErrRunnerBusy):
+		return http.StatusConflict
+	case platform.IsRetryable(err):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusBadGateway
+}
+
+// publicMessage keeps internal detail (API errors, object names) out of 5xx answers.
+func publicMessage(status int, err error) string {
+	if status >= 500 {
+		return http.StatusText(status)
+	}
+	return err.Error()
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, protocol.Error{Error: msg})
+}

@@ -1,0 +1,171 @@
+package service
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
+	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/protocol"
+	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
+)
+
+// serverSVIDTTL is the life of the service's own certificate; it is renewed at half-life.
+const serverSVIDTTL = 24 * time.Hour
+
+// Options configure a bootstrap service.
+type Options struct {
+	// Client reads and writes the API server directly. It must not be a cache: single-use
+	// decisions need the latest resourceVersion.
+	Client client.Client
+	// CA signs the service's own certificate and is the trust bundle SVIDs are verified against.
+	CA *identity.CA
+	// Attestor redeems evidence and issues SVIDs (builtin.Attestor).
+	Attestor identity.Attestor
+	// Platforms builds the CI platform client of a RunnerPool; GitHubPlatforms when nil.
+	Platforms PlatformFactory
+	// DNSNames and IPs are added to the service certificate for clients verifying by host name.
+	DNSNames []string
+	IPs      []net.IP
+	// Logger; discards when zero.
+	Logger logr.Logger
+	// Now defaults to time.Now.
+	Now func() time.Time
+}
+
+// Server is a bootstrap service.
+type Server struct {
+	opts      Options
+	td        spiffeid.TrustDomain
+	svid      *rotatingSVID
+	log       logr.Logger
+	mux       *http.ServeMux
+	platforms PlatformFactory
+}
+
+// New validates opts and builds the service; it does not listen yet.
+func New(opts Options) (*Server, error) {
+	if opts.Client == nil || opts.CA == nil || opts.Attestor == nil {
+		return nil, errors.New("bootstrap service needs a Client, a CA and an Attestor")
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = logr.Discard()
+	}
+	s := &Server{opts: opts, td: opts.CA.TrustDomain(), log: opts.Logger, mux: http.NewServeMux(), platforms: opts.Platforms}
+	if s.platforms == nil {
+		s.platforms = &GitHubPlatforms{Client: opts.Client}
+	}
+	s.svid = &rotatingSVID{ca: opts.CA, id: identity.BootstrapServiceID(s.td), dns: opts.DNSNames, ips: opts.IPs, now: opts.Now}
+	if _, err := s.svid.GetX509SVID(); err != nil {
+		return nil, fmt.Errorf("issuing the service certificate: %w", err)
+	}
+	s.mux.HandleFunc("POST "+protocol.AttestPath, s.handleAttest)
+	s.mux.HandleFunc("GET "+protocol.RunnerConfigPath, s.handleRunnerConfig)
+	s.mux.HandleFunc("DELETE "+protocol.RunnerPath, s.handleDeleteRunner)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusNotFound, "no such endpoint")
+	})
+	return s, nil
+}
+
+// Handler is the HTTP handler; it expects TLS connections configured by TLSConfig.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// TLSConfig is go-spiffe's mTLS server configuration with one relaxation: a client certificate is
+// optional at the handshake, because a VM calls /v1/attest before it has one. Any certificate that
+// is presented is verified at the handshake exactly as MTLSServerConfig does (chain to the trust
+// bundle, SVID rules, and an authorizer admitting only machine IDs of our trust domain), so an SVID
+// from another CA never reaches a handler. Endpoints that need an SVID answer 401 without one.
+func (s *Server) TLSConfig() *tls.Config {
+	cfg := tlsconfig.MTLSServerConfig(s.svid, s.opts.CA.Bundle(), s.authorizeMachine)
+	verify := cfg.VerifyPeerCertificate
+	cfg.ClientAuth = tls.RequestClientCert
+	cfg.VerifyPeerCertificate = func(raw [][]byte, chains [][]*x509.Certificate) error {
+		if len(raw) == 0 {
+			return nil
+		}
+		return verify(raw, chains)
+	}
+	cfg.NextProtos = []string{"http/1.1"}
+	return cfg
+}
+
+// authorizeMachine admits SVIDs naming a machine in our trust domain; whether that machine is
+// live is decided per request, with the API server at hand.
+func (s *Server) authorizeMachine(id spiffeid.ID, _ [][]*x509.Certificate) error {
+	_, _, err := identity.ParseMachineID(s.td, id)
+	return err
+}
+
+// Serve serves TLS on l until ctx ends.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	srv := &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 2 * time.Minute, IdleTimeout: time.Minute}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(tls.NewListener(l, s.TLSConfig())) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
+		return nil
+	}
+}
+
+// Start listens on addr (e.g. 127.0.0.1:0) and serves in the background until ctx ends. It
+// returns the service's https:// URL.
+func (s *Server) Start(ctx context.Context, addr string) (string, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	go func() {
+		if err := s.Serve(ctx, l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error(err, "bootstrap service stopped")
+		}
+	}()
+	return "https://" + l.Addr().String(), nil
+}
+
+// rotatingSVID is the service's own X509-SVID, reissued from the shared CA at half-life. Each
+// replica holds its own key; agents only check that it chains to the CA and names the service.
+type rotatingSVID struct {
+	ca  *identity.CA
+	id  spiffeid.ID
+	dns []string
+	ips []net.IP
+	now func() time.Time
+
+	mu      sync.Mutex
+	current *x509svid.SVID
+	renewAt time.Time
+}
+
+func (r *rotatingSVID) GetX509SVID() (*x509svid.SVID, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.current == nil || !r.now().Before(r.renewAt) {
+		svid, err := r.ca.IssueServerSVID(r.id, r.dns, r.ips, serverSVIDTTL)
+		if err != nil {
+			return nil, err
+		}
+		r.current, r.renewAt = svid, r.now().Add(serverSVIDTTL/2)
+	}
+	return r.current, nil
+}
