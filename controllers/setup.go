@@ -21,6 +21,8 @@ type Options struct {
 	TaskPollInterval time.Duration
 	// Builder overrides how hypervisor clients are built (tests inject HTTP clients this way).
 	Builder connection.Builder
+	// TemplateCheckInterval is how often MachineClaimTemplates are re-checked. Default 1m.
+	TemplateCheckInterval time.Duration
 	// SkipNameValidation allows several managers in one process, as tests that restart the manager need.
 	SkipNameValidation bool
 }
@@ -58,5 +60,15 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		WatchFilter:  opts.WatchFilter,
 		PollInterval: opts.TaskPollInterval,
 	}
-	return claims.SetupWithManager(ctx, mgr, copts)
+	if err := claims.SetupWithManager(ctx, mgr, copts); err != nil {
+		return err
+	}
+	templates := &MachineClaimTemplateReconciler{
+		Client:      mgr.GetClient(),
+		Recorder:    mgr.GetEventRecorderFor("machineclaimtemplate-controller"),
+		Registry:    registry,
+		WatchFilter: opts.WatchFilter,
+		Interval:    opts.TemplateCheckInterval,
+	}
+	return templates.SetupWithManager(ctx, mgr, copts)
 }

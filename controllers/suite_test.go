@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,7 +28,21 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/test/testenv"
 )
 
-var env *testenv.Env
+var (
+	env       *testenv.Env
+	capiOnce  sync.Once
+	capiMgr   *testenv.CAPIManager
+	capiError error
+)
+
+// startCAPI runs the real Cluster API core manager for the rest of the package's tests.
+func startCAPI(t *testing.T) {
+	t.Helper()
+	capiOnce.Do(func() { capiMgr, capiError = env.StartCAPIManager(context.Background()) })
+	if capiError != nil {
+		t.Fatalf("Cluster API manager: %v", capiError)
+	}
+}
 
 func TestMain(m *testing.M) {
 	log, _ := logging.New(os.Getenv("LOG_LEVEL"), os.Stderr)
@@ -41,6 +56,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	if capiMgr != nil {
+		capiMgr.Stop()
+	}
 	if err := env.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stopping envtest:", err)
 	}
@@ -68,6 +86,7 @@ func startManager(t *testing.T, timing ...testTiming) (stop func()) {
 	mgr, err := manager.New(context.Background(), env.Config, cfg, func(o *controllers.Options) {
 		o.TaskPollInterval = 100 * time.Millisecond
 		o.SkipNameValidation = true
+		o.TemplateCheckInterval = time.Second
 		o.Builder = func(c proxmox.Config) (hypervisorProvider, error) {
 			c.TaskPollInterval = 20 * time.Millisecond
 			return connection.DefaultBuilder(c)

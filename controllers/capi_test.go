@@ -1,0 +1,106 @@
+package controllers_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/test/builder"
+	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
+)
+
+// capiFleet creates a Cluster whose infrastructure is a HypervisorCluster on sim.
+func capiFleet(t *testing.T, ns string, sim *pvesim.Simulator) *clusterv1.Cluster {
+	t.Helper()
+	proxmoxCluster(t, ns, "pve", sim)
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "fleet", Namespace: ns},
+		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+			APIGroup: infrav1.GroupVersion.Group, Kind: "HypervisorCluster", Name: "pve"}},
+	}
+	NewWithT(t).Expect(env.Client.Create(context.Background(), cluster)).To(Succeed())
+	return cluster
+}
+
+// capiMachine creates a Machine with a MachineClaim as its infrastructure and a plain bootstrap data Secret.
+func capiMachine(t *testing.T, ns, name string) (*clusterv1.Machine, *infrav1.MachineClaim) {
+	t.Helper()
+	g := NewWithT(t)
+	bootstrapSecret(t, ns, name+"-bootstrap", userData)
+	labels := map[string]string{clusterv1.ClusterNameLabel: "fleet"}
+	claim := builder.NewMachineClaim(name, ns).WithLabels(labels).Build()
+	g.Expect(env.Client.Create(context.Background(), claim)).To(Succeed())
+	machine := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+		Spec: clusterv1.MachineSpec{
+			ClusterName: "fleet",
+			Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To(name + "-bootstrap")},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: infrav1.GroupVersion.Group, Kind: "MachineClaim", Name: name},
+		},
+	}
+	g.Expect(env.Client.Create(context.Background(), machine)).To(Succeed())
+	return machine, claim
+}
+
+// TestClusterAPIMachineLifecycle runs the real Cluster API controllers with HyperFleet's: a Machine
+// with a MachineClaim becomes a tagged VM, reaches Provisioned with providerID and addresses, and
+// its VM powering itself off removes VM and Machine within one sweep.
+func TestClusterAPIMachineLifecycle(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	startCAPI(t)
+	sim := pvesim.StartForTest(t, pvesim.Config{})
+	startManager(t)
+	ns := newNamespace(t)
+	cluster := capiFleet(t, ns, sim)
+
+	g.Eventually(func(g Gomega) {
+		got := get(g, cluster)
+		g.Expect(ptr.Deref(got.Status.Initialization.InfrastructureProvisioned, false)).To(BeTrue())
+	}, 60*time.Second, 200*time.Millisecond).Should(Succeed(), "Cluster API sees the HypervisorCluster provisioned")
+
+	machine, claim := capiMachine(t, ns, "runner-0")
+	g.Eventually(func(g Gomega) {
+		got := get(g, machine)
+		g.Expect(got.Spec.ProviderID).To(HavePrefix(infrav1.ProviderIDPrefix))
+		g.Expect(got.Status.Addresses).NotTo(BeEmpty())
+		g.Expect(got.Status.Phase).To(Equal(string(clusterv1.MachinePhaseProvisioned)))
+	}, 60*time.Second, 200*time.Millisecond).Should(Succeed())
+	gotClaim := get(g, claim)
+	g.Expect(gotClaim.OwnerReferences).To(ContainElement(HaveField("Kind", "Machine")))
+	vm, ok := sim.VM(int(gotClaim.Status.VMID))
+	g.Expect(ok).To(BeTrue())
+	g.Expect(vm.Tags).To(ContainElement("hyperfleet"))
+	g.Expect(vm.Status).To(Equal("running"))
+
+	// The in-VM agent powers the VM off after its job: VM and Machine go.
+	g.Expect(sim.PowerOff(vm.VMID)).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, keyOf(machine), machine))
+	}, 60*time.Second, 200*time.Millisecond).Should(BeTrue())
+	_, exists := sim.VM(vm.VMID)
+	g.Expect(exists).To(BeFalse())
+	g.Expect(apierrors.IsNotFound(env.Client.Get(ctx, keyOf(claim), claim))).To(BeTrue())
+
+	// Deleting a Machine removes its VM too.
+	machine2, claim2 := capiMachine(t, ns, "runner-1")
+	g.Eventually(func(g Gomega) {
+		g.Expect(get(g, claim2).Status.Phase).To(Equal(infrav1.MachineClaimPhaseReady))
+	}, 60*time.Second, 200*time.Millisecond).Should(Succeed())
+	vmid := int(get(g, claim2).Status.VMID)
+	g.Expect(env.Client.Delete(ctx, machine2)).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, keyOf(machine2), machine2))
+	}, 60*time.Second, 200*time.Millisecond).Should(BeTrue())
+	_, exists = sim.VM(vmid)
+	g.Expect(exists).To(BeFalse())
+	g.Expect(ownedVMs(sim)).To(BeEmpty())
+}
