@@ -1,0 +1,132 @@
+package scaling
+
+import (
+	"time"
+)
+
+// Policy is a pool's sizing rules.
+type Policy struct {
+	Min, Max, Idle int
+	// Replicas, when set (by a person, HPA or KEDA through /scale), replaces demand-based sizing.
+	Replicas *int
+	// IdleTTL replaces a ready runner that waited this long without a job; 0 disables.
+	IdleTTL time.Duration
+	// MaxLifetime replaces any runner older than this; 0 disables.
+	MaxLifetime time.Duration
+	// BootstrapTimeout removes a runner that is not ready this long after creation; 0 disables.
+	BootstrapTimeout time.Duration
+}
+
+// Demand is what the pool's jobs need.
+type Demand struct {
+	// Queued jobs wait for a runner of this pool.
+	Queued int
+	// Busy runners are running a job.
+	Busy int
+}
+
+// Runner is the state of one runner (one Machine).
+type Runner struct {
+	Name    string
+	Created time.Time
+	// Ready runners have bootstrapped and wait for, or run, a job.
+	Ready bool
+	// ReadySince is when the runner became ready; its idle time starts there.
+	ReadySince time.Time
+	// Busy runners run a job and are never removed by scale-down.
+	Busy bool
+	// Deleting runners are already going away and count for nothing.
+	Deleting bool
+	// Unhealthy runners were marked for remediation (MachineHealthCheck) and are replaced.
+	Unhealthy bool
+}
+
+// Reason says why a runner is removed.
+type Reason string
+
+const (
+	ReasonUnhealthy        Reason = "Unhealthy"
+	ReasonMaxLifetime      Reason = "MaxLifetimeExceeded"
+	ReasonIdleTTL          Reason = "IdleTTLExceeded"
+	ReasonBootstrapTimeout Reason = "BootstrapTimeout"
+	ReasonScaleDown        Reason = "ScaleDown"
+)
+
+// Removal is one runner to remove and why.
+type Removal struct {
+	Name   string
+	Reason Reason
+}
+
+// Plan is what to do now.
+type Plan struct {
+	Desired int
+	// Limited is true when demand exceeds Max.
+	Limited bool
+	Create  int
+	Remove  []Removal
+}
+
+// DesiredReplicas is busy + queued + idle floor (or the explicit replicas), clamped to [Min, Max].
+func DesiredReplicas(p Policy, d Demand) (desired int, limited bool) {
+	want := d.Busy + d.Queued + p.Idle
+	if p.Replicas != nil {
+		want = *p.Replicas
+	}
+	limited = want > p.Max
+	return max(p.Min, min(p.Max, want)), limited
+}
+
+// Decide plans creations and removals. Runners that must be replaced (unhealthy, past their
+// lifetime, idle too long, never bootstrapped) are removed first and no longer count; then the pool
+// grows to the desired size or shrinks by removing runners without a job, in RemovalOrder.
+func Decide(p Policy, d Demand, runners []Runner, now time.Time) Plan {
+	desired, limited := DesiredReplicas(p, d)
+	plan := Plan{Desired: desired, Limited: limited}
+	var keep []Runner
+	for _, r := range runners {
+		if r.Deleting {
+			continue
+		}
+		if reason, ok := mustReplace(p, r, now); ok {
+			plan.Remove = append(plan.Remove, Removal{Name: r.Name, Reason: reason})
+			continue
+		}
+		keep = append(keep, r)
+	}
+	switch n := len(keep); {
+	case n < desired:
+		plan.Create = desired - n
+	case n > desired:
+		for _, r := range RemovalOrder(keep)[:min(n-desired, idleCount(keep))] {
+			plan.Remove = append(plan.Remove, Removal{Name: r.Name, Reason: ReasonScaleDown})
+		}
+	}
+	return plan
+}
+
+func mustReplace(p Policy, r Runner, now time.Time) (Reason, bool) {
+	switch {
+	case r.Unhealthy:
+		return ReasonUnhealthy, true
+	case p.MaxLifetime > 0 && now.Sub(r.Created) > p.MaxLifetime:
+		return ReasonMaxLifetime, true
+	case r.Busy:
+		return "", false
+	case !r.Ready && p.BootstrapTimeout > 0 && now.Sub(r.Created) > p.BootstrapTimeout:
+		return ReasonBootstrapTimeout, true
+	case r.Ready && p.IdleTTL > 0 && !r.ReadySince.IsZero() && now.Sub(r.ReadySince) > p.IdleTTL:
+		return ReasonIdleTTL, true
+	}
+	return "", false
+}
+
+func idleCount(rs []Runner) int {
+	n := 0
+	for _, r := range rs {
+		if !r.Busy {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,184 @@
+package scaling
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/leanovate/gopter"
+	"github.com/leanovate/gopter/gen"
+	"github.com/leanovate/gopter/prop"
+	. "github.com/onsi/gomega"
+)
+
+var t0 = time.Unix(1_700_000_000, 0)
+
+func TestDesiredReplicas(t *testing.T) {
+	cases := []struct {
+		name        string
+		p           Policy
+		d           Demand
+		want        int
+		wantLimited bool
+	}{
+		{"floor when idle", Policy{Min: 1, Max: 5}, Demand{}, 1, false},
+		{"busy plus queued plus idle", Policy{Min: 0, Max: 10, Idle: 2}, Demand{Queued: 3, Busy: 1}, 6, false},
+		{"clamped to max", Policy{Min: 0, Max: 5}, Demand{Queued: 20}, 5, true},
+		{"explicit replicas win", Policy{Min: 0, Max: 5, Replicas: ptr(3)}, Demand{Queued: 20}, 3, false},
+		{"explicit replicas clamped", Policy{Min: 2, Max: 5, Replicas: ptr(0)}, Demand{}, 2, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			got, limited := DesiredReplicas(tc.p, tc.d)
+			g.Expect(got).To(Equal(tc.want))
+			g.Expect(limited).To(Equal(tc.wantLimited))
+		})
+	}
+}
+
+func TestDecide(t *testing.T) {
+	p := Policy{Min: 1, Max: 5, IdleTTL: 30 * time.Minute, MaxLifetime: 24 * time.Hour, BootstrapTimeout: 10 * time.Minute}
+	now := t0.Add(48 * time.Hour)
+	ready := func(name string, age time.Duration) Runner {
+		return Runner{Name: name, Created: now.Add(-age), Ready: true, ReadySince: now.Add(-age + time.Minute)}
+	}
+	booting := func(name string, age time.Duration) Runner { return Runner{Name: name, Created: now.Add(-age)} }
+	busy := func(name string, age time.Duration) Runner { r := ready(name, age); r.Busy = true; return r }
+	cases := []struct {
+		name       string
+		d          Demand
+		runners    []Runner
+		wantCreate int
+		wantRemove []Removal
+	}{
+		{name: "grow for queued jobs", d: Demand{Queued: 3}, runners: []Runner{ready("a", time.Minute)}, wantCreate: 2},
+		{name: "shrink removes booting newest first, never busy",
+			d:          Demand{Busy: 1, Queued: 1},
+			runners:    []Runner{busy("b", 5*time.Minute), booting("old", 3*time.Minute), booting("new", time.Minute), ready("r", 2*time.Minute)},
+			wantRemove: []Removal{{"new", ReasonScaleDown}, {"old", ReasonScaleDown}}},
+		{name: "all busy above desired: nothing removed", d: Demand{},
+			runners: []Runner{busy("a", time.Minute), busy("b", time.Minute)}},
+		{name: "unhealthy replaced", d: Demand{},
+			runners:    []Runner{{Name: "sick", Created: now.Add(-time.Minute), Unhealthy: true}},
+			wantCreate: 1, wantRemove: []Removal{{"sick", ReasonUnhealthy}}},
+		{name: "idle TTL replaced", d: Demand{},
+			runners:    []Runner{ready("stale", time.Hour)},
+			wantCreate: 1, wantRemove: []Removal{{"stale", ReasonIdleTTL}}},
+		{name: "max lifetime replaced even when busy", d: Demand{Busy: 1},
+			runners:    []Runner{busy("ancient", 25*time.Hour)},
+			wantCreate: 1, wantRemove: []Removal{{"ancient", ReasonMaxLifetime}}},
+		{name: "never bootstrapped removed", d: Demand{},
+			runners:    []Runner{booting("stuck", 11*time.Minute)},
+			wantCreate: 1, wantRemove: []Removal{{"stuck", ReasonBootstrapTimeout}}},
+		{name: "deleting runners do not count", d: Demand{},
+			runners:    []Runner{{Name: "going", Deleting: true}},
+			wantCreate: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			plan := Decide(p, tc.d, tc.runners, now)
+			g.Expect(plan.Create).To(Equal(tc.wantCreate))
+			g.Expect(plan.Remove).To(Equal(tc.wantRemove))
+		})
+	}
+}
+
+// TestDecideProperties checks the pool invariants over random pools: bounds hold, busy runners are
+// never scaled down, and applying a plan reaches the desired size whenever idle runners allow it.
+func TestDecideProperties(t *testing.T) {
+	params := gopter.DefaultTestParameters()
+	params.MinSuccessfulTests = 500
+	params.Rng.Seed(42)
+	properties := gopter.NewProperties(params)
+	now := t0.Add(48 * time.Hour)
+
+	genRunners := gen.SliceOf(gen.Struct(reflect.TypeOf(genRunner{}), map[string]gopter.Gen{
+		"Ready":     gen.Bool(),
+		"Busy":      gen.Bool(),
+		"Deleting":  gen.Weighted([]gen.WeightedGen{{Weight: 9, Gen: gen.Const(false)}, {Weight: 1, Gen: gen.Const(true)}}),
+		"Unhealthy": gen.Weighted([]gen.WeightedGen{{Weight: 9, Gen: gen.Const(false)}, {Weight: 1, Gen: gen.Const(true)}}),
+		"AgeMin":    gen.IntRange(0, 3000),
+	}))
+
+	properties.Property("plans respect bounds and never scale down busy runners", prop.ForAll(
+		func(min, span, idle, queued int, rs []genRunner) bool {
+			p := Policy{Min: min, Max: min + span, Idle: idle, IdleTTL: 30 * time.Minute,
+				MaxLifetime: 24 * time.Hour, BootstrapTimeout: 10 * time.Minute}
+			runners, busy := toRunners(rs, now)
+			plan := Decide(p, Demand{Queued: queued, Busy: busy}, runners, now)
+			if plan.Desired < p.Min || plan.Desired > p.Max {
+				return fail(t, fmt.Sprintf("desired %d outside [%d,%d]", plan.Desired, p.Min, p.Max))
+			}
+			byName := map[string]Runner{}
+			for _, r := range runners {
+				byName[r.Name] = r
+			}
+			removed := map[string]bool{}
+			scaleDowns := 0
+			for _, rm := range plan.Remove {
+				r := byName[rm.Name]
+				if removed[rm.Name] || r.Deleting {
+					return fail(t, "removed a runner twice or one already deleting: "+rm.Name)
+				}
+				removed[rm.Name] = true
+				if rm.Reason == ReasonScaleDown {
+					scaleDowns++
+					if r.Busy {
+						return fail(t, "scale-down removed busy runner "+rm.Name)
+					}
+				}
+			}
+			if plan.Create > 0 && scaleDowns > 0 {
+				return fail(t, "created and scaled down at once")
+			}
+			after := plan.Create
+			busyLeft := 0
+			for _, r := range runners {
+				if !r.Deleting && !removed[r.Name] {
+					after++
+					if r.Busy {
+						busyLeft++
+					}
+				}
+			}
+			if after != plan.Desired && !(after > plan.Desired && after == busyLeft) {
+				return fail(t, fmt.Sprintf("after plan %d runners, desired %d (busy left %d)", after, plan.Desired, busyLeft))
+			}
+			return true
+		},
+		gen.IntRange(0, 5), gen.IntRange(0, 20), gen.IntRange(0, 5), gen.IntRange(0, 40), genRunners,
+	))
+	properties.TestingRun(t)
+}
+
+type genRunner struct {
+	Ready, Busy, Deleting, Unhealthy bool
+	AgeMin                           int
+}
+
+func fail(t *testing.T, msg string) bool {
+	t.Log(msg)
+	return false
+}
+
+func toRunners(rs []genRunner, now time.Time) ([]Runner, int) {
+	out := make([]Runner, len(rs))
+	busy := 0
+	for i, g := range rs {
+		created := now.Add(-time.Duration(g.AgeMin) * time.Minute)
+		out[i] = Runner{Name: fmt.Sprintf("r%d", i), Created: created, Ready: g.Ready || g.Busy, Busy: g.Busy,
+			Deleting: g.Deleting, Unhealthy: g.Unhealthy}
+		if out[i].Ready {
+			out[i].ReadySince = created.Add(time.Minute)
+		}
+		if g.Busy && !g.Deleting {
+			busy++
+		}
+	}
+	return out, busy
+}
+
+func ptr(i int) *int { return &i }
