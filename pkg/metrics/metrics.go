@@ -1,0 +1,86 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// The collectors are exported so tests and the bootstrap service's own registry can reach them;
+// record through the helper functions, which keep label values bounded.
+var (
+	VMProvisioningDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "hyperfleet_vm_provisioning_duration_seconds",
+		Help:    "Time from the start of a VM's clone to its MachineClaim becoming Ready.",
+		Buckets: []float64{5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600},
+	}, []string{"hypervisor_cluster"})
+
+	VMProvisioningTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hyperfleet_vm_provisioning_total",
+		Help: "VM provisioning outcomes by hypervisor cluster, result and failure reason.",
+	}, []string{"hypervisor_cluster", "result", "reason"})
+
+	ProxmoxAPIRequestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "hyperfleet_proxmox_api_request_duration_seconds",
+		Help:    "Duration of hypervisor provider calls by operation and outcome code.",
+		Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+	}, []string{"operation", "code"})
+
+	ProxmoxAPIErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hyperfleet_proxmox_api_errors_total",
+		Help: "Failed hypervisor provider calls by operation and error class.",
+	}, []string{"operation", "reason"})
+
+	ProxmoxTaskDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "hyperfleet_proxmox_task_duration_seconds",
+		Help:    "Time from a hypervisor task being started to it being seen finished, by task type.",
+		Buckets: []float64{0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600},
+	}, []string{"type"})
+
+	WebhookDeliveries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hyperfleet_webhook_deliveries_total",
+		Help: "CI platform webhook deliveries received, by result.",
+	}, []string{"result"})
+
+	JobPickupLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "hyperfleet_job_pickup_latency_seconds",
+		Help:    "Time from a job being queued to it starting on a HyperFleet runner.",
+		Buckets: []float64{5, 10, 20, 30, 45, 60, 90, 120, 180, 300, 600, 1200},
+	})
+
+	RunnerPoolReplicas = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "hyperfleet_runnerpool_replicas",
+		Help: "Runners of a RunnerPool by state (desired, current, ready, idle, busy).",
+	}, []string{"namespace", "pool", "state"})
+
+	RunnerPoolQueuedJobs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "hyperfleet_runnerpool_queued_jobs",
+		Help: "Jobs a RunnerPool can serve that wait for a runner.",
+	}, []string{"namespace", "pool"})
+
+	BootstrapAttestations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hyperfleet_bootstrap_attestations_total",
+		Help: "Attestation attempts of VMs at the bootstrap service, by result.",
+	}, []string{"result"})
+
+	GitHubRateLimitRemaining = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "hyperfleet_github_rate_limit_remaining",
+		Help: "Requests left in the current GitHub API rate-limit window.",
+	})
+)
+
+// Collectors returns every HyperFleet collector, for processes that serve their own registry.
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		VMProvisioningDuration, VMProvisioningTotal,
+		ProxmoxAPIRequestDuration, ProxmoxAPIErrors, ProxmoxTaskDuration,
+		WebhookDeliveries, JobPickupLatency,
+		RunnerPoolReplicas, RunnerPoolQueuedJobs,
+		BootstrapAttestations, GitHubRateLimitRemaining,
+	}
+}
+
+// Registering at import means no process can forget it: controller-runtime serves this registry on
+// the manager's metrics endpoint.
+func init() {
+	crmetrics.Registry.MustRegister(Collectors()...)
+}

@@ -1,0 +1,122 @@
+package metrics
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// contract lists the names docs/metrics.md promises.
+var contract = []string{
+	"hyperfleet_vm_provisioning_duration_seconds",
+	"hyperfleet_vm_provisioning_total",
+	"hyperfleet_proxmox_api_request_duration_seconds",
+	"hyperfleet_proxmox_api_errors_total",
+	"hyperfleet_proxmox_task_duration_seconds",
+	"hyperfleet_webhook_deliveries_total",
+	"hyperfleet_job_pickup_latency_seconds",
+	"hyperfleet_runnerpool_replicas",
+	"hyperfleet_runnerpool_queued_jobs",
+	"hyperfleet_bootstrap_attestations_total",
+	"hyperfleet_github_rate_limit_remaining",
+}
+
+func TestEveryContractMetricIsServedByTheManagerRegistry(t *testing.T) {
+	g := NewWithT(t)
+	ObserveProvisioning("fleet/pve-a", 42*time.Second)
+	ProvisioningResult("fleet/pve-a", "", true)
+	ObserveProviderCall("Clone", "", 30*time.Millisecond)
+	ObserveProviderCall("Clone", "Busy", 30*time.Millisecond)
+	ObserveTask("Clone", 3*time.Second)
+	WebhookDelivery(WebhookAccepted)
+	ObserveJobPickup(70 * time.Second)
+	SetPool("ci", "linux", 3, 2, 2, 1, 1, 4)
+	Attestation(AttestationSuccess)
+	SetGitHubRateLimit(4999)
+
+	families, err := crmetrics.Registry.Gather()
+	g.Expect(err).NotTo(HaveOccurred())
+	served := map[string]bool{}
+	for _, f := range families {
+		served[f.GetName()] = true
+	}
+	for _, name := range contract {
+		g.Expect(served).To(HaveKey(name))
+	}
+	g.Expect(Collectors()).To(HaveLen(len(contract)))
+	for _, c := range Collectors() {
+		problems, err := testutil.CollectAndLint(c)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(problems).To(BeEmpty(), "Prometheus naming conventions")
+	}
+}
+
+func TestProvisioningResult(t *testing.T) {
+	g := NewWithT(t)
+	VMProvisioningTotal.Reset()
+	ProvisioningResult("fleet/pve-a", "Provisioned", true)
+	ProvisioningResult("fleet/pve-a", "TemplateNotFound", false)
+	ProvisioningResult("fleet/pve-a", "TemplateNotFound", false)
+
+	g.Expect(testutil.ToFloat64(VMProvisioningTotal.WithLabelValues("fleet/pve-a", "success", ""))).To(Equal(1.0),
+		"a success carries no reason, so successes are one series")
+	g.Expect(testutil.ToFloat64(VMProvisioningTotal.WithLabelValues("fleet/pve-a", "failure", "TemplateNotFound"))).To(Equal(2.0))
+	g.Expect(testutil.CollectAndCount(VMProvisioningTotal)).To(Equal(2))
+}
+
+func TestProviderCallCodesAndErrors(t *testing.T) {
+	g := NewWithT(t)
+	ProxmoxAPIRequestDuration.Reset()
+	ProxmoxAPIErrors.Reset()
+	ObserveProviderCall("Start", "", time.Millisecond)
+	ObserveProviderCall("Start", "Transient", time.Millisecond)
+
+	g.Expect(testutil.CollectAndCount(ProxmoxAPIRequestDuration)).To(Equal(2), "codes ok and Transient")
+	g.Expect(testutil.ToFloat64(ProxmoxAPIErrors.WithLabelValues("Start", "Transient"))).To(Equal(1.0))
+	g.Expect(testutil.CollectAndCount(ProxmoxAPIErrors)).To(Equal(1), "successes are not errors")
+}
+
+func TestPoolGaugesAndDeletion(t *testing.T) {
+	g := NewWithT(t)
+	RunnerPoolReplicas.Reset()
+	RunnerPoolQueuedJobs.Reset()
+	SetPool("ci", "linux", 5, 4, 3, 1, 2, 7)
+	SetPool("ci", "arm", 1, 1, 1, 1, 0, 0)
+
+	for state, want := range map[string]float64{"desired": 5, "current": 4, "ready": 3, "idle": 1, "busy": 2} {
+		g.Expect(testutil.ToFloat64(RunnerPoolReplicas.WithLabelValues("ci", "linux", state))).To(Equal(want), state)
+	}
+	g.Expect(testutil.ToFloat64(RunnerPoolQueuedJobs.WithLabelValues("ci", "linux"))).To(Equal(7.0))
+
+	DeletePool("ci", "linux")
+	g.Expect(testutil.CollectAndCount(RunnerPoolReplicas)).To(Equal(5), "only the arm pool's series remain")
+	g.Expect(testutil.CollectAndCount(RunnerPoolQueuedJobs)).To(Equal(1))
+}
+
+func TestResultsOutsideTheContractAreBounded(t *testing.T) {
+	g := NewWithT(t)
+	WebhookDeliveries.Reset()
+	BootstrapAttestations.Reset()
+	WebhookDelivery(WebhookDuplicate)
+	WebhookDelivery("delivery 8f3c… failed")
+	Attestation(AttestationTokenReused)
+	Attestation("some new failure")
+
+	g.Expect(testutil.ToFloat64(WebhookDeliveries.WithLabelValues(WebhookDuplicate))).To(Equal(1.0))
+	g.Expect(testutil.ToFloat64(WebhookDeliveries.WithLabelValues(Other))).To(Equal(1.0))
+	g.Expect(testutil.ToFloat64(BootstrapAttestations.WithLabelValues(AttestationTokenReused))).To(Equal(1.0))
+	g.Expect(testutil.ToFloat64(BootstrapAttestations.WithLabelValues(Other))).To(Equal(1.0))
+}
+
+func TestSimpleGaugesAndHistograms(t *testing.T) {
+	g := NewWithT(t)
+	SetGitHubRateLimit(12)
+	g.Expect(testutil.ToFloat64(GitHubRateLimitRemaining)).To(Equal(12.0))
+
+	ProxmoxTaskDuration.Reset()
+	ObserveTask("Delete", 1500*time.Millisecond)
+	g.Expect(testutil.CollectAndCount(ProxmoxTaskDuration, "hyperfleet_proxmox_task_duration_seconds")).To(Equal(1))
+}

@@ -1,0 +1,132 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Values of the result label of hyperfleet_webhook_deliveries_total.
+const (
+	WebhookAccepted         = "accepted"
+	WebhookDuplicate        = "duplicate"
+	WebhookIgnored          = "ignored"
+	WebhookInvalidSignature = "invalid_signature"
+	WebhookBadRequest       = "bad_request"
+	WebhookError            = "error"
+)
+
+// Values of the result label of hyperfleet_bootstrap_attestations_total.
+const (
+	AttestationSuccess      = "success"
+	AttestationInvalidToken = "invalid_token"
+	AttestationTokenExpired = "token_expired"
+	AttestationTokenReused  = "token_reused"
+	AttestationNotLive      = "not_live"
+	AttestationBadRequest   = "bad_request"
+	AttestationTPMFailed    = "tpm_failed"
+	AttestationError        = "error"
+)
+
+// Values of the state label of hyperfleet_runnerpool_replicas.
+const (
+	PoolDesired = "desired"
+	PoolCurrent = "current"
+	PoolReady   = "ready"
+	PoolIdle    = "idle"
+	PoolBusy    = "busy"
+)
+
+// Other replaces a result a caller passed that the contract does not list, so a typo or a new
+// code path cannot create series nobody alerts on.
+const Other = "other"
+
+var (
+	webhookResults = set(WebhookAccepted, WebhookDuplicate, WebhookIgnored, WebhookInvalidSignature,
+		WebhookBadRequest, WebhookError)
+	attestationResults = set(AttestationSuccess, AttestationInvalidToken, AttestationTokenExpired,
+		AttestationTokenReused, AttestationNotLive, AttestationBadRequest, AttestationTPMFailed, AttestationError)
+)
+
+// ObserveProvisioning records how long a VM took from the start of its clone to Ready.
+func ObserveProvisioning(cluster string, d time.Duration) {
+	VMProvisioningDuration.WithLabelValues(cluster).Observe(d.Seconds())
+}
+
+// ProvisioningResult counts a provisioning outcome. reason is the MachineClaim's Ready condition
+// reason (a bounded CamelCase set); it is dropped on success so successes form one series.
+func ProvisioningResult(cluster, reason string, ok bool) {
+	result := "failure"
+	if ok {
+		result, reason = "success", ""
+	}
+	VMProvisioningTotal.WithLabelValues(cluster, result, reason).Inc()
+}
+
+// ObserveProviderCall records one hypervisor provider call: operation is the Provider method name
+// and reason the error class (hypervisor.Reason), empty on success.
+func ObserveProviderCall(operation, reason string, d time.Duration) {
+	code := "ok"
+	if reason != "" {
+		code = reason
+		ProxmoxAPIErrors.WithLabelValues(operation, reason).Inc()
+	}
+	ProxmoxAPIRequestDuration.WithLabelValues(operation, code).Observe(d.Seconds())
+}
+
+// ObserveTask records a finished hypervisor task; op is the Provider method that started it.
+func ObserveTask(op string, d time.Duration) {
+	ProxmoxTaskDuration.WithLabelValues(op).Observe(d.Seconds())
+}
+
+// WebhookDelivery counts one webhook delivery; use the Webhook* constants.
+func WebhookDelivery(result string) {
+	WebhookDeliveries.WithLabelValues(bounded(result, webhookResults)).Inc()
+}
+
+// ObserveJobPickup records the time from a job being queued to it running on a HyperFleet runner.
+func ObserveJobPickup(d time.Duration) {
+	JobPickupLatency.Observe(d.Seconds())
+}
+
+// SetPool publishes a RunnerPool's replica counts and queued jobs, as in its status.
+func SetPool(ns, name string, desired, current, ready, idle, busy, queued int) {
+	for state, n := range map[string]int{
+		PoolDesired: desired, PoolCurrent: current, PoolReady: ready, PoolIdle: idle, PoolBusy: busy,
+	} {
+		RunnerPoolReplicas.WithLabelValues(ns, name, state).Set(float64(n))
+	}
+	RunnerPoolQueuedJobs.WithLabelValues(ns, name).Set(float64(queued))
+}
+
+// DeletePool removes a deleted RunnerPool's series, so it does not linger at its last values.
+func DeletePool(ns, name string) {
+	labels := prometheus.Labels{"namespace": ns, "pool": name}
+	RunnerPoolReplicas.DeletePartialMatch(labels)
+	RunnerPoolQueuedJobs.DeletePartialMatch(labels)
+}
+
+// Attestation counts one attestation attempt at the bootstrap service; use the Attestation* constants.
+func Attestation(result string) {
+	BootstrapAttestations.WithLabelValues(bounded(result, attestationResults)).Inc()
+}
+
+// SetGitHubRateLimit publishes the requests left in the current GitHub rate-limit window.
+func SetGitHubRateLimit(n int) {
+	GitHubRateLimitRemaining.Set(float64(n))
+}
+
+func set(values ...string) map[string]bool {
+	m := make(map[string]bool, len(values))
+	for _, v := range values {
+		m[v] = true
+	}
+	return m
+}
+
+func bounded(v string, allowed map[string]bool) string {
+	if allowed[v] {
+		return v
+	}
+	return Other
+}
