@@ -1,0 +1,74 @@
+package demand_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
+	"github.com/hyperfleet-io/hyperfleet/test/builder"
+)
+
+func TestRepairAddsMissedJobsAndDropsVanishedOnes(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	pool := createPool(t, builder.NewRunnerPool("pool", ""))
+	clk := newClock()
+	store := newStore(clk)
+	const minAge = time.Minute
+
+	// 1 is still queued, 2 vanished (cancelled), 3 runs on our runner, 4 arrived just now.
+	for _, id := range []int64{1, 2} {
+		g.Expect(store.Record(ctx, pool, jobEvent(id, platform.JobQueued))).To(BeTrue())
+	}
+	g.Expect(store.Record(ctx, pool, jobEvent(3, platform.JobInProgress))).To(BeTrue())
+	clk.Advance(2 * minAge)
+	g.Expect(store.Record(ctx, pool, jobEvent(4, platform.JobQueued))).To(BeTrue())
+
+	// The API lists 1, and 5 whose webhook was lost; 6 is reported in progress and is no demand.
+	listed := []platform.Job{
+		{ID: 1, State: platform.JobQueued, Labels: []string{"linux"}, Repository: "acme/api"},
+		{ID: 5, State: platform.JobWaiting, Labels: []string{"Linux", "self-hosted"}, Repository: "acme/api"},
+		{ID: 6, State: platform.JobInProgress, Labels: []string{"linux"}, Repository: "acme/api"},
+	}
+	added, removed, err := store.Repair(ctx, pool, listed, minAge)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(added).To(Equal(1))
+	g.Expect(removed).To(Equal(1))
+
+	d, err := store.Snapshot(ctx, pool)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(d.Jobs[1].State).To(Equal(platform.JobQueued))
+	g.Expect(d.Jobs[2].State).To(Equal(platform.JobCompleted))
+	g.Expect(d.Jobs[3].State).To(Equal(platform.JobInProgress))
+	g.Expect(d.Jobs[4].State).To(Equal(platform.JobQueued), "younger than minAge: the list may predate it")
+	g.Expect(d.Jobs[5]).To(And(HaveField("State", platform.JobQueued), HaveField("LabelSet", "linux")))
+	g.Expect(d.Jobs).NotTo(HaveKey(int64(6)))
+	g.Expect(d.Queued).To(Equal(3))
+
+	// Repeating the repair with the same truth changes nothing.
+	added, removed, err = store.Repair(ctx, pool, listed, minAge)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect([]int{added, removed}).To(Equal([]int{0, 0}))
+
+	// A late queued replay of the job repair completed stays completed.
+	g.Expect(store.Record(ctx, pool, jobEvent(2, platform.JobQueued))).To(BeFalse())
+}
+
+func TestRepairDoesNotResurrectFinishedJobs(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	pool := createPool(t, builder.NewRunnerPool("pool", ""))
+	store := newStore(newClock())
+	g.Expect(store.Record(ctx, pool, jobEvent(1, platform.JobCompleted))).To(BeTrue())
+
+	// An API list older than the completed webhook still shows the job queued.
+	added, removed, err := store.Repair(ctx, pool, []platform.Job{{ID: 1, State: platform.JobQueued, Labels: []string{"linux"}}}, time.Minute)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect([]int{added, removed}).To(Equal([]int{0, 0}))
+	d, err := store.Snapshot(ctx, pool)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(d.Queued).To(BeZero())
+}

@@ -1,0 +1,272 @@
+package demand
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
+)
+
+const (
+	// DefaultRetention is how long completed jobs stay in the ledger, so a late or replayed
+	// delivery for a finished job is recognised and cannot queue it again.
+	DefaultRetention = time.Hour
+	// DefaultMaxRecords bounds one pool's ledger. A record is about 60-120 bytes, so 5000 stay
+	// well under the API server's 1 MiB object limit even with long label sets and runner names.
+	DefaultMaxRecords = 5000
+	// ConfigMapSuffix names a pool's ledger: "<pool>-jobs".
+	ConfigMapSuffix = "-jobs"
+
+	// writeAttempts bounds the optimistic-concurrency retries of one write. Every attempt that
+	// fails means another writer succeeded, so 40 outlasts dozens of concurrent writers.
+	writeAttempts = 40
+	retryBase     = 5 * time.Millisecond
+	retryCap      = 400 * time.Millisecond
+)
+
+// ErrLedgerFull is returned when a new job cannot be recorded because the pool's ledger holds
+// MaxRecords jobs that are all still queued or running. The repair loop adds the job later,
+// once room is free.
+var ErrLedgerFull = errors.New("job ledger full")
+
+// Store reads and writes RunnerPool job ledgers. It holds no state of its own: any number of
+// Stores, in any number of processes, may write the same ledger.
+type Store struct {
+	// Client should read from the API server, not an informer cache: a stale read only costs
+	// a conflict and a retry, but a cache of every ConfigMap costs memory for nothing.
+	Client client.Client
+	// Retention is how long completed records are kept; zero means DefaultRetention.
+	Retention time.Duration
+	// MaxRecords bounds each ledger; zero means DefaultMaxRecords.
+	MaxRecords int
+	// Now is the clock; tests replace it.
+	Now func() time.Time
+}
+
+// NewStore returns a Store with the default retention and size bound.
+func NewStore(c client.Client) *Store {
+	return &Store{Client: c, Retention: DefaultRetention, MaxRecords: DefaultMaxRecords, Now: time.Now}
+}
+
+// ConfigMapName is the name of pool's ledger.
+func ConfigMapName(pool string) string { return pool + ConfigMapSuffix }
+
+// ConfigMapKey locates pool's ledger.
+func ConfigMapKey(pool *fleetv1.RunnerPool) types.NamespacedName {
+	return types.NamespacedName{Namespace: pool.Namespace, Name: ConfigMapName(pool.Name)}
+}
+
+type observedAtKey struct{}
+
+// WithObservedAt tells Record when the event was received, so transition times (and the
+// first-queued time the webhook-to-runner latency is measured from) do not include the time
+// the event spent in a queue.
+func WithObservedAt(ctx context.Context, t time.Time) context.Context {
+	return context.WithValue(ctx, observedAtKey{}, t)
+}
+
+func (s *Store) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+func (s *Store) retention() time.Duration {
+	if s.Retention > 0 {
+		return s.Retention
+	}
+	return DefaultRetention
+}
+
+func (s *Store) maxRecords() int {
+	if s.MaxRecords > 0 {
+		return s.MaxRecords
+	}
+	return DefaultMaxRecords
+}
+
+// Record applies one job event to pool's ledger. Only forward transitions are applied
+// (platform.IsForward; waiting counts as queued), so duplicates, replays and events arriving
+// out of order return changed=false. A job the ledger has never seen is recorded whatever its
+// state: a runner of ours may have taken a job whose queued event was lost, and a completed
+// record keeps a late queued replay from creating demand.
+func (s *Store) Record(ctx context.Context, pool *fleetv1.RunnerPool, ev platform.JobEvent) (bool, error) {
+	if ev.JobID == 0 || !ev.State.Valid() {
+		return false, fmt.Errorf("job event needs a job id and a known state (job %d, state %q)", ev.JobID, ev.State)
+	}
+	at, ok := ctx.Value(observedAtKey{}).(time.Time)
+	if !ok {
+		at = s.now()
+	}
+	return s.mutate(ctx, pool, func(jobs map[int64]Record) bool {
+		old, known := jobs[ev.JobID]
+		if known && !platform.IsForward(old.State, ev.State) {
+			return false
+		}
+		r := old
+		r.State, r.Transition = storedState(ev.State), at
+		if !known || r.LabelSet == "" {
+			r.LabelSet = platform.LabelSetKey(ev.Labels)
+		}
+		if ev.State.NeedsRunner() && r.FirstQueued.IsZero() {
+			r.FirstQueued = at
+		}
+		if ev.RunnerName != "" {
+			r.Runner = ev.RunnerName
+		}
+		jobs[ev.JobID] = r
+		return true
+	})
+}
+
+// Snapshot reads pool's ledger; a pool without one has no demand.
+func (s *Store) Snapshot(ctx context.Context, pool *fleetv1.RunnerPool) (Demand, error) {
+	cm := &corev1.ConfigMap{}
+	if err := s.Client.Get(ctx, ConfigMapKey(pool), cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return newDemand(map[int64]Record{}), nil
+		}
+		return Demand{}, fmt.Errorf("reading job ledger: %w", err)
+	}
+	return newDemand(decodeLedger(cm.Data)), nil
+}
+
+// Repair reconciles pool's ledger with the platform's list of jobs waiting for a runner, which
+// the repair loop fetches because webhooks are never retried. queued must hold only the jobs
+// routed to this pool (see JobsForPool). Jobs the ledger lacks are added as queued. Jobs the
+// ledger holds as queued that the platform no longer lists were cancelled or taken by a runner
+// that is not ours, and are marked completed, unless they were queued less than minAge ago: the
+// platform's list may predate the webhook that announced them.
+func (s *Store) Repair(ctx context.Context, pool *fleetv1.RunnerPool, queued []platform.Job, minAge time.Duration) (added, removed int, err error) {
+	_, err = s.mutate(ctx, pool, func(jobs map[int64]Record) bool {
+		added, removed = 0, 0 // a retry starts over from a fresh read
+		now := s.now()
+		listed := make(map[int64]bool, len(queued))
+		for _, j := range queued {
+			if j.State != "" && !j.State.NeedsRunner() {
+				continue
+			}
+			listed[j.ID] = true
+			if _, known := jobs[j.ID]; known {
+				continue
+			}
+			jobs[j.ID] = Record{State: platform.JobQueued, LabelSet: platform.LabelSetKey(j.Labels), Transition: now, FirstQueued: now}
+			added++
+		}
+		for id, r := range jobs {
+			if !r.State.NeedsRunner() || listed[id] || now.Sub(queuedSince(r)) < minAge {
+				continue
+			}
+			r.State, r.Transition = platform.JobCompleted, now
+			jobs[id] = r
+			removed++
+		}
+		return added+removed > 0
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	if added+removed > 0 {
+		ctrl.LoggerFrom(ctx).V(1).Info("Repaired job ledger", "pool", pool.Name, "added", added, "removed", removed)
+	}
+	return added, removed, nil
+}
+
+func queuedSince(r Record) time.Time {
+	if !r.FirstQueued.IsZero() {
+		return r.FirstQueued
+	}
+	return r.Transition
+}
+
+// mutate is the read-modify-write loop every ledger write goes through: read the ConfigMap,
+// let change edit the decoded records (returning whether it changed anything), prune, and
+// write back with the read's resourceVersion. A conflict (or a concurrent first create) means
+// another writer won; the loop re-reads and re-applies change, which must therefore be a pure
+// function of the records it is given.
+func (s *Store) mutate(ctx context.Context, pool *fleetv1.RunnerPool, change func(map[int64]Record) bool) (bool, error) {
+	if pool.UID == "" {
+		return false, fmt.Errorf("runner pool %s/%s has no UID; pass the object read from the API server", pool.Namespace, pool.Name)
+	}
+	var lastErr error
+	for attempt := 0; attempt < writeAttempts; attempt++ {
+		if attempt > 0 {
+			if err := sleep(ctx, backoff(attempt)); err != nil {
+				return false, err
+			}
+		}
+		changed, err := s.tryMutate(ctx, pool, change)
+		if err == nil || !(apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) {
+			return changed, err
+		}
+		lastErr = err
+	}
+	return false, fmt.Errorf("writing job ledger: gave up after %d conflicts: %w", writeAttempts, lastErr)
+}
+
+func (s *Store) tryMutate(ctx context.Context, pool *fleetv1.RunnerPool, change func(map[int64]Record) bool) (bool, error) {
+	key := ConfigMapKey(pool)
+	cm := &corev1.ConfigMap{}
+	exists := true
+	if err := s.Client.Get(ctx, key, cm); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("reading job ledger: %w", err)
+		}
+		exists = false
+		cm = &corev1.ConfigMap{}
+		cm.Namespace, cm.Name = key.Namespace, key.Name
+	}
+	jobs := decodeLedger(cm.Data)
+	before := len(jobs)
+	if !change(jobs) {
+		return false, nil
+	}
+	if err := s.prune(jobs, before); err != nil {
+		return false, err
+	}
+	cm.Data = make(map[string]string, len(jobs))
+	for id, r := range jobs {
+		cm.Data[jobKey(id)] = encodeRecord(r)
+	}
+	if cm.Labels == nil {
+		cm.Labels = map[string]string{}
+	}
+	cm.Labels[fleetv1.RunnerPoolNameLabel] = pool.Name
+	if err := controllerutil.SetOwnerReference(pool, cm, s.Client.Scheme()); err != nil {
+		return false, err
+	}
+	if exists {
+		return true, s.Client.Update(ctx, cm)
+	}
+	return true, s.Client.Create(ctx, cm)
+}
+
+// backoff grows exponentially with full jitter, so writers that collided spread out.
+func backoff(attempt int) time.Duration {
+	d := retryBase << min(attempt, 10)
+	d = min(d, retryCap)
+	return d/2 + rand.N(d/2+1)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
