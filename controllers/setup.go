@@ -2,12 +2,22 @@ package controllers
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"strings"
 	"time"
 
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
+	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
+	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
+	"github.com/hyperfleet-io/hyperfleet/pkg/identity/builtin"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
 )
 
 // Options are the settings controllers share.
@@ -23,6 +33,18 @@ type Options struct {
 	Builder connection.Builder
 	// TemplateCheckInterval is how often MachineClaimTemplates are re-checked. Default 1m.
 	TemplateCheckInterval time.Duration
+	// BootstrapServiceURL is where VMs reach the bootstrap service.
+	BootstrapServiceURL string
+	// BootstrapCASecret is namespace/name of the builtin identity CA Secret.
+	BootstrapCASecret string
+	// TrustDomain is the default SPIFFE trust domain.
+	TrustDomain string
+	// RepairInterval is how often RunnerPool demand is checked against the GitHub API.
+	RepairInterval time.Duration
+	// GitHubTransport is the base HTTP transport of GitHub clients (e.g. to trust a GHES CA).
+	GitHubTransport http.RoundTripper
+	// PoolWakeups lets the webhook receiver trigger a RunnerPool reconcile when demand changes.
+	PoolWakeups <-chan event.TypedGenericEvent[*fleetv1.RunnerPool]
 	// SkipNameValidation allows several managers in one process, as tests that restart the manager need.
 	SkipNameValidation bool
 }
@@ -70,5 +92,35 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		WatchFilter: opts.WatchFilter,
 		Interval:    opts.TemplateCheckInterval,
 	}
-	return templates.SetupWithManager(ctx, mgr, copts)
+	if err := templates.SetupWithManager(ctx, mgr, copts); err != nil {
+		return err
+	}
+
+	td, err := spiffeid.TrustDomainFromString(opts.TrustDomain)
+	if err != nil {
+		return fmt.Errorf("trust domain %q: %w", opts.TrustDomain, err)
+	}
+	caNS, caName, _ := strings.Cut(opts.BootstrapCASecret, "/")
+	bootstrap := &BootstrapConfigReconciler{
+		Client:      mgr.GetClient(),
+		Recorder:    mgr.GetEventRecorderFor("bootstrapconfig-controller"),
+		WatchFilter: opts.WatchFilter,
+		Provisioner: builtin.NewProvisioner(mgr.GetClient(), types.NamespacedName{Namespace: caNS, Name: caName}, td),
+		ServiceURL:  opts.BootstrapServiceURL,
+		TrustDomain: opts.TrustDomain,
+	}
+	if err := bootstrap.SetupWithManager(ctx, mgr, copts); err != nil {
+		return err
+	}
+
+	pools := &RunnerPoolReconciler{
+		Client:         mgr.GetClient(),
+		Recorder:       mgr.GetEventRecorderFor("runnerpool-controller"),
+		Demand:         demand.NewStore(mgr.GetClient()),
+		Platforms:      &github.PoolClients{Reader: mgr.GetClient(), Transport: opts.GitHubTransport},
+		WatchFilter:    opts.WatchFilter,
+		RepairInterval: opts.RepairInterval,
+		Wakeups:        opts.PoolWakeups,
+	}
+	return pools.SetupWithManager(ctx, mgr, copts)
 }

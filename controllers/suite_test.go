@@ -82,6 +82,8 @@ func startManager(t *testing.T, timing ...testTiming) (stop func()) {
 		MetricsBindAddress: "0", HealthProbeBindAddress: "0", Concurrency: 4,
 		SyncPeriod: time.Minute, SweepInterval: tm.sweep, OrphanGracePeriod: tm.orphanGrace,
 		ProviderTimeout: 5 * time.Second, LeaderElectionID: "hyperfleet-test",
+		BootstrapCASecret: "default/hyperfleet-bootstrap-ca", TrustDomain: "hyperfleet.local",
+		BootstrapServiceURL: "https://127.0.0.1:8443", RepairInterval: time.Hour,
 	}
 	mgr, err := manager.New(context.Background(), env.Config, cfg, func(o *controllers.Options) {
 		o.TaskPollInterval = 100 * time.Millisecond

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -35,6 +36,13 @@ type Manager struct {
 	WebhookBindAddress string
 	// BootstrapServiceURL is the address VMs reach the bootstrap service at.
 	BootstrapServiceURL string
+	// BootstrapCASecret is namespace/name of the Secret with the builtin identity CA, shared with
+	// the bootstrap service.
+	BootstrapCASecret string
+	// TrustDomain is the SPIFFE trust domain of runner VMs when a BootstrapConfig names none.
+	TrustDomain string
+	// RepairInterval is how often each RunnerPool's demand is reconciled against the GitHub API.
+	RepairInterval time.Duration
 	// OTLPEndpoint enables OpenTelemetry tracing when set.
 	OTLPEndpoint    string
 	OTelServiceName string
@@ -105,6 +113,9 @@ func (m *Manager) Bind(fs *flag.FlagSet, getenv func(string) string) func() erro
 	duration(&m.ProviderTimeout, setting{"provider-timeout", "PROVIDER_TIMEOUT", "timeout of each hypervisor API call"}, 30*time.Second)
 	str(&m.WebhookBindAddress, setting{"webhook-bind-address", "WEBHOOK_BIND_ADDRESS", "address of the CI webhook receiver; 0 disables it"}, ":9090")
 	str(&m.BootstrapServiceURL, setting{"bootstrap-service-url", "BOOTSTRAP_SERVICE_URL", "URL VMs reach the bootstrap service at"}, "")
+	str(&m.BootstrapCASecret, setting{"bootstrap-ca-secret", "BOOTSTRAP_CA_SECRET", "namespace/name of the Secret holding the builtin identity CA (shared with the bootstrap service)"}, "hyperfleet-system/hyperfleet-bootstrap-ca")
+	str(&m.TrustDomain, setting{"trust-domain", "TRUST_DOMAIN", "SPIFFE trust domain of runner VMs"}, "hyperfleet.local")
+	duration(&m.RepairInterval, setting{"repair-interval", "REPAIR_INTERVAL", "how often RunnerPool demand is reconciled against the GitHub API"}, time.Minute)
 	str(&m.OTLPEndpoint, setting{"otlp-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "OpenTelemetry OTLP endpoint; empty disables tracing"}, "")
 	str(&m.OTelServiceName, setting{"otel-service-name", "OTEL_SERVICE_NAME", "service name of the traces"}, "hyperfleet-operator")
 
@@ -123,6 +134,9 @@ func (m *Manager) Validate() error {
 	}
 	if m.SweepInterval < time.Second {
 		return fmt.Errorf("sweep-interval must be at least 1s, got %s", m.SweepInterval)
+	}
+	if ns, name, ok := strings.Cut(m.BootstrapCASecret, "/"); !ok || ns == "" || name == "" {
+		return fmt.Errorf("bootstrap-ca-secret must be namespace/name, got %q", m.BootstrapCASecret)
 	}
 	if m.ProviderTimeout <= 0 {
 		return fmt.Errorf("provider-timeout must be positive, got %s", m.ProviderTimeout)

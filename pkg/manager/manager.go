@@ -51,11 +51,15 @@ func New(ctx context.Context, restConfig *rest.Config, cfg *config.Manager, over
 		return nil, err
 	}
 	opts := controllers.Options{
-		Concurrency:       cfg.Concurrency,
-		WatchFilter:       cfg.WatchFilter,
-		SweepInterval:     cfg.SweepInterval,
-		OrphanGracePeriod: cfg.OrphanGracePeriod,
-		ProviderTimeout:   cfg.ProviderTimeout,
+		Concurrency:         cfg.Concurrency,
+		WatchFilter:         cfg.WatchFilter,
+		SweepInterval:       cfg.SweepInterval,
+		OrphanGracePeriod:   cfg.OrphanGracePeriod,
+		ProviderTimeout:     cfg.ProviderTimeout,
+		BootstrapServiceURL: cfg.BootstrapServiceURL,
+		BootstrapCASecret:   cfg.BootstrapCASecret,
+		TrustDomain:         cfg.TrustDomain,
+		RepairInterval:      cfg.RepairInterval,
 	}
 	for _, o := range override {
 		o(&opts)

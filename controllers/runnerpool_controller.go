@@ -1,0 +1,238 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/tools/record"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/finalizers"
+	"sigs.k8s.io/cluster-api/util/patch"
+	"sigs.k8s.io/cluster-api/util/paused"
+	"sigs.k8s.io/cluster-api/util/predicates"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
+	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
+	"github.com/hyperfleet-io/hyperfleet/pkg/scaling"
+)
+
+// RunnerPoolReconciler keeps a pool of one-job runners the size its jobs need, like a MachineSet:
+// it compares the runners that exist with the desired count and creates or removes Machines (each
+// with a MachineClaim and a BootstrapConfig from the pool's templates).
+type RunnerPoolReconciler struct {
+	Client      client.Client
+	Recorder    record.EventRecorder
+	Demand      *demand.Store
+	Platforms   *github.PoolClients
+	WatchFilter string
+	// RepairInterval is how often demand is reconciled against the CI platform's API. Default 60s.
+	RepairInterval time.Duration
+	// Wakeups receives pools whose demand changed (from the webhook receiver).
+	Wakeups <-chan event.TypedGenericEvent[*fleetv1.RunnerPool]
+}
+
+// poolScope is what one reconcile of a RunnerPool works with.
+type poolScope struct {
+	pool    *fleetv1.RunnerPool
+	cluster *clusterv1.Cluster
+	// machines are the pool's Machines, by name.
+	machines map[string]*clusterv1.Machine
+	runners  []scaling.Runner
+	demand   demand.Demand
+	plan     scaling.Plan
+}
+
+// +kubebuilder:rbac:groups=hyperfleet.io,resources=runnerpools,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=hyperfleet.io,resources=runnerpools/status;runnerpools/finalizers,verbs=get;update;patch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=machineclaims,verbs=create;patch
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=machineclaimtemplates,verbs=get;list;watch
+// +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=bootstrapconfigs,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=bootstrapconfigtemplates,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch
+
+// Reconcile sizes one RunnerPool.
+func (r *RunnerPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	log := ctrl.LoggerFrom(ctx)
+	pool := &fleetv1.RunnerPool{}
+	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	s := &poolScope{pool: pool}
+	cluster := &clusterv1.Cluster{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: pool.Spec.ClusterName}, cluster)
+	switch {
+	case err == nil:
+		s.cluster = cluster
+		log = log.WithValues("Cluster", klogRef(cluster))
+		ctx = ctrl.LoggerInto(ctx, log)
+	case !apierrors.IsNotFound(err):
+		return ctrl.Result{}, err
+	}
+	if added, err := finalizers.EnsureFinalizer(ctx, r.Client, pool, fleetv1.RunnerPoolFinalizer); err != nil || added {
+		return ctrl.Result{}, err
+	}
+	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, s.cluster, pool); err != nil || isPaused || requeue {
+		return ctrl.Result{}, err
+	}
+	helper, err := patch.NewHelper(pool, r.Client)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	defer func() {
+		r.updateStatus(s)
+		if err := helper.Patch(ctx, pool, patch.WithOwnedConditions{Conditions: []string{
+			fleetv1.ReadyCondition, fleetv1.ScalingLimitedCondition, fleetv1.GitHubAvailableCondition, clusterv1.PausedCondition,
+		}}); err != nil {
+			reterr = kerrors.NewAggregate([]error{reterr, err})
+		}
+	}()
+
+	if !pool.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, s)
+	}
+	return r.reconcileNormal(ctx, s)
+}
+
+func (r *RunnerPoolReconciler) reconcileNormal(ctx context.Context, s *poolScope) (ctrl.Result, error) {
+	if s.cluster == nil {
+		conditions.Set(s.pool, metav1.Condition{Type: fleetv1.ReadyCondition, Status: metav1.ConditionFalse,
+			Reason: "ClusterNotFound", Message: fmt.Sprintf("Cluster %s not found", s.pool.Spec.ClusterName)})
+		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
+	}
+	for _, step := range []func(context.Context, *poolScope) (ctrl.Result, error){
+		r.reconcileRunners,
+		r.reconcileDemand,
+		r.reconcileRepair,
+		r.reconcileReplicas,
+	} {
+		if res, err := step(ctx, s); err != nil || !res.IsZero() {
+			return res, err
+		}
+	}
+	return ctrl.Result{RequeueAfter: r.repairInterval()}, nil
+}
+
+// reconcileDemand reads the pool's job ledger.
+func (r *RunnerPoolReconciler) reconcileDemand(ctx context.Context, s *poolScope) (ctrl.Result, error) {
+	d, err := r.Demand.Snapshot(ctx, s.pool)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("reading demand: %w", err)
+	}
+	s.demand = d
+	for i := range s.runners {
+		if _, busy := d.Busy[s.runners[i].Name]; busy {
+			s.runners[i].Busy = true
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// reconcileReplicas creates or removes runners to reach the desired count.
+func (r *RunnerPoolReconciler) reconcileReplicas(ctx context.Context, s *poolScope) (ctrl.Result, error) {
+	busy := 0
+	for _, rn := range s.runners {
+		if rn.Busy && !rn.Deleting {
+			busy++
+		}
+	}
+	s.plan = scaling.Decide(policyOf(s.pool), scaling.Demand{Queued: s.demand.Queued, Busy: busy}, s.runners, time.Now())
+	var errs []error
+	removed := 0
+	for _, rm := range s.plan.Remove {
+		ok, err := r.removeRunner(ctx, s, rm)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if ok {
+			removed++
+		}
+	}
+	var created []string
+	for i := 0; i < s.plan.Create; i++ {
+		name, err := r.createRunner(ctx, s)
+		if err != nil {
+			errs = append(errs, err)
+			break
+		}
+		created = append(created, name)
+	}
+	if len(created) > 0 || removed > 0 {
+		// Wait until the cache shows what we did, so the next reconcile does not count stale
+		// Machines and create or remove a second time.
+		if err := r.waitForCache(ctx, s.pool, created); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return ctrl.Result{}, kerrors.NewAggregate(errs)
+}
+
+func (r *RunnerPoolReconciler) reconcileDelete(ctx context.Context, s *poolScope) (ctrl.Result, error) {
+	machines := &clusterv1.MachineList{}
+	if err := r.Client.List(ctx, machines, client.InNamespace(s.pool.Namespace),
+		client.MatchingLabels{fleetv1.RunnerPoolNameLabel: s.pool.Name}); err != nil {
+		return ctrl.Result{}, err
+	}
+	for i := range machines.Items {
+		m := &machines.Items[i]
+		if m.DeletionTimestamp.IsZero() {
+			if err := r.Client.Delete(ctx, m); err != nil && !apierrors.IsNotFound(err) {
+				return ctrl.Result{}, err
+			}
+		}
+	}
+	if len(machines.Items) > 0 {
+		conditions.Set(s.pool, metav1.Condition{Type: fleetv1.ReadyCondition, Status: metav1.ConditionFalse,
+			Reason: "Deleting", Message: fmt.Sprintf("waiting for %d Machine(s) to be deleted", len(machines.Items))})
+		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
+	}
+	controllerutil.RemoveFinalizer(s.pool, fleetv1.RunnerPoolFinalizer)
+	return ctrl.Result{}, nil
+}
+
+func (r *RunnerPoolReconciler) repairInterval() time.Duration {
+	if r.RepairInterval > 0 {
+		return r.RepairInterval
+	}
+	return time.Minute
+}
+
+// SetupWithManager registers the controller: it owns Machines and follows BootstrapConfigs (a runner
+// becomes ready when its VM attests) and wake-ups from the webhook receiver.
+func (r *RunnerPoolReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&fleetv1.RunnerPool{}).
+		WithOptions(opts).
+		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), r.WatchFilter)).
+		Owns(&clusterv1.Machine{}).
+		Watches(&bootstrapv1.BootstrapConfig{}, handler.EnqueueRequestsFromMapFunc(poolOfLabelled)).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(poolOfLabelled))
+	if r.Wakeups != nil {
+		b = b.WatchesRawSource(source.Channel(r.Wakeups, &handler.TypedEnqueueRequestForObject[*fleetv1.RunnerPool]{}))
+	}
+	return b.Complete(r)
+}
+
+// poolOfLabelled maps an object carrying the pool label to its pool.
+func poolOfLabelled(_ context.Context, o client.Object) []ctrl.Request {
+	name := o.GetLabels()[fleetv1.RunnerPoolNameLabel]
+	if name == "" {
+		return nil
+	}
+	return []ctrl.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
+}

@@ -1,0 +1,95 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
+)
+
+// repairMinAge keeps the repair loop from undoing a webhook that arrived a moment ago.
+const repairMinAge = 30 * time.Second
+
+// reconcileRepair compares the ledger with the CI platform's API every repair interval: GitHub does
+// not redeliver webhooks, so queued jobs whose webhook was lost are added, and jobs that are no
+// longer queued are dropped. It also deregisters offline runners of this pool that no Machine backs.
+func (r *RunnerPoolReconciler) reconcileRepair(ctx context.Context, s *poolScope) (ctrl.Result, error) {
+	if r.Platforms == nil {
+		return ctrl.Result{}, nil
+	}
+	last := s.pool.Status.LastRepairTime
+	if last != nil && time.Since(last.Time) < r.repairInterval() {
+		return ctrl.Result{}, nil
+	}
+	log := ctrl.LoggerFrom(ctx)
+	c, scope, err := r.Platforms.For(ctx, s.pool)
+	if err != nil {
+		r.setGitHubUnavailable(s, err)
+		return ctrl.Result{}, nil // sizing continues on webhook demand
+	}
+	jobs, err := c.QueuedJobs(ctx, scope)
+	if err != nil {
+		r.setGitHubUnavailable(s, err)
+		return ctrl.Result{}, nil
+	}
+	mine := platform.FilterJobs(jobs, s.pool.Spec.GitHub.Labels)
+	added, removed, err := r.Demand.Repair(ctx, s.pool, mine, repairMinAge)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if added+removed > 0 {
+		log.Info("repaired demand from the GitHub API", "added", added, "removed", removed)
+		// Re-read so this reconcile sizes on the repaired ledger.
+		if _, err := r.reconcileDemand(ctx, s); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if err := r.removeStaleRunners(ctx, s, c, scope); err != nil {
+		log.Error(err, "removing stale runners")
+	}
+	conditions.Set(s.pool, metav1.Condition{Type: fleetv1.GitHubAvailableCondition, Status: metav1.ConditionTrue,
+		Reason: fleetv1.GitHubAvailableReason})
+	s.pool.Status.LastRepairTime = &metav1.Time{Time: time.Now()}
+	return ctrl.Result{}, nil
+}
+
+// removeStaleRunners deregisters offline runners named like this pool's Machines that no Machine
+// backs any more (a VM that died before deregistering).
+func (r *RunnerPoolReconciler) removeStaleRunners(ctx context.Context, s *poolScope, c *github.Client, scope platform.Scope) error {
+	runners, err := c.ListRunners(ctx, scope)
+	if err != nil {
+		return err
+	}
+	prefix := s.pool.Name + "-"
+	var errs []error
+	for _, rn := range runners {
+		if rn.Status != platform.RunnerOffline || rn.Busy || len(rn.Name) <= len(prefix) || rn.Name[:len(prefix)] != prefix {
+			continue
+		}
+		if _, backed := s.machines[rn.Name]; backed {
+			continue
+		}
+		if err := c.RemoveRunner(ctx, scope, rn.ID); err != nil && !errors.Is(err, platform.ErrRunnerBusy) {
+			errs = append(errs, err)
+			continue
+		}
+		ctrl.LoggerFrom(ctx).Info("deregistered stale runner", "runner", rn.Name)
+	}
+	return errors.Join(errs...)
+}
+
+func (r *RunnerPoolReconciler) setGitHubUnavailable(s *poolScope, err error) {
+	reason := fleetv1.GitHubUnavailableReason
+	if errors.Is(err, github.ErrCredentials) {
+		reason = fleetv1.GitHubCredentialsNotFoundReason
+	}
+	conditions.Set(s.pool, metav1.Condition{Type: fleetv1.GitHubAvailableCondition, Status: metav1.ConditionFalse,
+		Reason: reason, Message: err.Error()})
+}

@@ -1,0 +1,244 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/storage/names"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
+	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
+	"github.com/hyperfleet-io/hyperfleet/pkg/scaling"
+)
+
+const runnerPoolFieldOwner = client.FieldOwner("runnerpool-controller")
+
+// reconcileRunners reads the pool's Machines and how far each runner got.
+func (r *RunnerPoolReconciler) reconcileRunners(ctx context.Context, s *poolScope) (ctrl.Result, error) {
+	inPool := client.MatchingLabels{fleetv1.RunnerPoolNameLabel: s.pool.Name}
+	machines := &clusterv1.MachineList{}
+	if err := r.Client.List(ctx, machines, client.InNamespace(s.pool.Namespace), inPool); err != nil {
+		return ctrl.Result{}, err
+	}
+	configs := &bootstrapv1.BootstrapConfigList{}
+	if err := r.Client.List(ctx, configs, client.InNamespace(s.pool.Namespace), inPool); err != nil {
+		return ctrl.Result{}, err
+	}
+	attested := map[string]time.Time{}
+	for _, c := range configs.Items {
+		if c.Status.AttestedTime != nil {
+			attested[c.Name] = c.Status.AttestedTime.Time
+		}
+	}
+	s.machines = map[string]*clusterv1.Machine{}
+	s.runners = nil
+	for i := range machines.Items {
+		m := &machines.Items[i]
+		if !metav1.IsControlledBy(m, s.pool) {
+			continue
+		}
+		s.machines[m.Name] = m
+		rn := scaling.Runner{
+			Name:      m.Name,
+			Created:   m.CreationTimestamp.Time,
+			Deleting:  !m.DeletionTimestamp.IsZero(),
+			Unhealthy: needsRemediation(m),
+		}
+		// A runner is ready once its VM proved its identity and fetched its runner configuration.
+		if t, ok := attested[bootstrapConfigName(m)]; ok {
+			rn.Ready, rn.ReadySince = true, t
+		}
+		s.runners = append(s.runners, rn)
+	}
+	return ctrl.Result{}, nil
+}
+
+// needsRemediation reports what MachineHealthCheck decided: OwnerRemediated=False asks the owner
+// (as for a MachineSet) to delete and replace the Machine.
+func needsRemediation(m *clusterv1.Machine) bool {
+	if _, ok := m.Annotations[clusterv1.RemediateMachineAnnotation]; ok {
+		return true
+	}
+	return conditions.IsFalse(m, clusterv1.MachineOwnerRemediatedCondition)
+}
+
+func bootstrapConfigName(m *clusterv1.Machine) string {
+	if ref := m.Spec.Bootstrap.ConfigRef; ref.IsDefined() && ref.Kind == "BootstrapConfig" {
+		return ref.Name
+	}
+	return m.Name
+}
+
+// createRunner creates one runner: its BootstrapConfig and MachineClaim from the pool's templates,
+// then the Machine that ties them together. Objects are written with server-side apply.
+func (r *RunnerPoolReconciler) createRunner(ctx context.Context, s *poolScope) (string, error) {
+	pool := s.pool
+	bct := &bootstrapv1.BootstrapConfigTemplate{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: pool.Spec.Template.BootstrapConfigRef.Name}, bct); err != nil {
+		return "", r.templateError(s, "BootstrapConfigTemplate", pool.Spec.Template.BootstrapConfigRef.Name, err)
+	}
+	mct := &infrav1.MachineClaimTemplate{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: pool.Spec.Template.InfrastructureRef.Name}, mct); err != nil {
+		return "", r.templateError(s, "MachineClaimTemplate", pool.Spec.Template.InfrastructureRef.Name, err)
+	}
+	name := names.SimpleNameGenerator.GenerateName(pool.Name + "-")
+	labels := map[string]string{}
+	for k, v := range pool.Spec.Template.ObjectMeta.Labels {
+		labels[k] = v
+	}
+	labels[clusterv1.ClusterNameLabel] = pool.Spec.ClusterName
+	labels[fleetv1.RunnerPoolNameLabel] = pool.Name
+	poolRef := metav1.OwnerReference{APIVersion: fleetv1.GroupVersion.String(), Kind: "RunnerPool", Name: pool.Name, UID: pool.UID}
+	meta := func(extra map[string]string) metav1.ObjectMeta {
+		l := map[string]string{}
+		for k, v := range extra {
+			l[k] = v
+		}
+		for k, v := range labels {
+			l[k] = v
+		}
+		return metav1.ObjectMeta{Name: name, Namespace: pool.Namespace, Labels: l, OwnerReferences: []metav1.OwnerReference{poolRef}}
+	}
+
+	config := &bootstrapv1.BootstrapConfig{
+		TypeMeta:   metav1.TypeMeta{APIVersion: bootstrapv1.GroupVersion.String(), Kind: "BootstrapConfig"},
+		ObjectMeta: meta(bct.Spec.Template.ObjectMeta.Labels),
+		Spec:       bct.Spec.Template.Spec,
+	}
+	claim := &infrav1.MachineClaim{
+		TypeMeta:   metav1.TypeMeta{APIVersion: infrav1.GroupVersion.String(), Kind: "MachineClaim"},
+		ObjectMeta: meta(mct.Spec.Template.ObjectMeta.Labels),
+		Spec:       mct.Spec.Template.Spec,
+	}
+	machineMeta := meta(nil)
+	machineMeta.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(pool, fleetv1.GroupVersion.WithKind("RunnerPool"))}
+	machine := &clusterv1.Machine{
+		TypeMeta:   metav1.TypeMeta{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine"},
+		ObjectMeta: machineMeta,
+		Spec: clusterv1.MachineSpec{
+			ClusterName: pool.Spec.ClusterName,
+			Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: bootstrapv1.GroupVersion.Group, Kind: "BootstrapConfig", Name: name}},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: infrav1.GroupVersion.Group, Kind: "MachineClaim", Name: name},
+			FailureDomain: pool.Spec.Template.FailureDomain,
+		},
+	}
+	for _, obj := range []client.Object{config, claim, machine} {
+		if err := r.Client.Patch(ctx, obj, client.Apply, runnerPoolFieldOwner, client.ForceOwnership); err != nil {
+			// Leave nothing half-made: a Machine-less claim or config would never be cleaned up.
+			for _, made := range []client.Object{config, claim} {
+				_ = client.IgnoreNotFound(r.Client.Delete(ctx, made))
+			}
+			return "", fmt.Errorf("creating runner %s: %w", name, err)
+		}
+	}
+	ctrl.LoggerFrom(ctx).Info("created runner", "Machine", name)
+	r.Recorder.Eventf(pool, corev1.EventTypeNormal, "RunnerCreated", "created Machine %s", name)
+	return name, nil
+}
+
+func (r *RunnerPoolReconciler) templateError(s *poolScope, kind, name string, err error) error {
+	if apierrors.IsNotFound(err) {
+		conditions.Set(s.pool, metav1.Condition{Type: fleetv1.ReadyCondition, Status: metav1.ConditionFalse,
+			Reason: "TemplateNotFound", Message: fmt.Sprintf("%s %s not found", kind, name)})
+	}
+	return fmt.Errorf("reading %s %s: %w", kind, name, err)
+}
+
+// removeRunner deletes a runner's Machine. A runner that may have registered is first deregistered
+// from the CI platform; if the platform says it is running a job, it stays (scale-down must never
+// kill a job). It reports whether the Machine was deleted.
+func (r *RunnerPoolReconciler) removeRunner(ctx context.Context, s *poolScope, rm scaling.Removal) (bool, error) {
+	m, ok := s.machines[rm.Name]
+	if !ok {
+		return false, nil
+	}
+	var wasReady bool
+	for _, rn := range s.runners {
+		if rn.Name == rm.Name {
+			wasReady = rn.Ready
+		}
+	}
+	if wasReady && r.Platforms != nil {
+		err := r.deregister(ctx, s, rm.Name)
+		switch {
+		case errors.Is(err, platform.ErrRunnerBusy):
+			if rm.Reason == scaling.ReasonScaleDown || rm.Reason == scaling.ReasonIdleTTL {
+				ctrl.LoggerFrom(ctx).Info("runner picked up a job; keeping it", "Machine", rm.Name)
+				return false, nil
+			}
+		case err != nil && rm.Reason == scaling.ReasonScaleDown:
+			return false, fmt.Errorf("deregistering runner %s before scale-down: %w", rm.Name, err)
+		}
+	}
+	if err := r.Client.Delete(ctx, m, client.Preconditions{UID: ptr.To(m.UID)}); err != nil && !apierrors.IsNotFound(err) {
+		return false, err
+	}
+	ctrl.LoggerFrom(ctx).Info("removed runner", "Machine", rm.Name, "reason", rm.Reason)
+	r.Recorder.Eventf(s.pool, corev1.EventTypeNormal, "RunnerRemoved", "deleted Machine %s: %s", rm.Name, rm.Reason)
+	return true, nil
+}
+
+func (r *RunnerPoolReconciler) deregister(ctx context.Context, s *poolScope, name string) error {
+	c, scope, err := r.Platforms.For(ctx, s.pool)
+	if err != nil {
+		return err
+	}
+	return c.RemoveRunnerByName(ctx, scope, name)
+}
+
+// waitForCache blocks until the cache shows the Machines just created, the staleness guard
+// MachineSet uses: without it a reconcile right after a burst would count too few and create again.
+func (r *RunnerPoolReconciler) waitForCache(ctx context.Context, pool *fleetv1.RunnerPool, created []string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for _, name := range created {
+		m := &clusterv1.Machine{}
+		for {
+			err := r.Client.Get(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: name}, m)
+			if err == nil {
+				break
+			}
+			if !apierrors.IsNotFound(err) {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("Machine %s did not appear in the cache: %w", name, ctx.Err())
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+func policyOf(p *fleetv1.RunnerPool) scaling.Policy {
+	pol := scaling.Policy{Min: int(p.Spec.MinReplicas), Max: int(p.Spec.MaxReplicas), Idle: int(p.Spec.IdleReplicas),
+		IdleTTL: 30 * time.Minute, MaxLifetime: 24 * time.Hour, BootstrapTimeout: 10 * time.Minute}
+	if p.Spec.Replicas != nil {
+		pol.Replicas = ptr.To(int(*p.Spec.Replicas))
+	}
+	if p.Spec.IdleTTL != nil {
+		pol.IdleTTL = p.Spec.IdleTTL.Duration
+	}
+	if p.Spec.MaxLifetime != nil {
+		pol.MaxLifetime = p.Spec.MaxLifetime.Duration
+	}
+	if p.Spec.BootstrapTimeout != nil {
+		pol.BootstrapTimeout = p.Spec.BootstrapTimeout.Duration
+	}
+	return pol
+}

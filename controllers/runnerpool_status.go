@@ -1,0 +1,58 @@
+package controllers
+
+import (
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
+)
+
+// updateStatus reports the pool at a glance: desired, replicas, ready, idle, busy, queued.
+func (r *RunnerPoolReconciler) updateStatus(s *poolScope) {
+	p := s.pool
+	st := &p.Status
+	st.Selector = fmt.Sprintf("%s=%s", fleetv1.RunnerPoolNameLabel, p.Name)
+	st.ObservedGeneration = p.Generation
+	if !p.DeletionTimestamp.IsZero() || s.runners == nil && s.cluster == nil {
+		return
+	}
+	var replicas, ready, busy int32
+	for _, rn := range s.runners {
+		if rn.Deleting {
+			continue
+		}
+		replicas++
+		if rn.Ready {
+			ready++
+		}
+		if rn.Busy {
+			busy++
+		}
+	}
+	st.Replicas, st.ReadyReplicas, st.BusyReplicas = replicas, ready, busy
+	st.IdleReplicas = max(ready-busy, 0)
+	st.QueuedJobs = int32(s.demand.Queued)
+	st.DesiredReplicas = int32(s.plan.Desired)
+
+	if s.plan.Limited {
+		conditions.Set(p, metav1.Condition{Type: fleetv1.ScalingLimitedCondition, Status: metav1.ConditionTrue,
+			Reason: fleetv1.MaxReplicasReachedReason, Message: fmt.Sprintf("demand exceeds maxReplicas %d", p.Spec.MaxReplicas)})
+	} else {
+		conditions.Set(p, metav1.Condition{Type: fleetv1.ScalingLimitedCondition, Status: metav1.ConditionFalse,
+			Reason: fleetv1.ScaledReason})
+	}
+	if c := conditions.Get(p, fleetv1.ReadyCondition); c != nil && c.Status == metav1.ConditionFalse &&
+		(c.Reason == "TemplateNotFound" || c.Reason == "ClusterNotFound") && s.plan.Create > 0 {
+		return // keep the error that stopped creation
+	}
+	reason, msg := fleetv1.ScaledReason, fmt.Sprintf("%d/%d runners, %d ready, %d busy, %d queued", replicas, st.DesiredReplicas, ready, busy, st.QueuedJobs)
+	switch {
+	case replicas < st.DesiredReplicas:
+		reason = fleetv1.ScalingUpReason
+	case replicas > st.DesiredReplicas:
+		reason = fleetv1.ScalingDownReason
+	}
+	conditions.Set(p, metav1.Condition{Type: fleetv1.ReadyCondition, Status: metav1.ConditionTrue, Reason: reason, Message: msg})
+}

@@ -1,0 +1,105 @@
+package controllers_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
+	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
+	"github.com/hyperfleet-io/hyperfleet/test/builder"
+	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
+)
+
+// runnerTemplates creates the MachineClaimTemplate and BootstrapConfigTemplate named "runner".
+func runnerTemplates(t *testing.T, ns string) {
+	t.Helper()
+	g := NewWithT(t)
+	mct := builder.NewMachineClaimTemplate("runner", ns).Build()
+	g.Expect(env.Client.Create(context.Background(), mct)).To(Succeed())
+	bct := &bootstrapv1.BootstrapConfigTemplate{ObjectMeta: metav1.ObjectMeta{Name: "runner", Namespace: ns}}
+	g.Expect(env.Client.Create(context.Background(), bct)).To(Succeed())
+}
+
+func poolMachines(g Gomega, pool *fleetv1.RunnerPool) []clusterv1.Machine {
+	list := &clusterv1.MachineList{}
+	g.Expect(env.Client.List(context.Background(), list, client.InNamespace(pool.Namespace),
+		client.MatchingLabels{fleetv1.RunnerPoolNameLabel: pool.Name})).To(Succeed())
+	var live []clusterv1.Machine
+	for _, m := range list.Items {
+		if m.DeletionTimestamp.IsZero() {
+			live = append(live, m)
+		}
+	}
+	return live
+}
+
+func queued(id int64, labels ...string) platform.JobEvent {
+	return platform.JobEvent{JobID: id, RunID: id, State: platform.JobQueued, Labels: labels, Organization: "acme", Repository: "acme/app"}
+}
+
+// TestRunnerPoolScalesWithDemand sizes a pool from its job ledger: the floor, growth to queued
+// demand within max, and back to the floor when the jobs are gone. Every Machine comes with its
+// MachineClaim and BootstrapConfig, and Cluster API takes them from there.
+func TestRunnerPoolScalesWithDemand(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	startCAPI(t)
+	sim := pvesim.StartForTest(t, pvesim.Config{})
+	startManager(t)
+	ns := newNamespace(t)
+	capiFleet(t, ns, sim)
+	runnerTemplates(t, ns)
+	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github-app", Namespace: ns},
+		StringData: map[string]string{"app-id": "1", "private-key": "not used here"}})).To(Succeed())
+	pool := builder.NewRunnerPool("linux", ns).WithCluster("fleet").WithBounds(1, 4).WithLabels("linux", "x64").
+		WithTemplates("runner", "runner").Build()
+	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
+
+	g.Eventually(func(g Gomega) {
+		ms := poolMachines(g, pool)
+		g.Expect(ms).To(HaveLen(1), "the floor")
+		m := ms[0]
+		g.Expect(m.Spec.ClusterName).To(Equal("fleet"))
+		g.Expect(metav1.IsControlledBy(&m, get(g, pool))).To(BeTrue())
+		g.Expect(get(g, &infrav1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: ns}}).Labels).
+			To(HaveKeyWithValue(fleetv1.RunnerPoolNameLabel, "linux"))
+		g.Expect(get(g, &bootstrapv1.BootstrapConfig{ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: ns}})).NotTo(BeNil())
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+
+	store := demand.NewStore(env.Client)
+	live := get(g, pool)
+	for id := int64(1); id <= 6; id++ {
+		_, err := store.Record(ctx, live, queued(id, "linux", "x64"))
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	g.Eventually(func(g Gomega) {
+		got := get(g, pool)
+		g.Expect(got.Status.QueuedJobs).To(Equal(int32(6)))
+		g.Expect(got.Status.DesiredReplicas).To(Equal(int32(4)), "clamped to max")
+		g.Expect(poolMachines(g, pool)).To(HaveLen(4))
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		g.Expect(len(poolMachines(g, pool))).To(BeNumerically("<=", 4), "max is never exceeded")
+	}, 2*time.Second, 100*time.Millisecond).Should(Succeed())
+
+	for id := int64(1); id <= 6; id++ {
+		ev := queued(id, "linux", "x64")
+		ev.State = platform.JobCompleted
+		_, err := store.Record(ctx, get(g, pool), ev)
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	g.Eventually(func(g Gomega) {
+		g.Expect(poolMachines(g, pool)).To(HaveLen(1), "back to the floor")
+		g.Expect(get(g, pool).Status.DesiredReplicas).To(Equal(int32(1)))
+	}, 60*time.Second, 200*time.Millisecond).Should(Succeed())
+}
