@@ -47,7 +47,8 @@ func TestKustomizeDefault(t *testing.T) {
 	bootstrap := deployment(t, find(t, objs, "Deployment", "bootstrap-service"))
 	g.Expect(*bootstrap.Spec.Replicas).To(Equal(int32(2)))
 	bc := container(t, bootstrap, "bootstrap-service")
-	g.Expect(ports(bc)).To(Equal(map[string]int32{"https": 8443}))
+	g.Expect(ports(bc)).To(Equal(map[string]int32{"https": 8443, "healthz": 8081}))
+	g.Expect(bc.Args).To(ContainElement("--ca-secret=$(POD_NAMESPACE)/hyperfleet-bootstrap-ca"))
 	g.Expect(bc.EnvFrom).To(ContainElement(HaveField("ConfigMapRef.Name", "hyperfleet-config")))
 	hardened(g, bootstrap, bc)
 
