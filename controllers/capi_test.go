@@ -10,7 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 
+	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
@@ -103,4 +105,54 @@ func TestClusterAPIMachineLifecycle(t *testing.T) {
 	_, exists = sim.VM(vmid)
 	g.Expect(exists).To(BeFalse())
 	g.Expect(ownedVMs(sim)).To(BeEmpty())
+}
+
+// TestClaimReadyOnlyAfterAttestation gives a Machine HyperFleet's BootstrapConfig: its claim stays
+// short of Ready while the VM merely runs, and turns Ready when the bootstrap records attestation.
+func TestClaimReadyOnlyAfterAttestation(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	startCAPI(t)
+	sim := pvesim.StartForTest(t, pvesim.Config{})
+	startManager(t)
+	ns := newNamespace(t)
+	capiFleet(t, ns, sim)
+	labels := map[string]string{clusterv1.ClusterNameLabel: "fleet"}
+	config := builder.NewBootstrapConfig("runner-a", ns).Build()
+	config.Labels = labels
+	g.Expect(env.Client.Create(ctx, config)).To(Succeed())
+	claim := builder.NewMachineClaim("runner-a", ns).WithLabels(labels).Build()
+	g.Expect(env.Client.Create(ctx, claim)).To(Succeed())
+	machine := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Name: "runner-a", Namespace: ns, Labels: labels},
+		Spec: clusterv1.MachineSpec{
+			ClusterName: "fleet",
+			Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: bootstrapv1.GroupVersion.Group, Kind: "BootstrapConfig", Name: "runner-a"}},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: infrav1.GroupVersion.Group, Kind: "MachineClaim", Name: "runner-a"},
+		},
+	}
+	g.Expect(env.Client.Create(ctx, machine)).To(Succeed())
+
+	g.Eventually(func(g Gomega) {
+		got := get(g, claim)
+		g.Expect(conditions.IsTrue(got, infrav1.MachineClaimVMProvisionedCondition)).To(BeTrue(), "%+v", got.Status.Conditions)
+		g.Expect(conditions.GetReason(got, infrav1.ReadyCondition)).To(Equal(infrav1.WaitingForBootstrapReason))
+		g.Expect(got.Status.Phase).To(Equal(infrav1.MachineClaimPhaseProvisioning))
+	}, 60*time.Second, 200*time.Millisecond).Should(Succeed())
+	vm, ok := sim.VM(int(get(g, claim).Status.VMID))
+	g.Expect(ok).To(BeTrue())
+	g.Expect(vm.Status).To(Equal("running"))
+
+	// The bootstrap service records attestation on the BootstrapConfig.
+	got := get(g, config)
+	got.Status.AttestedTime = &metav1.Time{Time: time.Now()}
+	g.Expect(env.Client.Status().Update(ctx, got)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := get(g, claim)
+		g.Expect(got.Status.Phase).To(Equal(infrav1.MachineClaimPhaseReady))
+		g.Expect(conditions.IsTrue(got, infrav1.ReadyCondition)).To(BeTrue())
+		g.Expect(got.Status.BootstrappedTime).NotTo(BeNil())
+	}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
 }

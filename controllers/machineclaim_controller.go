@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
+	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
@@ -109,7 +110,7 @@ func (r *MachineClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	defer func() {
 		r.summarize(s)
 		if err := helper.Patch(ctx, claim, patch.WithOwnedConditions{Conditions: []string{
-			infrav1.ReadyCondition, infrav1.MachineClaimVMProvisionedCondition, infrav1.PausedCondition,
+			infrav1.ReadyCondition, infrav1.MachineClaimVMProvisionedCondition, infrav1.MachineClaimBootstrapReadyCondition, infrav1.PausedCondition,
 		}}); err != nil {
 			reterr = kerrors.NewAggregate([]error{reterr, err})
 		}
@@ -128,6 +129,7 @@ func (r *MachineClaimReconciler) reconcileNormal(ctx context.Context, s *claimSc
 		r.reconcileHypervisorCluster,
 		r.reconcileBootstrapData,
 		r.reconcileVM,
+		r.reconcileBootstrapped,
 	} {
 		if res, err := step(ctx, s); err != nil || !res.IsZero() {
 			return res, err
@@ -254,7 +256,17 @@ func (r *MachineClaimReconciler) summarize(s *claimScope) {
 	default:
 		c.Status.Phase = infrav1.MachineClaimPhasePending
 	}
-	mirrorCondition(c, infrav1.MachineClaimVMProvisionedCondition, infrav1.ReadyCondition)
+	// Ready is the VM's state until the VM runs; then, for a runner whose bootstrap HyperFleet
+	// provides, it waits for the agent to prove its identity.
+	if conditions.IsTrue(c, infrav1.MachineClaimVMProvisionedCondition) && conditions.Has(c, infrav1.MachineClaimBootstrapReadyCondition) &&
+		c.DeletionTimestamp.IsZero() {
+		mirrorCondition(c, infrav1.MachineClaimBootstrapReadyCondition, infrav1.ReadyCondition)
+		if !conditions.IsTrue(c, infrav1.MachineClaimBootstrapReadyCondition) && c.Status.Phase == infrav1.MachineClaimPhaseReady {
+			c.Status.Phase = infrav1.MachineClaimPhaseProvisioning
+		}
+	} else {
+		mirrorCondition(c, infrav1.MachineClaimVMProvisionedCondition, infrav1.ReadyCondition)
+	}
 	c.Status.ObservedGeneration = c.Generation
 }
 
@@ -305,6 +317,7 @@ func (r *MachineClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(clusterToClaims),
 			builder.WithPredicates(predicates.ClusterPausedTransitionsOrInfrastructureProvisioned(mgr.GetScheme(), log))).
 		Watches(&infrav1.HypervisorCluster{}, handler.EnqueueRequestsFromMapFunc(r.hypervisorClusterToClaims)).
+		Watches(&bootstrapv1.BootstrapConfig{}, handler.EnqueueRequestsFromMapFunc(r.bootstrapConfigToClaim)).
 		Complete(r)
 }
 

@@ -1,0 +1,88 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+)
+
+// reconcileBootstrapped owns BootstrapReady. When the owner Machine's bootstrap is a HyperFleet
+// BootstrapConfig, the claim is Ready only once the VM's agent has proved its identity and fetched
+// its runner configuration; a VM that merely runs is not yet a runner. Other bootstrap providers
+// (and standalone claims) have no such signal, so the running VM is enough.
+func (r *MachineClaimReconciler) reconcileBootstrapped(ctx context.Context, s *claimScope) (ctrl.Result, error) {
+	c := s.claim
+	if !ptr.Deref(ptr.Deref(c.Status.Initialization, infrav1.MachineClaimInitializationStatus{}).Provisioned, false) {
+		return ctrl.Result{}, nil
+	}
+	ref := bootstrapRef(s.machine)
+	if ref == nil {
+		conditions.Delete(c, infrav1.MachineClaimBootstrapReadyCondition)
+		return ctrl.Result{}, nil
+	}
+	config := &bootstrapv1.BootstrapConfig{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: ref.Name}, config); err != nil {
+		if apierrors.IsNotFound(err) {
+			setBootstrapCondition(c, metav1.ConditionFalse, infrav1.WaitingForBootstrapReason, fmt.Sprintf("BootstrapConfig %s not found", ref.Name))
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	if config.Status.AttestedTime == nil {
+		setBootstrapCondition(c, metav1.ConditionFalse, infrav1.WaitingForBootstrapReason,
+			"VM is running; waiting for its agent to prove its identity and fetch its runner configuration")
+		return ctrl.Result{}, nil // the BootstrapConfig watch brings us back
+	}
+	if c.Status.BootstrappedTime == nil {
+		c.Status.BootstrappedTime = config.Status.AttestedTime.DeepCopy()
+		ctrl.LoggerFrom(ctx).Info("runner bootstrapped", "after", c.Status.BootstrappedTime.Sub(c.CreationTimestamp.Time).Round(time.Second))
+	}
+	setBootstrapCondition(c, metav1.ConditionTrue, infrav1.BootstrappedReason,
+		fmt.Sprintf("agent attested at %s", config.Status.AttestedTime.UTC().Format(time.RFC3339)))
+	return ctrl.Result{}, nil
+}
+
+func bootstrapRef(m *clusterv1.Machine) *clusterv1.ContractVersionedObjectReference {
+	if m == nil {
+		return nil
+	}
+	ref := m.Spec.Bootstrap.ConfigRef
+	if !ref.IsDefined() || ref.Kind != "BootstrapConfig" || ref.APIGroup != bootstrapv1.GroupVersion.Group {
+		return nil
+	}
+	return &ref
+}
+
+func setBootstrapCondition(c *infrav1.MachineClaim, status metav1.ConditionStatus, reason, msg string) {
+	conditions.Set(c, metav1.Condition{Type: infrav1.MachineClaimBootstrapReadyCondition, Status: status,
+		Reason: reason, Message: msg, ObservedGeneration: c.Generation})
+}
+
+// bootstrapConfigToClaim wakes the claim of the Machine that owns a BootstrapConfig, so attestation
+// turns the claim Ready at once.
+func (r *MachineClaimReconciler) bootstrapConfigToClaim(ctx context.Context, o client.Object) []ctrl.Request {
+	for _, ref := range o.GetOwnerReferences() {
+		if ref.Kind != "Machine" {
+			continue
+		}
+		m := &clusterv1.Machine{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: o.GetNamespace(), Name: ref.Name}, m); err != nil {
+			return nil
+		}
+		if infra := m.Spec.InfrastructureRef; infra.Kind == "MachineClaim" {
+			return []ctrl.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: infra.Name}}}
+		}
+	}
+	return nil
+}
