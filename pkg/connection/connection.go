@@ -117,6 +117,10 @@ func (r *Registry) config(ctx context.Context, hc *infrav1.HypervisorCluster) (p
 	}
 	if p := hc.Spec.Proxmox; p != nil {
 		cfg.ISOStorage = p.ISOStorage
+		if p.CloudInitDelivery == infrav1.CloudInitSnippets {
+			return cfg, &Error{Reason: infrav1.HypervisorClusterUnsupportedSettingReason,
+				Message: "cloudInitDelivery Snippets is not supported yet: the Proxmox API cannot upload snippets; use ISO"}
+		}
 	}
 	creds := &corev1.Secret{}
 	if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: hc.Namespace, Name: hc.Spec.CredentialsRef.Name}, creds); err != nil {

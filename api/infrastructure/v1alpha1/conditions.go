@@ -31,6 +31,7 @@ const (
 	HypervisorClusterNoNodesReason             = "NoAllowedNodes"
 	HypervisorClusterInsecureReason            = "AvailableInsecure"
 	HypervisorClusterUnsupportedProviderReason = "UnsupportedProvider"
+	HypervisorClusterUnsupportedSettingReason  = "UnsupportedSetting"
 )
 
 // MachineClaim conditions and reasons.
