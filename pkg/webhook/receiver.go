@@ -1,0 +1,233 @@
+package webhook
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
+	ghplatform "github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
+)
+
+// Path is where GitHub delivers webhooks; every other path answers 404.
+const Path = "/webhooks/github"
+
+// Defaults for Config's zero values.
+const (
+	// DefaultMaxBodyBytes is well above any workflow_job payload (a few KiB) and GitHub's own
+	// 25 MB cap is never needed for the events HyperFleet subscribes to.
+	DefaultMaxBodyBytes int64 = 1 << 20
+	DefaultWorkers            = 4
+	DefaultQueueSize          = 1000
+	// recentDeliveryIDs is how many delivery ids are remembered for dedupe.
+	recentDeliveryIDs = 10000
+)
+
+// Config configures a Receiver.
+type Config struct {
+	// Secret is the webhook secret configured on the GitHub App. Without one every delivery
+	// is refused (401): the receiver fails closed.
+	Secret []byte
+	// MaxBodyBytes bounds a delivery's body; larger ones answer 413. Zero means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// Workers is the number of goroutines recording events. Zero means DefaultWorkers.
+	Workers int
+	// QueueSize bounds events accepted but not yet recorded; when full, deliveries answer 503.
+	// Zero means DefaultQueueSize.
+	QueueSize int
+	// Namespace restricts routing to RunnerPools in one namespace; empty means all namespaces.
+	Namespace string
+	// OnProcessed, if set, is called by a worker after each job event, e.g. to observe the
+	// latency from receipt to ledger. It must not block.
+	OnProcessed func(Processed)
+}
+
+// Processed describes one job event a worker handled.
+type Processed struct {
+	Event platform.JobEvent
+	// Pool is the RunnerPool the job was routed to; empty when no pool matched.
+	Pool types.NamespacedName
+	// ReceivedAt is when the delivery arrived; the ledger records it as the transition time.
+	ReceivedAt time.Time
+	// Changed reports whether the ledger moved forward.
+	Changed bool
+	// Err is set when the event could not be recorded.
+	Err error
+}
+
+// Stats are the receiver's counters since start.
+type Stats struct {
+	// Accepted deliveries were queued (202).
+	Accepted uint64
+	// Duplicates had a delivery id seen recently (200, not queued again).
+	Duplicates uint64
+	// Unauthorized had a missing or wrong X-Hub-Signature-256 (401).
+	Unauthorized uint64
+	// Malformed could not be parsed (400).
+	Malformed uint64
+	// TooLarge exceeded MaxBodyBytes (413).
+	TooLarge uint64
+	// Ignored were pings and events or actions HyperFleet does not act on (200).
+	Ignored uint64
+	// QueueFull were refused because the queue was full (503).
+	QueueFull uint64
+	// Unrouted job events matched no RunnerPool and were dropped.
+	Unrouted uint64
+	// Recorded job events moved a ledger forward.
+	Recorded uint64
+	// Unchanged job events were duplicates or backward moves by the ledger's rule.
+	Unchanged uint64
+	// Failed job events could not be recorded (the API server failed); the repair loop recovers them.
+	Failed uint64
+}
+
+type counters struct {
+	accepted, duplicates, unauthorized, malformed, tooLarge, ignored, queueFull,
+	unrouted, recorded, unchanged, failed atomic.Uint64
+}
+
+// queuedEvent is a verified job event waiting for a worker.
+type queuedEvent struct {
+	event      platform.JobEvent
+	receivedAt time.Time
+}
+
+// Receiver is the webhook endpoint (ServeHTTP) and the workers that record what it accepts
+// (Start). Create it with NewReceiver.
+type Receiver struct {
+	client  client.Client
+	store   *demand.Store
+	cfg     Config
+	notify  func(types.NamespacedName)
+	queue   chan queuedEvent
+	recent  *recentDeliveries
+	stats   counters
+	started atomic.Bool
+	now     func() time.Time
+}
+
+// NewReceiver returns a Receiver that lists RunnerPools with c, records jobs in store and calls
+// notify (may be nil) with the pool whose ledger changed, so its controller reconciles at once.
+// notify runs on a worker goroutine and must not block for long.
+func NewReceiver(c client.Client, store *demand.Store, cfg Config, notify func(types.NamespacedName)) *Receiver {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = DefaultWorkers
+	}
+	if cfg.QueueSize <= 0 {
+		cfg.QueueSize = DefaultQueueSize
+	}
+	return &Receiver{
+		client: c, store: store, cfg: cfg, notify: notify,
+		queue:  make(chan queuedEvent, cfg.QueueSize),
+		recent: newRecentDeliveries(recentDeliveryIDs),
+		now:    time.Now,
+	}
+}
+
+// Stats returns the counters.
+func (r *Receiver) Stats() Stats {
+	c := &r.stats
+	return Stats{
+		Accepted: c.accepted.Load(), Duplicates: c.duplicates.Load(), Unauthorized: c.unauthorized.Load(),
+		Malformed: c.malformed.Load(), TooLarge: c.tooLarge.Load(), Ignored: c.ignored.Load(),
+		QueueFull: c.queueFull.Load(), Unrouted: c.unrouted.Load(), Recorded: c.recorded.Load(),
+		Unchanged: c.unchanged.Load(), Failed: c.failed.Load(),
+	}
+}
+
+// ServeHTTP verifies and parses one delivery and queues job events for the workers. It never
+// touches the API server: GitHub gives up after 10 s and does not retry, so the answer must
+// not depend on anything slow.
+func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if req.URL.Path != Path {
+		http.NotFound(w, req)
+		return
+	}
+	if req.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "only POST is allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	log := ctrl.LoggerFrom(req.Context()).WithValues("delivery", req.Header.Get(ghplatform.HeaderDelivery), "event", req.Header.Get(ghplatform.HeaderEvent))
+	received := r.now()
+
+	body, err := r.readBody(w, req)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			r.stats.tooLarge.Add(1)
+			log.Info("Refused oversized webhook", "limit", r.cfg.MaxBodyBytes)
+			http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		r.stats.malformed.Add(1)
+		http.Error(w, "cannot read body", http.StatusBadRequest)
+		return
+	}
+	// Checked explicitly (ParseWebhook checks again) so that only X-Hub-Signature-256 can
+	// ever authenticate a delivery, whatever the parser accepts.
+	if err := ghplatform.VerifySignature(r.cfg.Secret, body, req.Header.Get(ghplatform.HeaderSignatureSHA256)); err != nil {
+		r.stats.unauthorized.Add(1)
+		log.Info("Refused webhook with a bad signature", "reason", err.Error())
+		http.Error(w, "invalid signature", http.StatusUnauthorized)
+		return
+	}
+	hook, err := ghplatform.ParseWebhook(req.Header, body, r.cfg.Secret)
+	if err != nil {
+		status := platform.WebhookHTTPStatus(err)
+		if status == http.StatusUnauthorized {
+			r.stats.unauthorized.Add(1)
+		} else {
+			r.stats.malformed.Add(1)
+		}
+		log.Info("Refused webhook", "reason", err.Error())
+		http.Error(w, http.StatusText(status), status)
+		return
+	}
+	if hook.Kind != platform.WebhookJob {
+		r.stats.ignored.Add(1)
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	r.enqueue(w, hook, received)
+}
+
+func (r *Receiver) readBody(w http.ResponseWriter, req *http.Request) ([]byte, error) {
+	if req.ContentLength > r.cfg.MaxBodyBytes {
+		return nil, &http.MaxBytesError{Limit: r.cfg.MaxBodyBytes}
+	}
+	return io.ReadAll(http.MaxBytesReader(w, req.Body, r.cfg.MaxBodyBytes))
+}
+
+func (r *Receiver) enqueue(w http.ResponseWriter, hook platform.Webhook, received time.Time) {
+	id := hook.DeliveryID
+	if id != "" && !r.recent.add(id) {
+		r.stats.duplicates.Add(1)
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	select {
+	case r.queue <- queuedEvent{event: *hook.Job, receivedAt: received}:
+		r.stats.accepted.Add(1)
+		w.WriteHeader(http.StatusAccepted)
+	default:
+		// A failed delivery shows in GitHub's UI and can be redelivered; the repair loop
+		// recovers the job either way.
+		if id != "" {
+			r.recent.forget(id)
+		}
+		r.stats.queueFull.Add(1)
+		w.Header().Set("Retry-After", "10")
+		http.Error(w, "receiver busy", http.StatusServiceUnavailable)
+	}
+}

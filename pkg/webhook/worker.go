@@ -1,0 +1,118 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
+)
+
+// processAttempts bounds retries of an event when the API server fails; conflicts are already
+// retried inside the Store.
+const processAttempts = 3
+
+// Start runs the workers until ctx is done, as a controller-runtime manager.Runnable. Events
+// still queued then are dropped; the repair loop recovers them. Calling Start twice (e.g. via
+// the manager and ListenAndServe) runs one set of workers.
+func (r *Receiver) Start(ctx context.Context) error {
+	if !r.started.CompareAndSwap(false, true) {
+		<-ctx.Done()
+		return nil
+	}
+	defer r.started.Store(false)
+	var wg sync.WaitGroup
+	for range r.cfg.Workers {
+		wg.Go(func() { r.work(ctx) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// NeedLeaderElection is false: every replica receives webhooks and the ledger arbitrates.
+func (r *Receiver) NeedLeaderElection() bool { return false }
+
+func (r *Receiver) work(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case item := <-r.queue:
+			r.process(ctx, item)
+		}
+	}
+}
+
+func (r *Receiver) process(ctx context.Context, item queuedEvent) {
+	ev := item.event
+	log := ctrl.LoggerFrom(ctx).WithValues("delivery", ev.DeliveryID, "job", ev.JobID, "action", ev.State, "repository", ev.Repository)
+	result := Processed{Event: ev, ReceivedAt: item.receivedAt}
+	defer func() {
+		if r.cfg.OnProcessed != nil {
+			r.cfg.OnProcessed(result)
+		}
+	}()
+
+	var pool *fleetv1.RunnerPool
+	for attempt := range processAttempts {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
+			}
+		}
+		pool, result.Changed, result.Err = r.record(ctx, item)
+		if result.Err == nil || ctx.Err() != nil {
+			break
+		}
+	}
+	switch {
+	case result.Err != nil:
+		r.stats.failed.Add(1)
+		r.recent.forget(ev.DeliveryID) // let a redelivery try again
+		log.Error(result.Err, "Could not record job event; the repair loop will recover it")
+	case pool == nil:
+		// Every workflow_job of the App's repositories arrives here, GitHub-hosted ones too.
+		r.stats.unrouted.Add(1)
+		log.V(1).Info("No RunnerPool serves this job; dropped", "labels", ev.Labels)
+	case result.Changed:
+		r.stats.recorded.Add(1)
+		result.Pool = types.NamespacedName{Namespace: pool.Namespace, Name: pool.Name}
+		log.V(1).Info("Recorded job event", "pool", result.Pool, "latency", time.Since(item.receivedAt))
+		if r.notify != nil {
+			r.notify(result.Pool)
+		}
+	default:
+		r.stats.unchanged.Add(1)
+		result.Pool = types.NamespacedName{Namespace: pool.Namespace, Name: pool.Name}
+	}
+}
+
+// record routes the event to its pool and applies it to that pool's ledger; pool is nil when
+// no pool serves the job.
+func (r *Receiver) record(ctx context.Context, item queuedEvent) (*fleetv1.RunnerPool, bool, error) {
+	pools := &fleetv1.RunnerPoolList{}
+	var opts []client.ListOption
+	if r.cfg.Namespace != "" {
+		opts = append(opts, client.InNamespace(r.cfg.Namespace))
+	}
+	if err := r.client.List(ctx, pools, opts...); err != nil {
+		return nil, false, fmt.Errorf("listing RunnerPools: %w", err)
+	}
+	pool := demand.SelectPool(pools.Items, item.event.Repository, item.event.Labels)
+	if pool == nil {
+		return nil, false, nil
+	}
+	changed, err := r.store.Record(demand.WithObservedAt(ctx, item.receivedAt), pool, item.event)
+	if err != nil {
+		return pool, false, fmt.Errorf("recording in pool %s/%s: %w", pool.Namespace, pool.Name, err)
+	}
+	return pool, changed, nil
+}
