@@ -70,6 +70,7 @@ metadata:
 		g.Expect(bc.Args).To(ContainElements("--listen=:8443", "--ca-secret="+ns+"/hyperfleet-bootstrap-ca",
 			"--dns-name=hyperfleet-bootstrap-service."+ns+".svc"))
 		hardened(g, bootstrap, bc)
+		sameIdentity(t, manager, bootstrap)
 
 		// The manager's ClusterRole is the generated config/rbac/role.yaml, not a hand-kept copy.
 		generated := decode(t, mustRead(t, filepath.Join(env.RepoRoot, "config", "rbac", "role.yaml")))[0]

@@ -52,6 +52,8 @@ func TestKustomizeDefault(t *testing.T) {
 	g.Expect(bc.EnvFrom).To(ContainElement(HaveField("ConfigMapRef.Name", "hyperfleet-config")))
 	hardened(g, bootstrap, bc)
 
+	sameIdentity(t, manager, bootstrap)
+
 	cm := find(t, objs, "ConfigMap", "hyperfleet-config")
 	data, _, _ := unstructured.NestedStringMap(cm.Object, "data")
 	g.Expect(data).To(HaveKeyWithValue("LOG_LEVEL", "INFO"))
@@ -122,6 +124,36 @@ func ports(c corev1.Container) map[string]int32 {
 		p[port.Name] = port.ContainerPort
 	}
 	return p
+}
+
+// sameIdentity checks that the manager and the bootstrap service share one identity CA Secret and
+// trust domain: tokens one issues the other must accept.
+func sameIdentity(t *testing.T, manager, bootstrap *appsv1.Deployment) {
+	t.Helper()
+	arg := func(c corev1.Container, prefix string) string {
+		for _, a := range c.Args {
+			if strings.HasPrefix(a, prefix) {
+				return strings.TrimPrefix(a, prefix)
+			}
+		}
+		t.Fatalf("container %s has no %s argument", c.Name, prefix)
+		return ""
+	}
+	m, b := container(t, manager, "manager"), container(t, bootstrap, "bootstrap-service")
+	g := NewWithT(t)
+	g.Expect(arg(m, "--bootstrap-ca-secret=")).To(Equal(arg(b, "--ca-secret=")))
+	if td := arg(b, "--trust-domain="); td != "$(TRUST_DOMAIN)" {
+		// Rendered literally (Helm): it must match the manager's TRUST_DOMAIN in the ConfigMap.
+		g.Expect(td).To(Equal("hyperfleet.local"))
+	}
+	// $(VAR) references only expand for variables the container defines.
+	for _, c := range []corev1.Container{m, b} {
+		for _, a := range c.Args {
+			if strings.Contains(a, "$(POD_NAMESPACE)") {
+				g.Expect(c.Env).To(ContainElement(HaveField("Name", "POD_NAMESPACE")), c.Name)
+			}
+		}
+	}
 }
 
 // hardened checks the security posture every HyperFleet workload shares.

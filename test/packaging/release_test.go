@@ -96,9 +96,11 @@ func TestReleaseManifests(t *testing.T) {
 		runnerPools := find(t, objs, "CustomResourceDefinition", "runnerpools.hyperfleet.io")
 		g.Expect(runnerPools.GetLabels()).To(HaveKey("clusterctl.cluster.x-k8s.io/move-hierarchy"))
 		b := deployment(t, find(t, decode(t, mustRead(t, filepath.Join(dir, "bootstrap-components.yaml"))), "Deployment", "bootstrap-service"))
+		sameIdentity(t, d, b)
 		bc := container(t, b, "bootstrap-service")
 		g.Expect(bc.Image).To(Equal("ghcr.io/hyperfleet-io/hyperfleet-bootstrap-service:v0.1.0"))
-		g.Expect(bc.Args).To(ContainElement("--trust-domain=${HYPERFLEET_TRUST_DOMAIN:=hyperfleet.local}"))
+		g.Expect(bc.Args).To(ContainElement("--trust-domain=$(TRUST_DOMAIN)"))
+		g.Expect(data).To(HaveKeyWithValue("TRUST_DOMAIN", "${HYPERFLEET_TRUST_DOMAIN:=hyperfleet.local}"))
 	})
 
 	for _, f := range []string{"metadata.yaml", "cluster-template.yaml", "cluster-template-org.yaml", "cluster-template-tpm.yaml", "cluster-template-spire.yaml"} {
@@ -121,7 +123,7 @@ func TestReleaseManifestsSubstituted(t *testing.T) {
 		if file == "bootstrap-components.yaml" {
 			// Kubernetes, not clusterctl, expands $(POD_NAMESPACE).
 			bc := container(t, deployment(t, find(t, objs, "Deployment", "bootstrap-service")), "bootstrap-service")
-			g.Expect(bc.Args).To(ContainElements("--ca-secret=$(POD_NAMESPACE)/hyperfleet-bootstrap-ca", "--trust-domain=hyperfleet.local"))
+			g.Expect(bc.Args).To(ContainElements("--ca-secret=$(POD_NAMESPACE)/hyperfleet-bootstrap-ca", "--trust-domain=$(TRUST_DOMAIN)"))
 		}
 		if file == "infrastructure-components.yaml" {
 			data, _, _ := unstructured.NestedStringMap(find(t, objs, "ConfigMap", "hyperfleet-config").Object, "data")

@@ -23,9 +23,11 @@ func managerSettings() []string {
 	return names
 }
 
-// The bind addresses and leader election are wired to container ports and args, not the ConfigMap.
+// The bind addresses, leader election and the identity CA Secret (derived from the namespace, as
+// for the bootstrap service) are wired to container ports and args, not the ConfigMap.
 var settingsInArgs = map[string]bool{
 	"METRICS_BIND_ADDRESS": true, "HEALTH_PROBE_BIND_ADDRESS": true, "WEBHOOK_BIND_ADDRESS": true, "LEADER_ELECT": true,
+	"BOOTSTRAP_CA_SECRET": true,
 }
 
 // TestEverySettingIsConfigurable fails when a manager setting is added to pkg/config without a way
@@ -42,9 +44,9 @@ func TestEverySettingIsConfigurable(t *testing.T) {
 		return data
 	}
 	installs := map[string]map[string]string{
-		"kustomize": configMapData(t, decode(t, kustomize(t, "config/default"))),
+		"kustomize":  configMapData(t, decode(t, kustomize(t, "config/default"))),
 		"clusterctl": configMapData(t, decode(t, mustRead(t, filepath.Join(releaseDir(t), "infrastructure-components.yaml")))),
-		"helm": configMapData(t, decode(t, run(t, nil, nil, helmBinary(t), "template", "hyperfleet", chart, "--namespace", namespace))),
+		"helm":       configMapData(t, decode(t, run(t, nil, nil, helmBinary(t), "template", "hyperfleet", chart, "--namespace", namespace))),
 	}
 	docs := string(mustRead(t, filepath.Join(env.RepoRoot, "docs", "install.md")))
 	values := string(mustRead(t, filepath.Join(env.RepoRoot, chart, "values.yaml")))

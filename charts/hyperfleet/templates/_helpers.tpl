@@ -46,3 +46,8 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- define "hyperfleet.bootstrapImage" -}}
 {{- printf "%s:%s" .Values.bootstrapService.image.repository (default .Chart.AppVersion .Values.bootstrapService.image.tag) }}
 {{- end }}
+
+{{/* namespace/name of the identity CA Secret shared by the manager and the bootstrap service. */}}
+{{- define "hyperfleet.caSecret" -}}
+{{- default (printf "%s/%s-bootstrap-ca" .Release.Namespace (include "hyperfleet.fullname" .)) .Values.identity.caSecret }}
+{{- end }}
