@@ -7,26 +7,36 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 )
 
-// prune drops completed records older than the retention period, then, while the ledger is
-// over its bound, the oldest completed records. Completed records only serve dedupe, so they go
-// first; queued and running ones are demand and are never dropped here. If the ledger is still
-// over its bound and this write made it grow, the write is refused with ErrLedgerFull.
-func (s *Store) prune(jobs map[int64]Record, before int) error {
+// maxLedgerBytes keeps a ledger well inside the API server's 1 MiB object limit whatever the
+// record count, since label sets and runner names have no small bound of their own.
+const maxLedgerBytes = 900 << 10
+
+// encodeLedger prunes jobs and returns the ConfigMap data. Completed records older than the
+// retention period go first; then, while the ledger is over MaxRecords or maxLedgerBytes, the
+// oldest completed records. Completed records only serve dedupe; queued and running ones are
+// demand and are never dropped here. If the ledger is still over its bounds and this write made
+// it grow (before is the record count read), the write is refused with ErrLedgerFull.
+func (s *Store) encodeLedger(jobs map[int64]Record, before int) (map[string]string, error) {
 	cutoff := s.now().Add(-s.retention())
+	data := make(map[string]string, len(jobs))
+	size := 0
 	var completed []int64
 	for id, r := range jobs {
-		if r.State != platform.JobCompleted {
-			continue
+		if r.State == platform.JobCompleted {
+			if r.Transition.Before(cutoff) {
+				delete(jobs, id)
+				continue
+			}
+			completed = append(completed, id)
 		}
-		if r.Transition.Before(cutoff) {
-			delete(jobs, id)
-			continue
-		}
-		completed = append(completed, id)
+		k, v := jobKey(id), encodeRecord(r)
+		data[k] = v
+		size += len(k) + len(v)
 	}
 	limit := s.maxRecords()
-	if len(jobs) <= limit {
-		return nil
+	fits := func() bool { return len(data) <= limit && size <= maxLedgerBytes }
+	if fits() {
+		return data, nil
 	}
 	slices.SortFunc(completed, func(a, b int64) int {
 		if c := jobs[a].Transition.Compare(jobs[b].Transition); c != 0 {
@@ -35,13 +45,17 @@ func (s *Store) prune(jobs map[int64]Record, before int) error {
 		return int(min(max(a-b, -1), 1))
 	})
 	for _, id := range completed {
-		if len(jobs) <= limit {
+		if fits() {
 			break
 		}
+		k := jobKey(id)
+		size -= len(k) + len(data[k])
+		delete(data, k)
 		delete(jobs, id)
 	}
-	if len(jobs) > limit && len(jobs) > before {
-		return fmt.Errorf("%w: %d records, all queued or running (limit %d)", ErrLedgerFull, len(jobs), limit)
+	if !fits() && len(data) > before {
+		return nil, fmt.Errorf("%w: %d records (%d bytes), all queued or running (limits %d records, %d bytes)",
+			ErrLedgerFull, len(data), size, limit, maxLedgerBytes)
 	}
-	return nil
+	return data, nil
 }

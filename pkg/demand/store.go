@@ -23,7 +23,8 @@ const (
 	// delivery for a finished job is recognised and cannot queue it again.
 	DefaultRetention = time.Hour
 	// DefaultMaxRecords bounds one pool's ledger. A record is about 60-120 bytes, so 5000 stay
-	// well under the API server's 1 MiB object limit even with long label sets and runner names.
+	// far below the API server's 1 MiB object limit; a byte bound (900 KiB) covers unusually
+	// long label sets and runner names.
 	DefaultMaxRecords = 5000
 	// ConfigMapSuffix names a pool's ledger: "<pool>-jobs".
 	ConfigMapSuffix = "-jobs"
@@ -39,6 +40,8 @@ const (
 // MaxRecords jobs that are all still queued or running. The repair loop adds the job later,
 // once room is free.
 var ErrLedgerFull = errors.New("job ledger full")
+
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update
 
 // Store reads and writes RunnerPool job ledgers. It holds no state of its own: any number of
 // Stores, in any number of processes, may write the same ledger.
@@ -233,13 +236,11 @@ func (s *Store) tryMutate(ctx context.Context, pool *fleetv1.RunnerPool, change 
 	if !change(jobs) {
 		return false, nil
 	}
-	if err := s.prune(jobs, before); err != nil {
+	data, err := s.encodeLedger(jobs, before)
+	if err != nil {
 		return false, err
 	}
-	cm.Data = make(map[string]string, len(jobs))
-	for id, r := range jobs {
-		cm.Data[jobKey(id)] = encodeRecord(r)
-	}
+	cm.Data = data
 	if cm.Labels == nil {
 		cm.Labels = map[string]string{}
 	}

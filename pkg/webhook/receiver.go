@@ -166,7 +166,7 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			r.stats.tooLarge.Add(1)
-			log.Info("Refused oversized webhook", "limit", r.cfg.MaxBodyBytes)
+			log.V(1).Info("Refused oversized webhook", "limit", r.cfg.MaxBodyBytes)
 			http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
 			return
 		}
@@ -178,7 +178,8 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	// ever authenticate a delivery, whatever the parser accepts.
 	if err := ghplatform.VerifySignature(r.cfg.Secret, body, req.Header.Get(ghplatform.HeaderSignatureSHA256)); err != nil {
 		r.stats.unauthorized.Add(1)
-		log.Info("Refused webhook with a bad signature", "reason", err.Error())
+		// V(1): anyone on the internet can post here; the counter is what to alert on.
+		log.V(1).Info("Refused webhook with a bad signature", "reason", err.Error())
 		http.Error(w, "invalid signature", http.StatusUnauthorized)
 		return
 	}
@@ -190,7 +191,7 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		} else {
 			r.stats.malformed.Add(1)
 		}
-		log.Info("Refused webhook", "reason", err.Error())
+		log.V(1).Info("Refused webhook", "reason", err.Error())
 		http.Error(w, http.StatusText(status), status)
 		return
 	}

@@ -14,6 +14,8 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
 )
 
+// +kubebuilder:rbac:groups=hyperfleet.io,resources=runnerpools,verbs=get;list;watch
+
 // processAttempts bounds retries of an event when the API server fails; conflicts are already
 // retried inside the Store.
 const processAttempts = 3
