@@ -1,0 +1,128 @@
+package instrumented
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/hyperfleet-io/hyperfleet/pkg/metrics"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
+	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
+)
+
+func recordSpans(t *testing.T) *tracetest.SpanRecorder {
+	t.Helper()
+	sr := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+	otel.SetTracerProvider(tp)
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return sr
+}
+
+// newPlatform wraps a GitHub client of a fake GitHub API with the App installed on "acme".
+func newPlatform(t *testing.T, opts fakegithub.Options) (*fakegithub.Server, *github.Client, platform.Platform) {
+	t.Helper()
+	fake := fakegithub.StartForTest(t, opts)
+	fake.InstallationID("acme")
+	c, err := github.NewClient(github.Config{BaseURL: fake.URL(), AppID: fake.AppID(), PrivateKeyPEM: fake.AppKeyPEM()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fake, c, Wrap(c)
+}
+
+func attrsOf(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
+	m := map[attribute.Key]attribute.Value{}
+	for _, kv := range s.Attributes() {
+		m[kv.Key] = kv.Value
+	}
+	return m
+}
+
+func TestCallsAreTracedAndRateLimitPublished(t *testing.T) {
+	g := NewWithT(t)
+	sr := recordSpans(t)
+	fake, client, p := newPlatform(t, fakegithub.Options{RateLimit: 100})
+	ctx := context.Background()
+	repo := platform.Scope{Repository: "acme/api"}
+	job := fake.CreateJob("acme/api", []string{"self-hosted", "linux"}, fakegithub.WithoutQueuedWebhook())
+
+	_, id, err := p.JITConfig(ctx, repo, platform.RunnerSpec{Name: "hf-linux-1", Labels: []string{"linux"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	runners, err := p.ListRunners(ctx, repo)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(runners).To(HaveLen(1))
+	jobs, err := p.QueuedJobs(ctx, repo)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(jobs).To(HaveLen(1))
+	_, err = p.GetJob(ctx, repo, job.ID)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(p.RemoveRunner(ctx, repo, id)).To(Succeed())
+	g.Expect(p.RemoveRunnerByName(ctx, repo, "hf-gone")).To(Succeed())
+	g.Expect(fake.Runners()).To(BeEmpty())
+
+	byName := map[string]sdktrace.ReadOnlySpan{}
+	for _, s := range sr.Ended() {
+		byName[s.Name()] = s
+		g.Expect(attrsOf(s)).To(HaveKeyWithValue(AttrPlatform, attribute.StringValue("github")))
+		g.Expect(attrsOf(s)).To(HaveKeyWithValue(AttrScope, attribute.StringValue("acme/api")))
+		g.Expect(s.Status().Code).To(Equal(codes.Unset))
+	}
+	g.Expect(byName).To(HaveLen(6))
+	g.Expect(attrsOf(byName["platform.JITConfig"])).To(HaveKeyWithValue(AttrRunnerName, attribute.StringValue("hf-linux-1")))
+	g.Expect(attrsOf(byName["platform.JITConfig"])).To(HaveKeyWithValue(AttrRunnerID, attribute.Int64Value(id)))
+	g.Expect(attrsOf(byName["platform.ListRunners"])).To(HaveKeyWithValue(AttrRunners, attribute.IntValue(1)))
+	g.Expect(attrsOf(byName["platform.QueuedJobs"])).To(HaveKeyWithValue(AttrJobs, attribute.IntValue(1)))
+	g.Expect(attrsOf(byName["platform.GetJob"])).To(HaveKeyWithValue(AttrJobID, attribute.Int64Value(job.ID)))
+
+	remaining, ok := client.RateLimitRemaining()
+	g.Expect(ok).To(BeTrue())
+	g.Expect(remaining).To(BeNumerically("<", 100))
+	g.Expect(testutil.ToFloat64(metrics.GitHubRateLimitRemaining)).To(Equal(float64(remaining)))
+	wrappedRemaining, ok := p.(interface{ RateLimitRemaining() (int, bool) }).RateLimitRemaining()
+	g.Expect(ok).To(BeTrue())
+	g.Expect(wrappedRemaining).To(Equal(remaining))
+}
+
+func TestErrorsPassThroughUnchanged(t *testing.T) {
+	g := NewWithT(t)
+	sr := recordSpans(t)
+	fake, _, p := newPlatform(t, fakegithub.Options{})
+	fake.FailNext(fakegithub.EndpointRepoRunners, 1, http.StatusServiceUnavailable)
+
+	_, err := p.ListRunners(context.Background(), platform.Scope{Repository: "acme/api"})
+	g.Expect(errors.Is(err, platform.ErrTransient)).To(BeTrue(), "%v", err)
+	g.Expect(platform.IsRetryable(err)).To(BeTrue())
+	_, err = p.ListRunners(context.Background(), platform.Scope{Organization: "globex"})
+	g.Expect(errors.Is(err, platform.ErrNotFound)).To(BeTrue(), "the App is not installed there: %v", err)
+
+	spans := sr.Ended()
+	g.Expect(spans).To(HaveLen(2))
+	g.Expect(spans[0].Status().Code).To(Equal(codes.Error))
+	g.Expect(attrsOf(spans[0])).To(HaveKeyWithValue(AttrErrorType, attribute.StringValue("Transient")))
+	g.Expect(attrsOf(spans[0])).To(HaveKeyWithValue(AttrHTTPStatus, attribute.IntValue(http.StatusServiceUnavailable)))
+	g.Expect(attrsOf(spans[1])).To(HaveKeyWithValue(AttrErrorType, attribute.StringValue("NotFound")))
+}
+
+func TestWebhooksAndKindPassThrough(t *testing.T) {
+	g := NewWithT(t)
+	sr := recordSpans(t)
+	_, client, p := newPlatform(t, fakegithub.Options{})
+	g.Expect(p.Kind()).To(Equal(platform.KindGitHub))
+	g.Expect(p.(interface{ Unwrap() platform.Platform }).Unwrap()).To(BeIdenticalTo(client))
+
+	header := http.Header{"X-Github-Event": {"workflow_job"}, "X-Hub-Signature-256": {"sha256=00"}}
+	_, err := p.ParseWebhook(header, []byte(`{}`), []byte("secret"))
+	g.Expect(errors.Is(err, platform.ErrInvalidSignature)).To(BeTrue(), "%v", err)
+	g.Expect(sr.Ended()).To(BeEmpty(), "webhook parsing is local and has no context to trace")
+}
