@@ -13,6 +13,8 @@ const (
 	WebhookIgnored          = "ignored"
 	WebhookInvalidSignature = "invalid_signature"
 	WebhookBadRequest       = "bad_request"
+	WebhookTooLarge         = "too_large"
+	WebhookQueueFull        = "queue_full"
 	WebhookError            = "error"
 )
 
@@ -43,7 +45,7 @@ const Other = "other"
 
 var (
 	webhookResults = set(WebhookAccepted, WebhookDuplicate, WebhookIgnored, WebhookInvalidSignature,
-		WebhookBadRequest, WebhookError)
+		WebhookBadRequest, WebhookTooLarge, WebhookQueueFull, WebhookError)
 	attestationResults = set(AttestationSuccess, AttestationInvalidToken, AttestationTokenExpired,
 		AttestationTokenReused, AttestationNotLive, AttestationBadRequest, AttestationTPMFailed, AttestationError)
 )
