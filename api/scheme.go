@@ -7,6 +7,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
+	controlplanev1 "github.com/hyperfleet-io/hyperfleet/api/controlplane/v1alpha1"
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 )
@@ -14,7 +15,7 @@ import (
 // AddToScheme registers HyperFleet's kinds.
 func AddToScheme(s *runtime.Scheme) error {
 	for _, add := range []func(*runtime.Scheme) error{
-		infrav1.AddToScheme, bootstrapv1.AddToScheme, fleetv1.AddToScheme,
+		infrav1.AddToScheme, bootstrapv1.AddToScheme, fleetv1.AddToScheme, controlplanev1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
+	controlplanev1 "github.com/hyperfleet-io/hyperfleet/api/controlplane/v1alpha1"
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
 	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
@@ -39,6 +41,8 @@ type Options struct {
 	BootstrapCASecret string
 	// TrustDomain is the default SPIFFE trust domain.
 	TrustDomain string
+	// WorkloadReaderServiceAccount is namespace/name of the ServiceAccount FleetControlPlanes use.
+	WorkloadReaderServiceAccount string
 	// RepairInterval is how often RunnerPool demand is checked against the GitHub API.
 	RepairInterval time.Duration
 	// GitHubTransport is the base HTTP transport of GitHub clients (e.g. to trust a GHES CA).
@@ -110,6 +114,25 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		TrustDomain: opts.TrustDomain,
 	}
 	if err := bootstrap.SetupWithManager(ctx, mgr, copts); err != nil {
+		return err
+	}
+
+	saNS, saName, _ := strings.Cut(opts.WorkloadReaderServiceAccount, "/")
+	restConfig := mgr.GetConfig()
+	caData := restConfig.CAData
+	if len(caData) == 0 && restConfig.CAFile != "" {
+		if caData, err = os.ReadFile(restConfig.CAFile); err != nil {
+			return fmt.Errorf("reading the API server CA: %w", err)
+		}
+	}
+	controlPlanes := &FleetControlPlaneReconciler{
+		Client:                mgr.GetClient(),
+		WatchFilter:           opts.WatchFilter,
+		Server:                restConfig.Host,
+		CAData:                caData,
+		DefaultServiceAccount: controlplanev1.ServiceAccountReference{Namespace: saNS, Name: saName},
+	}
+	if err := controlPlanes.SetupWithManager(ctx, mgr, copts); err != nil {
 		return err
 	}
 

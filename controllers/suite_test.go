@@ -84,6 +84,7 @@ func startManager(t *testing.T, timing ...testTiming) (stop func()) {
 		ProviderTimeout: 5 * time.Second, LeaderElectionID: "hyperfleet-test",
 		BootstrapCASecret: "default/hyperfleet-bootstrap-ca", TrustDomain: "hyperfleet.local",
 		BootstrapServiceURL: "https://127.0.0.1:8443", RepairInterval: time.Hour,
+		WorkloadReaderServiceAccount: "default/hyperfleet-workload-reader",
 	}
 	mgr, err := manager.New(context.Background(), env.Config, cfg, func(o *controllers.Options) {
 		o.TaskPollInterval = 100 * time.Millisecond

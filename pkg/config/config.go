@@ -41,6 +41,9 @@ type Manager struct {
 	BootstrapCASecret string
 	// TrustDomain is the SPIFFE trust domain of runner VMs when a BootstrapConfig names none.
 	TrustDomain string
+	// WorkloadReaderServiceAccount is namespace/name of the ServiceAccount whose token a
+	// FleetControlPlane puts in its Cluster's kubeconfig Secret.
+	WorkloadReaderServiceAccount string
 	// RepairInterval is how often each RunnerPool's demand is reconciled against the GitHub API.
 	RepairInterval time.Duration
 	// OTLPEndpoint enables OpenTelemetry tracing when set.
@@ -115,6 +118,7 @@ func (m *Manager) Bind(fs *flag.FlagSet, getenv func(string) string) func() erro
 	str(&m.BootstrapServiceURL, setting{"bootstrap-service-url", "BOOTSTRAP_SERVICE_URL", "URL VMs reach the bootstrap service at"}, "")
 	str(&m.BootstrapCASecret, setting{"bootstrap-ca-secret", "BOOTSTRAP_CA_SECRET", "namespace/name of the Secret holding the builtin identity CA (shared with the bootstrap service)"}, "hyperfleet-system/hyperfleet-bootstrap-ca")
 	str(&m.TrustDomain, setting{"trust-domain", "TRUST_DOMAIN", "SPIFFE trust domain of runner VMs"}, "hyperfleet.local")
+	str(&m.WorkloadReaderServiceAccount, setting{"workload-reader-service-account", "WORKLOAD_READER_SERVICE_ACCOUNT", "namespace/name of the node-reading ServiceAccount FleetControlPlane kubeconfigs use"}, "hyperfleet-system/hyperfleet-workload-reader")
 	duration(&m.RepairInterval, setting{"repair-interval", "REPAIR_INTERVAL", "how often RunnerPool demand is reconciled against the GitHub API"}, time.Minute)
 	str(&m.OTLPEndpoint, setting{"otlp-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "OpenTelemetry OTLP endpoint; empty disables tracing"}, "")
 	str(&m.OTelServiceName, setting{"otel-service-name", "OTEL_SERVICE_NAME", "service name of the traces"}, "hyperfleet-operator")

@@ -51,15 +51,16 @@ func New(ctx context.Context, restConfig *rest.Config, cfg *config.Manager, over
 		return nil, err
 	}
 	opts := controllers.Options{
-		Concurrency:         cfg.Concurrency,
-		WatchFilter:         cfg.WatchFilter,
-		SweepInterval:       cfg.SweepInterval,
-		OrphanGracePeriod:   cfg.OrphanGracePeriod,
-		ProviderTimeout:     cfg.ProviderTimeout,
-		BootstrapServiceURL: cfg.BootstrapServiceURL,
-		BootstrapCASecret:   cfg.BootstrapCASecret,
-		TrustDomain:         cfg.TrustDomain,
-		RepairInterval:      cfg.RepairInterval,
+		Concurrency:                  cfg.Concurrency,
+		WatchFilter:                  cfg.WatchFilter,
+		SweepInterval:                cfg.SweepInterval,
+		OrphanGracePeriod:            cfg.OrphanGracePeriod,
+		ProviderTimeout:              cfg.ProviderTimeout,
+		BootstrapServiceURL:          cfg.BootstrapServiceURL,
+		BootstrapCASecret:            cfg.BootstrapCASecret,
+		TrustDomain:                  cfg.TrustDomain,
+		RepairInterval:               cfg.RepairInterval,
+		WorkloadReaderServiceAccount: cfg.WorkloadReaderServiceAccount,
 	}
 	for _, o := range override {
 		o(&opts)

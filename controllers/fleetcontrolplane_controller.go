@@ -1,0 +1,166 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/patch"
+	"sigs.k8s.io/cluster-api/util/paused"
+	"sigs.k8s.io/cluster-api/util/predicates"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+
+	controlplanev1 "github.com/hyperfleet-io/hyperfleet/api/controlplane/v1alpha1"
+)
+
+// tokenLifetime of the kubeconfig token; it is renewed once two thirds have passed.
+const tokenLifetime = 24 * time.Hour
+
+// FleetControlPlaneReconciler gives Cluster API what a runner fleet's Cluster needs to settle:
+// an initialized control plane and a <cluster>-kubeconfig Secret. The kubeconfig points at the
+// management cluster with a short-lived token of a ServiceAccount that may only read Nodes, so Cluster
+// API's node lookups find nothing and MachineHealthCheck can judge runners by their conditions.
+type FleetControlPlaneReconciler struct {
+	Client      client.Client
+	WatchFilter string
+	// Server and CAData describe the API server written into kubeconfigs (the manager's own).
+	Server string
+	CAData []byte
+	// DefaultServiceAccount is used when a FleetControlPlane names none.
+	DefaultServiceAccount controlplanev1.ServiceAccountReference
+}
+
+// +kubebuilder:rbac:groups=controlplane.cluster.x-k8s.io,resources=fleetcontrolplanes,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=controlplane.cluster.x-k8s.io,resources=fleetcontrolplanes/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=serviceaccounts/token,verbs=create
+
+// Reconcile keeps one FleetControlPlane's kubeconfig Secret current.
+func (r *FleetControlPlaneReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	cp := &controlplanev1.FleetControlPlane{}
+	if err := r.Client.Get(ctx, req.NamespacedName, cp); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	cluster, err := util.GetOwnerCluster(ctx, r.Client, cp.ObjectMeta)
+	if err != nil || cluster == nil {
+		ctrl.LoggerFrom(ctx).Info("waiting for Cluster API to set the owner Cluster")
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("Cluster", klogRef(cluster)))
+	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, cp); err != nil || isPaused || requeue {
+		return ctrl.Result{}, err
+	}
+	if !cp.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil // the kubeconfig Secret is owned by cp and goes with it
+	}
+	helper, err := patch.NewHelper(cp, r.Client)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	defer func() {
+		cp.Status.ObservedGeneration = cp.Generation
+		if err := helper.Patch(ctx, cp, patch.WithOwnedConditions{Conditions: []string{controlplanev1.AvailableCondition, clusterv1.PausedCondition}}); err != nil {
+			reterr = kerrors.NewAggregate([]error{reterr, err})
+		}
+	}()
+
+	if exp := cp.Status.TokenExpirationTime; exp != nil && time.Until(exp.Time) > tokenLifetime/3 {
+		return ctrl.Result{RequeueAfter: time.Until(exp.Time) - tokenLifetime/3}, nil
+	}
+	sa := r.DefaultServiceAccount
+	if cp.Spec.ServiceAccountRef != nil {
+		sa = *cp.Spec.ServiceAccountRef
+	}
+	token, expires, err := r.requestToken(ctx, sa)
+	if err != nil {
+		reason := controlplanev1.TokenRequestFailedReason
+		if apierrors.IsNotFound(err) {
+			reason = controlplanev1.ServiceAccountMissingReason
+		}
+		conditions.Set(cp, metav1.Condition{Type: controlplanev1.AvailableCondition, Status: metav1.ConditionFalse, Reason: reason,
+			Message: fmt.Sprintf("token for ServiceAccount %s/%s: %v", sa.Namespace, sa.Name, err)})
+		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
+	}
+	if err := r.writeKubeconfig(ctx, cp, cluster, token); err != nil {
+		return ctrl.Result{}, err
+	}
+	cp.Status.TokenExpirationTime = &metav1.Time{Time: expires}
+	cp.Status.Initialization = &controlplanev1.FleetControlPlaneInitializationStatus{ControlPlaneInitialized: ptr.To(true)}
+	conditions.Set(cp, metav1.Condition{Type: controlplanev1.AvailableCondition, Status: metav1.ConditionTrue,
+		Reason: controlplanev1.KubeconfigReadyReason, Message: fmt.Sprintf("Secret %s-kubeconfig valid until %s", cluster.Name, expires.UTC().Format(time.RFC3339))})
+	return ctrl.Result{RequeueAfter: time.Until(expires) - tokenLifetime/3}, nil
+}
+
+func (r *FleetControlPlaneReconciler) requestToken(ctx context.Context, ref controlplanev1.ServiceAccountReference) (string, time.Time, error) {
+	sa := &corev1.ServiceAccount{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, sa); err != nil {
+		return "", time.Time{}, err
+	}
+	tr := &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(tokenLifetime.Seconds()))}}
+	if err := r.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
+		return "", time.Time{}, err
+	}
+	return tr.Status.Token, tr.Status.ExpirationTimestamp.Time, nil
+}
+
+// writeKubeconfig writes <cluster>-kubeconfig in the form Cluster API reads (type
+// cluster.x-k8s.io/secret, key value, cluster-name label), owned by cp so clusterctl move and
+// garbage collection follow it.
+func (r *FleetControlPlaneReconciler) writeKubeconfig(ctx context.Context, cp *controlplanev1.FleetControlPlane, cluster *clusterv1.Cluster, token string) error {
+	server := r.Server
+	if cp.Spec.Server != "" {
+		server = cp.Spec.Server
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters[cluster.Name] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: r.CAData}
+	cfg.AuthInfos["reader"] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts[cluster.Name] = &clientcmdapi.Context{Cluster: cluster.Name, AuthInfo: "reader"}
+	cfg.CurrentContext = cluster.Name
+	data, err := clientcmd.Write(*cfg)
+	if err != nil {
+		return err
+	}
+	secret := &corev1.Secret{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: cluster.Name + "-kubeconfig", Namespace: cp.Namespace,
+			Labels:          map[string]string{clusterv1.ClusterNameLabel: cluster.Name},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(cp, controlplanev1.GroupVersion.WithKind("FleetControlPlane"))},
+		},
+		Type: clusterv1.ClusterSecretType,
+		Data: map[string][]byte{"value": data},
+	}
+	return r.Client.Patch(ctx, secret, client.Apply, client.FieldOwner("fleetcontrolplane-controller"), client.ForceOwnership)
+}
+
+// SetupWithManager registers the controller.
+func (r *FleetControlPlaneReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&controlplanev1.FleetControlPlane{}).
+		WithOptions(opts).
+		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), r.WatchFilter)).
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToControlPlane)).
+		Complete(r)
+}
+
+func (r *FleetControlPlaneReconciler) clusterToControlPlane(_ context.Context, o client.Object) []ctrl.Request {
+	c, ok := o.(*clusterv1.Cluster)
+	if !ok || c.Spec.ControlPlaneRef.Kind != "FleetControlPlane" {
+		return nil
+	}
+	return []ctrl.Request{{NamespacedName: client.ObjectKey{Namespace: c.Namespace, Name: c.Spec.ControlPlaneRef.Name}}}
+}
