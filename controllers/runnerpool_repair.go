@@ -8,8 +8,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
 )
@@ -39,7 +41,12 @@ func (r *RunnerPoolReconciler) reconcileRepair(ctx context.Context, s *poolScope
 		r.setGitHubUnavailable(s, err)
 		return ctrl.Result{}, nil
 	}
-	mine := platform.FilterJobs(jobs, s.pool.Spec.GitHub.Labels)
+	// Route like the webhook receiver does, so a job several pools could serve counts in one only.
+	pools := &fleetv1.RunnerPoolList{}
+	if err := r.Client.List(ctx, pools, client.InNamespace(s.pool.Namespace)); err != nil {
+		return ctrl.Result{}, err
+	}
+	mine := demand.JobsForPool(pools.Items, s.pool, jobs)
 	added, removed, err := r.Demand.Repair(ctx, s.pool, mine, repairMinAge)
 	if err != nil {
 		return ctrl.Result{}, err

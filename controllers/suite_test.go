@@ -74,6 +74,12 @@ type testTiming struct {
 // startManager runs HyperFleet's manager, as the binary would, until the test ends or stop is called.
 func startManager(t *testing.T, timing ...testTiming) (stop func()) {
 	t.Helper()
+	return startManagerWith(t, nil, timing...)
+}
+
+// startManagerWith is startManager with a chance to change the manager's configuration.
+func startManagerWith(t *testing.T, mutate func(*config.Manager), timing ...testTiming) (stop func()) {
+	t.Helper()
 	tm := testTiming{sweep: time.Second, orphanGrace: 2 * time.Second}
 	if len(timing) > 0 {
 		tm = timing[0]
@@ -85,6 +91,10 @@ func startManager(t *testing.T, timing ...testTiming) (stop func()) {
 		BootstrapCASecret: "default/hyperfleet-bootstrap-ca", TrustDomain: "hyperfleet.local",
 		BootstrapServiceURL: "https://127.0.0.1:8443", RepairInterval: time.Hour,
 		WorkloadReaderServiceAccount: "default/hyperfleet-workload-reader",
+		WebhookBindAddress:           "0",
+	}
+	if mutate != nil {
+		mutate(cfg)
 	}
 	mgr, err := manager.New(context.Background(), env.Config, cfg, func(o *controllers.Options) {
 		o.TaskPollInterval = 100 * time.Millisecond

@@ -7,17 +7,25 @@ import (
 	"net/http"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/hyperfleet-io/hyperfleet/api"
+	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/controllers"
 	"github.com/hyperfleet-io/hyperfleet/pkg/config"
+	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
+	"github.com/hyperfleet-io/hyperfleet/pkg/webhook"
 )
 
 // New builds a manager with every HyperFleet controller registered.
@@ -28,6 +36,7 @@ func New(ctx context.Context, restConfig *rest.Config, cfg *config.Manager, over
 	}
 	syncPeriod := cfg.SyncPeriod
 	cacheOpts := cache.Options{SyncPeriod: &syncPeriod}
+	wakeups := make(chan event.TypedGenericEvent[*fleetv1.RunnerPool], 1024)
 	if cfg.WatchNamespace != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{cfg.WatchNamespace: {}}
 	}
@@ -40,6 +49,9 @@ func New(ctx context.Context, restConfig *rest.Config, cfg *config.Manager, over
 		LeaderElectionNamespace:       cfg.LeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
 		Cache:                         cacheOpts,
+		// Job ledgers (ConfigMaps) are read-modify-written by several replicas under optimistic
+		// concurrency; reading them from a cache would only produce conflicts.
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.ConfigMap{}}}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
@@ -61,6 +73,7 @@ func New(ctx context.Context, restConfig *rest.Config, cfg *config.Manager, over
 		TrustDomain:                  cfg.TrustDomain,
 		RepairInterval:               cfg.RepairInterval,
 		WorkloadReaderServiceAccount: cfg.WorkloadReaderServiceAccount,
+		PoolWakeups:                  wakeups,
 	}
 	for _, o := range override {
 		o(&opts)
@@ -68,8 +81,44 @@ func New(ctx context.Context, restConfig *rest.Config, cfg *config.Manager, over
 	if err := controllers.Setup(ctx, mgr, opts); err != nil {
 		return nil, err
 	}
+	if err := addWebhookReceiver(mgr, cfg, wakeups); err != nil {
+		return nil, err
+	}
 	return mgr, nil
 }
+
+// addWebhookReceiver serves GitHub's workflow_job webhooks on every replica (no leader election:
+// the job ledger in the API server arbitrates) and wakes the RunnerPool whose demand changed.
+func addWebhookReceiver(mgr manager.Manager, cfg *config.Manager, wakeups chan event.TypedGenericEvent[*fleetv1.RunnerPool]) error {
+	if cfg.WebhookBindAddress == "0" || cfg.WebhookBindAddress == "" {
+		return nil
+	}
+	if cfg.WebhookSecret == "" {
+		ctrl.Log.WithName("setup").Info("GITHUB_WEBHOOK_SECRET is not set: the webhook receiver is off and demand comes from the repair loop only")
+		return nil
+	}
+	notify := func(pool types.NamespacedName) {
+		select {
+		case wakeups <- event.TypedGenericEvent[*fleetv1.RunnerPool]{Object: &fleetv1.RunnerPool{ObjectMeta: metav1.ObjectMeta{Namespace: pool.Namespace, Name: pool.Name}}}:
+		default: // a wake-up is already pending; the pool reconciles on the ledger watch anyway
+		}
+	}
+	receiver := webhook.NewReceiver(mgr.GetClient(), demand.NewStore(mgr.GetClient()),
+		webhook.Config{Secret: []byte(cfg.WebhookSecret), Namespace: cfg.WatchNamespace}, notify)
+	return mgr.Add(&webhookServer{receiver: receiver, addr: cfg.WebhookBindAddress})
+}
+
+type webhookServer struct {
+	receiver *webhook.Receiver
+	addr     string
+}
+
+func (w *webhookServer) Start(ctx context.Context) error {
+	return w.receiver.ListenAndServe(ctx, w.addr)
+}
+
+// NeedLeaderElection is false: every replica receives deliveries.
+func (w *webhookServer) NeedLeaderElection() bool { return false }
 
 // Run builds the manager and runs it until ctx ends.
 func Run(ctx context.Context, restConfig *rest.Config, cfg *config.Manager) error {

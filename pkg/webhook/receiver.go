@@ -1,6 +1,8 @@
 package webhook
 
 import (
+	"github.com/hyperfleet-io/hyperfleet/pkg/metrics"
+
 	"errors"
 	"io"
 	"net/http"
@@ -166,11 +168,13 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			r.stats.tooLarge.Add(1)
+			metrics.WebhookDelivery(metrics.WebhookTooLarge)
 			log.V(1).Info("Refused oversized webhook", "limit", r.cfg.MaxBodyBytes)
 			http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
 			return
 		}
 		r.stats.malformed.Add(1)
+		metrics.WebhookDelivery(metrics.WebhookBadRequest)
 		http.Error(w, "cannot read body", http.StatusBadRequest)
 		return
 	}
@@ -178,6 +182,7 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	// ever authenticate a delivery, whatever the parser accepts.
 	if err := ghplatform.VerifySignature(r.cfg.Secret, body, req.Header.Get(ghplatform.HeaderSignatureSHA256)); err != nil {
 		r.stats.unauthorized.Add(1)
+		metrics.WebhookDelivery(metrics.WebhookInvalidSignature)
 		// V(1): anyone on the internet can post here; the counter is what to alert on.
 		log.V(1).Info("Refused webhook with a bad signature", "reason", err.Error())
 		http.Error(w, "invalid signature", http.StatusUnauthorized)
@@ -188,8 +193,10 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		status := platform.WebhookHTTPStatus(err)
 		if status == http.StatusUnauthorized {
 			r.stats.unauthorized.Add(1)
+			metrics.WebhookDelivery(metrics.WebhookInvalidSignature)
 		} else {
 			r.stats.malformed.Add(1)
+			metrics.WebhookDelivery(metrics.WebhookBadRequest)
 		}
 		log.V(1).Info("Refused webhook", "reason", err.Error())
 		http.Error(w, http.StatusText(status), status)
@@ -197,6 +204,7 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	if hook.Kind != platform.WebhookJob {
 		r.stats.ignored.Add(1)
+		metrics.WebhookDelivery(metrics.WebhookIgnored)
 		w.WriteHeader(http.StatusOK)
 		return
 	}
@@ -214,6 +222,7 @@ func (r *Receiver) enqueue(w http.ResponseWriter, hook platform.Webhook, receive
 	id := hook.DeliveryID
 	if id != "" && !r.recent.add(id) {
 		r.stats.duplicates.Add(1)
+		metrics.WebhookDelivery(metrics.WebhookDuplicate)
 		w.WriteHeader(http.StatusOK)
 		return
 	}
@@ -228,6 +237,7 @@ func (r *Receiver) enqueue(w http.ResponseWriter, hook platform.Webhook, receive
 			r.recent.forget(id)
 		}
 		r.stats.queueFull.Add(1)
+		metrics.WebhookDelivery(metrics.WebhookQueueFull)
 		w.Header().Set("Retry-After", "10")
 		http.Error(w, "receiver busy", http.StatusServiceUnavailable)
 	}

@@ -1,6 +1,8 @@
 package webhook
 
 import (
+	"github.com/hyperfleet-io/hyperfleet/pkg/metrics"
+
 	"context"
 	"fmt"
 	"sync"
@@ -12,6 +14,7 @@ import (
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 )
 
 // +kubebuilder:rbac:groups=hyperfleet.io,resources=runnerpools,verbs=get;list;watch
@@ -78,14 +81,20 @@ func (r *Receiver) process(ctx context.Context, item queuedEvent) {
 	switch {
 	case result.Err != nil:
 		r.stats.failed.Add(1)
+		metrics.WebhookDelivery(metrics.WebhookError)
 		r.recent.forget(ev.DeliveryID) // let a redelivery try again
 		log.Error(result.Err, "Could not record job event; the repair loop will recover it")
 	case pool == nil:
 		// Every workflow_job of the App's repositories arrives here, GitHub-hosted ones too.
 		r.stats.unrouted.Add(1)
+		metrics.WebhookDelivery(metrics.WebhookIgnored)
 		log.V(1).Info("No RunnerPool serves this job; dropped", "labels", ev.Labels)
 	case result.Changed:
 		r.stats.recorded.Add(1)
+		metrics.WebhookDelivery(metrics.WebhookAccepted)
+		if ev.State == platform.JobInProgress && !ev.CreatedAt.IsZero() && ev.StartedAt.After(ev.CreatedAt) {
+			metrics.ObserveJobPickup(ev.StartedAt.Sub(ev.CreatedAt))
+		}
 		result.Pool = types.NamespacedName{Namespace: pool.Namespace, Name: pool.Name}
 		log.V(1).Info("Recorded job event", "pool", result.Pool, "latency", time.Since(item.receivedAt))
 		if r.notify != nil {
@@ -93,6 +102,7 @@ func (r *Receiver) process(ctx context.Context, item queuedEvent) {
 		}
 	default:
 		r.stats.unchanged.Add(1)
+		metrics.WebhookDelivery(metrics.WebhookDuplicate)
 		result.Pool = types.NamespacedName{Namespace: pool.Namespace, Name: pool.Name}
 	}
 }
