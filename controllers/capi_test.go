@@ -156,3 +156,45 @@ func TestClaimReadyOnlyAfterAttestation(t *testing.T) {
 		g.Expect(got.Status.BootstrappedTime).NotTo(BeNil())
 	}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
 }
+
+// TestClaimWaitsForBootstrapData gives a Machine a bootstrap config that never produces data: its
+// claim must not clone, let alone start, a VM without bootstrap data (the VM would boot without
+// its agent and idle until removed).
+func TestClaimWaitsForBootstrapData(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	startCAPI(t)
+	sim := pvesim.StartForTest(t, pvesim.Config{})
+	startManager(t)
+	ns := newNamespace(t)
+	capiFleet(t, ns, sim)
+	labels := map[string]string{clusterv1.ClusterNameLabel: "fleet"}
+	// Not supported yet: the BootstrapConfig controller reports it and never writes a data Secret.
+	config := builder.NewBootstrapConfig("runner-b", ns).WithAttestation(bootstrapv1.AttestationSpec{
+		Provider: bootstrapv1.IdentitySPIRE, SPIREServerAddress: "spire.example:8081"}).Build()
+	config.Labels = labels
+	g.Expect(env.Client.Create(ctx, config)).To(Succeed())
+	claim := builder.NewMachineClaim("runner-b", ns).WithLabels(labels).Build()
+	g.Expect(env.Client.Create(ctx, claim)).To(Succeed())
+	machine := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Name: "runner-b", Namespace: ns, Labels: labels},
+		Spec: clusterv1.MachineSpec{
+			ClusterName: "fleet",
+			Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: bootstrapv1.GroupVersion.Group, Kind: "BootstrapConfig", Name: "runner-b"}},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: infrav1.GroupVersion.Group, Kind: "MachineClaim", Name: "runner-b"},
+		},
+	}
+	g.Expect(env.Client.Create(ctx, machine)).To(Succeed())
+
+	g.Eventually(func(g Gomega) {
+		got := get(g, claim)
+		g.Expect(got.OwnerReferences).To(ContainElement(HaveField("Kind", "Machine")))
+		g.Expect(conditions.GetReason(got, infrav1.MachineClaimVMProvisionedCondition)).To(Equal(infrav1.WaitingForBootstrapDataReason))
+	}, 60*time.Second, 200*time.Millisecond).Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		g.Expect(get(g, claim).Status.VMID).To(BeZero())
+		g.Expect(ownedVMs(sim)).To(BeEmpty())
+	}, 5*time.Second, 200*time.Millisecond).Should(Succeed(), "no VM without bootstrap data")
+}

@@ -213,7 +213,9 @@ func (r *MachineClaimReconciler) reconcileBootstrapData(ctx context.Context, s *
 		if name == nil {
 			setVMCondition(s.claim, metav1.ConditionFalse, infrav1.WaitingForBootstrapDataReason,
 				"waiting for the bootstrap provider to set Machine.spec.bootstrap.dataSecretName")
-			return ctrl.Result{}, nil // the Machine watch brings us back
+			// A zero result would let reconcileNormal go on and start the VM without its
+			// bootstrap data; the Machine watch normally brings us back much sooner.
+			return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
 		}
 	} else if s.claim.Spec.Bootstrap != nil {
 		name = s.claim.Spec.Bootstrap.DataSecretName
