@@ -163,7 +163,7 @@ func checkFleet(t *testing.T, out []byte, ns string, want []string) {
 	g.Expect(string(out)).To(ContainSubstring("maxReplicas: 25"))
 	objs := decode(t, out)
 	g.Expect(kinds(objs)).To(Equal(map[string]int{
-		"Cluster": 1, "HypervisorCluster": 1, "Secret": 2, "MachineClaimTemplate": 1,
+		"Cluster": 1, "FleetControlPlane": 1, "HypervisorCluster": 1, "Secret": 2, "MachineClaimTemplate": 1,
 		"BootstrapConfigTemplate": 1, "RunnerPool": 1,
 	}))
 	for _, o := range objs {

@@ -19,7 +19,8 @@ func TestKustomizeDefault(t *testing.T) {
 	manifests := kustomize(t, "config/default")
 	objs := decode(t, manifests)
 
-	g.Expect(kinds(objs)).To(HaveKeyWithValue("CustomResourceDefinition", 7))
+	allCRDs, _ := crdNames(t)
+	g.Expect(namesOfKind(objs, "CustomResourceDefinition")).To(ConsistOf(allCRDs), "config/crd/kustomization.yaml must list every CRD in config/crd/bases")
 	for _, o := range objs {
 		switch o.GetKind() {
 		case "Namespace":
@@ -67,6 +68,8 @@ func TestKustomizeDefault(t *testing.T) {
 		ContainSubstring("tokenreviews"), ContainSubstring("subjectaccessreviews")))
 	find(t, objs, "Role", "leader-election-role")
 	find(t, objs, "ClusterRoleBinding", "hyperfleet-manager-rolebinding")
+	find(t, objs, "ServiceAccount", "hyperfleet-workload-reader")
+	g.Expect(c.Env).To(ContainElement(corev1.EnvVar{Name: "WORKLOAD_READER_SERVICE_ACCOUNT", Value: "$(POD_NAMESPACE)/hyperfleet-workload-reader"}))
 
 	applyNamespaces(t, objs)
 	out := dryRunApply(t, manifests)

@@ -4,66 +4,120 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/hyperfleet-io/hyperfleet/pkg/config"
 )
 
-// managerSettings lists the environment variables the manager reads, straight from pkg/config.
-func managerSettings() []string {
-	var names []string
-	m := &config.Manager{}
-	m.Bind(flag.NewFlagSet("settings", flag.ContinueOnError), func(name string) string {
-		names = append(names, name)
-		return ""
+// setting is one manager setting: its flag and its environment variable.
+type setting struct{ flag, env string }
+
+var envInUsage = regexp.MustCompile(`\(env ([A-Z0-9_]+)\)`)
+
+// managerSettings lists the manager's settings straight from pkg/config.
+func managerSettings(t *testing.T) []setting {
+	t.Helper()
+	fs := flag.NewFlagSet("settings", flag.ContinueOnError)
+	(&config.Manager{}).Bind(fs, func(string) string { return "" })
+	var settings []setting
+	fs.VisitAll(func(f *flag.Flag) {
+		m := envInUsage.FindStringSubmatch(f.Usage)
+		if m == nil {
+			t.Errorf("flag --%s names no environment variable in its usage", f.Name)
+			return
+		}
+		settings = append(settings, setting{flag: f.Name, env: m[1]})
 	})
-	return names
+	return settings
 }
 
-// The bind addresses, leader election and the identity CA Secret (derived from the namespace, as
-// for the bootstrap service) are wired to container ports and args, not the ConfigMap.
-var settingsInArgs = map[string]bool{
-	"METRICS_BIND_ADDRESS": true, "HEALTH_PROBE_BIND_ADDRESS": true, "WEBHOOK_BIND_ADDRESS": true, "LEADER_ELECT": true,
-	"BOOTSTRAP_CA_SECRET": true,
+// install is one rendering of the manager: its settings ConfigMap and Deployment.
+type install struct {
+	data    map[string]string
+	manager corev1.Container
+}
+
+// setIn reports whether the install sets s: in the ConfigMap, as a flag, or as a container variable.
+func (i install) setIn(s setting) bool {
+	if _, ok := i.data[s.env]; ok {
+		return true
+	}
+	if slices.ContainsFunc(i.manager.Args, func(a string) bool { return a == "--"+s.flag || strings.HasPrefix(a, "--"+s.flag+"=") }) {
+		return true
+	}
+	return slices.ContainsFunc(i.manager.Env, func(e corev1.EnvVar) bool { return e.Name == s.env })
+}
+
+func renderedInstall(t *testing.T, manifests []byte) install {
+	t.Helper()
+	objs := decode(t, manifests)
+	data, ok, err := unstructured.NestedStringMap(find(t, objs, "ConfigMap", "hyperfleet-config").Object, "data")
+	if err != nil || !ok {
+		t.Fatalf("ConfigMap data: %v", err)
+	}
+	return install{data: data, manager: container(t, deployment(t, find(t, objs, "Deployment", "hyperfleet-controller-manager")), "manager")}
 }
 
 // TestEverySettingIsConfigurable fails when a manager setting is added to pkg/config without a way
 // to set it in each install and a line in docs/install.md.
 func TestEverySettingIsConfigurable(t *testing.T) {
-	settings := managerSettings()
-	NewWithT(t).Expect(settings).To(ContainElements("LOG_LEVEL", "SWEEP_INTERVAL", "OTEL_EXPORTER_OTLP_ENDPOINT"))
+	settings := managerSettings(t)
+	NewWithT(t).Expect(settings).To(ContainElements(setting{"log-level", "LOG_LEVEL"}, setting{"sweep-interval", "SWEEP_INTERVAL"}))
 
-	configMapData := func(t *testing.T, objs []unstructured.Unstructured) map[string]string {
-		data, ok, err := unstructured.NestedStringMap(find(t, objs, "ConfigMap", "hyperfleet-config").Object, "data")
-		if err != nil || !ok {
-			t.Fatalf("ConfigMap data: %v", err)
-		}
-		return data
-	}
-	installs := map[string]map[string]string{
-		"kustomize":  configMapData(t, decode(t, kustomize(t, "config/default"))),
-		"clusterctl": configMapData(t, decode(t, mustRead(t, filepath.Join(releaseDir(t), "infrastructure-components.yaml")))),
-		"helm":       configMapData(t, decode(t, run(t, nil, nil, helmBinary(t), "template", "hyperfleet", chart, "--namespace", namespace))),
+	installs := map[string]install{
+		"kustomize":  renderedInstall(t, kustomize(t, "config/default")),
+		"clusterctl": renderedInstall(t, mustRead(t, filepath.Join(releaseDir(t), "infrastructure-components.yaml"))),
+		"helm":       renderedInstall(t, run(t, nil, nil, helmBinary(t), "template", "hyperfleet", chart, "--namespace", namespace)),
 	}
 	docs := string(mustRead(t, filepath.Join(env.RepoRoot, "docs", "install.md")))
 	values := string(mustRead(t, filepath.Join(env.RepoRoot, chart, "values.yaml")))
 	for _, s := range settings {
-		t.Run(s, func(t *testing.T) {
+		t.Run(s.env, func(t *testing.T) {
 			g := NewWithT(t)
-			g.Expect(docs).To(ContainSubstring("`"+s+"`"), "docs/install.md does not document %s", s)
-			g.Expect(values).To(ContainSubstring(s), "charts/hyperfleet/values.yaml does not mention %s", s)
-			if settingsInArgs[s] {
-				return
-			}
-			for name, data := range installs {
-				g.Expect(data).To(HaveKey(s), "%s install cannot set %s", name, s)
+			g.Expect(docs).To(ContainSubstring("`"+s.env+"`"), "docs/install.md does not document %s", s.env)
+			g.Expect(docs).To(ContainSubstring("`--"+s.flag+"`"), "docs/install.md does not document --%s", s.flag)
+			g.Expect(values).To(ContainSubstring(s.env), "charts/hyperfleet/values.yaml does not mention %s", s.env)
+			for name, i := range installs {
+				g.Expect(i.setIn(s)).To(BeTrue(), "the %s install cannot set %s", name, s.env)
 			}
 		})
 	}
 	if _, err := os.Stat(filepath.Join(env.RepoRoot, "docs", "metrics.md")); err != nil {
 		t.Error(err)
 	}
+}
+
+// crdNames are the CRDs make manifests generated, by name, split into the bootstrap group and the rest.
+func crdNames(t *testing.T) (all, bootstrap []string) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(env.RepoRoot, "config", "crd", "bases", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no CRDs in config/crd/bases: %v", err)
+	}
+	for _, f := range files {
+		for _, o := range decode(t, mustRead(t, f)) {
+			all = append(all, o.GetName())
+			if strings.HasSuffix(o.GetName(), ".bootstrap.cluster.x-k8s.io") {
+				bootstrap = append(bootstrap, o.GetName())
+			}
+		}
+	}
+	return all, bootstrap
+}
+
+func namesOfKind(objs []unstructured.Unstructured, kind string) []string {
+	var names []string
+	for _, o := range objs {
+		if o.GetKind() == kind {
+			names = append(names, o.GetName())
+		}
+	}
+	return names
 }

@@ -51,3 +51,8 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- define "hyperfleet.caSecret" -}}
 {{- default (printf "%s/%s-bootstrap-ca" .Release.Namespace (include "hyperfleet.fullname" .)) .Values.identity.caSecret }}
 {{- end }}
+
+{{/* Secret holding the GitHub webhook secret (key "secret"). */}}
+{{- define "hyperfleet.webhookSecretName" -}}
+{{- default (printf "%s-github-webhook" (include "hyperfleet.fullname" .)) .Values.manager.webhook.existingSecret }}
+{{- end }}
