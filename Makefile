@@ -80,6 +80,16 @@ bench: tools ## Benchmarks and their reports (API calls per VM, reconcile cost).
 build: ## Build all binaries into bin/.
 	go build -o bin/ ./cmd/...
 
+.PHONY: dev
+dev: tools ## Run the whole fleet on this machine (API server, CAPI, HyperFleet, Proxmox simulator, fake GitHub); Ctrl-C stops it.
+	go run ./cmd/hyperfleet-dev up $(DEV_FLAGS)
+
+JOBS ?= 20
+JOB_LABELS ?= linux,x64
+.PHONY: jobs
+jobs: ## Queue $(JOBS) jobs with runs-on $(JOB_LABELS) on the local fleet's fake GitHub (make dev must be running).
+	go run ./cmd/hyperfleet-dev jobs --count $(JOBS) --labels $(JOB_LABELS)
+
 .PHONY: run
 run: ## Run the manager against the current kubeconfig.
 	go run ./cmd/manager

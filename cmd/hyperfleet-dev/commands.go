@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/hyperfleet-io/hyperfleet/pkg/devfleet"
+)
+
+func jobs(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("jobs", flag.ContinueOnError)
+	stateDir := fs.String("state-dir", defaultStateDir(), "the running fleet's state directory")
+	count := fs.Int("count", 20, "number of jobs to queue")
+	labels := fs.String("labels", strings.Join(devfleet.DefaultLabels, ","), "runs-on labels of the jobs")
+	repo := fs.String("repo", "", "repository owner/name of the jobs; default the fleet's")
+	wait := fs.Bool("wait", false, "wait until every job completed, printing progress")
+	timeout := fs.Duration("timeout", 15*time.Minute, "with --wait, give up after this long")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *count < 1 || *count > 1000 {
+		return fmt.Errorf("--count must be between 1 and 1000")
+	}
+	s, err := devfleet.ReadState(*stateDir)
+	if err != nil {
+		return err
+	}
+	created, err := devfleet.CreateJobs(ctx, s, devfleet.JobRequest{Count: *count, Labels: splitList(*labels), Repository: *repo})
+	if err != nil {
+		return err
+	}
+	ids := make(map[int64]bool, len(created))
+	for _, j := range created {
+		ids[j.ID] = true
+	}
+	fmt.Fprintf(out, "queued %d jobs in %s with runs-on [%s] (IDs %d..%d); the fake GitHub sends their webhooks to %s\n",
+		len(created), created[0].Repository, *labels, created[0].ID, created[len(created)-1].ID, s.Webhook.URL)
+	if !*wait {
+		fmt.Fprintf(out, "watch: %s --kubeconfig %s get machines,machineclaims -n %s -w\n", s.Kubectl, relative(s.Kubeconfig), s.Namespace)
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	last := ""
+	for {
+		all, err := devfleet.ListJobs(ctx, s)
+		if err != nil {
+			return err
+		}
+		var mine []devfleet.Job
+		for _, j := range all {
+			if ids[j.ID] {
+				mine = append(mine, j)
+			}
+		}
+		c := devfleet.CountJobs(mine)
+		if line := fmt.Sprintf("queued=%d running=%d done=%d/%d", c.Queued, c.Running, c.Completed, len(created)); line != last {
+			fmt.Fprintf(out, "%s  %s\n", time.Now().Format("15:04:05"), line)
+			last = line
+		}
+		if c.Completed == len(created) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("jobs not done: %w", ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func status(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	stateDir := fs.String("state-dir", defaultStateDir(), "the running fleet's state directory")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	s, err := devfleet.ReadState(*stateDir)
+	if err != nil {
+		return err
+	}
+	c, err := devfleet.ClientFor(s)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	sum, err := devfleet.Summarize(ctx, c, s)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "RunnerPool %s/%s (fleet process %d, up since %s)\n", s.Namespace, s.Pool, s.PID, s.StartedAt.Local().Format(time.Kitchen))
+	sum.Print(out)
+	return nil
+}

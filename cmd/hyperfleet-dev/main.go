@@ -1,0 +1,156 @@
+// Command hyperfleet-dev runs a whole HyperFleet fleet on one machine and drives it:
+//
+//	hyperfleet-dev up                               # make dev: start everything, Ctrl-C stops it
+//	hyperfleet-dev jobs --count 20 --labels linux,x64 # make jobs: queue jobs on the fake GitHub
+//	hyperfleet-dev status                           # the pool, its Machines, claims, VMs and jobs
+//
+// up writes .hyperfleet/dev/state.json (see docs/local-fleet.md); the other commands read it.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hyperfleet-io/hyperfleet/pkg/devfleet"
+	"github.com/hyperfleet-io/hyperfleet/test/testenv"
+)
+
+const usage = `usage: hyperfleet-dev <command> [flags]
+
+commands:
+  up       start the local fleet and apply the sample RunnerPool; Ctrl-C stops everything
+  jobs     queue workflow jobs on the fake GitHub (it sends signed webhooks to the fleet)
+  status   print the pool, its Machines and MachineClaims, the VMs and the jobs
+
+Run "hyperfleet-dev <command> -h" for a command's flags.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch os.Args[1] {
+	case "up":
+		err = up(ctx, stop, os.Args[2:], os.Stdout)
+	case "jobs":
+		err = jobs(ctx, os.Args[2:], os.Stdout)
+	case "status":
+		err = status(ctx, os.Args[2:], os.Stdout)
+	case "-h", "--help", "help":
+		fmt.Print(usage)
+	default:
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "hyperfleet-dev:", err)
+		os.Exit(1)
+	}
+}
+
+func defaultStateDir() string {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return filepath.Join(".hyperfleet", "dev")
+	}
+	return devfleet.DefaultStateDir(root)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// relative shortens path for printing when it lies under the working directory.
+func relative(path string) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return path
+	}
+	if rel, err := filepath.Rel(wd, path); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	return path
+}
+
+func up(ctx context.Context, stopSignals func(), args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("up", flag.ContinueOnError)
+	stateDir := fs.String("state-dir", defaultStateDir(), "directory for state.json, the kubeconfig, binaries and logs (emptied at start)")
+	namespace := fs.String("namespace", devfleet.DefaultNamespace, "namespace of the sample fleet")
+	minReplicas := fs.Int("min", 1, "the RunnerPool's minReplicas")
+	maxReplicas := fs.Int("max", 5, "the RunnerPool's maxReplicas")
+	labels := fs.String("labels", strings.Join(devfleet.DefaultLabels, ","), "the RunnerPool's runner labels")
+	org := fs.String("org", devfleet.DefaultOrganization, "GitHub organization the pool serves")
+	repo := fs.String("repo", "", "GitHub repository owner/name the pool serves instead of the organization")
+	jobDuration := fs.Duration("job-duration", 3*time.Second, "how long each fake job runs")
+	logLevel := fs.String("log-level", "INFO", "log level of the component logs under <state-dir>/logs")
+	quiet := fs.Bool("quiet", false, "do not print VM events and pool changes")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	feed := newFeed(out, *quiet)
+	opts := devfleet.Options{
+		StateDir: *stateDir, Namespace: *namespace, JobDuration: *jobDuration, LogLevel: *logLevel,
+		Pool: devfleet.PoolOptions{Min: int32(*minReplicas), Max: int32(*maxReplicas), Labels: splitList(*labels),
+			Organization: *org, Repository: *repo},
+		OnVMEvent: feed.vmEvent,
+		Progress:  func(s string) { fmt.Fprintf(out, "  %s...\n", s) },
+	}
+	started := time.Now()
+	fmt.Fprintln(out, "Starting the HyperFleet local fleet:")
+	startCtx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	fleet, err := devfleet.Start(startCtx, opts)
+	cancel()
+	if err != nil {
+		return err
+	}
+	s := fleet.State
+	fmt.Fprintf(out, `
+HyperFleet local fleet is up (%s). RunnerPool %s/%s: min %d, max %d, labels %s.
+
+  export KUBECONFIG=%s
+  %s get runnerpools,machines,machineclaims -A
+  go run ./cmd/hyperfleet-dev jobs --count 20 --labels %s     # or: make jobs
+  go run ./cmd/hyperfleet-dev status
+
+State: %s   Logs: %s
+Webhook receiver: %s   Proxmox simulator: %s   fake GitHub: %s
+Press Ctrl-C to stop everything.
+
+`, time.Since(started).Round(time.Second), s.Namespace, s.Pool, fleet.PoolOptions().Min, fleet.PoolOptions().Max,
+		strings.Join(fleet.PoolOptions().Labels, ","), relative(s.Kubeconfig), s.Kubectl,
+		strings.Join(fleet.PoolOptions().Labels, ","), relative(filepath.Join(*stateDir, devfleet.StateFileName)),
+		relative(s.LogDir), s.Webhook.URL, s.Proxmox.URL, s.GitHub.URL)
+
+	feed.watch(ctx, fleet)
+	// A second Ctrl-C while stopping ends the process at once.
+	stopSignals()
+	fmt.Fprintln(out, "\nStopping: manager, VMs and their agents, Cluster API manager, kube-apiserver and etcd...")
+	done := make(chan struct{})
+	go func() { fleet.Stop(); close(done) }()
+	select {
+	case <-done:
+		fmt.Fprintln(out, "Stopped. Logs stay in", relative(s.LogDir))
+		return nil
+	case <-time.After(90 * time.Second):
+		return errors.New("stopping took longer than 90s")
+	}
+}

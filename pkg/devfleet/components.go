@@ -1,0 +1,237 @@
+package devfleet
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hyperfleet-io/hyperfleet/controllers"
+	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/service"
+	"github.com/hyperfleet-io/hyperfleet/pkg/config"
+	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/proxmox"
+	"github.com/hyperfleet-io/hyperfleet/pkg/identity/builtin"
+	"github.com/hyperfleet-io/hyperfleet/pkg/manager"
+	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
+	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// What an installation provides in hyperfleet-system: the identity CA the manager and the bootstrap
+// service share, and the Node-reading ServiceAccount FleetControlPlane kubeconfigs use.
+const (
+	systemNamespace = "hyperfleet-system"
+	caName          = "hyperfleet-bootstrap-ca"
+	workloadReader  = "hyperfleet-workload-reader"
+)
+
+func (f *Fleet) fileLogger(name string) (*slog.Logger, error) {
+	w, err := os.Create(filepath.Join(f.State.LogDir, name))
+	if err != nil {
+		return nil, err
+	}
+	f.stops = append(f.stops, func() { _ = w.Close() })
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(f.opts.LogLevel))
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})), nil
+}
+
+func (f *Fleet) startGitHub() error {
+	log, err := f.fileLogger("fake-github.log")
+	if err != nil {
+		return err
+	}
+	if f.GitHub, err = fakegithub.New(fakegithub.Options{Logger: log}); err != nil {
+		return err
+	}
+	if err := f.GitHub.Start("127.0.0.1:0"); err != nil {
+		return err
+	}
+	p := f.opts.Pool
+	repo := jobRepository(p)
+	f.GitHub.AddRepository(repo)
+	scope := p.Organization
+	if p.Repository != "" {
+		scope = p.Repository
+	}
+	url := f.GitHub.URL()
+	f.State.GitHub = GitHubState{URL: url, AppID: f.GitHub.AppID(), InstallationID: f.GitHub.InstallationID(scope),
+		Organization: p.Organization, Repository: repo, JobsURL: url + "/_fake/jobs", RunnersURL: url + "/_fake/runners"}
+	return nil
+}
+
+func (f *Fleet) startSimulator(agentBin string) error {
+	log, err := f.fileLogger("pve-simulator.log")
+	if err != nil {
+		return err
+	}
+	tokenID, secret := "hyperfleet@pve!dev", randomHex(16)
+	b := &booter{agentBin: agentBin, logDir: f.State.LogDir, jobDuration: f.opts.JobDuration, observe: f.opts.OnVMEvent}
+	sim, err := pvesim.New(pvesim.Config{
+		Tokens:       []pvesim.Token{{ID: tokenID, Secret: secret}},
+		TaskDuration: 100 * time.Millisecond, BootDelay: 500 * time.Millisecond,
+		BootHook: b.hook, Logger: log, Seed: time.Now().UnixNano(),
+	})
+	if err != nil {
+		return err
+	}
+	if err := sim.Start("127.0.0.1:0"); err != nil {
+		return err
+	}
+	f.Simulator = sim
+	caFile := filepath.Join(f.stateDir, "pve-ca.crt")
+	if err := os.WriteFile(caFile, sim.CACertPEM(), 0o600); err != nil {
+		return err
+	}
+	f.State.Proxmox = ProxmoxState{URL: sim.URL(), TokenID: tokenID, TokenSecret: secret, AdminURL: sim.AdminURL(), CAFile: caFile}
+	return nil
+}
+
+func (f *Fleet) startBootstrapService(ctx, runCtx context.Context) error {
+	c := f.Env.Client
+	for _, o := range installObjects() {
+		if err := c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
+		}
+	}
+	ca, err := builtin.LoadOrCreateCA(ctx, c, types.NamespacedName{Namespace: systemNamespace, Name: caName}, spiffeid.RequireTrustDomainFromString(TrustDomain))
+	if err != nil {
+		return err
+	}
+	srv, err := service.New(service.Options{
+		Client: c, CA: ca, Attestor: &builtin.Attestor{Client: c, CA: ca},
+		IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Logger: f.log.WithName("bootstrap-service"),
+	})
+	if err != nil {
+		return err
+	}
+	// VMs are local processes here, so loopback is where they reach the service.
+	if f.State.Bootstrap.URL, err = srv.Start(runCtx, "127.0.0.1:0"); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (f *Fleet) startManager(ctx, runCtx context.Context, webhookSecret string) error {
+	ports, err := freePorts(3)
+	if err != nil {
+		return err
+	}
+	metrics, health, hooks := loopback(ports[0]), loopback(ports[1]), loopback(ports[2])
+	cfg := &config.Manager{
+		LogLevel: f.opts.LogLevel, MetricsBindAddress: metrics, HealthProbeBindAddress: health,
+		LeaderElectionID: "hyperfleet-dev", Concurrency: 4, SyncPeriod: 10 * time.Minute,
+		SweepInterval: f.opts.SweepInterval, OrphanGracePeriod: time.Minute, ProviderTimeout: 10 * time.Second,
+		WebhookBindAddress: hooks, WebhookSecret: webhookSecret, BootstrapServiceURL: f.State.Bootstrap.URL,
+		WorkloadReaderServiceAccount: systemNamespace + "/" + workloadReader,
+		BootstrapCASecret:            systemNamespace + "/" + caName, TrustDomain: TrustDomain, RepairInterval: 30 * time.Second,
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	mgr, err := manager.New(ctx, f.Env.Config, cfg, func(o *controllers.Options) {
+		// A person watching wants VMs to appear within a second, not at production's pace.
+		o.TaskPollInterval = 200 * time.Millisecond
+		o.TemplateCheckInterval = 30 * time.Second
+		o.Builder = func(c proxmox.Config) (hypervisor.Provider, error) {
+			c.TaskPollInterval = 100 * time.Millisecond
+			return connection.DefaultBuilder(c)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	f.mgrDone = make(chan error, 1)
+	go func() { f.mgrDone <- mgr.Start(runCtx) }()
+	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
+		return fmt.Errorf("manager caches did not sync: %w", syncCtx.Err())
+	}
+	if err := waitListening(ctx, hooks); err != nil {
+		return fmt.Errorf("webhook receiver: %w", err)
+	}
+	f.State.Manager = ManagerState{MetricsURL: "http://" + metrics + "/metrics", HealthURL: "http://" + health + "/healthz"}
+	f.State.Webhook = WebhookState{URL: "http://" + hooks + "/webhooks/github", Secret: webhookSecret}
+	return nil
+}
+
+func (f *Fleet) applySample(ctx context.Context) error {
+	p := f.State.Proxmox
+	objs := sampleFleet(sampleInput{
+		namespace: f.opts.Namespace, pool: f.opts.Pool,
+		proxmoxURL: strings.TrimSuffix(p.URL, "/api2/json"), proxmoxCA: f.Simulator.CACertPEM(),
+		tokenID: p.TokenID, tokenSecet: p.TokenSecret,
+		githubURL: f.State.GitHub.URL, appID: f.State.GitHub.AppID, appKeyPEM: f.GitHub.AppKeyPEM(),
+		installationID: f.State.GitHub.InstallationID,
+		runnerURL:      f.State.Runner.URL, runnerSH: f.State.Runner.SHA256,
+	})
+	for _, o := range objs {
+		if err := f.Env.Client.Create(ctx, o); err != nil {
+			return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// installObjects are what HyperFleet's installation (kustomize or Helm) creates besides the
+// Deployments: its namespace and the workload-reader identity (config/rbac/workload_reader.yaml).
+func installObjects() []client.Object {
+	return []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: systemNamespace}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: workloadReader, Namespace: systemNamespace}},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: workloadReader}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
+			// Cluster API's connection health probe is GET /.
+			{NonResourceURLs: []string{"/"}, Verbs: []string{"get"}},
+		}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: workloadReader},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: workloadReader},
+			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: workloadReader, Namespace: systemNamespace}}},
+	}
+}
+
+// waitListening waits until something accepts connections on addr.
+func waitListening(ctx context.Context, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		conn, err := (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "tcp", addr)
+		if err == nil {
+			return conn.Close()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("nothing listens on %s: %w", addr, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func loopback(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
+
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	for i := 0; i < n; i++ {
+		// Held open until all are chosen, so the n ports differ.
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = l.Close() }()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}

@@ -1,0 +1,258 @@
+package devfleet
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/go-logr/logr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hyperfleet-io/hyperfleet/pkg/logging"
+	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
+	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
+	"github.com/hyperfleet-io/hyperfleet/test/testenv"
+)
+
+// TrustDomain is the SPIFFE trust domain of the fleet's VMs.
+const TrustDomain = "hyperfleet.local"
+
+// Options configure a local fleet. The zero value is the fleet `make dev` starts.
+type Options struct {
+	// RepoRoot is the repository checkout (binaries are built from it); found from the working
+	// directory when empty.
+	RepoRoot string
+	// StateDir receives state.json, the kubeconfig, binaries and logs; default
+	// <RepoRoot>/.hyperfleet/dev. It is emptied at start: every start is a fresh fleet.
+	StateDir string
+	// Namespace of the sample fleet; default hyperfleet-dev.
+	Namespace string
+	// Pool shapes the sample RunnerPool; default min 1, max 5, labels linux,x64, organization acme.
+	Pool PoolOptions
+	// JobDuration is how long each fake job runs on its runner; default 3s.
+	JobDuration time.Duration
+	// SweepInterval is how often VMs' power states are swept, i.e. how soon a VM that powered
+	// off after its job is deleted; default 2s.
+	SweepInterval time.Duration
+	// LogLevel of the manager and the services (their logs go to files under StateDir/logs).
+	LogLevel string
+	// OnVMEvent, if set, hears every VM boot and power-off.
+	OnVMEvent func(VMEvent)
+	// Progress, if set, hears what Start is doing.
+	Progress func(string)
+}
+
+// Fleet is a running local fleet.
+type Fleet struct {
+	// State is what state.json says.
+	State State
+	// Env is the control plane: Env.Client talks to the API server directly.
+	Env *testenv.Env
+	// Simulator and GitHub are the in-process fakes of the outside world.
+	Simulator *pvesim.Simulator
+	GitHub    *fakegithub.Server
+
+	opts     Options
+	log      logr.Logger
+	capi     *testenv.CAPIManager
+	cancel   context.CancelFunc
+	stops    []func()
+	mgrDone  chan error
+	stateDir string
+}
+
+// Client talks to the fleet's API server without a cache.
+func (f *Fleet) Client() client.Client { return f.Env.Client }
+
+// PoolOptions are the sample pool's settings after defaults.
+func (f *Fleet) PoolOptions() PoolOptions { return f.opts.Pool }
+
+func (o *Options) defaults() error {
+	if o.RepoRoot == "" {
+		root, err := testenv.RepoRoot()
+		if err != nil {
+			return err
+		}
+		o.RepoRoot = root
+	}
+	if o.StateDir == "" {
+		o.StateDir = DefaultStateDir(o.RepoRoot)
+	}
+	if o.Namespace == "" {
+		o.Namespace = DefaultNamespace
+	}
+	o.Pool.defaults()
+	if o.JobDuration == 0 {
+		o.JobDuration = 3 * time.Second
+	}
+	if o.SweepInterval == 0 {
+		o.SweepInterval = 2 * time.Second
+	}
+	if o.LogLevel == "" {
+		o.LogLevel = "INFO"
+	}
+	return nil
+}
+
+// Start brings the whole fleet up and applies the sample fleet. ctx bounds the start only; the
+// fleet runs until Stop. On error everything started so far is stopped again.
+func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	if s, rerr := ReadState(opts.StateDir); rerr == nil {
+		return nil, fmt.Errorf("a local fleet (process %d) already runs with state in %s; stop it first", s.PID, opts.StateDir)
+	}
+	stateDir, err := filepath.Abs(opts.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	// A fresh start: nothing of a previous fleet survives (its API server's data was temporary).
+	if err := os.RemoveAll(stateDir); err != nil {
+		return nil, err
+	}
+	logDir := filepath.Join(stateDir, "logs")
+	if err := os.MkdirAll(logDir, 0o700); err != nil {
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	f := &Fleet{opts: opts, cancel: cancel, stateDir: stateDir}
+	f.State = State{Version: StateVersion, PID: os.Getpid(), Namespace: opts.Namespace, Cluster: ClusterName,
+		Pool: opts.Pool.Name, LogDir: logDir}
+	defer func() {
+		if err != nil {
+			f.Stop()
+		}
+	}()
+	progress := func(format string, args ...any) {
+		if opts.Progress != nil {
+			opts.Progress(fmt.Sprintf(format, args...))
+		}
+	}
+
+	logFile, err := os.Create(filepath.Join(logDir, "manager.log"))
+	if err != nil {
+		return nil, err
+	}
+	f.stops = append(f.stops, func() { _ = logFile.Close() })
+	if f.log, err = logging.New(opts.LogLevel, logFile); err != nil {
+		return nil, err
+	}
+	ctrl.SetLogger(f.log)
+
+	progress("building hyperfleet-agent and the fake runner")
+	agentBin, runnerBin, err := buildBinaries(ctx, opts.RepoRoot, filepath.Join(stateDir, "bin"))
+	if err != nil {
+		return nil, err
+	}
+	pkg, sum, err := runnerPackage(runnerBin)
+	if err != nil {
+		return nil, err
+	}
+	if f.State.Runner.URL, err = serveArtifacts(runCtx, pkg); err != nil {
+		return nil, err
+	}
+	f.State.Runner.SHA256 = sum
+
+	progress("starting kube-apiserver and etcd")
+	if f.Env, err = testenv.Start(); err != nil {
+		return nil, err
+	}
+	f.State.APIServer = f.Env.Config.Host
+	f.State.Kubectl = f.Env.Tools.Kubectl()
+	f.State.Kubeconfig = filepath.Join(stateDir, "kubeconfig")
+	if err := copyFile(f.Env.KubeconfigPath, f.State.Kubeconfig); err != nil {
+		return nil, err
+	}
+
+	progress("starting the Cluster API core manager")
+	if f.capi, err = f.Env.StartCAPIManager(ctx); err != nil {
+		return nil, err
+	}
+	// Kept next to the other logs: the control plane's own directory goes with it on stop.
+	f.stops = append(f.stops, func() { _ = copyFile(f.capi.LogPath, filepath.Join(logDir, "capi-manager.log")) })
+
+	progress("starting the fake GitHub API and the Proxmox VE simulator")
+	if err := f.startGitHub(); err != nil {
+		return nil, err
+	}
+	if err := f.startSimulator(agentBin); err != nil {
+		return nil, err
+	}
+
+	progress("starting the bootstrap service and HyperFleet's manager")
+	if err := f.startBootstrapService(ctx, runCtx); err != nil {
+		return nil, err
+	}
+	webhookSecret := randomHex(20)
+	if err := f.startManager(ctx, runCtx, webhookSecret); err != nil {
+		return nil, err
+	}
+	f.GitHub.SetWebhook(f.State.Webhook.URL, webhookSecret)
+
+	progress("applying the sample fleet in namespace %s", opts.Namespace)
+	if err := f.applySample(ctx); err != nil {
+		return nil, err
+	}
+	f.State.StartedAt = time.Now().UTC()
+	if err := WriteState(stateDir, &f.State); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Stop ends every component, children first, and removes the state file. Logs stay.
+func (f *Fleet) Stop() {
+	_ = os.Remove(filepath.Join(f.stateDir, StateFileName))
+	f.cancel()
+	if f.mgrDone != nil {
+		select {
+		case err := <-f.mgrDone:
+			if err != nil {
+				f.log.Error(err, "manager stopped with an error")
+			}
+		case <-time.After(30 * time.Second):
+			f.log.Info("manager did not stop within 30s")
+		}
+	}
+	if f.Simulator != nil {
+		// Kills every VM's agent and runner.
+		_ = f.Simulator.Close()
+	}
+	if f.GitHub != nil {
+		f.GitHub.Close()
+	}
+	if f.capi != nil {
+		f.capi.Stop()
+	}
+	for i := len(f.stops) - 1; i >= 0; i-- {
+		f.stops[i]()
+	}
+	if f.Env != nil {
+		if err := f.Env.Stop(); err != nil {
+			f.log.Error(err, "stopping the control plane")
+		}
+	}
+}
+
+func copyFile(from, to string) error {
+	data, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, data, 0o600)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(errors.New("crypto/rand failed: " + err.Error()))
+	}
+	return hex.EncodeToString(b)
+}

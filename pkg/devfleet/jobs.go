@@ -1,0 +1,139 @@
+package devfleet
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
+	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
+)
+
+// Job is a workflow job as the fake GitHub's admin endpoint lists it.
+type Job struct {
+	ID           int64      `json:"id"`
+	Repository   string     `json:"repository"`
+	Name         string     `json:"name"`
+	Labels       []string   `json:"labels"`
+	Status       string     `json:"status"`
+	Conclusion   *string    `json:"conclusion"`
+	RunnerName   *string    `json:"runner_name"`
+	Acquisitions int        `json:"acquisitions"`
+	CreatedAt    *time.Time `json:"created_at"`
+	StartedAt    *time.Time `json:"started_at"`
+	CompletedAt  *time.Time `json:"completed_at"`
+}
+
+// JobRequest asks for Count jobs with runs-on Labels in Repository (default: the state's).
+type JobRequest struct {
+	Count      int
+	Labels     []string
+	Repository string
+	// Name prefixes the jobs' names; default "job".
+	Name string
+}
+
+var httpClient = &http.Client{Timeout: 10 * time.Second}
+
+// CreateJobs queues jobs in the fake GitHub through its admin endpoint, exactly as a push would
+// on github.com: the fake sends each job's signed workflow_job "queued" webhook to the fleet's
+// receiver, and a runner that comes online takes it.
+func CreateJobs(ctx context.Context, s *State, req JobRequest) ([]Job, error) {
+	if req.Repository == "" {
+		req.Repository = s.GitHub.Repository
+	}
+	if req.Name == "" {
+		req.Name = "job"
+	}
+	if len(req.Labels) == 0 {
+		return nil, fmt.Errorf("jobs need runs-on labels")
+	}
+	jobs := make([]Job, 0, req.Count)
+	for i := 1; i <= req.Count; i++ {
+		body, _ := json.Marshal(map[string]any{"repository": req.Repository, "labels": req.Labels, "name": fmt.Sprintf("%s-%d", req.Name, i)})
+		var j Job
+		if err := call(ctx, httpClient, http.MethodPost, s.GitHub.JobsURL, body, http.StatusCreated, &j); err != nil {
+			return jobs, err
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs, nil
+}
+
+// ListJobs returns every job the fake GitHub knows, by ID.
+func ListJobs(ctx context.Context, s *State) ([]Job, error) {
+	var jobs []Job
+	return jobs, call(ctx, httpClient, http.MethodGet, s.GitHub.JobsURL, nil, http.StatusOK, &jobs)
+}
+
+// ListVMs returns the Proxmox simulator's VMs through its admin endpoint.
+func ListVMs(ctx context.Context, s *State) ([]pvesim.VM, error) {
+	c, err := simulatorClient(s)
+	if err != nil {
+		return nil, err
+	}
+	var vms []pvesim.VM
+	return vms, call(ctx, c, http.MethodGet, s.Proxmox.AdminURL+"/vms", nil, http.StatusOK, &vms)
+}
+
+func simulatorClient(s *State) (*http.Client, error) {
+	pem, err := os.ReadFile(s.Proxmox.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no certificate", s.Proxmox.CAFile)
+	}
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}, nil
+}
+
+func call(ctx context.Context, c *http.Client, method, url string, body []byte, want int, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != want {
+		return fmt.Errorf("%s %s: %s: %s", method, url, resp.Status, bytes.TrimSpace(data))
+	}
+	return json.Unmarshal(data, out)
+}
+
+// JobCounts summarises jobs by state.
+type JobCounts struct {
+	Queued, Running, Completed, Total int
+}
+
+// CountJobs counts jobs by status.
+func CountJobs(jobs []Job) JobCounts {
+	c := JobCounts{Total: len(jobs)}
+	for _, j := range jobs {
+		switch j.Status {
+		case fakegithub.JobQueued:
+			c.Queued++
+		case fakegithub.JobInProgress:
+			c.Running++
+		case fakegithub.JobCompleted:
+			c.Completed++
+		}
+	}
+	return c
+}

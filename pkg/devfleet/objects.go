@@ -1,0 +1,159 @@
+package devfleet
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
+	controlplanev1 "github.com/hyperfleet-io/hyperfleet/api/controlplane/v1alpha1"
+	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
+	ghplatform "github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
+)
+
+// Names of the sample fleet's objects.
+const (
+	DefaultNamespace = "hyperfleet-dev"
+	ClusterName      = "fleet"
+	// HypervisorClusterName is also the prefix of its Secrets.
+	HypervisorClusterName = "pve"
+	TemplateName          = "runner"
+	GitHubSecretName      = "github-app"
+	DefaultPoolName       = "linux-x64"
+	// DefaultOrganization owns DefaultRepository on the fake GitHub; the pool takes the
+	// organization's jobs.
+	DefaultOrganization = "acme"
+	DefaultRepository   = "acme/app"
+	// RunnerTemplateVMID is the simulator's Ubuntu runner template.
+	RunnerTemplateVMID = 9000
+)
+
+// DefaultLabels are the sample pool's runner labels.
+var DefaultLabels = []string{"linux", "x64"}
+
+// PoolOptions shape the sample RunnerPool.
+type PoolOptions struct {
+	Name     string
+	Min, Max int32
+	Labels   []string
+	// Organization scopes the pool to an organization; Repository (wins) to one repository.
+	Organization, Repository string
+	// IdleTimeout powers off a runner VM that got no job; the pool replaces it.
+	IdleTimeout time.Duration
+}
+
+func (p *PoolOptions) defaults() {
+	if p.Name == "" {
+		p.Name = DefaultPoolName
+	}
+	if p.Max == 0 {
+		p.Min, p.Max = 1, 5
+	}
+	if len(p.Labels) == 0 {
+		p.Labels = DefaultLabels
+	}
+	if p.Organization == "" && p.Repository == "" {
+		p.Organization = DefaultOrganization
+	}
+	if p.IdleTimeout == 0 {
+		p.IdleTimeout = 10 * time.Minute
+	}
+}
+
+// sampleInput is what the sample objects point at.
+type sampleInput struct {
+	namespace           string
+	pool                PoolOptions
+	proxmoxURL          string // https://host:port, without /api2/json
+	proxmoxCA           []byte
+	tokenID, tokenSecet string
+	githubURL           string
+	appID               int64
+	appKeyPEM           []byte
+	installationID      int64
+	runnerURL, runnerSH string
+}
+
+// sampleFleet is a runner fleet as a person would write it (templates/cluster-template.yaml with
+// organization-level runners): credentials, a Cluster whose infrastructure is a HypervisorCluster
+// and whose control plane is a FleetControlPlane (so every Cluster condition settles although
+// runners never become Nodes), the runner templates and a RunnerPool.
+func sampleFleet(in sampleInput) []client.Object {
+	ns := in.namespace
+	meta := func(name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{clusterv1.ClusterNameLabel: ClusterName}}
+	}
+	p := in.pool
+	return []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.Secret{ObjectMeta: meta(HypervisorClusterName + "-credentials"), StringData: map[string]string{
+			connection.KeyTokenID: in.tokenID, connection.KeyTokenSecret: in.tokenSecet}},
+		&corev1.Secret{ObjectMeta: meta(HypervisorClusterName + "-ca"), Data: map[string][]byte{"ca.crt": in.proxmoxCA}},
+		&corev1.Secret{ObjectMeta: meta(GitHubSecretName), StringData: map[string]string{
+			ghplatform.KeyAppID: strconv.FormatInt(in.appID, 10), ghplatform.KeyPrivateKey: string(in.appKeyPEM),
+			ghplatform.KeyInstallationID: strconv.FormatInt(in.installationID, 10)}},
+		&infrav1.HypervisorCluster{ObjectMeta: meta(HypervisorClusterName), Spec: infrav1.HypervisorClusterSpec{
+			Provider:       infrav1.ProviderProxmox,
+			Endpoint:       in.proxmoxURL,
+			CredentialsRef: infrav1.LocalSecretReference{Name: HypervisorClusterName + "-credentials"},
+			CABundleRef:    &infrav1.SecretKeyReference{Name: HypervisorClusterName + "-ca", Key: "ca.crt"},
+			Proxmox: &infrav1.ProxmoxClusterParameters{ISOStorage: "local",
+				VMIDRange: &infrav1.VMIDRange{Start: 1000, End: 1999}},
+		}},
+		// The manager's default workload-reader ServiceAccount goes into the kubeconfig.
+		&controlplanev1.FleetControlPlane{ObjectMeta: meta(ClusterName)},
+		&clusterv1.Cluster{ObjectMeta: meta(ClusterName), Spec: clusterv1.ClusterSpec{
+			ControlPlaneRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: controlplanev1.GroupVersion.Group, Kind: "FleetControlPlane", Name: ClusterName},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: infrav1.GroupVersion.Group, Kind: "HypervisorCluster", Name: HypervisorClusterName},
+		}},
+		&infrav1.MachineClaimTemplate{ObjectMeta: meta(TemplateName), Spec: infrav1.MachineClaimTemplateSpec{
+			Template: infrav1.MachineClaimTemplateResource{Spec: infrav1.MachineClaimSpec{
+				Template:  infrav1.TemplateSource{VMID: ptr.To[int32](RunnerTemplateVMID)},
+				CloneMode: infrav1.CloneLinked, Cores: 2, MemoryMiB: 2048,
+				Network: &infrav1.NetworkSpec{Bridge: "vmbr0"}, Tags: []string{"ci"},
+			}},
+		}},
+		&bootstrapv1.BootstrapConfigTemplate{ObjectMeta: meta(TemplateName), Spec: bootstrapv1.BootstrapConfigTemplateSpec{
+			Template: bootstrapv1.BootstrapConfigTemplateResource{Spec: bootstrapv1.BootstrapConfigSpec{
+				Attestation: bootstrapv1.AttestationSpec{Method: bootstrapv1.AttestationJoinToken,
+					Provider: bootstrapv1.IdentityBuiltin, TrustDomain: TrustDomain},
+				Runner: bootstrapv1.RunnerSpec{OS: "linux", Arch: "x64", DownloadURL: in.runnerURL, SHA256: in.runnerSH,
+					IdleTimeout: &metav1.Duration{Duration: p.IdleTimeout}},
+			}},
+		}},
+		&fleetv1.RunnerPool{ObjectMeta: meta(p.Name), Spec: fleetv1.RunnerPoolSpec{
+			ClusterName: ClusterName, MinReplicas: p.Min, MaxReplicas: p.Max,
+			GitHub: fleetv1.GitHubSpec{
+				Organization: p.Organization, Repository: p.Repository, Labels: p.Labels,
+				CredentialsRef: fleetv1.LocalObjectReference{Name: GitHubSecretName}, APIURL: in.githubURL + "/",
+			},
+			Template: fleetv1.RunnerMachineTemplate{
+				InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+					APIGroup: infrav1.GroupVersion.Group, Kind: "MachineClaimTemplate", Name: TemplateName},
+				BootstrapConfigRef: clusterv1.ContractVersionedObjectReference{
+					APIGroup: bootstrapv1.GroupVersion.Group, Kind: "BootstrapConfigTemplate", Name: TemplateName},
+			},
+		}},
+	}
+}
+
+// jobRepository is the repository jobs for pool are created in.
+func jobRepository(p PoolOptions) string {
+	if p.Repository != "" {
+		return p.Repository
+	}
+	if strings.EqualFold(p.Organization, DefaultOrganization) {
+		return DefaultRepository
+	}
+	return p.Organization + "/app"
+}
