@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -38,6 +39,32 @@ func TestHelmLint(t *testing.T) {
 	helm := helmBinary(t)
 	run(t, nil, nil, helm, "lint", "--strict", chart)
 	run(t, nil, nil, helm, "lint", "--strict", chart, "--set", "serviceMonitor.enabled=true,grafanaDashboard.enabled=true,bootstrapService.enabled=false")
+
+	// values.schema.json turns typos into errors before anything reaches a cluster.
+	for _, bad := range []string{"manager.logLevel=LOUD", "manager.sweepInterval=soon", "manager.replicas=two", "bootstrapService.service.type=Ingress"} {
+		out, err := tryRun(nil, nil, helm, "template", "hyperfleet", chart, "--set", bad)
+		if err == nil || !strings.Contains(string(out), "schema") {
+			t.Errorf("helm template --set %s: want a schema error, got %v\n%s", bad, err, out)
+		}
+	}
+}
+
+// TestHelmPackage renders the packaged chart: the CRDs, the generated manager role and the dashboard
+// are links into config/ in the repository and must be real files in the archive.
+func TestHelmPackage(t *testing.T) {
+	helm := helmBinary(t)
+	g := NewWithT(t)
+	dir := t.TempDir()
+	run(t, nil, nil, helm, "package", chart, "--destination", dir)
+	archives, _ := filepath.Glob(filepath.Join(dir, "hyperfleet-*.tgz"))
+	g.Expect(archives).To(HaveLen(1))
+	objs := decode(t, run(t, nil, nil, helm, "template", "hyperfleet", archives[0], "--namespace", namespace,
+		"--include-crds", "--set", "grafanaDashboard.enabled=true"))
+	allCRDs, _ := crdNames(t)
+	g.Expect(namesOfKind(objs, "CustomResourceDefinition")).To(ConsistOf(allCRDs))
+	role := find(t, objs, "ClusterRole", "hyperfleet-manager-role")
+	g.Expect(role.Object["rules"]).NotTo(BeEmpty())
+	find(t, objs, "ConfigMap", "hyperfleet-grafana-dashboard")
 }
 
 func TestHelmTemplate(t *testing.T) {

@@ -121,13 +121,34 @@ func TestReleaseManifestsSubstituted(t *testing.T) {
 		if file == "infrastructure-components.yaml" {
 			data, _, _ := unstructured.NestedStringMap(find(t, objs, "ConfigMap", "hyperfleet-config").Object, "data")
 			g.Expect(data).To(HaveKeyWithValue("LOG_LEVEL", "DEBUG"))
-			g.Expect(data).To(HaveKeyWithValue("CONCURRENCY", "20"))
-			g.Expect(data).To(HaveKeyWithValue("METRICS_SECURE", "true"))
 			g.Expect(data).To(HaveKeyWithValue("WATCH_NAMESPACE", ""))
+			manager := container(t, deployment(t, find(t, objs, "Deployment", "controller-manager")), "manager")
+			g.Expect(manager.Args).To(ContainElements("--concurrency=20", "--metrics-secure=true"))
 		}
 		applyNamespaces(t, objs)
 		noPodSecurityWarnings(t, dryRunApply(t, out))
 	}
+}
+
+// TestReleaseOverlayWithoutScript renders config/release/infrastructure with plain kustomize, as
+// Cluster API's Tilt setup and create-local-repository.py do (tilt-provider.yaml,
+// clusterctl-settings.json), and checks the result still substitutes into valid objects.
+func TestReleaseOverlayWithoutScript(t *testing.T) {
+	g := NewWithT(t)
+	raw := kustomize(t, "config/release/infrastructure")
+	file := filepath.Join(t.TempDir(), "infrastructure-components.yaml")
+	g.Expect(os.WriteFile(file, raw, 0o644)).To(Succeed())
+	out := run(t, nil, append(clusterctlEnv(t), "HYPERFLEET_CONCURRENCY=5", "HYPERFLEET_SWEEP_INTERVAL=45s"),
+		env.Tools.Clusterctl(), "generate", "yaml", "--from", file)
+	objs := decode(t, out)
+	data, ok, err := unstructured.NestedStringMap(find(t, objs, "ConfigMap", "hyperfleet-config").Object, "data")
+	g.Expect(err).NotTo(HaveOccurred(), "ConfigMap values must stay strings after substitution")
+	g.Expect(ok).To(BeTrue())
+	g.Expect(data).To(HaveKeyWithValue("SWEEP_INTERVAL", "45s"))
+	g.Expect(container(t, deployment(t, find(t, objs, "Deployment", "controller-manager")), "manager").Args).
+		To(ContainElement("--concurrency=5"))
+	applyNamespaces(t, objs)
+	dryRunApply(t, out)
 }
 
 func mustRead(t *testing.T, path string) []byte {
