@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"github.com/hyperfleet-io/hyperfleet/pkg/tracing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -182,7 +183,7 @@ func (r *BootstrapConfigReconciler) SetupWithManager(ctx context.Context, mgr ct
 		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(machineToBootstrapConfig)).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(clusterToConfigs),
 			builder.WithPredicates(predicates.ClusterPausedTransitionsOrInfrastructureProvisioned(mgr.GetScheme(), log))).
-		Complete(r)
+		Complete(tracing.Reconciler("bootstrapconfig", r))
 }
 
 // machineToBootstrapConfig maps a Machine to the BootstrapConfig it references.

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"github.com/hyperfleet-io/hyperfleet/pkg/tracing"
 	"time"
 
 	authv1 "k8s.io/api/authentication/v1"
@@ -154,7 +155,7 @@ func (r *FleetControlPlaneReconciler) SetupWithManager(ctx context.Context, mgr 
 		WithOptions(opts).
 		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), r.WatchFilter)).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToControlPlane)).
-		Complete(r)
+		Complete(tracing.Reconciler("fleetcontrolplane", r))
 }
 
 func (r *FleetControlPlaneReconciler) clusterToControlPlane(_ context.Context, o client.Object) []ctrl.Request {

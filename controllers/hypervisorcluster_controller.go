@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"github.com/hyperfleet-io/hyperfleet/pkg/tracing"
 	"net/url"
 	"strconv"
 	"time"
@@ -234,7 +235,7 @@ func (r *HypervisorClusterReconciler) SetupWithManager(ctx context.Context, mgr 
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(
 			util.ClusterToInfrastructureMapFunc(ctx, infrav1.GroupVersion.WithKind("HypervisorCluster"), mgr.GetClient(), &infrav1.HypervisorCluster{})),
 			builder.WithPredicates(predicates.ClusterUnpaused(mgr.GetScheme(), ctrl.LoggerFrom(ctx)))).
-		Complete(r)
+		Complete(tracing.Reconciler("hypervisorcluster", r))
 }
 
 // secretToHypervisorClusters reconciles the HypervisorClusters whose credentials or CA bundle changed,

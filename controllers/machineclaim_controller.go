@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"github.com/hyperfleet-io/hyperfleet/pkg/tracing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -320,7 +321,7 @@ func (r *MachineClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 			builder.WithPredicates(predicates.ClusterPausedTransitionsOrInfrastructureProvisioned(mgr.GetScheme(), log))).
 		Watches(&infrav1.HypervisorCluster{}, handler.EnqueueRequestsFromMapFunc(r.hypervisorClusterToClaims)).
 		Watches(&bootstrapv1.BootstrapConfig{}, handler.EnqueueRequestsFromMapFunc(r.bootstrapConfigToClaim)).
-		Complete(r)
+		Complete(tracing.Reconciler("machineclaim", r))
 }
 
 // hypervisorClusterToClaims wakes the claims of a HypervisorCluster when it changes, e.g. becomes

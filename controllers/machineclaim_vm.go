@@ -16,6 +16,7 @@ import (
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/cloudinit"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
+	"github.com/hyperfleet-io/hyperfleet/pkg/metrics"
 	"github.com/hyperfleet-io/hyperfleet/pkg/placement"
 )
 
@@ -296,6 +297,10 @@ func (r *MachineClaimReconciler) reconcileRunning(ctx context.Context, s *claimS
 	r.setProviderID(s)
 	setVMCondition(c, metav1.ConditionTrue, infrav1.VMRunningReason, fmt.Sprintf("VM %s running at %s", vmRef(c), addrs[0].Address))
 	r.Recorder.Eventf(c, corev1.EventTypeNormal, "Provisioned", "VM %s running at %s", vmRef(c), addrs[0].Address)
+	// From the claim's creation: the clone starts within a reconcile of it, and the start time of
+	// the clone task is not kept once the task ends.
+	metrics.ObserveProvisioning(s.hc.Name, time.Since(c.CreationTimestamp.Time))
+	metrics.ProvisioningResult(s.hc.Name, "", true)
 	return ctrl.Result{}, nil
 }
 
@@ -323,6 +328,9 @@ func (r *MachineClaimReconciler) fail(ctx context.Context, s *claimScope, err er
 	}
 	delay := backoff(c.Status.FailureCount)
 	c.Status.LastFailureTime = &metav1.Time{Time: time.Now()}
+	if s.hc != nil {
+		metrics.ProvisioningResult(s.hc.Name, reason, false)
+	}
 	msg := fmt.Sprintf("%v (attempt %d, retrying in %s)", err, c.Status.FailureCount, delay)
 	setVMCondition(c, metav1.ConditionFalse, reason, msg)
 	r.Recorder.Event(c, corev1.EventTypeWarning, reason, msg)

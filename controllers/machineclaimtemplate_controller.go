@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hyperfleet-io/hyperfleet/pkg/tracing"
 	"sort"
 	"strings"
 	"time"
@@ -242,7 +243,7 @@ func (r *MachineClaimTemplateReconciler) SetupWithManager(ctx context.Context, m
 		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), r.WatchFilter)).
 		Watches(&infrav1.HypervisorCluster{}, handler.EnqueueRequestsFromMapFunc(r.namespaceTemplates)).
 		Watches(&fleetv1.RunnerPool{}, handler.EnqueueRequestsFromMapFunc(r.namespaceTemplates)).
-		Complete(r)
+		Complete(tracing.Reconciler("machineclaimtemplate", r))
 }
 
 func (r *MachineClaimTemplateReconciler) namespaceTemplates(ctx context.Context, o client.Object) []ctrl.Request {

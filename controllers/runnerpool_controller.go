@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"github.com/hyperfleet-io/hyperfleet/pkg/tracing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +28,7 @@ import (
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
+	"github.com/hyperfleet-io/hyperfleet/pkg/metrics"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
 	"github.com/hyperfleet-io/hyperfleet/pkg/scaling"
 )
@@ -202,6 +204,7 @@ func (r *RunnerPoolReconciler) reconcileDelete(ctx context.Context, s *poolScope
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
 	}
 	controllerutil.RemoveFinalizer(s.pool, fleetv1.RunnerPoolFinalizer)
+	metrics.DeletePool(s.pool.Namespace, s.pool.Name)
 	return ctrl.Result{}, nil
 }
 
@@ -225,7 +228,7 @@ func (r *RunnerPoolReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 	if r.Wakeups != nil {
 		b = b.WatchesRawSource(source.Channel(r.Wakeups, &handler.TypedEnqueueRequestForObject[*fleetv1.RunnerPool]{}))
 	}
-	return b.Complete(r)
+	return b.Complete(tracing.Reconciler("runnerpool", r))
 }
 
 // poolOfLabelled maps an object carrying the pool label to its pool.

@@ -14,6 +14,7 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
+	pinstrumented "github.com/hyperfleet-io/hyperfleet/pkg/platform/instrumented"
 )
 
 // repairMinAge keeps the repair loop from undoing a webhook that arrived a moment ago.
@@ -31,11 +32,12 @@ func (r *RunnerPoolReconciler) reconcileRepair(ctx context.Context, s *poolScope
 		return ctrl.Result{}, nil
 	}
 	log := ctrl.LoggerFrom(ctx)
-	c, scope, err := r.Platforms.For(ctx, s.pool)
+	gh, scope, err := r.Platforms.For(ctx, s.pool)
 	if err != nil {
 		r.setGitHubUnavailable(s, err)
 		return ctrl.Result{}, nil // sizing continues on webhook demand
 	}
+	c := pinstrumented.Wrap(gh)
 	jobs, err := c.QueuedJobs(ctx, scope)
 	if err != nil {
 		r.setGitHubUnavailable(s, err)
@@ -69,7 +71,7 @@ func (r *RunnerPoolReconciler) reconcileRepair(ctx context.Context, s *poolScope
 
 // removeStaleRunners deregisters offline runners named like this pool's Machines that no Machine
 // backs any more (a VM that died before deregistering).
-func (r *RunnerPoolReconciler) removeStaleRunners(ctx context.Context, s *poolScope, c *github.Client, scope platform.Scope) error {
+func (r *RunnerPoolReconciler) removeStaleRunners(ctx context.Context, s *poolScope, c platform.Platform, scope platform.Scope) error {
 	runners, err := c.ListRunners(ctx, scope)
 	if err != nil {
 		return err

@@ -20,6 +20,7 @@ import (
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
+	pinstrumented "github.com/hyperfleet-io/hyperfleet/pkg/platform/instrumented"
 	"github.com/hyperfleet-io/hyperfleet/pkg/scaling"
 )
 
@@ -197,7 +198,7 @@ func (r *RunnerPoolReconciler) deregister(ctx context.Context, s *poolScope, nam
 	if err != nil {
 		return err
 	}
-	return c.RemoveRunnerByName(ctx, scope, name)
+	return pinstrumented.Wrap(c).RemoveRunnerByName(ctx, scope, name)
 }
 
 // waitForCache blocks until the cache shows the Machines just created, the staleness guard

@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/metrics"
 )
 
 // updateStatus reports the pool at a glance: desired, replicas, ready, idle, busy, queued.
@@ -35,6 +36,7 @@ func (r *RunnerPoolReconciler) updateStatus(s *poolScope) {
 	st.IdleReplicas = max(ready-busy, 0)
 	st.QueuedJobs = int32(s.demand.Queued)
 	st.DesiredReplicas = int32(s.plan.Desired)
+	metrics.SetPool(p.Namespace, p.Name, int(st.DesiredReplicas), int(replicas), int(ready), int(st.IdleReplicas), int(busy), int(st.QueuedJobs))
 
 	if s.plan.Limited {
 		conditions.Set(p, metav1.Condition{Type: fleetv1.ScalingLimitedCondition, Status: metav1.ConditionTrue,

@@ -18,6 +18,9 @@ import (
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
 	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
+	hvinstrumented "github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/instrumented"
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/proxmox"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/builtin"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
 )
@@ -58,6 +61,15 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	registry := connection.NewRegistry(mgr.GetClient(), opts.ProviderTimeout)
 	if opts.Builder != nil {
 		registry.Build = opts.Builder
+	}
+	build := registry.Build
+	registry.Build = func(cfg proxmox.Config) (hypervisor.Provider, error) {
+		p, err := build(cfg)
+		if err != nil {
+			return nil, err
+		}
+		// Every hypervisor call gets a span and latency/error metrics.
+		return hvinstrumented.Wrap(p, cfg.Cluster), nil
 	}
 	copts := controller.Options{MaxConcurrentReconciles: max(opts.Concurrency, 1)}
 	if opts.SkipNameValidation {

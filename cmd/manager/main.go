@@ -3,14 +3,17 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/hyperfleet-io/hyperfleet/pkg/config"
 	"github.com/hyperfleet-io/hyperfleet/pkg/logging"
 	"github.com/hyperfleet-io/hyperfleet/pkg/manager"
+	"github.com/hyperfleet-io/hyperfleet/pkg/tracing"
 )
 
 func main() {
@@ -30,8 +33,21 @@ func main() {
 		log.Error(err, "no Kubernetes configuration: set KUBECONFIG or run in a cluster")
 		os.Exit(1)
 	}
-	if err := manager.Run(ctrl.SetupSignalHandler(), restConfig, cfg); err != nil {
-		log.Error(err, "manager stopped")
+	ctx := ctrl.LoggerInto(ctrl.SetupSignalHandler(), log)
+	shutdownTracing, err := tracing.Setup(ctx, tracing.Config{
+		Endpoint: cfg.OTLPEndpoint, ServiceName: cfg.OTelServiceName,
+		ResourceAttributes: os.Getenv("OTEL_RESOURCE_ATTRIBUTES"),
+	})
+	if err != nil {
+		log.Error(err, "configuring tracing")
+		os.Exit(2)
+	}
+	runErr := manager.Run(ctx, restConfig, cfg)
+	flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_ = shutdownTracing(flushCtx) // send the last spans
+	cancel()
+	if runErr != nil {
+		log.Error(runErr, "manager stopped")
 		os.Exit(1)
 	}
 }

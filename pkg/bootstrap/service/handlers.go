@@ -13,6 +13,7 @@ import (
 
 	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/protocol"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
+	"github.com/hyperfleet-io/hyperfleet/pkg/metrics"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 )
 
@@ -34,6 +35,7 @@ func (s *Server) handleAttest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	attested, err := s.opts.Attestor.Attest(ctx, identity.Evidence{JoinToken: req.JoinToken, CSR: csr})
+	metrics.Attestation(attestationResult(err))
 	if err != nil {
 		status := attestStatus(err)
 		s.log.Info("attestation refused", "status", status, "err", err.Error(), "remote", r.RemoteAddr)
@@ -160,6 +162,25 @@ func attestStatus(err error) int {
 		return http.StatusBadRequest
 	}
 	return http.StatusServiceUnavailable
+}
+
+// attestationResult is the metrics label of an attestation outcome.
+func attestationResult(err error) string {
+	switch {
+	case err == nil:
+		return metrics.AttestationSuccess
+	case errors.Is(err, identity.ErrInvalidEvidence):
+		return metrics.AttestationInvalidToken
+	case errors.Is(err, identity.ErrExpired):
+		return metrics.AttestationTokenExpired
+	case errors.Is(err, identity.ErrAlreadyRedeemed):
+		return metrics.AttestationTokenReused
+	case errors.Is(err, identity.ErrNotLive):
+		return metrics.AttestationNotLive
+	case errors.Is(err, identity.ErrBadRequest):
+		return metrics.AttestationBadRequest
+	}
+	return metrics.AttestationError
 }
 
 func platformStatus(err error) int {
