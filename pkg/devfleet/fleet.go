@@ -57,6 +57,8 @@ type Fleet struct {
 	// Simulator and GitHub are the in-process fakes of the outside world.
 	Simulator *pvesim.Simulator
 	GitHub    *fakegithub.Server
+	// AppliedAt is when the sample fleet's objects were created.
+	AppliedAt time.Time
 
 	opts     Options
 	log      logr.Logger
@@ -200,6 +202,8 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	if err := f.applySample(ctx); err != nil {
 		return nil, err
 	}
+	f.AppliedAt = time.Now()
+	go collectGarbage(runCtx, f.Env.Client, opts.Namespace, 5*time.Second)
 	f.State.StartedAt = time.Now().UTC()
 	if err := WriteState(stateDir, &f.State); err != nil {
 		return nil, err

@@ -1,0 +1,77 @@
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hyperfleet-io/hyperfleet/pkg/devfleet"
+)
+
+var (
+	fleet *devfleet.Fleet
+	// boots records when each VM's guest started its agent, for the timings.
+	boots = &vmBoots{}
+)
+
+type vmBoots struct {
+	mu    sync.Mutex
+	times []time.Time
+}
+
+func (b *vmBoots) observe(e devfleet.VMEvent) {
+	if e.Kind != "booted" {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.times = append(b.times, time.Now())
+}
+
+func (b *vmBoots) first() (time.Time, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.times) == 0 {
+		return time.Time{}, false
+	}
+	return b.times[0], true
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("e2e: skipped in -short mode")
+		os.Exit(0)
+	}
+	stateDir, err := os.MkdirTemp("", "hyperfleet-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	fleet, err = devfleet.Start(ctx, devfleet.Options{
+		StateDir:    stateDir,
+		Pool:        devfleet.PoolOptions{Min: 1, Max: 5, Labels: []string{"linux", "x64"}},
+		JobDuration: 2 * time.Second,
+		OnVMEvent:   boots.observe,
+	})
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the local fleet:", err)
+		_ = os.RemoveAll(stateDir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	fleet.Stop()
+	if code != 0 {
+		// The component and VM logs explain a failure; keep them.
+		fmt.Fprintln(os.Stderr, "e2e: logs kept in", fleet.State.LogDir)
+	} else {
+		_ = os.RemoveAll(stateDir)
+	}
+	os.Exit(code)
+}
