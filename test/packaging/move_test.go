@@ -32,9 +32,12 @@ import (
 // runner is.
 func TestClusterctlMove(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts two more API servers")
+		t.Skip("starts another API server")
 	}
-	from, to := startManagementCluster(t), startManagementCluster(t)
+	// The package's API server is the source; one more is the target.
+	from, to := env, startAPIServer(t)
+	installProviders(t, from)
+	installProviders(t, to)
 	ctx := context.Background()
 	const ns = "fleet"
 
@@ -84,17 +87,21 @@ func TestClusterctlMove(t *testing.T) {
 	})
 }
 
-// startManagementCluster starts an API server and installs what `clusterctl init --infrastructure
-// hyperfleet --bootstrap hyperfleet` would: the providers' components (CRDs labelled for clusterctl) and
-// the provider inventory. Cluster API core's CRDs come with testenv; they get clusterctl's label here.
-func startManagementCluster(t *testing.T) *testenv.Env {
+func startAPIServer(t *testing.T) *testenv.Env {
 	t.Helper()
 	e, err := testenv.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.Stop() })
+	return e
+}
 
+// installProviders installs what `clusterctl init --infrastructure hyperfleet --bootstrap hyperfleet`
+// would: the providers' components (CRDs labelled for clusterctl) and the provider inventory. Cluster
+// API core's CRDs come with testenv; they get clusterctl's label here.
+func installProviders(t *testing.T, e *testenv.Env) {
+	t.Helper()
 	config := localRepository(t)
 	for _, flag := range []string{"--infrastructure", "--bootstrap"} {
 		applyTo(t, e, run(t, nil, clusterctlEnv(t), env.Tools.Clusterctl(), "generate", "provider", flag, "hyperfleet:v0.1.0", "--config", config))
@@ -128,7 +135,6 @@ type: %s
 version: %s
 `, p.name, p.ns, p.provider, p.typ, p.version)))
 	}
-	return e
 }
 
 // generateFleet renders the org flavor as a user would.
