@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/config"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
@@ -45,7 +46,10 @@ func TestWebhooksScaleThePool(t *testing.T) {
 	runnerTemplates(t, ns)
 	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github-app", Namespace: ns},
 		StringData: map[string]string{"app-id": "1", "private-key": string(gh.AppKeyPEM())}})).To(Succeed())
-	pool := builder.NewRunnerPool("linux", ns).WithCluster("fleet").WithBounds(0, 10).WithLabels("linux").
+	// An organization of its own: jobs are routed to one pool across all namespaces, and other
+	// tests leave pools for "acme" behind.
+	pool := builder.NewRunnerPool("linux", ns).WithCluster("fleet").WithBounds(0, 10).
+		WithGitHub(fleetv1.GitHubSpec{Organization: "hooks", Labels: []string{"linux"}, CredentialsRef: fleetv1.LocalObjectReference{Name: "github-app"}}).
 		WithTemplates("runner", "runner").Build()
 	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
 	g.Eventually(func(g Gomega) {
@@ -53,13 +57,13 @@ func TestWebhooksScaleThePool(t *testing.T) {
 	}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
 
 	// A forged delivery: 401 and no demand.
-	body := []byte(`{"action":"queued","workflow_job":{"id":999,"run_id":1,"labels":["self-hosted","linux"]},"repository":{"full_name":"acme/app","owner":{"login":"acme"}},"organization":{"login":"acme"}}`)
+	body := []byte(`{"action":"queued","workflow_job":{"id":999,"run_id":1,"labels":["self-hosted","linux"]},"repository":{"full_name":"hooks/app","owner":{"login":"hooks"}},"organization":{"login":"hooks"}}`)
 	code, err := fakegithub.PostWebhook(ctx, http.DefaultClient, url, []byte("not-the-secret"), "workflow_job", fakegithub.NewDeliveryID(), body)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(code).To(Equal(http.StatusUnauthorized))
 
 	for range 3 {
-		gh.CreateJob("acme/app", []string{"self-hosted", "linux"})
+		gh.CreateJob("hooks/app", []string{"self-hosted", "linux"})
 	}
 	g.Eventually(func(g Gomega) {
 		got := get(g, pool)
