@@ -67,7 +67,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, td: opts.CA.TrustDomain(), log: opts.Logger, mux: http.NewServeMux(), platforms: opts.Platforms}
 	if s.platforms == nil {
-		s.platforms = &GitHubPlatforms{Client: opts.Client}
+		s.platforms = NewGitHubPlatforms(opts.Client, nil)
 	}
 	s.svid = &rotatingSVID{ca: opts.CA, id: identity.BootstrapServiceID(s.td), dns: opts.DNSNames, ips: opts.IPs, now: opts.Now}
 	if _, err := s.svid.GetX509SVID(); err != nil {
