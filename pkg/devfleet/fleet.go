@@ -177,8 +177,14 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	if f.capi, err = f.Env.StartCAPIManager(ctx); err != nil {
 		return nil, err
 	}
-	// Kept next to the other logs: the control plane's own directory goes with it on stop.
-	f.stops = append(f.stops, func() { _ = copyFile(f.capi.LogPath, filepath.Join(logDir, "capi-manager.log")) })
+	// Next to the other logs: a link while it runs, a copy once the control plane's own directory
+	// goes away on stop.
+	capiLog := filepath.Join(logDir, "capi-manager.log")
+	_ = os.Symlink(f.capi.LogPath, capiLog)
+	f.stops = append(f.stops, func() {
+		_ = os.Remove(capiLog)
+		_ = copyFile(f.capi.LogPath, capiLog)
+	})
 
 	progress("starting the fake GitHub API and the Proxmox VE simulator")
 	if err := f.startGitHub(); err != nil {
