@@ -52,6 +52,12 @@ func (r *BootstrapConfigReconciler) reconcileDataSecret(ctx context.Context, s *
 	if res, ok := r.checkAttestationSupported(c); !ok {
 		return res, nil
 	}
+	// Check before minting: a token recorded for a config that cannot be rendered would be burnt.
+	if r.serviceURL(c) == "" {
+		setDataSecretCondition(c, metav1.ConditionFalse, bootstrapv1.DataSecretFailedReason,
+			"no bootstrap service URL: set spec.bootstrapServiceURL or the manager's BOOTSTRAP_SERVICE_URL to an address VMs can reach")
+		return ctrl.Result{}, nil
+	}
 	td, err := spiffeid.TrustDomainFromString(r.trustDomain(c))
 	if err != nil {
 		setDataSecretCondition(c, metav1.ConditionFalse, bootstrapv1.JoinTokenFailedReason, err.Error())

@@ -3,7 +3,7 @@
 // its own Deployment with any number of replicas; all state is in the API server.
 //
 //	bootstrap-service --listen :8443 --ca-secret hyperfleet-system/hyperfleet-bootstrap-ca \
-//	    --trust-domain hyperfleet.local --dns-name hyperfleet-bootstrap.hyperfleet-system.svc
+//	    --trust-domain hyperfleet.local --dns-name hyperfleet-bootstrap-service.hyperfleet-system.svc
 package main
 
 import (
