@@ -32,6 +32,7 @@ func TestBootstrapConfigRendersDataSecret(t *testing.T) {
 	cluster := &clusterv1.Cluster{}
 	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: bootstraptest.ClusterName}, cluster)).To(Succeed())
 	setInfrastructureProvisioned(t, cluster)
+	errorsBefore := reconcileErrors("bootstrapconfig")
 	m, bc := runnerMachineInCluster(t, fleet.Namespace, "runner-1", fleet.Pool.Name, func(bc *bootstrapv1.BootstrapConfig) {
 		bc.Spec.UserData = "#cloud-config\npackages: [git]\n"
 		bc.Spec.Runner.IdleTimeout = &metav1.Duration{Duration: 7 * time.Minute}
@@ -44,6 +45,7 @@ func TestBootstrapConfigRendersDataSecret(t *testing.T) {
 		g.Expect(bc.Status.Initialization.DataSecretCreated).To(Equal(ptr.To(true)))
 		g.Expect(conditions.IsTrue(bc, bootstrapv1.ReadyCondition)).To(BeTrue())
 	}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
+	g.Expect(reconcileErrors("bootstrapconfig")-errorsBefore).To(BeZero(), "minting the token and writing the Secret take one clean reconcile, not a conflict and a retry")
 
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "runner-1", Namespace: fleet.Namespace}}
 	get(g, secret)

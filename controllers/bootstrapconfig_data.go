@@ -120,7 +120,15 @@ func (r *BootstrapConfigReconciler) recordCredential(ctx context.Context, c *boo
 	if cred.TokenHash != "" {
 		c.Status.JoinToken = &bootstrapv1.JoinTokenStatus{SHA256: cred.TokenHash}
 	}
-	return r.Client.Status().Patch(ctx, c, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	if err := r.Client.Status().Patch(ctx, c, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return err
+	}
+	// The reconcile's patch helper diffs c against the copy read at its start, so a new
+	// resourceVersion in c ends up in its spec and status patches as a precondition; its
+	// conditions patch, issued first, has moved the object on by then, and both would fail with a
+	// conflict. The fields just written stay in c; the status patch repeats them harmlessly.
+	c.ResourceVersion = before.ResourceVersion
+	return nil
 }
 
 // writeDataSecret creates the data Secret, named like the BootstrapConfig so clusterctl move can

@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/bradleyfalzon/ghinstallation/v2"
@@ -53,6 +54,28 @@ func startBootstrapController(t *testing.T, caNamespace string) {
 		_ = mgr.Start(ctx)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
+}
+
+// reconcileErrors is controller-runtime's count of failed reconciles of a controller (all managers
+// of the test process together).
+func reconcileErrors(controller string) float64 {
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		return 0
+	}
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_errors_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == controller {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
 
 // runnerMachine creates a Cluster (infrastructure provisioned unless told otherwise), and a Machine
