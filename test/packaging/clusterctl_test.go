@@ -164,7 +164,7 @@ func checkFleet(t *testing.T, out []byte, ns string, want []string) {
 	objs := decode(t, out)
 	g.Expect(kinds(objs)).To(Equal(map[string]int{
 		"Cluster": 1, "FleetControlPlane": 1, "HypervisorCluster": 1, "Secret": 2, "MachineClaimTemplate": 1,
-		"BootstrapConfigTemplate": 1, "RunnerPool": 1,
+		"BootstrapConfigTemplate": 1, "RunnerPool": 1, "MachineHealthCheck": 1,
 	}))
 	for _, o := range objs {
 		g.Expect(o.GetNamespace()).To(Equal(ns))

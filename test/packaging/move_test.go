@@ -165,6 +165,13 @@ func markInfrastructureProvisioned(t *testing.T, e *testenv.Env, ns, name string
 	g.Expect(e.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cp)).To(Succeed())
 	cp.OwnerReferences = owner
 	g.Expect(e.Client.Update(ctx, cp)).To(Succeed())
+	// Cluster API's MachineHealthCheck controller makes the Cluster own each MachineHealthCheck.
+	mhcs := &clusterv1.MachineHealthCheckList{}
+	g.Expect(e.Client.List(ctx, mhcs, client.InNamespace(ns))).To(Succeed())
+	for i := range mhcs.Items {
+		mhcs.Items[i].OwnerReferences = owner
+		g.Expect(e.Client.Update(ctx, &mhcs.Items[i])).To(Succeed())
+	}
 	cluster.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
 	g.Expect(e.Client.Status().Update(ctx, cluster)).To(Succeed())
 
