@@ -37,8 +37,12 @@ func jobs(ctx context.Context, args []string, out io.Writer) error {
 	for _, j := range created {
 		ids[j.ID] = true
 	}
+	where := created[0].Repository
+	if where == "" {
+		where = s.GitHub.Repository
+	}
 	fmt.Fprintf(out, "queued %d jobs in %s with runs-on [%s] (IDs %d..%d); the fake GitHub sends their webhooks to %s\n",
-		len(created), created[0].Repository, *labels, created[0].ID, created[len(created)-1].ID, s.Webhook.URL)
+		len(created), where, *labels, created[0].ID, created[len(created)-1].ID, s.Webhook.URL)
 	if !*wait {
 		fmt.Fprintf(out, "watch: %s --kubeconfig %s get machines,machineclaims -n %s -w\n", s.Kubectl, relative(s.Kubeconfig), s.Namespace)
 		return nil
