@@ -1,0 +1,114 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/config"
+	"github.com/hyperfleet-io/hyperfleet/test/builder"
+	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
+	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
+)
+
+// githubPool creates a fleet on sim and a RunnerPool for org's jobs labelled linux, registered
+// through gh's App.
+func githubPool(t *testing.T, ns, org string, max int32, sim *pvesim.Simulator, gh *fakegithub.Server) *fleetv1.RunnerPool {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	capiFleet(t, ns, sim)
+	runnerTemplates(t, ns)
+	// Small VMs: linked clones all land on the template's node, whose memory is finite.
+	mct := get(g, &infrav1.MachineClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "runner", Namespace: ns}})
+	mct.Spec.Template.Spec.MemoryMiB = 512
+	g.Expect(env.Client.Update(ctx, mct)).To(Succeed())
+	gh.InstallationID(org)
+	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github-app", Namespace: ns},
+		StringData: map[string]string{"app-id": fmt.Sprint(gh.AppID()), "private-key": string(gh.AppKeyPEM())}})).To(Succeed())
+	pool := builder.NewRunnerPool("linux", ns).WithCluster("fleet").WithBounds(0, max).
+		WithGitHub(fleetv1.GitHubSpec{Organization: org, Labels: []string{"linux"}, APIURL: gh.URL() + "/",
+			CredentialsRef: fleetv1.LocalObjectReference{Name: "github-app"}}).
+		WithTemplates("runner", "runner").Build()
+	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
+	return pool
+}
+
+// TestRepairLoopRecoversDroppedWebhooks: GitHub does not redeliver webhooks. Jobs whose queued
+// webhook never arrived are found by the repair loop in the GitHub API, and provisioned for — and
+// no more than that.
+func TestRepairLoopRecoversDroppedWebhooks(t *testing.T) {
+	g := NewWithT(t)
+	startCAPI(t)
+	sim := pvesim.StartForTest(t, pvesim.Config{})
+	gh := fakegithub.StartForTest(t, fakegithub.Options{})
+	startManagerWith(t, func(c *config.Manager) { c.RepairInterval = time.Second })
+	ns := newNamespace(t)
+	for range 4 {
+		gh.CreateJob("repairs/app", []string{"self-hosted", "linux"}, fakegithub.WithoutQueuedWebhook())
+	}
+	gh.CreateJob("repairs/app", []string{"self-hosted", "windows"}, fakegithub.WithoutQueuedWebhook())
+	pool := githubPool(t, ns, "repairs", 10, sim, gh)
+
+	g.Eventually(func(g Gomega) {
+		got := get(g, pool)
+		g.Expect(got.Status.QueuedJobs).To(Equal(int32(4)), "conditions: %+v", got.Status.Conditions)
+		g.Expect(got.Status.LastRepairTime).NotTo(BeNil())
+		g.Expect(poolMachines(g, pool)).To(HaveLen(4))
+	}, 45*time.Second, 200*time.Millisecond).Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		g.Expect(poolMachines(g, pool)).To(HaveLen(4), "repeated repairs add nothing; the windows job is not ours")
+	}, 3*time.Second, 200*time.Millisecond).Should(Succeed())
+}
+
+// TestFiftyWebhooksFiftyVMs: a burst of 50 signed queued deliveries (with duplicates and replays)
+// becomes 50 runners, each with its own VM, and nothing more.
+func TestFiftyWebhooksFiftyVMs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("50 VMs take a while on small machines")
+	}
+	g := NewWithT(t)
+	ctx := context.Background()
+	startCAPI(t)
+	sim := pvesim.StartForTest(t, pvesim.Config{})
+	addr, secret := freeAddr(t), "fifty"
+	url := fmt.Sprintf("http://%s/webhooks/github", addr)
+	gh := fakegithub.StartForTest(t, fakegithub.Options{WebhookURL: url, WebhookSecret: secret})
+	startManagerWith(t, func(c *config.Manager) {
+		c.WebhookBindAddress, c.WebhookSecret, c.RepairInterval = addr, secret, time.Hour
+	})
+	ns := newNamespace(t)
+	pool := githubPool(t, ns, "fifty", 60, sim, gh)
+	g.Eventually(func(g Gomega) { g.Expect(get(g, pool).Status.Selector).NotTo(BeEmpty()) }, 20*time.Second, 100*time.Millisecond).Should(Succeed())
+
+	for range 50 {
+		gh.CreateJob("fifty/app", []string{"self-hosted", "linux"})
+	}
+	// The fake sends its deliveries in the background.
+	g.Eventually(func() int { return len(gh.Deliveries()) }, 30*time.Second, 100*time.Millisecond).Should(BeNumerically(">=", 50))
+	// Replays of a delivery under new delivery ids, as an attacker or a proxy might send them.
+	for _, d := range gh.Deliveries()[:5] {
+		code, err := fakegithub.PostWebhook(ctx, http.DefaultClient, url, []byte(secret), "workflow_job", fakegithub.NewDeliveryID(), d.Payload)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(code).To(BeNumerically("<", 300))
+	}
+	start := time.Now()
+	g.Eventually(func(g Gomega) {
+		g.Expect(get(g, pool).Status.QueuedJobs).To(Equal(int32(50)))
+		g.Expect(poolMachines(g, pool)).To(HaveLen(50))
+		g.Expect(len(ownedVMs(sim))).To(Equal(50))
+	}, 180*time.Second, time.Second).Should(Succeed())
+	t.Logf("50 queued deliveries -> 50 Machines and 50 VMs in %s", time.Since(start).Round(time.Second))
+	g.Consistently(func(g Gomega) {
+		g.Expect(poolMachines(g, pool)).To(HaveLen(50))
+		g.Expect(len(ownedVMs(sim))).To(Equal(50))
+	}, 3*time.Second, 500*time.Millisecond).Should(Succeed())
+}
