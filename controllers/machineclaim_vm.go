@@ -11,7 +11,6 @@ import (
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/cloudinit"
@@ -355,81 +354,4 @@ func (r *MachineClaimReconciler) backoffRemaining(c *infrav1.MachineClaim) time.
 		return 0
 	}
 	return time.Until(c.Status.LastFailureTime.Add(backoff(c.Status.FailureCount)))
-}
-
-// reservedMemory sums the memory of this cluster's claims that have a node but no running VM yet,
-// so a burst of claims spreads over nodes instead of all choosing the emptiest one.
-func (r *MachineClaimReconciler) reservedMemory(ctx context.Context, s *claimScope) (map[string]int, error) {
-	claims := &infrav1.MachineClaimList{}
-	if err := r.Client.List(ctx, claims, client.InNamespace(s.claim.Namespace),
-		client.MatchingLabels{infrav1.HypervisorClusterNameLabel: s.hc.Name}); err != nil {
-		return nil, err
-	}
-	reserved := map[string]int{}
-	for _, other := range claims.Items {
-		if other.UID == s.claim.UID || other.Status.Node == "" || other.Status.CompletedStep == infrav1.StepStarted {
-			continue
-		}
-		mem := int(other.Spec.MemoryMiB)
-		if mem == 0 {
-			mem = 2048
-		}
-		reserved[other.Status.Node] += mem
-	}
-	return reserved, nil
-}
-
-func (r *MachineClaimReconciler) setProviderID(s *claimScope) {
-	if s.claim.Spec.ProviderID == "" {
-		s.claim.Spec.ProviderID = fmt.Sprintf("%s%s/%d", infrav1.ProviderIDPrefix, s.hc.UID, s.claim.Status.VMID)
-	}
-}
-
-func (r *MachineClaimReconciler) poll() time.Duration {
-	if r.PollInterval > 0 {
-		return r.PollInterval
-	}
-	return 2 * time.Second
-}
-
-func vmRef(c *infrav1.MachineClaim) hypervisor.VMRef {
-	return hypervisor.VMRef{Node: c.Status.Node, ID: int(c.Status.VMID)}
-}
-
-// vmName is the VM's name in the hypervisor: the claim's name, which Cluster API keeps unique.
-func vmName(c *infrav1.MachineClaim) string { return c.Name }
-
-func ownedBy(vm hypervisor.VM, c *infrav1.MachineClaim) bool {
-	return vm.Owner != nil && vm.Owner.ClaimUID == string(c.UID)
-}
-
-func templateSelector(c *infrav1.MachineClaim) hypervisor.TemplateSelector {
-	t := c.Spec.Template
-	return hypervisor.TemplateSelector{ID: int(ptr.Deref(t.VMID, 0)), Name: t.Name, Tags: t.Tags, Node: t.Node}
-}
-
-func failureDomain(s *claimScope) string {
-	if s.machine != nil && s.machine.Spec.FailureDomain != "" {
-		return s.machine.Spec.FailureDomain
-	}
-	return s.claim.Spec.FailureDomain
-}
-
-func vmidRange(hc *infrav1.HypervisorCluster) placement.Range {
-	if p := hc.Spec.Proxmox; p != nil && p.VMIDRange != nil {
-		return placement.Range{Start: int(p.VMIDRange.Start), End: int(p.VMIDRange.End)}
-	}
-	return placement.DefaultRange
-}
-
-func reasonFor(op string) string {
-	switch op {
-	case opClone:
-		return infrav1.CloningReason
-	case opConfigure:
-		return infrav1.ConfiguringReason
-	case opStart:
-		return infrav1.StartingReason
-	}
-	return infrav1.DeletingReason
 }
