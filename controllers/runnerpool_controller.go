@@ -29,7 +29,7 @@ import (
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
 	"github.com/hyperfleet-io/hyperfleet/pkg/metrics"
-	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 	"github.com/hyperfleet-io/hyperfleet/pkg/scaling"
 )
 
@@ -40,12 +40,18 @@ type RunnerPoolReconciler struct {
 	Client      client.Client
 	Recorder    record.EventRecorder
 	Demand      *demand.Store
-	Platforms   *github.PoolClients
+	Platforms   PlatformSource
 	WatchFilter string
 	// RepairInterval is how often demand is reconciled against the CI platform's API. Default 60s.
 	RepairInterval time.Duration
 	// Wakeups receives pools whose demand changed (from the webhook receiver).
 	Wakeups <-chan event.TypedGenericEvent[*fleetv1.RunnerPool]
+}
+
+// PlatformSource gives the CI platform client and scope of a pool. GitHub Actions is the one
+// implementation (github.PoolClients); GitLab CI or Buildkite plug in here without controller changes.
+type PlatformSource interface {
+	Platform(ctx context.Context, pool *fleetv1.RunnerPool) (platform.Platform, platform.Scope, error)
 }
 
 // poolScope is what one reconcile of a RunnerPool works with.

@@ -14,6 +14,8 @@ import (
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/config"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
@@ -56,6 +58,11 @@ func TestRepairLoopRecoversDroppedWebhooks(t *testing.T) {
 		gh.CreateJob("repairs/app", []string{"self-hosted", "linux"}, fakegithub.WithoutQueuedWebhook())
 	}
 	gh.CreateJob("repairs/app", []string{"self-hosted", "windows"}, fakegithub.WithoutQueuedWebhook())
+	// A runner of this pool whose VM died before it deregistered: offline, and no Machine backs it.
+	app, err := github.NewClient(github.Config{BaseURL: gh.URL() + "/", AppID: gh.AppID(), PrivateKeyPEM: gh.AppKeyPEM()})
+	g.Expect(err).NotTo(HaveOccurred())
+	_, _, err = app.JITConfig(context.Background(), platform.Scope{Organization: "repairs"}, platform.RunnerSpec{Name: "linux-stale", Labels: []string{"linux"}})
+	g.Expect(err).NotTo(HaveOccurred())
 	pool := githubPool(t, ns, "repairs", 10, sim, gh)
 
 	g.Eventually(func(g Gomega) {
@@ -67,6 +74,13 @@ func TestRepairLoopRecoversDroppedWebhooks(t *testing.T) {
 	g.Consistently(func(g Gomega) {
 		g.Expect(poolMachines(g, pool)).To(HaveLen(4), "repeated repairs add nothing; the windows job is not ours")
 	}, 3*time.Second, 200*time.Millisecond).Should(Succeed())
+	g.Eventually(func() []string {
+		var names []string
+		for _, r := range gh.Runners() {
+			names = append(names, r.Name)
+		}
+		return names
+	}, 10*time.Second, 200*time.Millisecond).ShouldNot(ContainElement("linux-stale"), "the stale runner is deregistered")
 }
 
 // TestFiftyWebhooksFiftyVMs: a burst of 50 signed queued deliveries (with duplicates and replays)

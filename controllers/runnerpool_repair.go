@@ -32,12 +32,12 @@ func (r *RunnerPoolReconciler) reconcileRepair(ctx context.Context, s *poolScope
 		return ctrl.Result{}, nil
 	}
 	log := ctrl.LoggerFrom(ctx)
-	gh, scope, err := r.Platforms.For(ctx, s.pool)
+	p, scope, err := r.Platforms.Platform(ctx, s.pool)
 	if err != nil {
 		r.setGitHubUnavailable(s, err)
 		return ctrl.Result{}, nil // sizing continues on webhook demand
 	}
-	c := pinstrumented.Wrap(gh)
+	c := pinstrumented.Wrap(p)
 	jobs, err := c.QueuedJobs(ctx, scope)
 	if err != nil {
 		r.setGitHubUnavailable(s, err)

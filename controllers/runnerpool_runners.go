@@ -194,7 +194,7 @@ func (r *RunnerPoolReconciler) removeRunner(ctx context.Context, s *poolScope, r
 }
 
 func (r *RunnerPoolReconciler) deregister(ctx context.Context, s *poolScope, name string) error {
-	c, scope, err := r.Platforms.For(ctx, s.pool)
+	c, scope, err := r.Platforms.Platform(ctx, s.pool)
 	if err != nil {
 		return err
 	}

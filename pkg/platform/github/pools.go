@@ -84,3 +84,12 @@ func (p *PoolClients) For(ctx context.Context, pool *fleetv1.RunnerPool) (*Clien
 	p.clients[cacheKey] = c
 	return c, scope, nil
 }
+
+// Platform is For behind the platform-neutral interface controllers use.
+func (p *PoolClients) Platform(ctx context.Context, pool *fleetv1.RunnerPool) (platform.Platform, platform.Scope, error) {
+	c, scope, err := p.For(ctx, pool)
+	if err != nil {
+		return nil, scope, err
+	}
+	return c, scope, nil
+}
