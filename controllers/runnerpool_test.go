@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -75,6 +76,15 @@ func TestRunnerPoolScalesWithDemand(t *testing.T) {
 			To(HaveKeyWithValue(fleetv1.RunnerPoolNameLabel, "linux"))
 		g.Expect(get(g, &bootstrapv1.BootstrapConfig{ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: ns}})).NotTo(BeNil())
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+
+	// kubectl get runnerpools shows 0, not a blank, for counts that are zero.
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(fleetv1.GroupVersion.WithKind("RunnerPool"))
+	g.Expect(env.Client.Get(ctx, keyOf(pool), u)).To(Succeed())
+	busy, found, err := unstructured.NestedInt64(u.Object, "status", "busyReplicas")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(found).To(BeTrue())
+	g.Expect(busy).To(BeZero())
 
 	store := demand.NewStore(env.Client)
 	live := get(g, pool)

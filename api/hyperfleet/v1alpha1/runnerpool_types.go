@@ -135,26 +135,32 @@ type RunnerPoolSpec struct {
 type RunnerPoolStatus struct {
 	// replicas is the number of runner Machines that exist.
 	// +optional
+	// +kubebuilder:default=0
 	Replicas int32 `json:"replicas"`
 
 	// desiredReplicas is the target the controller is moving to.
 	// +optional
+	// +kubebuilder:default=0
 	DesiredReplicas int32 `json:"desiredReplicas"`
 
 	// readyReplicas are runners whose VM has bootstrapped.
 	// +optional
+	// +kubebuilder:default=0
 	ReadyReplicas int32 `json:"readyReplicas"`
 
 	// idleReplicas are ready runners waiting for a job.
 	// +optional
+	// +kubebuilder:default=0
 	IdleReplicas int32 `json:"idleReplicas"`
 
 	// busyReplicas are runners running a job.
 	// +optional
+	// +kubebuilder:default=0
 	BusyReplicas int32 `json:"busyReplicas"`
 
 	// queuedJobs is the number of queued jobs this pool can serve.
 	// +optional
+	// +kubebuilder:default=0
 	QueuedJobs int32 `json:"queuedJobs"`
 
 	// selector is the label selector of the pool's Machines, for the scale subresource.
