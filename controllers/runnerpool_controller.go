@@ -123,6 +123,19 @@ func (r *RunnerPoolReconciler) reconcileNormal(ctx context.Context, s *poolScope
 			Reason: "ClusterNotFound", Message: fmt.Sprintf("Cluster %s not found", s.pool.Spec.ClusterName)})
 		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
 	}
+	if !s.cluster.DeletionTimestamp.IsZero() {
+		// Cluster API waits for the Cluster's worker Machines to go but leaves owned ones to their
+		// owner, as it does for a MachineSet's: remove them all, and create none.
+		conditions.Set(s.pool, metav1.Condition{Type: fleetv1.ReadyCondition, Status: metav1.ConditionFalse,
+			Reason: "ClusterDeleting", Message: fmt.Sprintf("Cluster %s is being deleted; removing every runner", s.cluster.Name)})
+		if _, err := r.deleteAllMachines(ctx, s); err != nil {
+			return ctrl.Result{}, err
+		}
+		if _, err := r.reconcileRunners(ctx, s); err != nil {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
+	}
 	for _, step := range []func(context.Context, *poolScope) (ctrl.Result, error){
 		r.reconcileRunners,
 		r.reconcileDemand,
@@ -191,27 +204,36 @@ func (r *RunnerPoolReconciler) reconcileReplicas(ctx context.Context, s *poolSco
 }
 
 func (r *RunnerPoolReconciler) reconcileDelete(ctx context.Context, s *poolScope) (ctrl.Result, error) {
-	machines := &clusterv1.MachineList{}
-	if err := r.Client.List(ctx, machines, client.InNamespace(s.pool.Namespace),
-		client.MatchingLabels{fleetv1.RunnerPoolNameLabel: s.pool.Name}); err != nil {
+	left, err := r.deleteAllMachines(ctx, s)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	for i := range machines.Items {
-		m := &machines.Items[i]
-		if m.DeletionTimestamp.IsZero() {
-			if err := r.Client.Delete(ctx, m); err != nil && !apierrors.IsNotFound(err) {
-				return ctrl.Result{}, err
-			}
-		}
-	}
-	if len(machines.Items) > 0 {
+	if left > 0 {
 		conditions.Set(s.pool, metav1.Condition{Type: fleetv1.ReadyCondition, Status: metav1.ConditionFalse,
-			Reason: "Deleting", Message: fmt.Sprintf("waiting for %d Machine(s) to be deleted", len(machines.Items))})
+			Reason: "Deleting", Message: fmt.Sprintf("waiting for %d Machine(s) to be deleted", left)})
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
 	}
 	controllerutil.RemoveFinalizer(s.pool, fleetv1.RunnerPoolFinalizer)
 	metrics.DeletePool(s.pool.Namespace, s.pool.Name)
 	return ctrl.Result{}, nil
+}
+
+// deleteAllMachines deletes every Machine of the pool and reports how many still exist.
+func (r *RunnerPoolReconciler) deleteAllMachines(ctx context.Context, s *poolScope) (int, error) {
+	machines := &clusterv1.MachineList{}
+	if err := r.Client.List(ctx, machines, client.InNamespace(s.pool.Namespace),
+		client.MatchingLabels{fleetv1.RunnerPoolNameLabel: s.pool.Name}); err != nil {
+		return 0, err
+	}
+	for i := range machines.Items {
+		m := &machines.Items[i]
+		if m.DeletionTimestamp.IsZero() {
+			if err := r.Client.Delete(ctx, m); err != nil && !apierrors.IsNotFound(err) {
+				return 0, err
+			}
+		}
+	}
+	return len(machines.Items), nil
 }
 
 func (r *RunnerPoolReconciler) repairInterval() time.Duration {
@@ -229,12 +251,28 @@ func (r *RunnerPoolReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 		WithOptions(opts).
 		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), r.WatchFilter)).
 		Owns(&clusterv1.Machine{}).
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToPools)).
 		Watches(&bootstrapv1.BootstrapConfig{}, handler.EnqueueRequestsFromMapFunc(poolOfLabelled)).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(poolOfLabelled))
 	if r.Wakeups != nil {
 		b = b.WatchesRawSource(source.Channel(r.Wakeups, &handler.TypedEnqueueRequestForObject[*fleetv1.RunnerPool]{}))
 	}
 	return b.Complete(tracing.Reconciler("runnerpool", r))
+}
+
+// clusterToPools wakes a Cluster's pools, e.g. to remove their runners when it is deleted.
+func (r *RunnerPoolReconciler) clusterToPools(ctx context.Context, o client.Object) []ctrl.Request {
+	pools := &fleetv1.RunnerPoolList{}
+	if err := r.Client.List(ctx, pools, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	var reqs []ctrl.Request
+	for _, p := range pools.Items {
+		if p.Spec.ClusterName == o.GetName() {
+			reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
+		}
+	}
+	return reqs
 }
 
 // poolOfLabelled maps an object carrying the pool label to its pool.

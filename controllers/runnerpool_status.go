@@ -46,8 +46,8 @@ func (r *RunnerPoolReconciler) updateStatus(s *poolScope) {
 			Reason: fleetv1.ScaledReason})
 	}
 	if c := conditions.Get(p, fleetv1.ReadyCondition); c != nil && c.Status == metav1.ConditionFalse &&
-		(c.Reason == "TemplateNotFound" || c.Reason == "ClusterNotFound") && s.plan.Create > 0 {
-		return // keep the error that stopped creation
+		(c.Reason == "TemplateNotFound" && s.plan.Create > 0 || c.Reason == "ClusterNotFound" || c.Reason == "ClusterDeleting") {
+		return // keep the condition that stopped creation
 	}
 	reason, msg := fleetv1.ScaledReason, fmt.Sprintf("%d/%d runners, %d ready, %d busy, %d queued", replicas, st.DesiredReplicas, ready, busy, st.QueuedJobs)
 	switch {

@@ -7,9 +7,11 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
@@ -112,4 +114,38 @@ func TestRunnerPoolScalesWithDemand(t *testing.T) {
 		g.Expect(poolMachines(g, pool)).To(HaveLen(1), "back to the floor")
 		g.Expect(get(g, pool).Status.DesiredReplicas).To(Equal(int32(1)))
 	}, 60*time.Second, 200*time.Millisecond).Should(Succeed())
+}
+
+// TestClusterDeletionRemovesTheFleet deletes a runner fleet's Cluster: Cluster API deletes its
+// Machines, the pool does not recreate them, every VM is destroyed and the HypervisorCluster goes last.
+func TestClusterDeletionRemovesTheFleet(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	startCAPI(t)
+	sim := pvesim.StartForTest(t, pvesim.Config{})
+	startManager(t)
+	ns := newNamespace(t)
+	cluster := capiFleet(t, ns, sim)
+	runnerTemplates(t, ns)
+	pool := builder.NewRunnerPool("linux", ns).WithCluster("fleet").WithBounds(2, 4).WithTemplates("runner", "runner").Build()
+	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(poolMachines(g, pool)).To(HaveLen(2))
+		g.Expect(ownedVMs(sim)).To(HaveLen(2))
+	}, 60*time.Second, 200*time.Millisecond).Should(Succeed())
+
+	g.Expect(env.Client.Delete(ctx, cluster)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		err := env.Client.Get(ctx, keyOf(cluster), &clusterv1.Cluster{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Cluster gone")
+		list := &clusterv1.MachineList{}
+		g.Expect(env.Client.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+		g.Expect(list.Items).To(BeEmpty())
+		g.Expect(ownedVMs(sim)).To(BeEmpty(), "every VM destroyed")
+		err = env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pve"}, &infrav1.HypervisorCluster{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "HypervisorCluster released last")
+	}, 90*time.Second, 500*time.Millisecond).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(conditions.GetReason(get(g, pool), fleetv1.ReadyCondition)).To(Equal("ClusterNotFound"))
+	}, 10*time.Second, 200*time.Millisecond).Should(Succeed(), "the pool says why it has no runners")
 }
