@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/asn1"
+	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -238,4 +239,22 @@ func ecdsaPublic(pub *tpm2.TPMTPublic) (*ecdsa.PublicKey, error) {
 		return nil, err
 	}
 	return tpm2.ECDSAPub(parms, point)
+}
+
+// EKSHA256 is the hex SHA-256 of the EK's public key (PKIX DER): what an operator enrols.
+func (d *Device) EKSHA256() string {
+	pub, err := tpm2.Unmarshal[tpm2.TPMTPublic](d.ekPublic)
+	if err != nil {
+		return ""
+	}
+	key, err := tpm2.Pub(*pub)
+	if err != nil {
+		return ""
+	}
+	der, err := x509.MarshalPKIXPublicKey(key)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(der)
+	return hex.EncodeToString(sum[:])
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/service"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/builtin"
+	"github.com/hyperfleet-io/hyperfleet/pkg/identity/tpm"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
 	"github.com/hyperfleet-io/hyperfleet/test/testenv"
 )
@@ -67,7 +68,8 @@ func startService(t *testing.T) *harness {
 	h.ca, err = builtin.LoadOrCreateCA(ctx, env.Client, h.caKey, td)
 	g.Expect(err).NotTo(HaveOccurred())
 	h.prov = builtin.NewProvisioner(env.Client, h.caKey, td)
-	srv, err := service.New(service.Options{Client: env.Client, CA: h.ca, Attestor: &builtin.Attestor{Client: env.Client, CA: h.ca}})
+	srv, err := service.New(service.Options{Client: env.Client, CA: h.ca, Attestor: &builtin.Attestor{Client: env.Client, CA: h.ca},
+		TPM: &tpm.Attestor{Client: env.Client, CA: h.ca}})
 	g.Expect(err).NotTo(HaveOccurred())
 	h.url, err = srv.Start(ctx, "127.0.0.1:0")
 	g.Expect(err).NotTo(HaveOccurred())

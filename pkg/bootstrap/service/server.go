@@ -33,6 +33,8 @@ type Options struct {
 	CA *identity.CA
 	// Attestor redeems evidence and issues SVIDs (builtin.Attestor).
 	Attestor identity.Attestor
+	// TPM runs TPM attestation (tpm.Attestor); its endpoints answer 404 when nil.
+	TPM TPMAttestor
 	// Platforms builds the CI platform client of a RunnerPool; GitHubPlatforms when nil.
 	Platforms PlatformFactory
 	// DNSNames and IPs are added to the service certificate for clients verifying by host name.
@@ -73,7 +75,12 @@ func New(opts Options) (*Server, error) {
 	if _, err := s.svid.GetX509SVID(); err != nil {
 		return nil, fmt.Errorf("issuing the service certificate: %w", err)
 	}
+	s.opts.Attestor = &joinTokenOnly{client: opts.Client, inner: opts.Attestor}
 	s.mux.HandleFunc("POST "+protocol.AttestPath, s.handleAttest)
+	if opts.TPM != nil {
+		s.mux.HandleFunc("POST "+protocol.TPMAttestPath, s.handleTPMAttest)
+		s.mux.HandleFunc("POST "+protocol.TPMActivatePath, s.handleTPMActivate)
+	}
 	s.mux.HandleFunc("GET "+protocol.RunnerConfigPath, s.handleRunnerConfig)
 	s.mux.HandleFunc("DELETE "+protocol.RunnerPath, s.handleDeleteRunner)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {

@@ -159,4 +159,3 @@ func makeCredential(v *verified) (secret, credentialBlob, encryptedSecret []byte
 	credentialBlob, encryptedSecret, err = tpm2.CreateCredential(rand.Reader, ek, v.akName, secret)
 	return secret, credentialBlob, encryptedSecret, err
 }
-

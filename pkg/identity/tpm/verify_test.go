@@ -6,9 +6,9 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
 	agenttpm "github.com/hyperfleet-io/hyperfleet/pkg/agent/tpm"
 	"github.com/hyperfleet-io/hyperfleet/pkg/agent/tpm/tpmtest"
+	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
 )
 
 func openDevice(t *testing.T) *agenttpm.Device {

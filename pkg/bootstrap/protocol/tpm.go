@@ -1,0 +1,42 @@
+package protocol
+
+import "time"
+
+// Endpoints of TPM attestation (method TPM): two steps over TLS without a client certificate.
+const (
+	// TPMAttestPath: POST TPMAttestRequest → TPMChallenge. Redeems the join token.
+	TPMAttestPath = "/v1/attest/tpm"
+	// TPMActivatePath: POST TPMActivateRequest → AttestResponse.
+	TPMActivatePath = "/v1/attest/tpm/activate"
+)
+
+// TPMAttestRequest is the join token plus TPM evidence. Byte fields are TPM 2.0 structures as the
+// TPM returns them (base64 in JSON).
+type TPMAttestRequest struct {
+	JoinToken string `json:"joinToken"`
+	// CSR is a PEM certificate signing request signed by the TPM-resident SVID key.
+	CSR string `json:"csr"`
+	// EKPublic, AKPublic and KeyPublic are TPMT_PUBLIC structures of the endorsement key, the
+	// attestation key and the SVID key.
+	EKPublic  []byte `json:"ekPublic"`
+	AKPublic  []byte `json:"akPublic"`
+	KeyPublic []byte `json:"keyPublic"`
+	// CertifyInfo (TPMS_ATTEST) and CertifySignature (TPMT_SIGNATURE) are TPM2_Certify of the SVID
+	// key by the AK, qualified with the SHA-256 of the join token.
+	CertifyInfo      []byte `json:"certifyInfo"`
+	CertifySignature []byte `json:"certifySignature"`
+}
+
+// TPMChallenge is a credential the VM's TPM decrypts with TPM2_ActivateCredential.
+type TPMChallenge struct {
+	ChallengeID     string    `json:"challengeID"`
+	CredentialBlob  []byte    `json:"credentialBlob"`
+	EncryptedSecret []byte    `json:"encryptedSecret"`
+	ExpiresAt       time.Time `json:"expiresAt"`
+}
+
+// TPMActivateRequest answers a TPMChallenge with the decrypted secret.
+type TPMActivateRequest struct {
+	ChallengeID string `json:"challengeID"`
+	Secret      []byte `json:"secret"`
+}

@@ -1,0 +1,91 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
+	agenttpm "github.com/hyperfleet-io/hyperfleet/pkg/agent/tpm"
+	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/protocol"
+	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
+	"github.com/hyperfleet-io/hyperfleet/pkg/identity/tpm"
+	"github.com/hyperfleet-io/hyperfleet/pkg/metrics"
+)
+
+// TPMAttestor runs the two steps of TPM attestation (tpm.Attestor).
+type TPMAttestor interface {
+	Challenge(ctx context.Context, joinToken string, ev *agenttpm.Evidence) (*tpm.Challenge, error)
+	Activate(ctx context.Context, challengeID string, secret []byte) (*identity.Attested, error)
+}
+
+// handleTPMAttest redeems a join token presented with TPM evidence and returns the challenge.
+func (s *Server) handleTPMAttest(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	var req protocol.TPMAttestRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "request body is not a TPM attest request")
+		return
+	}
+	ch, err := s.opts.TPM.Challenge(ctx, req.JoinToken, &agenttpm.Evidence{
+		CSR: []byte(req.CSR), EKPublic: req.EKPublic, AKPublic: req.AKPublic, KeyPublic: req.KeyPublic,
+		CertifyInfo: req.CertifyInfo, CertifySignature: req.CertifySignature,
+	})
+	if err != nil {
+		metrics.Attestation(attestationResult(err))
+		status := attestStatus(err)
+		s.log.Info("TPM attestation refused", "status", status, "err", err.Error(), "remote", r.RemoteAddr)
+		writeError(w, status, publicMessage(status, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, protocol.TPMChallenge{ChallengeID: ch.ID, CredentialBlob: ch.CredentialBlob,
+		EncryptedSecret: ch.EncryptedSecret, ExpiresAt: ch.ExpiresAt})
+}
+
+// handleTPMActivate checks the answer to a challenge and issues the SVID.
+func (s *Server) handleTPMActivate(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	var req protocol.TPMActivateRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, 16<<10)).Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "request body is not a TPM activate request")
+		return
+	}
+	attested, err := s.opts.TPM.Activate(ctx, req.ChallengeID, req.Secret)
+	metrics.Attestation(attestationResult(err))
+	if err != nil {
+		status := attestStatus(err)
+		s.log.Info("TPM attestation refused", "status", status, "err", err.Error(), "remote", r.RemoteAddr)
+		writeError(w, status, publicMessage(status, err))
+		return
+	}
+	s.log.Info("attested with TPM", "spiffeID", attested.ID.String(), "machine", attested.Machine.Namespace+"/"+attested.Machine.Name)
+	writeJSON(w, http.StatusOK, protocol.AttestResponse{
+		SPIFFEID:  attested.ID.String(),
+		SVID:      string(identity.EncodeCertificates(attested.Chain)),
+		ExpiresAt: attested.Chain[0].NotAfter,
+	})
+}
+
+// joinTokenOnly refuses, on the join-token endpoint, tokens of BootstrapConfigs that require TPM
+// attestation: otherwise the token alone would be enough for them.
+type joinTokenOnly struct {
+	client client.Client
+	inner  identity.Attestor
+}
+
+func (j *joinTokenOnly) Attest(ctx context.Context, ev identity.Evidence) (*identity.Attested, error) {
+	if ref, err := identity.ParseJoinToken(ev.JoinToken); err == nil {
+		bc := &bootstrapv1.BootstrapConfig{}
+		err := j.client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, bc)
+		if err == nil && bc.Spec.Attestation.Method == bootstrapv1.AttestationTPM {
+			return nil, fmt.Errorf("%w: BootstrapConfig %s/%s requires TPM attestation", identity.ErrInvalidEvidence, ref.Namespace, ref.Name)
+		}
+	}
+	return j.inner.Attest(ctx, ev)
+}
