@@ -29,6 +29,7 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/service"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/builtin"
+	"github.com/hyperfleet-io/hyperfleet/pkg/identity/tpm"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
 	"github.com/hyperfleet-io/hyperfleet/test/testenv"
 )
@@ -90,7 +91,8 @@ func newVM(t *testing.T, runner bootstrapv1.RunnerSpec) *vm {
 	caKey := types.NamespacedName{Namespace: ns.Name, Name: "bootstrap-ca"}
 	ca, err := builtin.LoadOrCreateCA(ctx, env.Client, caKey, td)
 	g.Expect(err).NotTo(HaveOccurred())
-	srv, err := service.New(service.Options{Client: env.Client, CA: ca, Attestor: &builtin.Attestor{Client: env.Client, CA: ca}})
+	srv, err := service.New(service.Options{Client: env.Client, CA: ca, Attestor: &builtin.Attestor{Client: env.Client, CA: ca},
+		TPM: &tpm.Attestor{Client: env.Client, CA: ca}})
 	g.Expect(err).NotTo(HaveOccurred())
 	url, err := srv.Start(ctx, "127.0.0.1:0")
 	g.Expect(err).NotTo(HaveOccurred())

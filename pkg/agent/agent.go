@@ -13,6 +13,7 @@ import (
 	"github.com/spiffe/go-spiffe/v2/bundle/x509bundle"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 
+	agenttpm "github.com/hyperfleet-io/hyperfleet/pkg/agent/tpm"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
 )
 
@@ -52,6 +53,8 @@ type Agent struct {
 	log    *slog.Logger
 	td     spiffeid.TrustDomain
 	bundle *x509bundle.Bundle
+	// tpm holds the SVID key for method TPM; it stays open for the VM's life.
+	tpm *agenttpm.Device
 }
 
 // New checks cfg's trust material.
@@ -83,6 +86,9 @@ func New(cfg *Config, opts Options) (*Agent, error) {
 // a VM that cannot do its one job is worth nothing and is replaced.
 func (a *Agent) Run(ctx context.Context) (Outcome, error) {
 	outcome, err := a.live(ctx)
+	if a.tpm != nil {
+		_ = a.tpm.Close()
+	}
 	if err != nil {
 		a.log.Error("runner VM is giving up", "outcome", outcome, "err", err)
 	} else {

@@ -31,6 +31,9 @@ func (a *Agent) attest(ctx context.Context) (*x509svid.SVID, error) {
 	if a.cfg.JoinToken == "" {
 		return nil, &refusedError{status: 0, msg: "no join token in the configuration"}
 	}
+	if a.cfg.Attestation == AttestationTPM {
+		return a.attestTPM(ctx)
+	}
 	key, csr, err := identity.NewKeyAndCSR()
 	if err != nil {
 		return nil, err

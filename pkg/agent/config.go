@@ -36,6 +36,10 @@ type Config struct {
 	CABundle string `json:"caBundle"`
 	// JoinToken is redeemed once for an X509-SVID.
 	JoinToken string `json:"joinToken,omitempty"`
+	// Attestation is the method: JoinToken (default) or TPM, which adds TPM proof to the token.
+	Attestation string `json:"attestation,omitempty"`
+	// TPMDevice is the TPM for method TPM: a device path (default /dev/tpmrm0) or tcp://host:port.
+	TPMDevice string `json:"tpmDevice,omitempty"`
 	// TokenExpiresAt is when the join token stops working; the agent gives up then.
 	TokenExpiresAt *time.Time `json:"tokenExpiresAt,omitempty"`
 	// Namespace and Machine name the VM, for logs.
