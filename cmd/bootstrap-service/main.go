@@ -30,6 +30,7 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/service"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/builtin"
+	"github.com/hyperfleet-io/hyperfleet/pkg/identity/tpm"
 	"github.com/hyperfleet-io/hyperfleet/pkg/logging"
 )
 
@@ -98,6 +99,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	srv, err := service.New(service.Options{
 		Client: c, CA: ca, Attestor: &builtin.Attestor{Client: c, CA: ca, SVIDTTL: *svidTTL},
+		TPM:      &tpm.Attestor{Client: c, CA: ca, SVIDTTL: *svidTTL},
 		DNSNames: dnsNames, IPs: ipList, Logger: log.WithName("bootstrap-service"),
 	})
 	if err != nil {
