@@ -24,6 +24,7 @@ all: build
 tools: ## Build (or reuse) the offline toolchain: envtest binaries, CAPI manager, clusterctl, controller-gen.
 	hack/tools.sh "$(TOOLS_CACHE)"
 	hack/helm.sh "$(TOOLS_CACHE)"
+	hack/spire.sh "$(TOOLS_CACHE)"
 
 .PHONY: generate
 generate: tools ## Generate deepcopy code.

@@ -32,8 +32,15 @@ type BootstrapConfigReconciler struct {
 	Client      client.Client
 	Recorder    record.EventRecorder
 	WatchFilter string
-	// Provisioner mints join tokens and knows the trust bundle, e.g. builtin.NewProvisioner.
+	// Provisioner mints join tokens and knows the trust bundle, e.g. builtin.NewProvisioner. It
+	// serves attestation provider Builtin, the default.
 	Provisioner identity.Provisioner
+	// SPIREProvisioner returns the provisioner for the SPIRE server at a config's
+	// spec.attestation.spireServerAddress, e.g. (*spire.Provisioners).For. Nil refuses provider SPIRE.
+	SPIREProvisioner func(ctx context.Context, address string) (identity.Provisioner, error)
+	// SPIREAgentServerAddress is the host:port VMs' spire-agent dials when a config's
+	// spireServerAddress is the server's local admin socket (unix:///path), which VMs cannot reach.
+	SPIREAgentServerAddress string
 	// ServiceURL is the bootstrap service address (https://) for configs that name none.
 	ServiceURL string
 	// TrustDomain is the trust domain for configs that name none; identity.DefaultTrustDomain if empty.

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -63,7 +64,12 @@ func (r *BootstrapConfigReconciler) reconcileDataSecret(ctx context.Context, s *
 		setDataSecretCondition(c, metav1.ConditionFalse, bootstrapv1.JoinTokenFailedReason, err.Error())
 		return ctrl.Result{}, nil
 	}
-	bundle, err := r.Provisioner.TrustBundlePEM(ctx)
+	provisioner, err := r.provisionerFor(ctx, c)
+	if err != nil {
+		setDataSecretCondition(c, metav1.ConditionFalse, bootstrapv1.JoinTokenFailedReason, err.Error())
+		return ctrl.Result{}, err
+	}
+	bundle, err := provisioner.TrustBundlePEM(ctx)
 	if err != nil {
 		setDataSecretCondition(c, metav1.ConditionFalse, bootstrapv1.JoinTokenFailedReason, "trust bundle: "+err.Error())
 		return ctrl.Result{}, err
@@ -72,7 +78,7 @@ func (r *BootstrapConfigReconciler) reconcileDataSecret(ctx context.Context, s *
 	if c.Spec.Attestation.JoinTokenTTL != nil && c.Spec.Attestation.JoinTokenTTL.Duration > 0 {
 		ttl = c.Spec.Attestation.JoinTokenTTL.Duration
 	}
-	cred, err := r.Provisioner.Provision(ctx, td, identity.Machine{Namespace: c.Namespace, Name: s.machine.Name, BootstrapConfig: c.Name}, ttl)
+	cred, err := provisioner.Provision(ctx, td, identity.Machine{Namespace: c.Namespace, Name: s.machine.Name, BootstrapConfig: c.Name}, ttl)
 	if err != nil {
 		setDataSecretCondition(c, metav1.ConditionFalse, bootstrapv1.JoinTokenFailedReason, err.Error())
 		return ctrl.Result{}, err
@@ -83,6 +89,9 @@ func (r *BootstrapConfigReconciler) reconcileDataSecret(ctx context.Context, s *
 	in := bootstrap.Input{
 		Namespace: c.Namespace, Machine: s.machine.Name, Spec: c.Spec, ServiceURL: r.serviceURL(c),
 		TrustDomain: td.Name(), TrustBundlePEM: bundle, Credential: cred,
+	}
+	if isSPIRE(c) {
+		in.SPIRE = &bootstrap.SPIREAgent{ServerAddress: r.spireAgentServerAddress(c)}
 	}
 	r.addRunnerPool(ctx, s.machine, &in)
 	userData, err := bootstrap.RenderUserData(in)
@@ -99,15 +108,59 @@ func (r *BootstrapConfigReconciler) reconcileDataSecret(ctx context.Context, s *
 	return ctrl.Result{}, nil
 }
 
-// checkAttestationSupported refuses what is designed but not built yet, with a clear condition.
+// checkAttestationSupported refuses what is designed but not built yet, or not configured on
+// this manager, with a clear condition.
 func (r *BootstrapConfigReconciler) checkAttestationSupported(c *bootstrapv1.BootstrapConfig) (ctrl.Result, bool) {
 	a := c.Spec.Attestation
-	if (a.Provider == "" || a.Provider == bootstrapv1.IdentityBuiltin) && (a.Method == "" || a.Method == bootstrapv1.AttestationJoinToken) {
+	var problem string
+	switch {
+	case a.Method != "" && a.Method != bootstrapv1.AttestationJoinToken:
+		problem = fmt.Sprintf("attestation %s/%s is not supported yet; use Builtin/JoinToken or SPIRE/JoinToken", a.Provider, a.Method)
+	case a.Provider == "" || a.Provider == bootstrapv1.IdentityBuiltin:
 		return ctrl.Result{}, true
+	case a.Provider != bootstrapv1.IdentitySPIRE:
+		problem = fmt.Sprintf("unknown attestation provider %q", a.Provider)
+	case r.SPIREProvisioner == nil:
+		problem = "attestation provider SPIRE is not enabled on this manager"
+	case a.SPIREServerAddress == "":
+		problem = "attestation provider SPIRE needs spec.attestation.spireServerAddress"
+	case r.spireAgentServerAddress(c) == "":
+		problem = fmt.Sprintf("spireServerAddress %s is the SPIRE server's local admin socket, which VMs cannot reach; "+
+			"set the manager's SPIRE agent server address (host:port) for them", a.SPIREServerAddress)
+	default:
+		_, _, err := bootstrap.SplitSPIREServerAddress(r.spireAgentServerAddress(c))
+		if err == nil {
+			return ctrl.Result{}, true
+		}
+		problem = err.Error()
 	}
-	setDataSecretCondition(c, metav1.ConditionFalse, bootstrapv1.JoinTokenFailedReason,
-		fmt.Sprintf("attestation %s/%s is not supported yet; use Builtin/JoinToken", a.Provider, a.Method))
+	setDataSecretCondition(c, metav1.ConditionFalse, bootstrapv1.JoinTokenFailedReason, problem)
 	return ctrl.Result{}, false
+}
+
+// provisionerFor picks the identity provider of c: builtin unless it asks for SPIRE.
+func (r *BootstrapConfigReconciler) provisionerFor(ctx context.Context, c *bootstrapv1.BootstrapConfig) (identity.Provisioner, error) {
+	if !isSPIRE(c) {
+		return r.Provisioner, nil
+	}
+	p, err := r.SPIREProvisioner(ctx, c.Spec.Attestation.SPIREServerAddress)
+	if err != nil {
+		return nil, fmt.Errorf("SPIRE server %s: %w", c.Spec.Attestation.SPIREServerAddress, err)
+	}
+	return p, nil
+}
+
+func isSPIRE(c *bootstrapv1.BootstrapConfig) bool {
+	return c.Spec.Attestation.Provider == bootstrapv1.IdentitySPIRE
+}
+
+// spireAgentServerAddress is the host:port a VM's spire-agent dials: spireServerAddress itself,
+// unless that is the server's Unix admin socket.
+func (r *BootstrapConfigReconciler) spireAgentServerAddress(c *bootstrapv1.BootstrapConfig) string {
+	if addr := c.Spec.Attestation.SPIREServerAddress; !strings.HasPrefix(addr, "unix:") {
+		return addr
+	}
+	return r.SPIREAgentServerAddress
 }
 
 // recordCredential persists the token's hash, SPIFFE ID and expiry before the token leaves.

@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	controlplanev1 "github.com/hyperfleet-io/hyperfleet/api/controlplane/v1alpha1"
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
@@ -21,7 +22,9 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 	hvinstrumented "github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/instrumented"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/proxmox"
+	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/builtin"
+	"github.com/hyperfleet-io/hyperfleet/pkg/identity/spire"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
 )
 
@@ -44,6 +47,16 @@ type Options struct {
 	BootstrapCASecret string
 	// TrustDomain is the default SPIFFE trust domain.
 	TrustDomain string
+	// SPIREAdminAddress, when set, is where the manager reaches the SPIRE server's admin API for
+	// every BootstrapConfig with provider SPIRE (e.g. unix:///run/spire/server/private/api.sock when
+	// the server's socket is shared with the manager); otherwise each config's spireServerAddress.
+	SPIREAdminAddress string
+	// SPIREAgentServerAddress is the host:port VMs' spire-agent dials when spireServerAddress is a
+	// Unix socket.
+	SPIREAgentServerAddress string
+	// SPIREWorkloadAPIAddress is the Workload API giving the manager its admin SVID for mTLS to a
+	// SPIRE server over TCP; empty means SPIFFE_ENDPOINT_SOCKET.
+	SPIREWorkloadAPIAddress string
 	// WorkloadReaderServiceAccount is namespace/name of the ServiceAccount FleetControlPlanes use.
 	WorkloadReaderServiceAccount string
 	// RepairInterval is how often RunnerPool demand is checked against the GitHub API.
@@ -117,15 +130,29 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("trust domain %q: %w", opts.TrustDomain, err)
 	}
 	caNS, caName, _ := strings.Cut(opts.BootstrapCASecret, "/")
+	spireServers := &spire.Provisioners{Config: spire.Config{Dial: spire.DialOptions{WorkloadAPIAddress: opts.SPIREWorkloadAPIAddress}}}
 	bootstrap := &BootstrapConfigReconciler{
 		Client:      mgr.GetClient(),
 		Recorder:    mgr.GetEventRecorderFor("bootstrapconfig-controller"),
 		WatchFilter: opts.WatchFilter,
 		Provisioner: builtin.NewProvisioner(mgr.GetClient(), types.NamespacedName{Namespace: caNS, Name: caName}, td),
-		ServiceURL:  opts.BootstrapServiceURL,
-		TrustDomain: opts.TrustDomain,
+		SPIREProvisioner: func(ctx context.Context, address string) (identity.Provisioner, error) {
+			if opts.SPIREAdminAddress != "" {
+				address = opts.SPIREAdminAddress
+			}
+			return spireServers.For(ctx, address)
+		},
+		SPIREAgentServerAddress: opts.SPIREAgentServerAddress,
+		ServiceURL:              opts.BootstrapServiceURL,
+		TrustDomain:             opts.TrustDomain,
 	}
 	if err := bootstrap.SetupWithManager(ctx, mgr, copts); err != nil {
+		return err
+	}
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		return spireServers.Close()
+	})); err != nil {
 		return err
 	}
 

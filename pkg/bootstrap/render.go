@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,6 +42,15 @@ type Input struct {
 	// Platform and Labels come from the RunnerPool, when the Machine belongs to one.
 	Platform string
 	Labels   []string
+	// SPIRE, when set, makes the VM attest to a SPIRE server with spire-agent: the join token in
+	// Credential is spire-agent's, not the HyperFleet agent's.
+	SPIRE *SPIREAgent
+}
+
+// SPIREAgent is what a VM's spire-agent needs to attest with a join token.
+type SPIREAgent struct {
+	// ServerAddress is host:port of the SPIRE server as VMs reach it.
+	ServerAddress string
 }
 
 // RenderUserData returns the #cloud-config that installs and starts the agent, with
@@ -59,14 +70,22 @@ func RenderUserData(in Input) (string, error) {
 	if bin == "" {
 		bin = DefaultAgentBinaryPath
 	}
-	doc := map[string]any{
-		"write_files": []any{
-			map[string]any{"path": agent.DefaultConfigPath, "permissions": "0600", "owner": "root:root",
-				"encoding": "b64", "content": base64.StdEncoding.EncodeToString(agentYAML)},
-			map[string]any{"path": AgentUnitPath, "permissions": "0644", "owner": "root:root", "content": agentUnit(bin)},
-		},
-		"runcmd": runCommands(in.Spec.Agent, bin),
+	files := []any{
+		map[string]any{"path": agent.DefaultConfigPath, "permissions": "0600", "owner": "root:root",
+			"encoding": "b64", "content": base64.StdEncoding.EncodeToString(agentYAML)},
+		map[string]any{"path": AgentUnitPath, "permissions": "0644", "owner": "root:root", "content": agentUnit(bin, in.SPIRE != nil)},
 	}
+	cmds := runCommands(in.Spec.Agent, bin)
+	if in.SPIRE != nil {
+		spireFiles, err := spireAgentFiles(in)
+		if err != nil {
+			return "", err
+		}
+		files = append(files, spireFiles...)
+		// spire-agent first: it holds the token and serves the Workload API the agent uses.
+		cmds = append(cmds[:len(cmds)-1], []any{"systemctl", "enable", "--now", "spire-agent.service"}, cmds[len(cmds)-1])
+	}
+	doc := map[string]any{"write_files": files, "runcmd": cmds}
 	out, err := yaml.Marshal(doc)
 	if err != nil {
 		return "", err
@@ -82,11 +101,15 @@ func RenderUserData(in Input) (string, error) {
 // AgentConfig is the agent's configuration file for in.
 func AgentConfig(in Input) *agent.Config {
 	r := in.Spec.Runner
+	token := in.Credential.JoinToken
+	if in.SPIRE != nil {
+		token = "" // spire-agent redeems it; the HyperFleet agent must never present it
+	}
 	cfg := &agent.Config{
 		ServiceURL:  in.ServiceURL,
 		TrustDomain: in.TrustDomain,
 		CABundle:    string(in.TrustBundlePEM),
-		JoinToken:   in.Credential.JoinToken,
+		JoinToken:   token,
 		Namespace:   in.Namespace,
 		Machine:     in.Machine,
 		Runner: agent.RunnerConfig{
@@ -108,11 +131,15 @@ func AgentConfig(in Input) *agent.Config {
 
 // agentUnit runs the agent once per boot. It is not restarted: a second attestation with the same
 // token is refused by design, and the agent powers the VM off whenever it gives up.
-func agentUnit(bin string) string {
+func agentUnit(bin string, spire bool) string {
+	after := "network-online.target cloud-final.service"
+	if spire {
+		after += " spire-agent.service"
+	}
 	return fmt.Sprintf(`[Unit]
 Description=HyperFleet runner agent
 Wants=network-online.target
-After=network-online.target cloud-final.service
+After=%s
 
 [Service]
 Type=simple
@@ -123,7 +150,7 @@ PrivateTmp=yes
 
 [Install]
 WantedBy=multi-user.target
-`, bin, agent.DefaultConfigPath)
+`, after, bin, agent.DefaultConfigPath)
 }
 
 func runCommands(a bootstrapv1.AgentSpec, bin string) []any {
@@ -140,3 +167,90 @@ func runCommands(a bootstrapv1.AgentSpec, bin string) []any {
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// Paths of spire-agent inside the VM. The image provides the binary; cloud-init writes the rest.
+const (
+	SPIREAgentBinaryPath = "/usr/local/bin/spire-agent"
+	SPIREAgentConfigPath = "/etc/spire/agent/agent.conf"
+	SPIREAgentBundlePath = "/etc/spire/agent/bundle.pem"
+	SPIREAgentUnitPath   = "/etc/systemd/system/spire-agent.service"
+	// SPIREWorkloadAPISocket is where spire-agent serves the SPIFFE Workload API.
+	SPIREWorkloadAPISocket = "/run/spire/agent/public/api.sock"
+	// SPIREAgentDataDir keeps the agent's SVID across its restarts.
+	SPIREAgentDataDir = "/var/lib/spire/agent"
+)
+
+// SplitSPIREServerAddress checks that address is the host:port a VM's spire-agent can dial.
+func SplitSPIREServerAddress(address string) (host, port string, err error) {
+	host, port, err = net.SplitHostPort(address)
+	if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+		return "", "", fmt.Errorf("SPIRE server address %q for VMs must be host:port", address)
+	}
+	return host, port, nil
+}
+
+// spireAgentFiles are spire-agent's config (holding the join token, so root-only), the trust
+// bundle it verifies the server with, and its unit.
+func spireAgentFiles(in Input) ([]any, error) {
+	host, port, err := SplitSPIREServerAddress(in.SPIRE.ServerAddress)
+	if err != nil {
+		return nil, err
+	}
+	if in.Credential.JoinToken == "" {
+		return nil, errors.New("SPIRE attestation needs a join token")
+	}
+	if len(in.TrustBundlePEM) == 0 {
+		return nil, errors.New("SPIRE attestation needs the server's trust bundle")
+	}
+	return []any{
+		map[string]any{"path": SPIREAgentConfigPath, "permissions": "0600", "owner": "root:root",
+			"content": SPIREAgentConfig(in.TrustDomain, host, port, in.Credential.JoinToken)},
+		map[string]any{"path": SPIREAgentBundlePath, "permissions": "0644", "owner": "root:root", "content": string(in.TrustBundlePEM)},
+		map[string]any{"path": SPIREAgentUnitPath, "permissions": "0644", "owner": "root:root", "content": spireAgentUnit},
+	}, nil
+}
+
+// SPIREAgentConfig is the HCL configuration of a VM's spire-agent: join-token node attestation
+// against host:port, and unix workload attestation for the Workload API.
+func SPIREAgentConfig(trustDomain, host, port, joinToken string) string {
+	return fmt.Sprintf(`agent {
+  data_dir = %q
+  log_level = "INFO"
+  server_address = %q
+  server_port = %q
+  socket_path = %q
+  trust_bundle_path = %q
+  trust_domain = %q
+  join_token = %q
+}
+
+plugins {
+  NodeAttestor "join_token" {
+    plugin_data {}
+  }
+  KeyManager "memory" {
+    plugin_data {}
+  }
+  WorkloadAttestor "unix" {
+    plugin_data {}
+  }
+}
+`, SPIREAgentDataDir, host, port, SPIREWorkloadAPISocket, SPIREAgentBundlePath, trustDomain, joinToken)
+}
+
+// spireAgentUnit starts spire-agent once: its join token is spent on the first attempt, so a
+// restart could not attest again.
+var spireAgentUnit = fmt.Sprintf(`[Unit]
+Description=SPIRE agent (HyperFleet join-token attestation)
+Wants=network-online.target
+After=network-online.target cloud-final.service
+
+[Service]
+Type=simple
+ExecStartPre=/bin/mkdir -p %s %s
+ExecStart=%s run -config %s
+Restart=no
+
+[Install]
+WantedBy=multi-user.target
+`, SPIREAgentDataDir, "/run/spire/agent/public", SPIREAgentBinaryPath, SPIREAgentConfigPath)
