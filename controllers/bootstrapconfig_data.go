@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -22,6 +23,7 @@ import (
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
+	"github.com/hyperfleet-io/hyperfleet/pkg/identity/spire"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 )
 
@@ -81,6 +83,9 @@ func (r *BootstrapConfigReconciler) reconcileDataSecret(ctx context.Context, s *
 	cred, err := provisioner.Provision(ctx, td, identity.Machine{Namespace: c.Namespace, Name: s.machine.Name, BootstrapConfig: c.Name}, ttl)
 	if err != nil {
 		setDataSecretCondition(c, metav1.ConditionFalse, bootstrapv1.JoinTokenFailedReason, err.Error())
+		if needsOperator(err) {
+			return ctrl.Result{RequeueAfter: time.Minute}, nil // retrying at once cannot help
+		}
 		return ctrl.Result{}, err
 	}
 	if err := r.recordCredential(ctx, c, cred); err != nil {
@@ -148,6 +153,13 @@ func (r *BootstrapConfigReconciler) provisionerFor(ctx context.Context, c *boots
 		return nil, fmt.Errorf("SPIRE server %s: %w", c.Spec.Attestation.SPIREServerAddress, err)
 	}
 	return p, nil
+}
+
+// needsOperator tells errors that only a change of the spec or of the identity provider's own
+// configuration can cure, such as a SPIRE server serving another trust domain or refusing HyperFleet
+// as an admin, from those worth retrying with backoff.
+func needsOperator(err error) bool {
+	return errors.Is(err, spire.ErrTrustDomainMismatch) || errors.Is(err, spire.ErrPermissionDenied) || errors.Is(err, spire.ErrRejected)
 }
 
 func isSPIRE(c *bootstrapv1.BootstrapConfig) bool {
