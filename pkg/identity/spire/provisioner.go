@@ -3,7 +3,6 @@ package spire
 import (
 	"context"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -169,7 +168,7 @@ func (p *Provisioner) TrustBundlePEM(ctx context.Context) ([]byte, error) {
 	return out, nil
 }
 
-// TrustDomain asks the server which trust domain it serves (once; it cannot change while it runs).
+// trustDomain asks the server which trust domain it serves, once: it cannot change while it runs.
 func (p *Provisioner) trustDomain(ctx context.Context) (spiffeid.TrustDomain, error) {
 	p.mu.Lock()
 	td := p.serverTD
@@ -234,5 +233,3 @@ func seconds(d time.Duration) int32 {
 	}
 	return int32(s)
 }
-
-var errClosed = errors.New("provisioners closed")

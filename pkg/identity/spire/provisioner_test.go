@@ -16,6 +16,8 @@ import (
 	agentv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/agent/v1"
 	entryv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/entry/v1"
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
 )
@@ -224,4 +226,29 @@ func countOf(list []string, s string) int {
 		}
 	}
 	return n
+}
+
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		code codes.Code
+		want error
+	}{
+		{codes.Unavailable, ErrUnavailable},
+		{codes.DeadlineExceeded, ErrUnavailable},
+		{codes.PermissionDenied, ErrPermissionDenied},
+		{codes.Unauthenticated, ErrPermissionDenied},
+		{codes.InvalidArgument, ErrRejected},
+		{codes.AlreadyExists, ErrRejected},
+	} {
+		t.Run(tc.code.String(), func(t *testing.T) {
+			g := NewWithT(t)
+			err := classify("creating join token", status.Error(tc.code, "no"))
+			g.Expect(errors.Is(err, tc.want)).To(BeTrue(), "%v", err)
+			g.Expect(err.Error()).To(ContainSubstring("creating join token"))
+		})
+	}
+	err := classify("reading the trust bundle", status.Error(codes.Internal, "boom"))
+	for _, class := range []error{ErrUnavailable, ErrPermissionDenied, ErrRejected} {
+		NewWithT(t).Expect(errors.Is(err, class)).To(BeFalse())
+	}
 }

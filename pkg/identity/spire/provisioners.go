@@ -8,6 +8,8 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
 )
 
+var errClosed = errors.New("SPIRE provisioners closed")
+
 // Provisioners keeps one Provisioner per SPIRE server address, so BootstrapConfigs naming the
 // same server share a connection. Connections are made on first use.
 type Provisioners struct {
