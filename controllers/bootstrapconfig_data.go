@@ -119,8 +119,11 @@ func (r *BootstrapConfigReconciler) checkAttestationSupported(c *bootstrapv1.Boo
 	a := c.Spec.Attestation
 	var problem string
 	switch {
+	case a.Method == bootstrapv1.AttestationTPM && (a.Provider == "" || a.Provider == bootstrapv1.IdentityBuiltin):
+		// Builtin join token plus TPM proof of possession, redeemed by the bootstrap service.
+		return ctrl.Result{}, true
 	case a.Method != "" && a.Method != bootstrapv1.AttestationJoinToken:
-		problem = fmt.Sprintf("attestation %s/%s is not supported yet; use Builtin/JoinToken or SPIRE/JoinToken", a.Provider, a.Method)
+		problem = fmt.Sprintf("attestation %s/%s is not supported; use Builtin/JoinToken, Builtin/TPM or SPIRE/JoinToken", a.Provider, a.Method)
 	case a.Provider == "" || a.Provider == bootstrapv1.IdentityBuiltin:
 		return ctrl.Result{}, true
 	case a.Provider != bootstrapv1.IdentitySPIRE:

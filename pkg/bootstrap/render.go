@@ -119,6 +119,10 @@ func AgentConfig(in Input) *agent.Config {
 		},
 		PowerOffCommand: in.Spec.Agent.PowerOffCommand,
 	}
+	if in.Spec.Attestation.Method == bootstrapv1.AttestationTPM {
+		// The token alone is refused for TPM configs: the agent also proves its TPM holds the key.
+		cfg.Attestation = agent.AttestationTPM
+	}
 	if !in.Credential.ExpiresAt.IsZero() {
 		t := in.Credential.ExpiresAt.UTC()
 		cfg.TokenExpiresAt = &t
