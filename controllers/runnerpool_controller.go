@@ -138,6 +138,7 @@ func (r *RunnerPoolReconciler) reconcileNormal(ctx context.Context, s *poolScope
 	}
 	for _, step := range []func(context.Context, *poolScope) (ctrl.Result, error){
 		r.reconcileRunners,
+		r.reconcileOrphans,
 		r.reconcileDemand,
 		r.reconcileRepair,
 		r.reconcileReplicas,

@@ -188,9 +188,80 @@ func (r *RunnerPoolReconciler) removeRunner(ctx context.Context, s *poolScope, r
 	if err := r.Client.Delete(ctx, m, client.Preconditions{UID: ptr.To(m.UID)}); err != nil && !apierrors.IsNotFound(err) {
 		return false, err
 	}
+	// A Machine deleted before Cluster API added its finalizer goes at once and never deletes its
+	// MachineClaim and BootstrapConfig; delete them too (Cluster API ignores what is already gone).
+	if err := r.deleteRunnerParts(ctx, s.pool.Namespace, rm.Name); err != nil {
+		return true, err
+	}
 	ctrl.LoggerFrom(ctx).Info("removed runner", "Machine", rm.Name, "reason", rm.Reason)
 	r.Recorder.Eventf(s.pool, corev1.EventTypeNormal, "RunnerRemoved", "deleted Machine %s: %s", rm.Name, rm.Reason)
 	return true, nil
+}
+
+// deleteRunnerParts deletes a runner's MachineClaim and BootstrapConfig (named like its Machine).
+func (r *RunnerPoolReconciler) deleteRunnerParts(ctx context.Context, namespace, name string) error {
+	for _, obj := range []client.Object{
+		&infrav1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}},
+		&bootstrapv1.BootstrapConfig{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}},
+	} {
+		if err := r.Client.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// orphanGrace lets a runner's MachineClaim and BootstrapConfig exist briefly before its Machine.
+const orphanGrace = time.Minute
+
+// reconcileOrphans deletes MachineClaims and BootstrapConfigs of the pool that no Machine backs:
+// left by a Machine creation that failed after them, or by a Machine deleted before Cluster API
+// took charge of it. Without this they would hold their names (and a claim its VM) forever.
+func (r *RunnerPoolReconciler) reconcileOrphans(ctx context.Context, s *poolScope) (ctrl.Result, error) {
+	inPool := []client.ListOption{client.InNamespace(s.pool.Namespace), client.MatchingLabels{fleetv1.RunnerPoolNameLabel: s.pool.Name}}
+	all := &clusterv1.MachineList{}
+	if err := r.Client.List(ctx, all, inPool...); err != nil {
+		return ctrl.Result{}, err
+	}
+	backed := map[string]bool{}
+	for _, m := range all.Items {
+		backed[m.Name] = true
+	}
+	claims := &infrav1.MachineClaimList{}
+	if err := r.Client.List(ctx, claims, inPool...); err != nil {
+		return ctrl.Result{}, err
+	}
+	configs := &bootstrapv1.BootstrapConfigList{}
+	if err := r.Client.List(ctx, configs, inPool...); err != nil {
+		return ctrl.Result{}, err
+	}
+	var objs []client.Object
+	for i := range claims.Items {
+		objs = append(objs, &claims.Items[i])
+	}
+	for i := range configs.Items {
+		objs = append(objs, &configs.Items[i])
+	}
+	for _, o := range objs {
+		if backed[o.GetName()] || !o.GetDeletionTimestamp().IsZero() || time.Since(o.GetCreationTimestamp().Time) < orphanGrace ||
+			!isOwnedByPool(o, s.pool) {
+			continue
+		}
+		ctrl.LoggerFrom(ctx).Info("deleting runner part no Machine backs", "kind", fmt.Sprintf("%T", o), "name", o.GetName())
+		if err := r.Client.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+func isOwnedByPool(o client.Object, pool *fleetv1.RunnerPool) bool {
+	for _, ref := range o.GetOwnerReferences() {
+		if ref.UID == pool.UID {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *RunnerPoolReconciler) deregister(ctx context.Context, s *poolScope, name string) error {

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -148,4 +149,34 @@ func TestClusterDeletionRemovesTheFleet(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(conditions.GetReason(get(g, pool), fleetv1.ReadyCondition)).To(Equal("ClusterNotFound"))
 	}, 10*time.Second, 200*time.Millisecond).Should(Succeed(), "the pool says why it has no runners")
+}
+
+// TestScaleDownRemovesTheRunnersParts scales a pool down before Cluster API has touched its new
+// Machines (no Cluster API controllers here): a Machine without Cluster API's finalizer goes at once
+// and would leave its MachineClaim and BootstrapConfig behind for ever, so the pool deletes them.
+func TestScaleDownRemovesTheRunnersParts(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	sim := pvesim.StartForTest(t, pvesim.Config{})
+	startManager(t)
+	ns := newNamespace(t)
+	capiFleet(t, ns, sim)
+	runnerTemplates(t, ns)
+	pool := builder.NewRunnerPool("linux", ns).WithCluster("fleet").WithBounds(0, 3).WithReplicas(2).
+		WithTemplates("runner", "runner").Build()
+	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
+	g.Eventually(func(g Gomega) { g.Expect(poolMachines(g, pool)).To(HaveLen(2)) }, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+
+	got := get(g, pool)
+	got.Spec.Replicas = ptr.To[int32](0)
+	g.Expect(env.Client.Update(ctx, got)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(poolMachines(g, pool)).To(BeEmpty())
+		claims := &infrav1.MachineClaimList{}
+		g.Expect(env.Client.List(ctx, claims, client.InNamespace(ns))).To(Succeed())
+		g.Expect(claims.Items).To(BeEmpty(), "no MachineClaim is left behind")
+		configs := &bootstrapv1.BootstrapConfigList{}
+		g.Expect(env.Client.List(ctx, configs, client.InNamespace(ns))).To(Succeed())
+		g.Expect(configs.Items).To(BeEmpty(), "no BootstrapConfig is left behind")
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 }
