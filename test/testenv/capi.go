@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -56,6 +57,8 @@ func (e *Env) StartCAPIManager(ctx context.Context) (*CAPIManager, error) {
 		"--sync-period=1m",
 	)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	// Die with the test process, even when it is killed on a timeout.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		_ = logf.Close()
 		return nil, fmt.Errorf("starting %s: %w", e.Tools.CAPIManager(), err)
