@@ -75,7 +75,6 @@ func New(opts Options) (*Server, error) {
 	if _, err := s.svid.GetX509SVID(); err != nil {
 		return nil, fmt.Errorf("issuing the service certificate: %w", err)
 	}
-	s.opts.Attestor = &joinTokenOnly{client: opts.Client, inner: opts.Attestor}
 	s.mux.HandleFunc("POST "+protocol.AttestPath, s.handleAttest)
 	if opts.TPM != nil {
 		s.mux.HandleFunc("POST "+protocol.TPMAttestPath, s.handleTPMAttest)

@@ -3,13 +3,9 @@ package service
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
 	agenttpm "github.com/hyperfleet-io/hyperfleet/pkg/agent/tpm"
 	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/protocol"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
@@ -70,22 +66,4 @@ func (s *Server) handleTPMActivate(w http.ResponseWriter, r *http.Request) {
 		SVID:      string(identity.EncodeCertificates(attested.Chain)),
 		ExpiresAt: attested.Chain[0].NotAfter,
 	})
-}
-
-// joinTokenOnly refuses, on the join-token endpoint, tokens of BootstrapConfigs that require TPM
-// attestation: otherwise the token alone would be enough for them.
-type joinTokenOnly struct {
-	client client.Client
-	inner  identity.Attestor
-}
-
-func (j *joinTokenOnly) Attest(ctx context.Context, ev identity.Evidence) (*identity.Attested, error) {
-	if ref, err := identity.ParseJoinToken(ev.JoinToken); err == nil {
-		bc := &bootstrapv1.BootstrapConfig{}
-		err := j.client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, bc)
-		if err == nil && bc.Spec.Attestation.Method == bootstrapv1.AttestationTPM {
-			return nil, fmt.Errorf("%w: BootstrapConfig %s/%s requires TPM attestation", identity.ErrInvalidEvidence, ref.Namespace, ref.Name)
-		}
-	}
-	return j.inner.Attest(ctx, ev)
 }

@@ -6,12 +6,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/cluster-api/util"
-	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/spiffe/go-spiffe/v2/spiffeid"
 
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
@@ -68,46 +63,14 @@ func (a *Attestor) Attest(ctx context.Context, ev identity.Evidence) (*identity.
 
 // redeem checks the token against its BootstrapConfig and marks it redeemed.
 func (a *Attestor) redeem(ctx context.Context, ref identity.JoinTokenRef, token string) (*identity.Attested, error) {
-	bc := &bootstrapv1.BootstrapConfig{}
-	if err := a.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, bc); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("%w: unknown join token", identity.ErrInvalidEvidence)
-		}
+	r, err := CheckJoinToken(ctx, a.Client, a.CA.TrustDomain(), a.now(), ref, token, bootstrapv1.AttestationJoinToken, nil)
+	if err != nil {
 		return nil, err
 	}
-	jt := bc.Status.JoinToken
-	switch {
-	case jt == nil || !identity.JoinTokenMatches(token, jt.SHA256):
-		return nil, fmt.Errorf("%w: unknown join token", identity.ErrInvalidEvidence)
-	case jt.RedeemedTime != nil:
-		return nil, fmt.Errorf("%w: join token was redeemed at %s", identity.ErrAlreadyRedeemed, jt.RedeemedTime.UTC().Format(time.RFC3339))
-	case bc.Status.TokenExpirationTime == nil || !a.now().Before(bc.Status.TokenExpirationTime.Time):
-		return nil, fmt.Errorf("%w: join token expired", identity.ErrExpired)
-	}
-	machine, err := util.GetOwnerMachine(ctx, a.Client, bc.ObjectMeta)
-	if err != nil && !apierrors.IsNotFound(err) {
+	if err := MarkRedeemed(ctx, a.Client, r, a.now(), "join token redeemed; waiting for the VM to fetch its runner config"); err != nil {
 		return nil, err
 	}
-	if machine == nil || !machine.DeletionTimestamp.IsZero() || !bc.DeletionTimestamp.IsZero() {
-		return nil, fmt.Errorf("%w: Machine of BootstrapConfig %s/%s is gone or being deleted", identity.ErrNotLive, bc.Namespace, bc.Name)
-	}
-	id, err := spiffeid.FromString(bc.Status.SPIFFEID)
-	if err != nil || id.TrustDomain() != a.CA.TrustDomain() {
-		return nil, fmt.Errorf("%w: BootstrapConfig %s/%s has no SPIFFE ID in trust domain %s", identity.ErrInvalidEvidence, bc.Namespace, bc.Name, a.CA.TrustDomain())
-	}
-	if want, _ := identity.MachineID(id.TrustDomain(), machine.Namespace, machine.Name); want != id {
-		return nil, fmt.Errorf("%w: BootstrapConfig %s/%s was issued for %s, not Machine %s", identity.ErrInvalidEvidence, bc.Namespace, bc.Name, id, machine.Name)
-	}
-	now := metav1.NewTime(a.now())
-	bc.Status.JoinToken.RedeemedTime = &now
-	conditions.Set(bc, metav1.Condition{Type: bootstrapv1.AttestedCondition, Status: metav1.ConditionFalse,
-		Reason: bootstrapv1.TokenRedeemedReason, Message: "join token redeemed; waiting for the VM to fetch its runner config",
-		ObservedGeneration: bc.Generation})
-	// Update (not patch) sends the resourceVersion read above: the single-use guarantee.
-	if err := a.Client.Status().Update(ctx, bc); err != nil {
-		return nil, err
-	}
-	return &identity.Attested{ID: id, Machine: identity.Machine{Namespace: machine.Namespace, Name: machine.Name, BootstrapConfig: bc.Name}}, nil
+	return &identity.Attested{ID: r.ID, Machine: r.Machine}, nil
 }
 
 func (a *Attestor) now() time.Time {

@@ -13,9 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/cluster-api/util"
-	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
@@ -23,6 +20,7 @@ import (
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
 	agenttpm "github.com/hyperfleet-io/hyperfleet/pkg/agent/tpm"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
+	"github.com/hyperfleet-io/hyperfleet/pkg/identity/builtin"
 )
 
 // Defaults of an Attestor.
@@ -108,66 +106,28 @@ func (a *Attestor) Challenge(ctx context.Context, joinToken string, ev *agenttpm
 	return nil, fmt.Errorf("redeeming join token for %s/%s: too much contention", ref.Namespace, ref.Name)
 }
 
-// redeem checks the token and the BootstrapConfig's method, and marks the token redeemed.
+// redeem checks the token (for a TPM-method config whose enrolled EK, if any, is this TPM's) and
+// marks it redeemed, with the checks every method shares.
 func (a *Attestor) redeem(ctx context.Context, ref identity.JoinTokenRef, token string, v *verified) (*bootstrapv1.BootstrapConfig, spiffeid.ID, error) {
-	bc := &bootstrapv1.BootstrapConfig{}
-	if err := a.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, bc); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, spiffeid.ID{}, fmt.Errorf("%w: unknown join token", identity.ErrInvalidEvidence)
+	ekPinned := func(bc *bootstrapv1.BootstrapConfig) error {
+		if want := bc.Annotations[EKSHA256Annotation]; want != "" && !strings.EqualFold(want, v.ekSHA256) {
+			return fmt.Errorf("%w: the TPM's endorsement key is not the one enrolled for BootstrapConfig %s/%s", identity.ErrInvalidEvidence, bc.Namespace, bc.Name)
 		}
-		return nil, spiffeid.ID{}, err
+		return nil
 	}
-	jt := bc.Status.JoinToken
-	switch {
-	case jt == nil || !identity.JoinTokenMatches(token, jt.SHA256):
-		return nil, spiffeid.ID{}, fmt.Errorf("%w: unknown join token", identity.ErrInvalidEvidence)
-	case bc.Spec.Attestation.Method != bootstrapv1.AttestationTPM:
-		return nil, spiffeid.ID{}, fmt.Errorf("%w: BootstrapConfig %s/%s does not use TPM attestation", identity.ErrInvalidEvidence, bc.Namespace, bc.Name)
-	case jt.RedeemedTime != nil:
-		return nil, spiffeid.ID{}, fmt.Errorf("%w: join token was redeemed at %s", identity.ErrAlreadyRedeemed, jt.RedeemedTime.UTC().Format(time.RFC3339))
-	case bc.Status.TokenExpirationTime == nil || !a.now().Before(bc.Status.TokenExpirationTime.Time):
-		return nil, spiffeid.ID{}, fmt.Errorf("%w: join token expired", identity.ErrExpired)
-	}
-	if want := bc.Annotations[EKSHA256Annotation]; want != "" && !strings.EqualFold(want, v.ekSHA256) {
-		return nil, spiffeid.ID{}, fmt.Errorf("%w: the TPM's endorsement key is not the one enrolled for BootstrapConfig %s/%s", identity.ErrInvalidEvidence, bc.Namespace, bc.Name)
-	}
-	id, err := a.liveMachineID(ctx, bc)
+	r, err := builtin.CheckJoinToken(ctx, a.Client, a.CA.TrustDomain(), a.now(), ref, token, bootstrapv1.AttestationTPM, ekPinned)
 	if err != nil {
 		return nil, spiffeid.ID{}, err
 	}
-	now := metav1.NewTime(a.now())
-	bc.Status.JoinToken.RedeemedTime = &now
-	conditions.Set(bc, metav1.Condition{Type: bootstrapv1.AttestedCondition, Status: metav1.ConditionFalse,
-		Reason: bootstrapv1.TokenRedeemedReason, Message: "join token redeemed; waiting for the VM's TPM to answer the credential challenge",
-		ObservedGeneration: bc.Generation})
-	// Update (not patch) sends the resourceVersion read above: the single-use guarantee.
-	if err := a.Client.Status().Update(ctx, bc); err != nil {
+	if err := builtin.MarkRedeemed(ctx, a.Client, r, a.now(), "join token redeemed; waiting for the VM's TPM to answer the credential challenge"); err != nil {
 		return nil, spiffeid.ID{}, err
 	}
-	return bc, id, nil
+	return r.Config, r.ID, nil
 }
 
 // liveMachineID is the SPIFFE ID recorded for bc, provided its Machine is live and matches it.
 func (a *Attestor) liveMachineID(ctx context.Context, bc *bootstrapv1.BootstrapConfig) (spiffeid.ID, error) {
-	machine, err := util.GetOwnerMachine(ctx, a.Client, bc.ObjectMeta)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return spiffeid.ID{}, err
-	}
-	if machine == nil || !machine.DeletionTimestamp.IsZero() || !bc.DeletionTimestamp.IsZero() {
-		return spiffeid.ID{}, fmt.Errorf("%w: Machine of BootstrapConfig %s/%s is gone or being deleted", identity.ErrNotLive, bc.Namespace, bc.Name)
-	}
-	return a.machineID(bc, machine)
-}
-
-func (a *Attestor) machineID(bc *bootstrapv1.BootstrapConfig, machine *clusterv1.Machine) (spiffeid.ID, error) {
-	id, err := spiffeid.FromString(bc.Status.SPIFFEID)
-	if err != nil || id.TrustDomain() != a.CA.TrustDomain() {
-		return spiffeid.ID{}, fmt.Errorf("%w: BootstrapConfig %s/%s has no SPIFFE ID in trust domain %s", identity.ErrInvalidEvidence, bc.Namespace, bc.Name, a.CA.TrustDomain())
-	}
-	if want, _ := identity.MachineID(id.TrustDomain(), machine.Namespace, machine.Name); want != id {
-		return spiffeid.ID{}, fmt.Errorf("%w: BootstrapConfig %s/%s was issued for %s, not Machine %s", identity.ErrInvalidEvidence, bc.Namespace, bc.Name, id, machine.Name)
-	}
-	return id, nil
+	return builtin.LiveMachineID(ctx, a.Client, a.CA.TrustDomain(), bc)
 }
 
 // storeChallenge makes the challenge and records what Activate needs in the challenge Secret. The
