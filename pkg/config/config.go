@@ -46,6 +46,15 @@ type Manager struct {
 	// WorkloadReaderServiceAccount is namespace/name of the ServiceAccount whose token a
 	// FleetControlPlane puts in its Cluster's kubeconfig Secret.
 	WorkloadReaderServiceAccount string
+	// SPIREAdminAddress, when set, is where the manager reaches the SPIRE server's admin API for
+	// every BootstrapConfig with provider SPIRE (unix:///path or host:port).
+	SPIREAdminAddress string
+	// SPIREAgentServerAddress is the host:port VMs' spire-agent dials when a BootstrapConfig's
+	// spireServerAddress is the server's local admin socket.
+	SPIREAgentServerAddress string
+	// SPIREWorkloadAPIAddress is the Workload API that gives the manager its admin SVID for mTLS to a
+	// SPIRE server over TCP.
+	SPIREWorkloadAPIAddress string
 	// RepairInterval is how often each RunnerPool's demand is reconciled against the GitHub API.
 	RepairInterval time.Duration
 	// OTLPEndpoint enables OpenTelemetry tracing when set.
@@ -122,6 +131,9 @@ func (m *Manager) Bind(fs *flag.FlagSet, getenv func(string) string) func() erro
 	str(&m.BootstrapCASecret, setting{"bootstrap-ca-secret", "BOOTSTRAP_CA_SECRET", "namespace/name of the Secret holding the builtin identity CA (shared with the bootstrap service)"}, "hyperfleet-system/hyperfleet-bootstrap-ca")
 	str(&m.TrustDomain, setting{"trust-domain", "TRUST_DOMAIN", "SPIFFE trust domain of runner VMs"}, "hyperfleet.local")
 	str(&m.WorkloadReaderServiceAccount, setting{"workload-reader-service-account", "WORKLOAD_READER_SERVICE_ACCOUNT", "namespace/name of the node-reading ServiceAccount FleetControlPlane kubeconfigs use"}, "hyperfleet-system/hyperfleet-workload-reader")
+	str(&m.SPIREAdminAddress, setting{"spire-admin-address", "SPIRE_ADMIN_ADDRESS", "SPIRE server admin API for provider SPIRE (unix:///path or host:port); empty uses each BootstrapConfig's spireServerAddress"}, "")
+	str(&m.SPIREAgentServerAddress, setting{"spire-agent-server-address", "SPIRE_AGENT_SERVER_ADDRESS", "host:port of the SPIRE server as VMs' spire-agent reach it"}, "")
+	str(&m.SPIREWorkloadAPIAddress, setting{"spire-workload-api-address", "SPIRE_WORKLOAD_API_ADDRESS", "Workload API giving the manager its SVID for a SPIRE server over TCP; empty uses SPIFFE_ENDPOINT_SOCKET"}, "")
 	duration(&m.RepairInterval, setting{"repair-interval", "REPAIR_INTERVAL", "how often RunnerPool demand is reconciled against the GitHub API"}, time.Minute)
 	str(&m.OTLPEndpoint, setting{"otlp-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "OpenTelemetry OTLP endpoint; empty disables tracing"}, "")
 	str(&m.OTelServiceName, setting{"otel-service-name", "OTEL_SERVICE_NAME", "service name of the traces"}, "hyperfleet-operator")

@@ -74,6 +74,9 @@ func New(ctx context.Context, restConfig *rest.Config, cfg *config.Manager, over
 		RepairInterval:               cfg.RepairInterval,
 		WorkloadReaderServiceAccount: cfg.WorkloadReaderServiceAccount,
 		PoolWakeups:                  wakeups,
+		SPIREAdminAddress:            cfg.SPIREAdminAddress,
+		SPIREAgentServerAddress:      cfg.SPIREAgentServerAddress,
+		SPIREWorkloadAPIAddress:      cfg.SPIREWorkloadAPIAddress,
 	}
 	for _, o := range override {
 		o(&opts)
