@@ -117,23 +117,8 @@ func TestClaimReadyOnlyAfterAttestation(t *testing.T) {
 	startManager(t)
 	ns := newNamespace(t)
 	capiFleet(t, ns, sim)
-	labels := map[string]string{clusterv1.ClusterNameLabel: "fleet"}
 	config := builder.NewBootstrapConfig("runner-a", ns).Build()
-	config.Labels = labels
-	g.Expect(env.Client.Create(ctx, config)).To(Succeed())
-	claim := builder.NewMachineClaim("runner-a", ns).WithLabels(labels).Build()
-	g.Expect(env.Client.Create(ctx, claim)).To(Succeed())
-	machine := &clusterv1.Machine{
-		ObjectMeta: metav1.ObjectMeta{Name: "runner-a", Namespace: ns, Labels: labels},
-		Spec: clusterv1.MachineSpec{
-			ClusterName: "fleet",
-			Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
-				APIGroup: bootstrapv1.GroupVersion.Group, Kind: "BootstrapConfig", Name: "runner-a"}},
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-				APIGroup: infrav1.GroupVersion.Group, Kind: "MachineClaim", Name: "runner-a"},
-		},
-	}
-	g.Expect(env.Client.Create(ctx, machine)).To(Succeed())
+	claim := capiMachineWithConfig(t, ns, config)
 
 	g.Eventually(func(g Gomega) {
 		got := get(g, claim)
@@ -162,31 +147,15 @@ func TestClaimReadyOnlyAfterAttestation(t *testing.T) {
 // its agent and idle until removed).
 func TestClaimWaitsForBootstrapData(t *testing.T) {
 	g := NewWithT(t)
-	ctx := context.Background()
 	startCAPI(t)
 	sim := pvesim.StartForTest(t, pvesim.Config{})
 	startManager(t)
 	ns := newNamespace(t)
 	capiFleet(t, ns, sim)
-	labels := map[string]string{clusterv1.ClusterNameLabel: "fleet"}
-	// Not supported yet: the BootstrapConfig controller reports it and never writes a data Secret.
+	// No SPIRE server answers here: the BootstrapConfig never gets a data Secret.
 	config := builder.NewBootstrapConfig("runner-b", ns).WithAttestation(bootstrapv1.AttestationSpec{
 		Provider: bootstrapv1.IdentitySPIRE, SPIREServerAddress: "spire.example:8081"}).Build()
-	config.Labels = labels
-	g.Expect(env.Client.Create(ctx, config)).To(Succeed())
-	claim := builder.NewMachineClaim("runner-b", ns).WithLabels(labels).Build()
-	g.Expect(env.Client.Create(ctx, claim)).To(Succeed())
-	machine := &clusterv1.Machine{
-		ObjectMeta: metav1.ObjectMeta{Name: "runner-b", Namespace: ns, Labels: labels},
-		Spec: clusterv1.MachineSpec{
-			ClusterName: "fleet",
-			Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
-				APIGroup: bootstrapv1.GroupVersion.Group, Kind: "BootstrapConfig", Name: "runner-b"}},
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-				APIGroup: infrav1.GroupVersion.Group, Kind: "MachineClaim", Name: "runner-b"},
-		},
-	}
-	g.Expect(env.Client.Create(ctx, machine)).To(Succeed())
+	claim := capiMachineWithConfig(t, ns, config)
 
 	g.Eventually(func(g Gomega) {
 		got := get(g, claim)
@@ -197,4 +166,30 @@ func TestClaimWaitsForBootstrapData(t *testing.T) {
 		g.Expect(get(g, claim).Status.VMID).To(BeZero())
 		g.Expect(ownedVMs(sim)).To(BeEmpty())
 	}, 5*time.Second, 200*time.Millisecond).Should(Succeed(), "no VM without bootstrap data")
+}
+
+// capiMachineWithConfig creates config, a MachineClaim and a Machine using both, all named like
+// config, in the Cluster "fleet"; it returns the claim.
+func capiMachineWithConfig(t *testing.T, ns string, config *bootstrapv1.BootstrapConfig) *infrav1.MachineClaim {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	name := config.Name
+	labels := map[string]string{clusterv1.ClusterNameLabel: "fleet"}
+	config.Labels = labels
+	g.Expect(env.Client.Create(ctx, config)).To(Succeed())
+	claim := builder.NewMachineClaim(name, ns).WithLabels(labels).Build()
+	g.Expect(env.Client.Create(ctx, claim)).To(Succeed())
+	machine := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+		Spec: clusterv1.MachineSpec{
+			ClusterName: "fleet",
+			Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: bootstrapv1.GroupVersion.Group, Kind: "BootstrapConfig", Name: name}},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: infrav1.GroupVersion.Group, Kind: "MachineClaim", Name: name},
+		},
+	}
+	g.Expect(env.Client.Create(ctx, machine)).To(Succeed())
+	return claim
 }

@@ -148,37 +148,38 @@ func (e *statusError) Unwrap() error { return e.err }
 
 func refusal(code int, err error) error { return &statusError{code: code, err: err} }
 
+// attestOutcomes maps attestation errors to the HTTP status the VM gets and the metrics label,
+// in one place so the two cannot drift apart.
+var attestOutcomes = []struct {
+	err    error
+	status int
+	result string
+}{
+	{identity.ErrInvalidEvidence, http.StatusUnauthorized, metrics.AttestationInvalidToken},
+	{identity.ErrNotLive, http.StatusForbidden, metrics.AttestationNotLive},
+	{identity.ErrAlreadyRedeemed, http.StatusConflict, metrics.AttestationTokenReused},
+	{identity.ErrExpired, http.StatusGone, metrics.AttestationTokenExpired},
+	{identity.ErrBadRequest, http.StatusBadRequest, metrics.AttestationBadRequest},
+}
+
 func attestStatus(err error) int {
-	switch {
-	case errors.Is(err, identity.ErrInvalidEvidence):
-		return http.StatusUnauthorized
-	case errors.Is(err, identity.ErrNotLive):
-		return http.StatusForbidden
-	case errors.Is(err, identity.ErrAlreadyRedeemed):
-		return http.StatusConflict
-	case errors.Is(err, identity.ErrExpired):
-		return http.StatusGone
-	case errors.Is(err, identity.ErrBadRequest):
-		return http.StatusBadRequest
+	for _, o := range attestOutcomes {
+		if errors.Is(err, o.err) {
+			return o.status
+		}
 	}
 	return http.StatusServiceUnavailable
 }
 
 // attestationResult is the metrics label of an attestation outcome.
 func attestationResult(err error) string {
-	switch {
-	case err == nil:
+	if err == nil {
 		return metrics.AttestationSuccess
-	case errors.Is(err, identity.ErrInvalidEvidence):
-		return metrics.AttestationInvalidToken
-	case errors.Is(err, identity.ErrExpired):
-		return metrics.AttestationTokenExpired
-	case errors.Is(err, identity.ErrAlreadyRedeemed):
-		return metrics.AttestationTokenReused
-	case errors.Is(err, identity.ErrNotLive):
-		return metrics.AttestationNotLive
-	case errors.Is(err, identity.ErrBadRequest):
-		return metrics.AttestationBadRequest
+	}
+	for _, o := range attestOutcomes {
+		if errors.Is(err, o.err) {
+			return o.result
+		}
 	}
 	return metrics.AttestationError
 }
