@@ -56,6 +56,12 @@ type Provisioner interface {
 	TrustBundlePEM(ctx context.Context) ([]byte, error)
 }
 
+// Releaser is implemented by provisioners that keep state outside the API server for a Machine
+// (SPIRE's registration entries and attested agent): Release removes it once the Machine is gone.
+type Releaser interface {
+	Release(ctx context.Context, td spiffeid.TrustDomain, m Machine) error
+}
+
 // Evidence is what a VM presents to attest.
 type Evidence struct {
 	// JoinToken for join-token attestation.

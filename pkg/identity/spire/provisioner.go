@@ -17,6 +17,8 @@ import (
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
 )
@@ -57,7 +59,10 @@ type Provisioner struct {
 	serverTD spiffeid.TrustDomain
 }
 
-var _ identity.Provisioner = (*Provisioner)(nil)
+var (
+	_ identity.Provisioner = (*Provisioner)(nil)
+	_ identity.Releaser    = (*Provisioner)(nil)
+)
 
 // NewProvisioner connects to the SPIRE server in cfg. Over a Unix socket the connection is made on
 // first use; over TCP it first fetches HyperFleet's own SVID, bounded by ctx.
@@ -147,6 +152,50 @@ func (p *Provisioner) createEntry(ctx context.Context, entry *types.Entry) error
 	st := resp.Results[0].Status
 	if code := codes.Code(st.GetCode()); code != codes.OK && code != codes.AlreadyExists {
 		return classifyCode("creating registration entry", code, st.GetMessage(), nil)
+	}
+	return nil
+}
+
+// Release undoes Provision once m is gone: it deletes the registration entries HyperFleet created
+// for m's SPIFFE ID and evicts the agent they hang off, so a VM that outlived its Machine can
+// neither renew its SVID nor attest again. Releasing what is already gone is not an error.
+func (p *Provisioner) Release(ctx context.Context, td spiffeid.TrustDomain, m identity.Machine) error {
+	id, err := identity.MachineID(td, m.Namespace, m.Name)
+	if err != nil {
+		return err
+	}
+	resp, err := p.entries.ListEntries(ctx, &entryv1.ListEntriesRequest{Filter: &entryv1.ListEntriesRequest_Filter{
+		BySpiffeId: &types.SPIFFEID{TrustDomain: td.Name(), Path: id.Path()},
+		ByHint:     wrapperspb.String(p.hint()),
+	}})
+	if err != nil {
+		return classify("listing registration entries", err)
+	}
+	if len(resp.Entries) == 0 {
+		return nil
+	}
+	ids := make([]string, 0, len(resp.Entries))
+	for _, e := range resp.Entries {
+		ids = append(ids, e.Id)
+	}
+	// The agent first: while its entries exist, a failure here is retried with them in place.
+	for _, e := range resp.Entries {
+		if !strings.HasPrefix(e.ParentId.GetPath(), "/spire/agent/") {
+			continue
+		}
+		_, err := p.agents.DeleteAgent(ctx, &agentv1.DeleteAgentRequest{Id: e.ParentId})
+		if err != nil && status.Code(err) != codes.NotFound {
+			return classify("evicting the machine's SPIRE agent", err)
+		}
+	}
+	del, err := p.entries.BatchDeleteEntry(ctx, &entryv1.BatchDeleteEntryRequest{Ids: ids})
+	if err != nil {
+		return classify("deleting registration entries", err)
+	}
+	for _, r := range del.Results {
+		if code := codes.Code(r.Status.GetCode()); code != codes.OK && code != codes.NotFound {
+			return classifyCode("deleting registration entry "+r.Id, code, r.Status.GetMessage(), nil)
+		}
 	}
 	return nil
 }

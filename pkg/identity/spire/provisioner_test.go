@@ -1,6 +1,7 @@
 package spire
 
 import (
+	"context"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
@@ -20,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
+	"github.com/hyperfleet-io/hyperfleet/pkg/identity/spire/spiretest"
 )
 
 var td = spiffeid.RequireTrustDomainFromString("hyperfleet.test")
@@ -27,15 +29,15 @@ var td = spiffeid.RequireTrustDomainFromString("hyperfleet.test")
 // TestProvisionerWithRealSPIRE runs a real spire-server and real spire-agents against the join
 // tokens and registration entries the Provisioner creates.
 func TestProvisionerWithRealSPIRE(t *testing.T) {
-	serverBin, agentBin := spireBins(t)
+	serverBin, agentBin := spiretest.Bins(t)
 	top := t
 	dir := t.TempDir()
-	server := startSPIREServer(t, serverBin, dir, td)
+	server := spiretest.StartServer(t, serverBin, dir, td)
 
 	// The workload in these tests is the test process itself, so the entry selects its uid.
 	p, err := NewProvisioner(withTimeout(t, 5*time.Second), Config{
-		Address:   server.address,
-		Selectors: []string{fmt.Sprintf("unix:uid:%d", os.Getuid())},
+		Address:   server.Address,
+		Selectors: []string{spiretest.UIDSelectorString()},
 	})
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = p.Close() })
@@ -77,8 +79,8 @@ func TestProvisionerWithRealSPIRE(t *testing.T) {
 
 	t.Run("an agent attests once with the token and its workload gets the machine's SVID", func(t *testing.T) {
 		g := NewWithT(t)
-		conf, workloadAPI := agentConfig(t, filepath.Join(dir, "agent-1"), server, cred.JoinToken, bundle)
-		start(top, "spire-agent-1", agentBin, "run", "-config", conf) // later subtests use its Workload API
+		conf, workloadAPI := spiretest.AgentConfig(t, filepath.Join(dir, "agent-1"), server, cred.JoinToken, bundle)
+		spiretest.Start(top, "spire-agent-1", agentBin, "run", "-config", conf) // later subtests use its Workload API
 
 		agentID, _ := AgentID(td, cred.JoinToken)
 		g.Eventually(func() []string { return agentIDs(t, p) }, 30*time.Second, 250*time.Millisecond).
@@ -105,11 +107,11 @@ func TestProvisionerWithRealSPIRE(t *testing.T) {
 			Admin:     true,
 		}
 		g.Expect(p.createEntry(withTimeout(t, 5*time.Second), manager)).To(Succeed())
-		conf, workloadAPI := agentConfig(t, filepath.Join(dir, "agent-manager"), server, token.Value, bundle)
-		start(t, "spire-agent-manager", agentBin, "run", "-config", conf)
+		conf, workloadAPI := spiretest.AgentConfig(t, filepath.Join(dir, "agent-manager"), server, token.Value, bundle)
+		spiretest.Start(t, "spire-agent-manager", agentBin, "run", "-config", conf)
 
 		tcp, err := NewProvisioner(withTimeout(t, 20*time.Second), Config{
-			Address: fmt.Sprintf("127.0.0.1:%d", server.port), Dial: DialOptions{WorkloadAPIAddress: workloadAPI}})
+			Address: fmt.Sprintf("127.0.0.1:%d", server.Port), Dial: DialOptions{WorkloadAPIAddress: workloadAPI}})
 		g.Expect(err).NotTo(HaveOccurred())
 		t.Cleanup(func() { _ = tcp.Close() })
 		g.Expect(tcp.TrustBundlePEM(withTimeout(t, 5*time.Second))).To(Equal(bundle))
@@ -122,7 +124,7 @@ func TestProvisionerWithRealSPIRE(t *testing.T) {
 		g := NewWithT(t)
 		// agent-1 serves only the machine's SVID.
 		tcp, err := NewProvisioner(withTimeout(t, 20*time.Second), Config{
-			Address: fmt.Sprintf("127.0.0.1:%d", server.port),
+			Address: fmt.Sprintf("127.0.0.1:%d", server.Port),
 			Dial:    DialOptions{WorkloadAPIAddress: "unix://" + filepath.Join(dir, "agent-1", "workload.sock")}})
 		g.Expect(err).NotTo(HaveOccurred())
 		t.Cleanup(func() { _ = tcp.Close() })
@@ -132,10 +134,10 @@ func TestProvisionerWithRealSPIRE(t *testing.T) {
 
 	t.Run("a second agent with the same token is refused", func(t *testing.T) {
 		g := NewWithT(t)
-		conf, _ := agentConfig(t, filepath.Join(dir, "agent-2"), server, cred.JoinToken, bundle)
-		agent := start(t, "spire-agent-2", agentBin, "run", "-config", conf)
+		conf, _ := spiretest.AgentConfig(t, filepath.Join(dir, "agent-2"), server, cred.JoinToken, bundle)
+		agent := spiretest.Start(t, "spire-agent-2", agentBin, "run", "-config", conf)
 		// spire-agent keeps retrying with backoff; the server's first answer is the refusal.
-		g.Eventually(agent.log.String, 20*time.Second, 200*time.Millisecond).
+		g.Eventually(agent.Log, 20*time.Second, 200*time.Millisecond).
 			Should(ContainSubstring("join token does not exist or has already been used"))
 		agentID, _ := AgentID(td, cred.JoinToken)
 		g.Expect(countOf(agentIDs(t, p), agentID.String())).To(Equal(1))
@@ -147,11 +149,25 @@ func TestProvisionerWithRealSPIRE(t *testing.T) {
 			identity.Machine{Namespace: "runners", Name: "runner-late", BootstrapConfig: "runner-late-bc"}, time.Second)
 		g.Expect(err).NotTo(HaveOccurred())
 		time.Sleep(time.Until(short.ExpiresAt) + 1100*time.Millisecond)
-		conf, _ := agentConfig(t, filepath.Join(dir, "agent-late"), server, short.JoinToken, bundle)
-		agent := start(t, "spire-agent-late", agentBin, "run", "-config", conf)
-		g.Eventually(agent.log.String, 20*time.Second, 200*time.Millisecond).Should(ContainSubstring("join token expired"))
+		conf, _ := spiretest.AgentConfig(t, filepath.Join(dir, "agent-late"), server, short.JoinToken, bundle)
+		agent := spiretest.Start(t, "spire-agent-late", agentBin, "run", "-config", conf)
+		g.Eventually(agent.Log, 20*time.Second, 200*time.Millisecond).Should(ContainSubstring("join token expired"))
 		agentID, _ := AgentID(td, short.JoinToken)
 		g.Expect(agentIDs(t, p)).NotTo(ContainElement(agentID.String()))
+	})
+
+	t.Run("release deletes the machine's entries and evicts its agent, once", func(t *testing.T) {
+		g := NewWithT(t)
+		agentID, _ := AgentID(td, cred.JoinToken)
+		g.Expect(p.Release(withTimeout(t, 5*time.Second), td, machine)).To(Succeed())
+		g.Expect(listEntries(t, p, cred.ID)).To(BeEmpty())
+		g.Expect(agentIDs(t, p)).NotTo(ContainElement(agentID.String()))
+		g.Expect(p.Release(withTimeout(t, 5*time.Second), td, machine)).To(Succeed(), "releasing twice is not an error")
+		// Entries for other machines stay.
+		other, err := p.Provision(withTimeout(t, 5*time.Second), td, identity.Machine{Namespace: "runners", Name: "runner-b"}, time.Minute)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(p.Release(withTimeout(t, 5*time.Second), td, machine)).To(Succeed())
+		g.Expect(listEntries(t, p, other.ID)).To(HaveLen(1))
 	})
 
 	t.Run("a trust domain the server does not serve is refused before any token exists", func(t *testing.T) {
@@ -251,4 +267,10 @@ func TestClassify(t *testing.T) {
 	for _, class := range []error{ErrUnavailable, ErrPermissionDenied, ErrRejected} {
 		NewWithT(t).Expect(errors.Is(err, class)).To(BeFalse())
 	}
+}
+
+func withTimeout(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
 }
