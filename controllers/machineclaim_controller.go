@@ -205,7 +205,7 @@ func (r *MachineClaimReconciler) hypervisorCluster(ctx context.Context, s *claim
 // reconcileBootstrapData reads the bootstrap data Secret: Machine.spec.bootstrap.dataSecretName under
 // Cluster API (and waits for it), spec.bootstrap.dataSecretName for a standalone claim.
 func (r *MachineClaimReconciler) reconcileBootstrapData(ctx context.Context, s *claimScope) (ctrl.Result, error) {
-	if s.claim.Status.CompletedStep == infrav1.StepStarted {
+	if step := s.claim.Status.CompletedStep; step == infrav1.StepConfigured || step == infrav1.StepStarted {
 		return ctrl.Result{}, nil // already delivered
 	}
 	var name *string

@@ -40,17 +40,33 @@ func (r *MachineClaimReconciler) reconcileDelete(ctx context.Context, s *claimSc
 			fmt.Sprintf("cannot reach HypervisorCluster %s to delete VM %d: %v", hc.Name, c.Status.VMID, err))
 		return ctrl.Result{RequeueAfter: 15 * time.Second}, nil
 	}
+	ref := vmRef(c)
+	var (
+		vm   hypervisor.VM
+		read bool
+	)
+	if t := c.Status.Task; t != nil && (t.Operation == opStop || t.Operation == opDelete) {
+		// The VM shows a stop or destroy that has ended; its task is read only while it does not,
+		// so a failed task is still reported.
+		vm, err = s.provider.VM(ctx, ref)
+		read = true
+		if taskOutcomeSeen(t.Operation, vm, err) {
+			c.Status.Task = nil
+		}
+	}
 	if c.Status.Task != nil {
 		if res, err := r.reconcileInFlightTask(ctx, s); err != nil || !res.IsZero() {
 			return res, err
 		}
+		read = false // the task has just ended: look again
 	}
 
 	if wait := r.backoffRemaining(c); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	ref := vmRef(c)
-	vm, err := s.provider.VM(ctx, ref)
+	if !read {
+		vm, err = s.provider.VM(ctx, ref)
+	}
 	switch {
 	case errors.Is(err, hypervisor.ErrNotFound):
 		return r.release(ctx, s, fmt.Sprintf("VM %s is gone", ref))
@@ -74,6 +90,17 @@ func (r *MachineClaimReconciler) reconcileDelete(ctx context.Context, s *claimSc
 	}
 	r.Recorder.Eventf(c, corev1.EventTypeNormal, "Deleting", "destroying VM %s", ref)
 	return r.recordTask(s, opDelete, ref.Node, task)
+}
+
+// taskOutcomeSeen reports whether a read of the VM shows that its stop or destroy has ended well.
+func taskOutcomeSeen(op string, vm hypervisor.VM, err error) bool {
+	switch op {
+	case opStop:
+		return err == nil && vm.State == hypervisor.PowerStateStopped && vm.Lock == ""
+	case opDelete:
+		return errors.Is(err, hypervisor.ErrNotFound)
+	}
+	return false
 }
 
 func (r *MachineClaimReconciler) release(ctx context.Context, s *claimScope, why string) (ctrl.Result, error) {

@@ -55,6 +55,8 @@ func TestStandaloneClaimLifecycle(t *testing.T) {
 	g.Expect(vm.MemoryMiB).To(Equal(2048))
 	g.Expect(vm.Net["net0"]).To(And(ContainSubstring("bridge=vmbr0"), ContainSubstring("tag=42")))
 	g.Expect(vm.Disks["scsi0"]).To(ContainSubstring("size=40G"))
+	g.Expect(vm.Disks["ide3"]).To(HaveSuffix(",media=cdrom"), "the cloud-init ISO is attached")
+	g.Expect(sim.Requests()["PUT /nodes/{node}/qemu/{vmid}/config"]).To(Equal(1), "hardware and cloud-init in one config write")
 	g.Expect(got.Status.VMID).To(BeNumerically(">=", 1000))
 	g.Expect(got.Status.VMID).To(BeNumerically("<=", 1999))
 	g.Expect(ownedVMs(sim)).To(HaveLen(1))

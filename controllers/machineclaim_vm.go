@@ -34,13 +34,16 @@ const addressPollInterval = 3 * time.Second
 // reconcileVM advances the VM's provisioning: never two tasks at once, and each completed step is
 // recorded so a restarted controller continues where it stopped.
 func (r *MachineClaimReconciler) reconcileVM(ctx context.Context, s *claimScope) (ctrl.Result, error) {
-	if s.claim.Status.Task != nil {
+	if t := s.claim.Status.Task; t != nil && t.Operation != opStart {
 		if res, err := r.reconcileInFlightTask(ctx, s); err != nil || !res.IsZero() {
 			return res, err
 		}
 	}
 	if wait := r.backoffRemaining(s.claim); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	if s.claim.Status.Task != nil {
+		return r.reconcileStarting(ctx, s)
 	}
 	for {
 		var (
@@ -107,23 +110,6 @@ func (r *MachineClaimReconciler) reconcileClone(ctx context.Context, s *claimSco
 		return r.reserveVMID(ctx, s)
 	}
 	ref := vmRef(c)
-	vm, err := s.provider.VM(ctx, ref)
-	switch {
-	case err == nil && ownedBy(vm, c):
-		if vm.Lock != "" {
-			setVMCondition(c, metav1.ConditionFalse, infrav1.CloningReason, fmt.Sprintf("VM %s is locked (%s)", ref, vm.Lock))
-			return ctrl.Result{RequeueAfter: r.poll()}, nil
-		}
-		c.Status.CompletedStep = infrav1.StepCloned
-		r.setProviderID(s)
-		return ctrl.Result{}, nil
-	case err == nil:
-		// Another claim or a person took the ID between our proposal and the clone.
-		return r.releaseVMID(s, fmt.Sprintf("VMID %d is taken by another VM", ref.ID))
-	case !errors.Is(err, hypervisor.ErrNotFound):
-		return r.fail(ctx, s, err)
-	}
-
 	tmpl, err := s.provider.ResolveTemplate(ctx, templateSelector(c))
 	if err != nil {
 		return r.fail(ctx, s, fmt.Errorf("resolving template %s: %w", templateSelector(c), err))
@@ -139,15 +125,40 @@ func (r *MachineClaimReconciler) reconcileClone(ctx context.Context, s *claimSco
 	if p := s.hc.Spec.Proxmox; p != nil {
 		spec.Pool = p.Pool
 	}
+	// Clone without reading first: Proxmox refuses a taken VMID, and only then is it worth asking
+	// whose VM holds it.
 	task, err := s.provider.Clone(ctx, spec)
 	if errors.Is(err, hypervisor.ErrAlreadyExists) {
-		return r.releaseVMID(s, fmt.Sprintf("VMID %d was taken before the clone", ref.ID))
+		return r.adoptVM(ctx, s)
 	}
 	if err != nil {
 		return r.fail(ctx, s, err)
 	}
 	r.Recorder.Eventf(c, corev1.EventTypeNormal, "Cloning", "cloning %s (%s) to VM %s", tmpl.Name, tmpl.Ref, ref)
 	return r.recordTask(s, opClone, ref.Node, task)
+}
+
+// adoptVM looks at the VM holding the claim's reserved VMID. It is this claim's own clone when an
+// earlier process started the clone but stopped before recording its task; otherwise another claim
+// or a person took the ID between the proposal and the clone, and another one is chosen.
+func (r *MachineClaimReconciler) adoptVM(ctx context.Context, s *claimScope) (ctrl.Result, error) {
+	c := s.claim
+	ref := vmRef(c)
+	vm, err := s.provider.VM(ctx, ref)
+	switch {
+	case errors.Is(err, hypervisor.ErrNotFound):
+		return ctrl.Result{RequeueAfter: r.poll()}, nil // gone again: clone on the next pass
+	case err != nil:
+		return r.fail(ctx, s, err)
+	case !ownedBy(vm, c):
+		return r.releaseVMID(s, fmt.Sprintf("VMID %d is taken by another VM", ref.ID))
+	case vm.Lock != "":
+		setVMCondition(c, metav1.ConditionFalse, infrav1.CloningReason, fmt.Sprintf("VM %s is locked (%s)", ref, vm.Lock))
+		return ctrl.Result{RequeueAfter: r.poll()}, nil
+	}
+	c.Status.CompletedStep = infrav1.StepCloned
+	r.setProviderID(s)
+	return ctrl.Result{}, nil
 }
 
 // reserveVMID chooses the node and a free VMID and records them before anything is created.
@@ -208,7 +219,9 @@ func (r *MachineClaimReconciler) releaseVMID(s *claimScope, why string) (ctrl.Re
 	return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 }
 
-// reconcileConfigure applies hardware, network, tags and description.
+// reconcileConfigure applies hardware, network, tags, description, the disk size and the merged
+// cloud-init data in one provider call, so Proxmox sees a single config write. A disk resize runs
+// as a task, recorded like any other.
 func (r *MachineClaimReconciler) reconcileConfigure(ctx context.Context, s *claimScope) (ctrl.Result, error) {
 	c := s.claim
 	spec := hypervisor.ConfigSpec{
@@ -223,30 +236,14 @@ func (r *MachineClaimReconciler) reconcileConfigure(ctx context.Context, s *clai
 			spec.Network.Bridge = "vmbr0"
 		}
 	}
-	task, err := s.provider.Configure(ctx, vmRef(c), spec)
-	if err != nil {
-		return r.fail(ctx, s, err)
-	}
-	if task != "" {
-		return r.recordTask(s, opConfigure, c.Status.Node, task)
-	}
-	c.Status.CompletedStep = infrav1.StepConfigured
-	return ctrl.Result{}, nil
-}
-
-// reconcileStart grows the disk, attaches the merged cloud-init data and powers the VM on.
-func (r *MachineClaimReconciler) reconcileStart(ctx context.Context, s *claimScope) (ctrl.Result, error) {
-	c := s.claim
-	ref := vmRef(c)
 	if c.Spec.DiskSizeGiB > 0 {
 		tmpl, err := s.provider.ResolveTemplate(ctx, templateSelector(c))
 		if err != nil {
 			return r.fail(ctx, s, err)
 		}
+		// A clone's disk is the template's: resize only when that is too small.
 		if int(c.Spec.DiskSizeGiB) > tmpl.DiskGiB {
-			if err := s.provider.ResizeDisk(ctx, ref, tmpl.BootDisk, int(c.Spec.DiskSizeGiB)); err != nil {
-				return r.fail(ctx, s, err)
-			}
+			spec.Disk = &hypervisor.DiskSpec{Name: tmpl.BootDisk, SizeGiB: int(c.Spec.DiskSizeGiB)}
 		}
 	}
 	var templateUserData string
@@ -260,16 +257,50 @@ func (r *MachineClaimReconciler) reconcileStart(ctx context.Context, s *claimSco
 		return ctrl.Result{RequeueAfter: 5 * time.Minute}, nil
 	}
 	if userData != "" {
-		data := hypervisor.CloudInitData{UserData: userData, MetaData: cloudinit.MetaData(string(c.UID), vmName(c))}
-		if err := s.provider.AttachCloudInit(ctx, ref, data); err != nil {
-			return r.fail(ctx, s, err)
-		}
+		spec.CloudInit = &hypervisor.CloudInitData{UserData: userData, MetaData: cloudinit.MetaData(string(c.UID), vmName(c))}
 	}
+	task, err := s.provider.Configure(ctx, vmRef(c), spec)
+	if err != nil {
+		return r.fail(ctx, s, err)
+	}
+	if task != "" {
+		return r.recordTask(s, opConfigure, c.Status.Node, task)
+	}
+	c.Status.CompletedStep = infrav1.StepConfigured
+	return ctrl.Result{}, nil
+}
+
+// reconcileStart powers the VM on and records the start task, which reconcileStarting follows.
+func (r *MachineClaimReconciler) reconcileStart(ctx context.Context, s *claimScope) (ctrl.Result, error) {
+	ref := vmRef(s.claim)
 	task, err := s.provider.Start(ctx, ref)
 	if err != nil {
 		return r.fail(ctx, s, err)
 	}
 	return r.recordTask(s, opStart, ref.Node, task)
+}
+
+// reconcileStarting follows a start. Addresses from the guest agent prove the VM started, so the
+// start task is read only while they are missing: that is how a failed start is still reported
+// (and retried) without a task poll on every healthy start.
+func (r *MachineClaimReconciler) reconcileStarting(ctx context.Context, s *claimScope) (ctrl.Result, error) {
+	c := s.claim
+	addrs, err := s.provider.Addresses(ctx, vmRef(c))
+	if err != nil {
+		return r.fail(ctx, s, err)
+	}
+	if len(addrs) > 0 {
+		r.Recorder.Eventf(c, corev1.EventTypeNormal, opStart+"Succeeded", "%s of VM %d on %s finished", opStart, c.Status.VMID, c.Status.Node)
+		c.Status.Task = nil
+		c.Status.CompletedStep = infrav1.StepStarted
+		r.setProvisioned(s, addrs)
+		return ctrl.Result{}, nil
+	}
+	if res, err := r.reconcileInFlightTask(ctx, s); err != nil || !res.IsZero() {
+		return res, err
+	}
+	setVMCondition(c, metav1.ConditionFalse, infrav1.WaitingForAddressReason, "VM is running; waiting for the guest agent to report an address")
+	return ctrl.Result{RequeueAfter: addressPollInterval}, nil
 }
 
 // reconcileRunning waits for the guest's addresses and then reports the machine provisioned.
@@ -286,6 +317,13 @@ func (r *MachineClaimReconciler) reconcileRunning(ctx context.Context, s *claimS
 		setVMCondition(c, metav1.ConditionFalse, infrav1.WaitingForAddressReason, "VM is running; waiting for the guest agent to report an address")
 		return ctrl.Result{RequeueAfter: addressPollInterval}, nil
 	}
+	r.setProvisioned(s, addrs)
+	return ctrl.Result{}, nil
+}
+
+// setProvisioned records the guest's addresses and reports the machine provisioned.
+func (r *MachineClaimReconciler) setProvisioned(s *claimScope, addrs []hypervisor.Address) {
+	c := s.claim
 	c.Status.Addresses = c.Status.Addresses[:0]
 	for _, a := range addrs {
 		c.Status.Addresses = append(c.Status.Addresses, clusterv1.MachineAddress{Type: clusterv1.MachineAddressType(a.Type), Address: a.Address})
@@ -300,7 +338,6 @@ func (r *MachineClaimReconciler) reconcileRunning(ctx context.Context, s *claimS
 	// the clone task is not kept once the task ends.
 	metrics.ObserveProvisioning(s.hc.Name, time.Since(c.CreationTimestamp.Time))
 	metrics.ProvisioningResult(s.hc.Name, "", true)
-	return ctrl.Result{}, nil
 }
 
 func (r *MachineClaimReconciler) recordTask(s *claimScope, op, node string, task hypervisor.TaskID) (ctrl.Result, error) {

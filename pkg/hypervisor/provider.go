@@ -19,12 +19,10 @@ type Provider interface {
 
 	// Clone creates a VM from a template, stamped with spec.Owner.
 	Clone(ctx context.Context, spec CloneSpec) (TaskID, error)
-	// Configure applies hardware, network, tags and description to an owned VM.
+	// Configure applies hardware, network, tags, description and cloud-init data to an owned VM and
+	// grows its disk. It returns a TaskID when part of the work (a disk resize) is still running;
+	// the VM must not be started before that task is done.
 	Configure(ctx context.Context, ref VMRef, spec ConfigSpec) (TaskID, error)
-	// ResizeDisk grows an owned VM's disk to sizeGiB; it never shrinks.
-	ResizeDisk(ctx context.Context, ref VMRef, disk string, sizeGiB int) error
-	// AttachCloudInit builds a NoCloud image with data and attaches it to an owned VM.
-	AttachCloudInit(ctx context.Context, ref VMRef, data CloudInitData) error
 	// Start powers an owned VM on.
 	Start(ctx context.Context, ref VMRef) (TaskID, error)
 	// Stop powers an owned VM off immediately.

@@ -139,7 +139,8 @@ type NetworkSpec struct {
 	Model string
 }
 
-// ConfigSpec is the hardware and metadata applied after a clone.
+// ConfigSpec is the hardware, metadata and cloud-init data applied after a clone, in one step so
+// the hypervisor sees as few writes as possible.
 type ConfigSpec struct {
 	Cores     int
 	MemoryMiB int
@@ -147,6 +148,17 @@ type ConfigSpec struct {
 	// Tags are added to the ownership tags.
 	Tags        []string
 	Description string
+	// Disk, when set, grows a disk; a disk already that large is left alone, and disks never shrink.
+	Disk *DiskSpec
+	// CloudInit, when set, is the VM's NoCloud data; it replaces any the VM had.
+	CloudInit *CloudInitData
+}
+
+// DiskSpec is the size a VM disk must have at least.
+type DiskSpec struct {
+	// Name is the disk's slot ("scsi0").
+	Name    string
+	SizeGiB int
 }
 
 // CloudInitData is the NoCloud data handed to the VM.

@@ -96,12 +96,6 @@ func (f *fakeProvider) Clone(ctx context.Context, _ hypervisor.CloneSpec) (hyper
 func (f *fakeProvider) Configure(ctx context.Context, _ hypervisor.VMRef, _ hypervisor.ConfigSpec) (hypervisor.TaskID, error) {
 	return "", f.saw(ctx)
 }
-func (f *fakeProvider) ResizeDisk(ctx context.Context, _ hypervisor.VMRef, _ string, _ int) error {
-	return f.saw(ctx)
-}
-func (f *fakeProvider) AttachCloudInit(ctx context.Context, _ hypervisor.VMRef, _ hypervisor.CloudInitData) error {
-	return f.saw(ctx)
-}
 func (f *fakeProvider) Start(ctx context.Context, _ hypervisor.VMRef) (hypervisor.TaskID, error) {
 	return f.task(ctx, "start")
 }

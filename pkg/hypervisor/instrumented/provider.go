@@ -164,20 +164,6 @@ func (p *provider) Configure(ctx context.Context, ref hypervisor.VMRef, spec hyp
 	return id, err
 }
 
-func (p *provider) ResizeDisk(ctx context.Context, ref hypervisor.VMRef, disk string, sizeGiB int) error {
-	ctx, c := p.begin(ctx, "ResizeDisk", refAttrs(ref)...)
-	err := p.next.ResizeDisk(ctx, ref, disk, sizeGiB)
-	c.end(err)
-	return err
-}
-
-func (p *provider) AttachCloudInit(ctx context.Context, ref hypervisor.VMRef, data hypervisor.CloudInitData) error {
-	ctx, c := p.begin(ctx, "AttachCloudInit", refAttrs(ref)...)
-	err := p.next.AttachCloudInit(ctx, ref, data)
-	c.end(err)
-	return err
-}
-
 func (p *provider) Start(ctx context.Context, ref hypervisor.VMRef) (hypervisor.TaskID, error) {
 	ctx, c := p.begin(ctx, "Start", refAttrs(ref)...)
 	id, err := p.next.Start(ctx, ref)

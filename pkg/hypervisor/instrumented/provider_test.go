@@ -49,10 +49,6 @@ func TestEveryCallIsTracedAndTimed(t *testing.T) {
 			_, err := p.Configure(ctx, ref, hypervisor.ConfigSpec{Cores: 2})
 			return err
 		}, vmAttrs},
-		{"ResizeDisk", func(ctx context.Context, p hypervisor.Provider) error { return p.ResizeDisk(ctx, ref, "scsi0", 40) }, vmAttrs},
-		{"AttachCloudInit", func(ctx context.Context, p hypervisor.Provider) error {
-			return p.AttachCloudInit(ctx, ref, hypervisor.CloudInitData{UserData: "#cloud-config\n"})
-		}, vmAttrs},
 		{"Start", func(ctx context.Context, p hypervisor.Provider) error { return task(p.Start) },
 			map[attribute.Key]attribute.Value{AttrVMID: attribute.IntValue(105), AttrTaskID: attribute.StringValue("task-start")}},
 		{"Stop", func(ctx context.Context, p hypervisor.Provider) error { return task(p.Stop) }, vmAttrs},

@@ -1,6 +1,7 @@
 package proxmox
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -19,11 +20,14 @@ var listCalls = map[string]bool{
 	"GET /nodes":             true,
 }
 
-// BenchmarkVMLifecycle runs the full lifecycle per iteration — NextID, clone, configure, resize,
-// cloud-init, start, addresses, stop, delete — polling tasks the way a controller does, and reports
-// the Proxmox API calls one VM costs, counted by the simulator. "stop" stops the VM through the API;
-// "guest-poweroff" is the production path, where the runner powers the guest off after its job and
-// the controller notices it in its shared OwnedVMs sweep.
+// BenchmarkVMLifecycle runs the full lifecycle per iteration — NextID, clone, configure (hardware,
+// disk, cloud-init), start, addresses, stop, delete — waiting the way the MachineClaim controller
+// does, and reports the Proxmox API calls one VM costs, counted by the simulator. The start task is
+// not polled: the guest agent's addresses prove the start (the controller reads the task only while
+// they are missing). Stop and destroy are confirmed by reading the VM, which the controller does
+// anyway. "stop" stops the VM through the API; "guest-poweroff" is the production path, where the
+// runner powers the guest off after its job and the controller notices it in its shared OwnedVMs
+// sweep.
 func BenchmarkVMLifecycle(b *testing.B) {
 	b.Run("stop", func(b *testing.B) { benchmarkLifecycle(b, false) })
 	b.Run("guest-poweroff", func(b *testing.B) { benchmarkLifecycle(b, true) })
@@ -38,9 +42,10 @@ func benchmarkLifecycle(b *testing.B, guestPowerOff bool) {
 		b.Fatal(err)
 	}
 	// The controller waits before each poll; a task of 1ms is then done on the first poll.
+	const pause = 3 * time.Millisecond
 	wait := func(id hypervisor.TaskID) {
 		for {
-			time.Sleep(3 * time.Millisecond)
+			time.Sleep(pause)
 			st, err := p.TaskStatus(ctx, "", id)
 			if err != nil {
 				b.Fatal(err)
@@ -59,6 +64,15 @@ func benchmarkLifecycle(b *testing.B, guestPowerOff bool) {
 		}
 		return id
 	}
+	// waitVM reads the VM until it is in the state asked for, as the controller's deletion does.
+	waitVM := func(ref hypervisor.VMRef, done func(hypervisor.VM, error) bool) {
+		for {
+			time.Sleep(pause)
+			if done(p.VM(ctx, ref)) {
+				return
+			}
+		}
+	}
 	sim.ResetRequests()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -67,16 +81,12 @@ func benchmarkLifecycle(b *testing.B, guestPowerOff bool) {
 		wait(must(p.Clone(ctx, hypervisor.CloneSpec{Source: tmpl.Ref, Target: ref, Name: fmt.Sprintf("bench-%d", i),
 			Owner: ownerFor(clusterA, fmt.Sprintf("bench-%d", i))})))
 		wait(must(p.Configure(ctx, ref, hypervisor.ConfigSpec{Cores: 2, MemoryMiB: 2048,
-			Network: &hypervisor.NetworkSpec{Bridge: "vmbr0", VLAN: 42}})))
-		if err := p.ResizeDisk(ctx, ref, tmpl.BootDisk, 40); err != nil {
-			b.Fatal(err)
-		}
-		if err := p.AttachCloudInit(ctx, ref, hypervisor.CloudInitData{UserData: "#cloud-config\n", MetaData: "instance-id: bench\n"}); err != nil {
-			b.Fatal(err)
-		}
-		wait(must(p.Start(ctx, ref)))
+			Network:   &hypervisor.NetworkSpec{Bridge: "vmbr0", VLAN: 42},
+			Disk:      &hypervisor.DiskSpec{Name: tmpl.BootDisk, SizeGiB: 40},
+			CloudInit: &hypervisor.CloudInitData{UserData: "#cloud-config\n", MetaData: "instance-id: bench\n"}})))
+		start := must(p.Start(ctx, ref))
 		for {
-			time.Sleep(3 * time.Millisecond)
+			time.Sleep(pause)
 			addrs, err := p.Addresses(ctx, ref)
 			if err != nil {
 				b.Fatal(err)
@@ -84,15 +94,28 @@ func benchmarkLifecycle(b *testing.B, guestPowerOff bool) {
 			if len(addrs) > 0 {
 				break
 			}
+			wait(start) // only while the guest is silent, to catch a failed start
 		}
 		if guestPowerOff {
 			if err := sim.PowerOff(ref.ID); err != nil {
 				b.Fatal(err)
 			}
 		} else {
-			wait(must(p.Stop(ctx, ref)))
+			must(p.Stop(ctx, ref))
+			waitVM(ref, func(vm hypervisor.VM, err error) bool {
+				if err != nil {
+					b.Fatal(err)
+				}
+				return vm.State == hypervisor.PowerStateStopped
+			})
 		}
-		wait(must(p.Delete(ctx, ref)))
+		must(p.Delete(ctx, ref))
+		waitVM(ref, func(_ hypervisor.VM, err error) bool {
+			if err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
+				b.Fatal(err)
+			}
+			return err != nil
+		})
 	}
 	b.StopTimer()
 	total, perVM := 0, 0

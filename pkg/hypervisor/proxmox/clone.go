@@ -52,14 +52,21 @@ func (p *Provider) Clone(ctx context.Context, spec hypervisor.CloneSpec) (hyperv
 	return hypervisor.TaskID(id), nil
 }
 
-// Configure writes hardware, network, tags and description in one synchronous config update
-// (PUT), so it returns an empty TaskID. Tags are replaced by the ownership tags plus spec.Tags:
-// tags inherited from the template ("template", ...) would only mislead.
+// Configure applies spec with as few calls as PVE allows. The cloud-init ISO, if any, is uploaded
+// first and its upload task awaited: a VM must never boot from a half-copied image. Then one
+// synchronous config write (PUT) sets hardware, network, tags, description and the ISO's CD-ROM.
+// Last, a disk resize is started; PVE 9 resizes in a task, whose UPID is returned so the caller
+// waits for it before starting the VM. Without a resize the TaskID is empty. Tags are replaced by
+// the ownership tags plus spec.Tags: tags inherited from the template ("template", ...) would only
+// mislead.
 //
 // net0 gets a MAC derived from the cluster and VMID instead of the one PVE picked at clone time:
 // re-applying the same spec is then a no-op for the guest, and the MAC is known before boot.
 func (p *Provider) Configure(ctx context.Context, ref hypervisor.VMRef, spec hypervisor.ConfigSpec) (hypervisor.TaskID, error) {
 	op := opName("configure", ref)
+	if d := spec.Disk; d != nil && (d.Name == "" || d.SizeGiB <= 0) {
+		return "", hypervisor.Errorf(hypervisor.ErrInvalid, op, "disk name and a positive size are required")
+	}
 	vm, err := p.ensureOwned(ctx, op, ref)
 	if err != nil {
 		return "", err
@@ -81,11 +88,20 @@ func (p *Provider) Configure(ctx context.Context, ref hypervisor.VMRef, spec hyp
 		}
 		params["net0"] = net
 	}
+	if spec.CloudInit != nil {
+		if err := p.putCloudInitISO(ctx, op, ref, *spec.CloudInit); err != nil {
+			return "", err
+		}
+		params[p.cfg.CloudInitDevice] = p.isoVolume(ref) + ",media=cdrom"
+	}
 	if err := p.put(ctx, op, vmPath(ref, "/config"), params, nil); err != nil {
 		return "", err
 	}
 	p.owned.markTagged(ref)
-	return "", nil
+	if spec.Disk == nil {
+		return "", nil
+	}
+	return p.resizeDisk(ctx, op, ref, spec.Disk.Name, spec.Disk.SizeGiB)
 }
 
 // netDevice renders net0: "virtio=02:..,bridge=vmbr0,tag=42".
@@ -116,27 +132,18 @@ func (p *Provider) macFor(ref hypervisor.VMRef) string {
 	return fmt.Sprintf("02:%02X:%02X:%02X:%02X:%02X", sum[0], sum[1], sum[2], sum[3], sum[4])
 }
 
-// ResizeDisk grows disk to sizeGiB and waits for the resize task. PVE refuses to shrink; a disk
-// already larger than sizeGiB satisfies the request, so that refusal is success.
-func (p *Provider) ResizeDisk(ctx context.Context, ref hypervisor.VMRef, disk string, sizeGiB int) error {
-	op := opName("resize "+disk+" of", ref)
-	if disk == "" || sizeGiB <= 0 {
-		return hypervisor.Errorf(hypervisor.ErrInvalid, op, "disk name and a positive size are required")
-	}
-	vm, err := p.ensureOwned(ctx, op, ref)
-	if err != nil {
-		return err
-	}
-	if err := p.ensureTagged(ctx, op, ref, vm); err != nil {
-		return err
-	}
+// resizeDisk starts growing disk to sizeGiB and returns the resize task. PVE refuses to shrink; a
+// disk already larger than sizeGiB satisfies the request, so that refusal is success, whether it
+// comes at once or as the task's exit status (see taskError).
+func (p *Provider) resizeDisk(ctx context.Context, op string, ref hypervisor.VMRef, disk string, sizeGiB int) (hypervisor.TaskID, error) {
 	var id string
-	err = p.put(ctx, op, vmPath(ref, "/resize"), map[string]any{"disk": disk, "size": fmt.Sprintf("%dG", sizeGiB)}, &id)
-	if err == nil && id != "" {
-		err = p.waitTask(ctx, op, id)
+	err := p.put(ctx, op, vmPath(ref, "/resize"), map[string]any{"disk": disk, "size": fmt.Sprintf("%dG", sizeGiB)}, &id)
+	if err != nil && isShrinkRefusal(errorText(err)) {
+		return "", nil
 	}
-	if err != nil && strings.Contains(errorText(err), "shrinking disks is not supported") {
-		return nil
-	}
-	return err
+	return hypervisor.TaskID(id), err
+}
+
+func isShrinkRefusal(text string) bool {
+	return strings.Contains(text, "shrinking disks is not supported")
 }

@@ -15,21 +15,17 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 )
 
-// AttachCloudInit builds a NoCloud ISO (volume label "cidata") in-process, uploads it to
-// ISOStorage on the VM's node under a name derived from the cluster and VMID, waits for the upload
-// task and attaches it as a CD-ROM on CloudInitDevice. This is the VM's only cloud-init data
-// source: a PVE cloud-init drive on the template would be a second one, so templates should not
-// carry it. Delete removes the ISO.
+// putCloudInitISO builds a NoCloud ISO (volume label "cidata") in-process, uploads it to
+// ISOStorage on the VM's node under a name derived from the cluster and VMID, and waits for the
+// upload task: PVE copies the file into place in that task, and a VM started before it ends could
+// read half an image. Configure attaches it as a CD-ROM on CloudInitDevice. This is the VM's only
+// cloud-init data source: a PVE cloud-init drive on the template would be a second one, so
+// templates should not carry it. Delete removes the ISO.
 //
 // go-proxmox's VirtualMachine.CloudInit does the same, but with a fixed temp path shared between
-// processes, a one-second task poll, an extra node and storage lookup and a boot order rewrite the
-// ISO does not need.
-func (p *Provider) AttachCloudInit(ctx context.Context, ref hypervisor.VMRef, data hypervisor.CloudInitData) error {
-	op := opName("attach cloud-init to", ref)
-	vm, err := p.ensureOwned(ctx, op, ref)
-	if err != nil {
-		return err
-	}
+// processes, a one-second task poll, an extra node and storage lookup, a boot order rewrite the ISO
+// does not need and a config write of its own.
+func (p *Provider) putCloudInitISO(ctx context.Context, op string, ref hypervisor.VMRef, data hypervisor.CloudInitData) error {
 	iso, err := buildNoCloudISO(data)
 	if err != nil {
 		return hypervisor.Errorf(hypervisor.ErrInvalid, op, "build NoCloud ISO: %v", err)
@@ -41,18 +37,7 @@ func (p *Provider) AttachCloudInit(ctx context.Context, ref hypervisor.VMRef, da
 			err = p.uploadISO(ctx, op, ref, iso)
 		}
 	}
-	if err != nil {
-		return err
-	}
-	params := map[string]any{p.cfg.CloudInitDevice: p.isoVolume(ref) + ",media=cdrom"}
-	if !vm.tagged {
-		params["tags"] = joinTags(ownershipTags(p.clusterTag, vm.owner))
-	}
-	if err := p.put(ctx, op, vmPath(ref, "/config"), params, nil); err != nil {
-		return err
-	}
-	p.owned.markTagged(ref)
-	return nil
+	return err
 }
 
 // isoName is the VM's cloud-init ISO file name; the cluster hash keeps two installations sharing

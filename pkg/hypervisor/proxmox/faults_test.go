@@ -80,7 +80,11 @@ func TestSimulatedFaultsAreClassified(t *testing.T) {
 			name:  "failing resize task",
 			fault: pvesim.Fault{Endpoint: "PUT /nodes/{node}/qemu/{vmid}/resize", TaskExitStatus: "resize failed: storage full"},
 			call: func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error {
-				return p.ResizeDisk(ctx, ref, "scsi0", 64)
+				task, err := p.Configure(ctx, ref, hypervisor.ConfigSpec{Disk: &hypervisor.DiskSpec{Name: "scsi0", SizeGiB: 64}})
+				if err != nil {
+					return err
+				}
+				return pollTask(ctx, p, task)
 			},
 			want: hypervisor.ErrTaskFailed,
 		},

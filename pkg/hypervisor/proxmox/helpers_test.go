@@ -2,6 +2,8 @@ package proxmox
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -63,18 +65,29 @@ func ownerFor(cluster, name string) hypervisor.Ownership {
 // waitTaskDone polls a task the way a controller does, until it ends, and returns its error.
 func waitTaskDone(t testing.TB, p hypervisor.Provider, id hypervisor.TaskID) error {
 	t.Helper()
-	ctx := testCtx(t)
+	err := pollTask(testCtx(t), p, id)
+	if errors.Is(err, errPolling) {
+		t.Fatal(err)
+	}
+	return err
+}
+
+var errPolling = errors.New("polling failed")
+
+// pollTask polls a task until it ends and returns the task's error, or errPolling when the task
+// could not be polled or did not end in time.
+func pollTask(ctx context.Context, p hypervisor.Provider, id hypervisor.TaskID) error {
 	for {
 		st, err := p.TaskStatus(ctx, "", id)
 		if err != nil {
-			t.Fatalf("task status %s: %v", id, err)
+			return fmt.Errorf("%w: task status %s: %v", errPolling, id, err)
 		}
 		if st.Done {
 			return st.Err
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("task %s did not finish", id)
+			return fmt.Errorf("%w: task %s did not finish", errPolling, id)
 		case <-time.After(3 * time.Millisecond):
 		}
 	}

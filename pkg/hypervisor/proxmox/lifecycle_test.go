@@ -47,10 +47,16 @@ func TestLifecycle(t *testing.T) {
 	g.Expect(vm.Owner).To(Equal(&owner))
 	g.Expect(simVM(t, sim, id).Description).To(ContainSubstring("claim-uid: uid-ubuntu-x64-abcde"))
 
+	userData := "#cloud-config\nruncmd: [echo hello]\n"
+	sim.ResetRequests()
 	cfgTask, err := p.Configure(ctx, ref, hypervisor.ConfigSpec{Cores: 4, MemoryMiB: 4096,
-		Network: &hypervisor.NetworkSpec{Bridge: "vmbr0", VLAN: 42}, Tags: []string{"runner", "x64"}, Description: "runner for ubuntu-x64"})
+		Network: &hypervisor.NetworkSpec{Bridge: "vmbr0", VLAN: 42}, Tags: []string{"runner", "x64"}, Description: "runner for ubuntu-x64",
+		Disk:      &hypervisor.DiskSpec{Name: tmpl.BootDisk, SizeGiB: 40},
+		CloudInit: &hypervisor.CloudInitData{UserData: userData, MetaData: "instance-id: i-1\n"}})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(cfgTask).To(BeEmpty(), "PUT config is synchronous")
+	g.Expect(string(cfgTask)).To(ContainSubstring(":resize:"), "PVE 9 resizes in a task")
+	g.Expect(sim.Requests()["PUT /nodes/{node}/qemu/{vmid}/config"]).To(Equal(1), "hardware and cloud-init in one write")
+	g.Expect(waitTaskDone(t, p, cfgTask)).To(Succeed())
 	s := simVM(t, sim, id)
 	g.Expect(s.Cores).To(Equal(4))
 	g.Expect(s.MemoryMiB).To(Equal(4096))
@@ -58,19 +64,21 @@ func TestLifecycle(t *testing.T) {
 	g.Expect(s.Tags).To(ConsistOf("hyperfleet", ClusterTag(clusterA), "hf-claim-runners.ubuntu-x64-abcde",
 		"hf-uid-uid-ubuntu-x64-abcde", "runner", "x64"))
 	g.Expect(s.Description).To(HavePrefix("runner for ubuntu-x64\n\n```hyperfleet\n"))
-
-	g.Expect(p.ResizeDisk(ctx, ref, tmpl.BootDisk, 40)).To(Succeed())
-	g.Expect(simVM(t, sim, id).Disks["scsi0"]).To(ContainSubstring("size=40G"))
-	g.Expect(p.ResizeDisk(ctx, ref, tmpl.BootDisk, 20)).To(Succeed(), "a larger disk satisfies a smaller request")
-	g.Expect(simVM(t, sim, id).Disks["scsi0"]).To(ContainSubstring("size=40G"))
-
-	userData := "#cloud-config\nruncmd: [echo hello]\n"
-	g.Expect(p.AttachCloudInit(ctx, ref, hypervisor.CloudInitData{UserData: userData, MetaData: "instance-id: i-1\n"})).To(Succeed())
+	g.Expect(s.Disks["scsi0"]).To(ContainSubstring("size=40G"))
 	iso := p.isoVolume(ref)
-	g.Expect(simVM(t, sim, id).Disks[DefaultCloudInitDevice]).To(Equal(iso + ",media=cdrom"))
+	g.Expect(s.Disks[DefaultCloudInitDevice]).To(Equal(iso + ",media=cdrom"))
 	data, ok := sim.StorageFile("pve1", iso)
 	g.Expect(ok).To(BeTrue())
 	g.Expect(string(data)).To(ContainSubstring("runcmd: [echo hello]"))
+
+	// Configuring again is harmless: the ISO is replaced, and a larger disk satisfies a smaller request.
+	cfgTask, err = p.Configure(ctx, ref, hypervisor.ConfigSpec{Cores: 4, Disk: &hypervisor.DiskSpec{Name: tmpl.BootDisk, SizeGiB: 20},
+		CloudInit: &hypervisor.CloudInitData{UserData: "#cloud-config\nruncmd: [echo again]\n", MetaData: "instance-id: i-1\n"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(waitTaskDone(t, p, cfgTask)).To(Succeed())
+	g.Expect(simVM(t, sim, id).Disks["scsi0"]).To(ContainSubstring("size=40G"))
+	data, _ = sim.StorageFile("pve1", iso)
+	g.Expect(string(data)).To(ContainSubstring("runcmd: [echo again]"))
 
 	task, err = p.Start(ctx, ref)
 	g.Expect(err).NotTo(HaveOccurred())

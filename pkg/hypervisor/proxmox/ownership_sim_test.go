@@ -20,11 +20,13 @@ var mutations = []struct {
 		_, err := p.Configure(ctx, ref, hypervisor.ConfigSpec{Cores: 8, Tags: []string{"pwned"}})
 		return err
 	}},
-	{"ResizeDisk", func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error {
-		return p.ResizeDisk(ctx, ref, "scsi0", 500)
+	{"Configure disk", func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error {
+		_, err := p.Configure(ctx, ref, hypervisor.ConfigSpec{Disk: &hypervisor.DiskSpec{Name: "scsi0", SizeGiB: 500}})
+		return err
 	}},
-	{"AttachCloudInit", func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error {
-		return p.AttachCloudInit(ctx, ref, hypervisor.CloudInitData{UserData: "#cloud-config\n"})
+	{"Configure cloud-init", func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error {
+		_, err := p.Configure(ctx, ref, hypervisor.ConfigSpec{CloudInit: &hypervisor.CloudInitData{UserData: "#cloud-config\n"}})
+		return err
 	}},
 	{"Start", func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error {
 		_, err := p.Start(ctx, ref)

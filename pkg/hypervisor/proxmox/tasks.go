@@ -65,6 +65,10 @@ func taskError(u upid, exit string) error {
 		// Start is idempotent for HyperFleet: the VM is in the state asked for.
 		return nil
 	}
+	if u.kind == "resize" && isShrinkRefusal(exit) {
+		// A disk already larger than asked for satisfies the request.
+		return nil
+	}
 	if exit == "" {
 		exit = "no exit status"
 	}
@@ -72,8 +76,8 @@ func taskError(u upid, exit string) error {
 }
 
 // waitTask polls a task this package started until it ends, within one call timeout. It is used
-// where the interface returns no TaskID (ResizeDisk, AttachCloudInit) or must order two tasks
-// (Delete after Stop).
+// where one call must order two steps: the ISO upload before the config write that attaches it
+// (Configure), the stop before the destroy (Delete).
 func (p *Provider) waitTask(ctx context.Context, op string, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
