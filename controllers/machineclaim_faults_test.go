@@ -7,6 +7,8 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
@@ -107,4 +109,31 @@ func TestManagerRestartMidClone(t *testing.T) {
 	t.Logf("manager stopped with clone task %s in flight", get(g, claims[0]).Status.Task.ID)
 	startManager(t)
 	expectOneVMPerClaim(t, sim, claims, 30*time.Second)
+}
+
+// TestFailedStartIsReportedAndRetried: a healthy start is proved by the guest agent's addresses and
+// its task never read, so a failed start must still be noticed (by reading the task while the
+// addresses are missing), reported, and retried.
+func TestFailedStartIsReportedAndRetried(t *testing.T) {
+	g := NewWithT(t)
+	sim := pvesim.StartForTest(t, pvesim.Config{})
+	const startFailure = "start failed: QEMU exited with code 1"
+	sim.InjectFault(pvesim.Fault{Endpoint: "POST /nodes/{node}/qemu/{vmid}/status/start", Count: 1, TaskExitStatus: startFailure})
+	startManager(t)
+	ns := newNamespace(t)
+	proxmoxCluster(t, ns, "pve", sim)
+	claims := createClaims(t, ns, 1)
+	expectOneVMPerClaim(t, sim, claims, 60*time.Second)
+	g.Expect(sim.Requests()["POST /nodes/{node}/qemu/{vmid}/status/start"]).To(Equal(2), "one failed start, one retry")
+	g.Eventually(func(g Gomega) {
+		events := &corev1.EventList{}
+		g.Expect(env.Client.List(context.Background(), events, client.InNamespace(ns))).To(Succeed())
+		var warnings []string
+		for _, e := range events.Items {
+			if e.InvolvedObject.Name == claims[0].Name && e.Type == corev1.EventTypeWarning {
+				warnings = append(warnings, e.Message)
+			}
+		}
+		g.Expect(warnings).To(ContainElement(ContainSubstring(startFailure)))
+	}, 10*time.Second, 200*time.Millisecond).Should(Succeed())
 }
