@@ -19,8 +19,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"github.com/spiffe/go-spiffe/v2/workloadapi"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -56,6 +58,8 @@ func run(ctx context.Context, args []string) error {
 	trustDomain := fs.String("trust-domain", identity.DefaultTrustDomain, "SPIFFE trust domain of issued SVIDs")
 	svidTTL := fs.Duration("svid-ttl", builtin.DefaultSVIDTTL, "lifetime of machine SVIDs")
 	logLevel := fs.String("log-level", envOr("LOG_LEVEL", "INFO"), "DEBUG, INFO, WARN or ERROR")
+	spireListen := fs.String("spire-listen", envOr("SPIRE_LISTEN", ""), "TLS listen address for VMs attested by SPIRE (BootstrapConfig provider SPIRE); empty serves none")
+	spireWorkloadAPI := fs.String("spire-workload-api-address", "", "SPIRE Workload API giving the service its SVID for --spire-listen; empty uses SPIFFE_ENDPOINT_SOCKET")
 	var dnsNames, ips listFlag
 	fs.Var(&dnsNames, "dns-name", "DNS name for the service certificate (repeatable)")
 	fs.Var(&ips, "ip", "IP address for the service certificate (repeatable)")
@@ -105,15 +109,70 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	var spireSrv *service.Server
+	if *spireListen != "" {
+		if spireSrv, err = newSPIREServer(startCtx, c, *spireWorkloadAPI, log); err != nil {
+			return err
+		}
+	}
 	if *health != "0" {
 		go serveHealth(ctx, *health)
 	}
-	l, err := net.Listen("tcp", *listen)
-	if err != nil {
+	ctx, cancelAll := context.WithCancel(ctx)
+	defer cancelAll()
+	errc := make(chan error, 2)
+	serve := func(s *service.Server, addr string, kv ...any) error {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return err
+		}
+		log.Info("serving", append([]any{"address", l.Addr().String(), "trustDomain", s.TrustDomain().Name()}, kv...)...)
+		go func() { errc <- s.Serve(ctx, l) }()
+		return nil
+	}
+	if err := serve(srv, *listen, "identity", "builtin", "caSecret", *caSecret); err != nil {
 		return err
 	}
-	log.Info("serving", "address", l.Addr().String(), "trustDomain", td.Name(), "caSecret", *caSecret)
-	return srv.Serve(ctx, l)
+	servers := 1
+	if spireSrv != nil {
+		if err := serve(spireSrv, *spireListen, "identity", "SPIRE"); err != nil {
+			return err
+		}
+		servers++
+	}
+	// Either listener failing ends the process; the other is shut down with it.
+	err = <-errc
+	cancelAll()
+	for range servers - 1 {
+		err = errors.Join(err, <-errc)
+	}
+	return err
+}
+
+// newSPIREServer serves VMs attested by SPIRE with the SVID the SPIRE Workload API gives this
+// service, which must be spiffe://<trust domain>/hyperfleet/bootstrap-service.
+func newSPIREServer(ctx context.Context, c client.Client, workloadAPI string, log logr.Logger) (*service.Server, error) {
+	var opts []workloadapi.X509SourceOption
+	if workloadAPI != "" {
+		opts = append(opts, workloadapi.WithClientOptions(workloadapi.WithAddr(workloadAPI)))
+	}
+	source, err := workloadapi.NewX509Source(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("--spire-listen needs an SVID from the SPIRE Workload API (%s): %w", orEnv(workloadAPI), err)
+	}
+	srv, err := service.New(service.Options{Client: c, SPIRE: source, Logger: log.WithName("bootstrap-service-spire")})
+	if err != nil {
+		_ = source.Close()
+		return nil, err
+	}
+	return srv, nil
+}
+
+func orEnv(addr string) string {
+	if addr != "" {
+		return addr
+	}
+	return "SPIFFE_ENDPOINT_SOCKET=" + os.Getenv("SPIFFE_ENDPOINT_SOCKET")
 }
 
 func serveHealth(ctx context.Context, addr string) {

@@ -121,6 +121,7 @@ func (v *vm) boot(t *testing.T, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, agentBin, append([]string{"--config", v.config, "--retry-interval", "200ms", "--retry-window", "5s", "--stop-grace", "5s"}, args...)...)
+	cmd.WaitDelay = 10 * time.Second // a runner left behind must not hold the output open
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

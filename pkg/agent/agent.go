@@ -101,15 +101,16 @@ func (a *Agent) Run(ctx context.Context) (Outcome, error) {
 }
 
 func (a *Agent) live(ctx context.Context) (Outcome, error) {
-	svid, err := a.attest(ctx)
+	creds, err := a.attest(ctx)
 	a.cfg.JoinToken = "" // single use: of no value now, keep it nowhere
 	a.scrubJoinToken()
 	if err != nil {
 		return classify(err), fmt.Errorf("attesting: %w", err)
 	}
-	a.log.Info("attested", "spiffeID", svid.ID.String(), "expires", svid.Certificates[0].NotAfter)
-	client := a.mtlsClient(svid)
-	rc, err := a.fetchRunnerConfig(ctx, client, svid.Certificates[0].NotAfter)
+	defer creds.close()
+	a.log.Info("attested", "spiffeID", creds.id.String(), "expires", creds.expires)
+	client := a.mtlsClient(creds)
+	rc, err := a.fetchRunnerConfig(ctx, client, creds.expires)
 	if err != nil {
 		return classify(err), fmt.Errorf("fetching runner config: %w", err)
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spiffe/go-spiffe/v2/bundle/x509bundle"
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 
@@ -26,14 +28,48 @@ type refusedError struct {
 
 func (e *refusedError) Error() string { return fmt.Sprintf("refused (%d): %s", e.status, e.msg) }
 
-// attest redeems the join token for an SVID over server-authenticated TLS.
-func (a *Agent) attest(ctx context.Context) (*x509svid.SVID, error) {
+// credentials are the VM's X509-SVID and the trust bundle it checks the bootstrap service with.
+type credentials struct {
+	svid    x509svid.Source
+	bundle  x509bundle.Source
+	id      spiffeid.ID
+	expires time.Time
+	close   func()
+}
+
+// staticCredentials are an SVID the bootstrap service issued: fixed for the VM's short life.
+func (a *Agent) staticCredentials(svid *x509svid.SVID) *credentials {
+	return &credentials{svid: staticSVID{svid}, bundle: a.bundle, id: svid.ID,
+		expires: svid.Certificates[0].NotAfter, close: func() {}}
+}
+
+type staticSVID struct{ svid *x509svid.SVID }
+
+func (s staticSVID) GetX509SVID() (*x509svid.SVID, error) { return s.svid, nil }
+
+// attest obtains the VM's SVID by the configured method.
+func (a *Agent) attest(ctx context.Context) (*credentials, error) {
+	if a.cfg.Attestation == AttestationSPIRE {
+		return a.attestSPIRE(ctx)
+	}
 	if a.cfg.JoinToken == "" {
 		return nil, &refusedError{status: 0, msg: "no join token in the configuration"}
 	}
+	var svid *x509svid.SVID
+	var err error
 	if a.cfg.Attestation == AttestationTPM {
-		return a.attestTPM(ctx)
+		svid, err = a.attestTPM(ctx)
+	} else {
+		svid, err = a.attestJoinToken(ctx)
 	}
+	if err != nil {
+		return nil, err
+	}
+	return a.staticCredentials(svid), nil
+}
+
+// attestJoinToken redeems the join token for an SVID over server-authenticated TLS.
+func (a *Agent) attestJoinToken(ctx context.Context) (*x509svid.SVID, error) {
 	key, csr, err := identity.NewKeyAndCSR()
 	if err != nil {
 		return nil, err
@@ -54,10 +90,10 @@ func (a *Agent) attest(ctx context.Context) (*x509svid.SVID, error) {
 	return identity.SVIDFromPEM([]byte(resp.SVID), key)
 }
 
-// mtlsClient authenticates with the SVID and accepts only the bootstrap service.
-func (a *Agent) mtlsClient(svid *x509svid.SVID) *http.Client {
+// mtlsClient authenticates with the VM's SVID and accepts only the bootstrap service.
+func (a *Agent) mtlsClient(c *credentials) *http.Client {
 	return &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{
-		TLSClientConfig: tlsconfig.MTLSClientConfig(svid, a.bundle, tlsconfig.AuthorizeID(a.identityForService())),
+		TLSClientConfig: tlsconfig.MTLSClientConfig(c.svid, c.bundle, tlsconfig.AuthorizeID(a.identityForService())),
 	}}
 }
 

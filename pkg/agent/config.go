@@ -36,8 +36,12 @@ type Config struct {
 	CABundle string `json:"caBundle"`
 	// JoinToken is redeemed once for an X509-SVID.
 	JoinToken string `json:"joinToken,omitempty"`
-	// Attestation is the method: JoinToken (default) or TPM, which adds TPM proof to the token.
+	// Attestation is the method: JoinToken (default); TPM, which adds TPM proof to the token; or
+	// SPIRE, where the VM's spire-agent attests and the agent takes its SVID from the Workload API.
 	Attestation string `json:"attestation,omitempty"`
+	// WorkloadAPIAddress is spire-agent's Workload API for method SPIRE; DefaultWorkloadAPIAddress
+	// when empty.
+	WorkloadAPIAddress string `json:"workloadAPIAddress,omitempty"`
 	// TPMDevice is the TPM for method TPM: a device path (default /dev/tpmrm0) or tcp://host:port.
 	TPMDevice string `json:"tpmDevice,omitempty"`
 	// TokenExpiresAt is when the join token stops working; the agent gives up then.
@@ -139,6 +143,9 @@ func (c *Config) defaults() {
 	if len(c.PowerOffCommand) == 0 {
 		c.PowerOffCommand = DefaultPowerOffCommand
 	}
+	if c.Attestation == AttestationSPIRE && c.WorkloadAPIAddress == "" {
+		c.WorkloadAPIAddress = DefaultWorkloadAPIAddress
+	}
 }
 
 func (c *Config) validate() error {
@@ -151,6 +158,11 @@ func (c *Config) validate() error {
 	}
 	if c.CABundle == "" {
 		errs = append(errs, errors.New("caBundle is required"))
+	}
+	switch c.Attestation {
+	case "", AttestationJoinToken, AttestationTPM, AttestationSPIRE:
+	default:
+		errs = append(errs, fmt.Errorf("attestation %q: want JoinToken, TPM or SPIRE", c.Attestation))
 	}
 	if (c.Runner.DownloadURL == "") != (c.Runner.SHA256 == "") {
 		errs = append(errs, errors.New("runner.downloadURL and runner.sha256 go together"))

@@ -123,6 +123,10 @@ func AgentConfig(in Input) *agent.Config {
 		// The token alone is refused for TPM configs: the agent also proves its TPM holds the key.
 		cfg.Attestation = agent.AttestationTPM
 	}
+	if in.SPIRE != nil {
+		cfg.Attestation = agent.AttestationSPIRE
+		cfg.WorkloadAPIAddress = "unix://" + SPIREWorkloadAPISocket
+	}
 	if !in.Credential.ExpiresAt.IsZero() {
 		t := in.Credential.ExpiresAt.UTC()
 		cfg.TokenExpiresAt = &t

@@ -44,8 +44,8 @@ func (s *Server) resolve(ctx context.Context, id spiffeid.ID) (*target, error) {
 	if err := s.getLive(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, t.config, "BootstrapConfig"); err != nil {
 		return nil, err
 	}
-	if jt := t.config.Status.JoinToken; t.config.Status.SPIFFEID != id.String() || jt == nil || jt.RedeemedTime == nil {
-		return nil, refusal(http.StatusForbidden, fmt.Errorf("no attestation of %s is recorded on its BootstrapConfig", id))
+	if err := s.attestedHere(t.config, id); err != nil {
+		return nil, err
 	}
 	if infra := t.machine.Spec.InfrastructureRef; infra.Kind == "MachineClaim" && infra.APIGroup == infrav1.GroupVersion.Group {
 		if err := s.getLive(ctx, client.ObjectKey{Namespace: ns, Name: infra.Name}, &infrav1.MachineClaim{}, "MachineClaim"); err != nil {
@@ -77,4 +77,29 @@ func (s *Server) getLive(ctx context.Context, key client.ObjectKey, obj client.O
 		return refusal(http.StatusForbidden, fmt.Errorf("%s %s is being deleted", kind, key))
 	}
 	return nil
+}
+
+// attestedHere refuses a caller whose BootstrapConfig does not record an attestation of exactly
+// this ID by this service's identity provider: the builtin service redeemed its join token, or,
+// for provider SPIRE, HyperFleet registered this ID with the SPIRE server that issued the SVID.
+func (s *Server) attestedHere(c *bootstrapv1.BootstrapConfig, id spiffeid.ID) error {
+	spire := c.Spec.Attestation.Provider == bootstrapv1.IdentitySPIRE
+	switch {
+	case c.Status.SPIFFEID != id.String():
+		return refusal(http.StatusForbidden, fmt.Errorf("no credential for %s is recorded on its BootstrapConfig", id))
+	case s.spire && !spire:
+		return refusal(http.StatusForbidden, fmt.Errorf("%s is not attested by SPIRE: its BootstrapConfig names provider %s", id, providerName(c)))
+	case !s.spire && spire:
+		return refusal(http.StatusForbidden, fmt.Errorf("%s is attested by SPIRE: it is served by the bootstrap service's SPIRE endpoint", id))
+	case !s.spire && (c.Status.JoinToken == nil || c.Status.JoinToken.RedeemedTime == nil):
+		return refusal(http.StatusForbidden, fmt.Errorf("no attestation of %s is recorded on its BootstrapConfig", id))
+	}
+	return nil
+}
+
+func providerName(c *bootstrapv1.BootstrapConfig) string {
+	if p := c.Spec.Attestation.Provider; p != "" {
+		return string(p)
+	}
+	return string(bootstrapv1.IdentityBuiltin)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/spiffe/go-spiffe/v2/bundle/x509bundle"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
@@ -33,6 +34,11 @@ type Options struct {
 	CA *identity.CA
 	// Attestor redeems evidence and issues SVIDs (builtin.Attestor).
 	Attestor identity.Attestor
+	// SPIRE, instead of CA and Attestor, makes this the service for VMs attested by a SPIRE server
+	// (BootstrapConfig provider SPIRE): its own SVID and the bundle it verifies VMs with come from
+	// SPIRE's Workload API (a *workloadapi.X509Source), the VM's spire-agent attests so there is no
+	// attestation endpoint, and only Machines whose BootstrapConfig names provider SPIRE are served.
+	SPIRE SVIDSource
 	// TPM runs TPM attestation (tpm.Attestor); its endpoints answer 404 when nil.
 	TPM TPMAttestor
 	// Platforms builds the CI platform client of a RunnerPool; GitHubPlatforms when nil.
@@ -46,11 +52,19 @@ type Options struct {
 	Now func() time.Time
 }
 
+// SVIDSource gives the service its X509-SVID and the trust bundle of its trust domain.
+type SVIDSource interface {
+	x509svid.Source
+	x509bundle.Source
+}
+
 // Server is a bootstrap service.
 type Server struct {
 	opts      Options
 	td        spiffeid.TrustDomain
-	svid      *rotatingSVID
+	svid      x509svid.Source
+	bundle    x509bundle.Source
+	spire     bool
 	log       logr.Logger
 	mux       *http.ServeMux
 	platforms PlatformFactory
@@ -58,8 +72,11 @@ type Server struct {
 
 // New validates opts and builds the service; it does not listen yet.
 func New(opts Options) (*Server, error) {
-	if opts.Client == nil || opts.CA == nil || opts.Attestor == nil {
-		return nil, errors.New("bootstrap service needs a Client, a CA and an Attestor")
+	switch {
+	case opts.Client == nil:
+		return nil, errors.New("bootstrap service needs a Client")
+	case opts.SPIRE == nil && (opts.CA == nil || opts.Attestor == nil):
+		return nil, errors.New("bootstrap service needs a CA and an Attestor, or a SPIRE Workload API source")
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -67,16 +84,23 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
 	}
-	s := &Server{opts: opts, td: opts.CA.TrustDomain(), log: opts.Logger, mux: http.NewServeMux(), platforms: opts.Platforms}
+	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux(), platforms: opts.Platforms}
 	if s.platforms == nil {
 		s.platforms = NewGitHubPlatforms(opts.Client, nil)
 	}
-	s.svid = &rotatingSVID{ca: opts.CA, id: identity.BootstrapServiceID(s.td), dns: opts.DNSNames, ips: opts.IPs, now: opts.Now}
-	if _, err := s.svid.GetX509SVID(); err != nil {
-		return nil, fmt.Errorf("issuing the service certificate: %w", err)
+	if opts.SPIRE != nil {
+		if err := s.useSPIRE(opts.SPIRE); err != nil {
+			return nil, err
+		}
+	} else {
+		s.td, s.bundle = opts.CA.TrustDomain(), opts.CA.Bundle()
+		s.svid = &rotatingSVID{ca: opts.CA, id: identity.BootstrapServiceID(s.td), dns: opts.DNSNames, ips: opts.IPs, now: opts.Now}
+		if _, err := s.svid.GetX509SVID(); err != nil {
+			return nil, fmt.Errorf("issuing the service certificate: %w", err)
+		}
+		s.mux.HandleFunc("POST "+protocol.AttestPath, s.handleAttest)
 	}
-	s.mux.HandleFunc("POST "+protocol.AttestPath, s.handleAttest)
-	if opts.TPM != nil {
+	if opts.TPM != nil && !s.spire {
 		s.mux.HandleFunc("POST "+protocol.TPMAttestPath, s.handleTPMAttest)
 		s.mux.HandleFunc("POST "+protocol.TPMActivatePath, s.handleTPMActivate)
 	}
@@ -88,6 +112,24 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
+// useSPIRE takes the service's identity and trust bundle from SPIRE. The SVID SPIRE gives this
+// service must be the one VMs accept: spiffe://<trust domain>/hyperfleet/bootstrap-service.
+func (s *Server) useSPIRE(src SVIDSource) error {
+	svid, err := src.GetX509SVID()
+	if err != nil {
+		return fmt.Errorf("the service's SVID from the SPIRE Workload API: %w", err)
+	}
+	td := svid.ID.TrustDomain()
+	if want := identity.BootstrapServiceID(td); svid.ID != want {
+		return fmt.Errorf("the SPIRE Workload API gives this service %s, but VMs accept only %s: register the bootstrap service under that SPIFFE ID", svid.ID, want)
+	}
+	s.td, s.svid, s.bundle, s.spire = td, src, src, true
+	return nil
+}
+
+// TrustDomain is the trust domain of the SVIDs this service accepts and presents.
+func (s *Server) TrustDomain() spiffeid.TrustDomain { return s.td }
+
 // Handler is the HTTP handler; it expects TLS connections configured by TLSConfig.
 func (s *Server) Handler() http.Handler { return s.mux }
 
@@ -97,7 +139,7 @@ func (s *Server) Handler() http.Handler { return s.mux }
 // bundle, SVID rules, and an authorizer admitting only machine IDs of our trust domain), so an SVID
 // from another CA never reaches a handler. Endpoints that need an SVID answer 401 without one.
 func (s *Server) TLSConfig() *tls.Config {
-	cfg := tlsconfig.MTLSServerConfig(s.svid, s.opts.CA.Bundle(), s.authorizeMachine)
+	cfg := tlsconfig.MTLSServerConfig(s.svid, s.bundle, s.authorizeMachine)
 	verify := cfg.VerifyPeerCertificate
 	cfg.ClientAuth = tls.RequestClientCert
 	cfg.VerifyPeerCertificate = func(raw [][]byte, chains [][]*x509.Certificate) error {

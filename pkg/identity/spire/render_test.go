@@ -64,6 +64,8 @@ func TestSPIREBootstrapData(t *testing.T) {
 	cfg, err := agent.ConfigFromUserData([]byte(userData), agent.DefaultConfigPath)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(cfg.JoinToken).To(BeEmpty(), "the token is spire-agent's alone")
+	g.Expect(cfg.Attestation).To(Equal(agent.AttestationSPIRE))
+	g.Expect(cfg.WorkloadAPIAddress).To(Equal("unix://" + bootstrap.SPIREWorkloadAPISocket))
 	g.Expect(cfg.CABundle).To(Equal(string(in.TrustBundlePEM)))
 
 	in.SPIRE.ServerAddress = "unix:///run/spire/server/api.sock"
