@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"github.com/hyperfleet-io/hyperfleet/pkg/tracing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,16 +19,22 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
+	"github.com/hyperfleet-io/hyperfleet/pkg/tracing"
 )
 
 // BootstrapConfigReconciler renders each Machine's bootstrap data: cloud-init that starts the
 // agent with a single-use join token, in a Secret that holds no platform credential.
 type BootstrapConfigReconciler struct {
-	Client      client.Client
+	Client client.Client
+	// APIReader reads a config past the cache just before its credential is minted, so a stale
+	// copy never mints a second one (with SPIRE, a second token and registration entry on the
+	// server). Client when nil.
+	APIReader   client.Reader
 	Recorder    record.EventRecorder
 	WatchFilter string
 	// Provisioner mints join tokens and knows the trust bundle, e.g. builtin.NewProvisioner. It
@@ -43,6 +48,10 @@ type BootstrapConfigReconciler struct {
 	SPIREAgentServerAddress string
 	// ServiceURL is the bootstrap service address (https://) for configs that name none.
 	ServiceURL string
+	// SPIREServiceURL is the bootstrap service's SPIRE endpoint for configs with provider SPIRE
+	// that name none: VMs attested by SPIRE trust only SPIRE's bundle, so they need the endpoint
+	// presenting an SVID from SPIRE.
+	SPIREServiceURL string
 	// TrustDomain is the trust domain for configs that name none; identity.DefaultTrustDomain if empty.
 	TrustDomain string
 }
@@ -56,6 +65,7 @@ type bootstrapScope struct {
 
 // +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=bootstrapconfigs,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=bootstrapconfigs/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=bootstrapconfigs/finalizers,verbs=update
 // +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=bootstrapconfigtemplates,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines;clusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=hyperfleet.io,resources=runnerpools,verbs=get;list;watch
@@ -68,6 +78,10 @@ func (r *BootstrapConfigReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	config := &bootstrapv1.BootstrapConfig{}
 	if err := r.Client.Get(ctx, req.NamespacedName, config); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !config.DeletionTimestamp.IsZero() {
+		// The owner Machine may be gone already: deletion needs only the config itself.
+		return r.reconcileDelete(ctx, config)
 	}
 	machine, err := util.GetOwnerMachine(ctx, r.Client, config.ObjectMeta)
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -105,8 +119,10 @@ func (r *BootstrapConfigReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		}
 	}()
 
-	if !config.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil // the data Secret goes with its owner
+	if isSPIRE(config) && controllerutil.AddFinalizer(config, bootstrapv1.SPIREFinalizer) {
+		// Persisted by the deferred patch before any entry exists on the SPIRE server; the update
+		// brings us back.
+		return ctrl.Result{}, nil
 	}
 	return r.reconcileNormal(ctx, s)
 }

@@ -57,8 +57,12 @@ func (r *BootstrapConfigReconciler) reconcileDataSecret(ctx context.Context, s *
 	}
 	// Check before minting: a token recorded for a config that cannot be rendered would be burnt.
 	if r.serviceURL(c) == "" {
-		setDataSecretCondition(c, metav1.ConditionFalse, bootstrapv1.DataSecretFailedReason,
-			"no bootstrap service URL: set spec.bootstrapServiceURL or the manager's BOOTSTRAP_SERVICE_URL to an address VMs can reach")
+		msg := "no bootstrap service URL: set spec.bootstrapServiceURL or the manager's BOOTSTRAP_SERVICE_URL to an address VMs can reach"
+		if isSPIRE(c) {
+			msg = "no bootstrap service URL for provider SPIRE: set spec.bootstrapServiceURL or the manager's SPIRE_BOOTSTRAP_SERVICE_URL " +
+				"to the address VMs reach the bootstrap service's SPIRE endpoint (--spire-listen) at"
+		}
+		setDataSecretCondition(c, metav1.ConditionFalse, bootstrapv1.DataSecretFailedReason, msg)
 		return ctrl.Result{}, nil
 	}
 	td, err := spiffeid.TrustDomainFromString(r.trustDomain(c))
@@ -79,6 +83,9 @@ func (r *BootstrapConfigReconciler) reconcileDataSecret(ctx context.Context, s *
 	ttl := bootstrap.DefaultJoinTokenTTL
 	if c.Spec.Attestation.JoinTokenTTL != nil && c.Spec.Attestation.JoinTokenTTL.Duration > 0 {
 		ttl = c.Spec.Attestation.JoinTokenTTL.Duration
+	}
+	if stale, err := r.staleCopy(ctx, c); err != nil || stale {
+		return ctrl.Result{}, err // the newer version's event brings us back
 	}
 	cred, err := provisioner.Provision(ctx, td, identity.Machine{Namespace: c.Namespace, Name: s.machine.Name, BootstrapConfig: c.Name}, ttl)
 	if err != nil {
@@ -163,6 +170,25 @@ func (r *BootstrapConfigReconciler) provisionerFor(ctx context.Context, c *boots
 // as an admin, from those worth retrying with backoff.
 func needsOperator(err error) bool {
 	return errors.Is(err, spire.ErrTrustDomainMismatch) || errors.Is(err, spire.ErrPermissionDenied) || errors.Is(err, spire.ErrRejected)
+}
+
+// staleCopy tells whether the API server holds a newer version of c than the cache gave this
+// reconcile: one that may already have minted the credential and written the data Secret.
+func (r *BootstrapConfigReconciler) staleCopy(ctx context.Context, c *bootstrapv1.BootstrapConfig) (bool, error) {
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	live := &bootstrapv1.BootstrapConfig{}
+	if err := reader.Get(ctx, client.ObjectKeyFromObject(c), live); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	if live.ResourceVersion != c.ResourceVersion {
+		ctrl.LoggerFrom(ctx).V(1).Info("cached copy is stale; waiting for the newer version before minting a credential",
+			"cached", c.ResourceVersion, "live", live.ResourceVersion)
+		return true, nil
+	}
+	return false, nil
 }
 
 func isSPIRE(c *bootstrapv1.BootstrapConfig) bool {
@@ -257,8 +283,11 @@ func (r *BootstrapConfigReconciler) trustDomain(c *bootstrapv1.BootstrapConfig) 
 }
 
 func (r *BootstrapConfigReconciler) serviceURL(c *bootstrapv1.BootstrapConfig) string {
-	if c.Spec.BootstrapServiceURL != "" {
+	switch {
+	case c.Spec.BootstrapServiceURL != "":
 		return c.Spec.BootstrapServiceURL
+	case isSPIRE(c):
+		return r.SPIREServiceURL
 	}
 	return r.ServiceURL
 }

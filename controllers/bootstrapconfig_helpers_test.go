@@ -32,6 +32,12 @@ import (
 // whose CA lives in caNamespace.
 func startBootstrapController(t *testing.T, caNamespace string) {
 	t.Helper()
+	startBootstrapControllerWith(t, caNamespace, nil)
+}
+
+// startBootstrapControllerWith is startBootstrapController with the reconciler adjusted by mutate.
+func startBootstrapControllerWith(t *testing.T, caNamespace string, mutate func(*controllers.BootstrapConfigReconciler)) {
+	t.Helper()
 	g := NewWithT(t)
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
@@ -41,10 +47,14 @@ func startBootstrapController(t *testing.T, caNamespace string) {
 	g.Expect(err).NotTo(HaveOccurred())
 	r := &controllers.BootstrapConfigReconciler{
 		Client:      mgr.GetClient(),
+		APIReader:   mgr.GetAPIReader(),
 		Recorder:    mgr.GetEventRecorderFor("bootstrapconfig-controller"),
 		Provisioner: builtin.NewProvisioner(mgr.GetClient(), types.NamespacedName{Namespace: caNamespace, Name: "bootstrap-ca"}, spiffeid.RequireTrustDomainFromString("hyperfleet.test")),
 		ServiceURL:  "https://bootstrap.hyperfleet.test:8443",
 		TrustDomain: "hyperfleet.test",
+	}
+	if mutate != nil {
+		mutate(r)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	g.Expect(r.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 2})).To(Succeed())

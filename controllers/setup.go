@@ -54,6 +54,9 @@ type Options struct {
 	// SPIREAgentServerAddress is the host:port VMs' spire-agent dials when spireServerAddress is a
 	// Unix socket.
 	SPIREAgentServerAddress string
+	// SPIREBootstrapServiceURL is where VMs attested by SPIRE reach the bootstrap service's SPIRE
+	// endpoint; a BootstrapConfig's spec.bootstrapServiceURL overrides it.
+	SPIREBootstrapServiceURL string
 	// SPIREWorkloadAPIAddress is the Workload API giving the manager its admin SVID for mTLS to a
 	// SPIRE server over TCP; empty means SPIFFE_ENDPOINT_SOCKET.
 	SPIREWorkloadAPIAddress string
@@ -133,6 +136,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	spireServers := &spire.Provisioners{Config: spire.Config{Dial: spire.DialOptions{WorkloadAPIAddress: opts.SPIREWorkloadAPIAddress}}}
 	bootstrap := &BootstrapConfigReconciler{
 		Client:      mgr.GetClient(),
+		APIReader:   mgr.GetAPIReader(),
 		Recorder:    mgr.GetEventRecorderFor("bootstrapconfig-controller"),
 		WatchFilter: opts.WatchFilter,
 		Provisioner: builtin.NewProvisioner(mgr.GetClient(), types.NamespacedName{Namespace: caNS, Name: caName}, td),
@@ -143,6 +147,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 			return spireServers.For(ctx, address)
 		},
 		SPIREAgentServerAddress: opts.SPIREAgentServerAddress,
+		SPIREServiceURL:         opts.SPIREBootstrapServiceURL,
 		ServiceURL:              opts.BootstrapServiceURL,
 		TrustDomain:             opts.TrustDomain,
 	}

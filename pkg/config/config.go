@@ -49,6 +49,9 @@ type Manager struct {
 	// SPIREAdminAddress, when set, is where the manager reaches the SPIRE server's admin API for
 	// every BootstrapConfig with provider SPIRE (unix:///path or host:port).
 	SPIREAdminAddress string
+	// SPIREBootstrapServiceURL is where VMs attested by SPIRE reach the bootstrap service's SPIRE
+	// endpoint (its --spire-listen), which presents an SVID from SPIRE.
+	SPIREBootstrapServiceURL string
 	// SPIREAgentServerAddress is the host:port VMs' spire-agent dials when a BootstrapConfig's
 	// spireServerAddress is the server's local admin socket.
 	SPIREAgentServerAddress string
@@ -133,6 +136,7 @@ func (m *Manager) Bind(fs *flag.FlagSet, getenv func(string) string) func() erro
 	str(&m.WorkloadReaderServiceAccount, setting{"workload-reader-service-account", "WORKLOAD_READER_SERVICE_ACCOUNT", "namespace/name of the node-reading ServiceAccount FleetControlPlane kubeconfigs use"}, "hyperfleet-system/hyperfleet-workload-reader")
 	str(&m.SPIREAdminAddress, setting{"spire-admin-address", "SPIRE_ADMIN_ADDRESS", "SPIRE server admin API for provider SPIRE (unix:///path or host:port); empty uses each BootstrapConfig's spireServerAddress"}, "")
 	str(&m.SPIREAgentServerAddress, setting{"spire-agent-server-address", "SPIRE_AGENT_SERVER_ADDRESS", "host:port of the SPIRE server as VMs' spire-agent reach it"}, "")
+	str(&m.SPIREBootstrapServiceURL, setting{"spire-bootstrap-service-url", "SPIRE_BOOTSTRAP_SERVICE_URL", "URL VMs attested by SPIRE reach the bootstrap service's SPIRE endpoint (its --spire-listen) at"}, "")
 	str(&m.SPIREWorkloadAPIAddress, setting{"spire-workload-api-address", "SPIRE_WORKLOAD_API_ADDRESS", "Workload API giving the manager its SVID for a SPIRE server over TCP; empty uses SPIFFE_ENDPOINT_SOCKET"}, "")
 	duration(&m.RepairInterval, setting{"repair-interval", "REPAIR_INTERVAL", "how often RunnerPool demand is reconciled against the GitHub API"}, time.Minute)
 	str(&m.OTLPEndpoint, setting{"otlp-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "OpenTelemetry OTLP endpoint; empty disables tracing"}, "")

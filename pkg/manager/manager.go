@@ -77,6 +77,7 @@ func New(ctx context.Context, restConfig *rest.Config, cfg *config.Manager, over
 		SPIREAdminAddress:            cfg.SPIREAdminAddress,
 		SPIREAgentServerAddress:      cfg.SPIREAgentServerAddress,
 		SPIREWorkloadAPIAddress:      cfg.SPIREWorkloadAPIAddress,
+		SPIREBootstrapServiceURL:     cfg.SPIREBootstrapServiceURL,
 	}
 	for _, o := range override {
 		o(&opts)

@@ -4,6 +4,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// SPIREFinalizer keeps a BootstrapConfig with provider SPIRE until HyperFleet has deleted the
+// registration entries it created on the SPIRE server for the Machine and evicted its agent.
+const SPIREFinalizer = "spire.bootstrapconfig.bootstrap.cluster.x-k8s.io"
+
 // AttestationMethod is how a VM proves its identity to the bootstrap service.
 // +kubebuilder:validation:Enum=JoinToken;TPM
 type AttestationMethod string

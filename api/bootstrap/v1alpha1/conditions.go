@@ -21,4 +21,6 @@ const (
 	DataSecretFailedReason       = "DataSecretFailed"
 	TokenRedeemedReason          = "TokenRedeemed"
 	RunnerConfigFailedReason     = "RunnerConfigFailed"
+	// SPIREReleaseFailedReason: the SPIRE server could not be told to forget a deleted Machine.
+	SPIREReleaseFailedReason = "SPIREReleaseFailed"
 )

@@ -87,6 +87,12 @@ func Start(t testing.TB, name, bin string, args ...string) *Process {
 	return p
 }
 
+// Stop kills the process and waits for it to exit.
+func (p *Process) Stop() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
 // Log is what the process wrote so far.
 func (p *Process) Log() string { return p.log.String() }
 
