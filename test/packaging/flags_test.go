@@ -103,6 +103,9 @@ func TestBootstrapServiceFlagsExist(t *testing.T) {
 		"clusterctl": mustRead(t, filepath.Join(releaseDir(t), "bootstrap-components.yaml")),
 		"helm": run(t, nil, nil, helmBinary(t), "template", "hyperfleet", chart, "--namespace", namespace,
 			"--set", "bootstrapService.dnsNames[0]=a.example.com,bootstrapService.ips[0]=192.0.2.1"),
+		"kustomize (SPIRE)": kustomize(t, "config/spire"),
+		"helm (SPIRE)": run(t, nil, nil, helmBinary(t), "template", "hyperfleet", chart, "--namespace", namespace,
+			"--set", "bootstrapService.spire.enabled=true"),
 	} {
 		c := container(t, deployment(t, find(t, decode(t, manifests), "Deployment", "hyperfleet-bootstrap-service")), "bootstrap-service")
 		for _, a := range c.Args {
