@@ -9,22 +9,16 @@ import (
 
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/hyperfleet-io/hyperfleet/test/testenv"
 )
 
 // helmBinary is hack/helm.sh's build in the tools cache. CI builds it with `make tools`.
 func helmBinary(t *testing.T) string {
 	t.Helper()
-	cache := os.Getenv("TOOLS_CACHE")
-	if cache == "" {
-		base := os.Getenv("XDG_CACHE_HOME")
-		if base == "" {
-			home, err := os.UserHomeDir()
-			if err != nil {
-				t.Fatal(err)
-			}
-			base = filepath.Join(home, ".cache")
-		}
-		cache = filepath.Join(base, "hyperfleet", "tools")
+	cache, err := testenv.ToolsCacheDir()
+	if err != nil {
+		t.Fatal(err)
 	}
 	helm := filepath.Join(cache, "bin", "helm")
 	if _, err := os.Stat(helm); err != nil {
@@ -70,13 +64,7 @@ func TestHelmPackage(t *testing.T) {
 func TestHelmTemplate(t *testing.T) {
 	helm := helmBinary(t)
 	const ns = "hyperfleet-helm"
-	apply(t, []byte(`apiVersion: v1
-kind: Namespace
-metadata:
-  name: `+ns+`
-  labels:
-    pod-security.kubernetes.io/enforce: restricted
-`))
+	restrictedNamespace(t, ns)
 
 	t.Run("defaults", func(t *testing.T) {
 		g := NewWithT(t)

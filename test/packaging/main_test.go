@@ -118,6 +118,19 @@ func noPodSecurityWarnings(t *testing.T, out string) {
 	}
 }
 
+// restrictedNamespace creates a namespace enforcing the restricted Pod Security level, so dry runs
+// of workloads into it are judged by admission.
+func restrictedNamespace(t *testing.T, name string) {
+	t.Helper()
+	apply(t, []byte(`apiVersion: v1
+kind: Namespace
+metadata:
+  name: `+name+`
+  labels:
+    pod-security.kubernetes.io/enforce: restricted
+`))
+}
+
 // ensureNamespace creates a namespace for real: a dry run of namespaced objects needs it to exist.
 func ensureNamespace(t *testing.T, name string) {
 	t.Helper()

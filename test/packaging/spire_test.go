@@ -13,13 +13,7 @@ import (
 // restricted Pod Security level of the namespace.
 func TestSPIREEndpointInstalls(t *testing.T) {
 	const ns = "hyperfleet-spire"
-	apply(t, []byte(`apiVersion: v1
-kind: Namespace
-metadata:
-  name: `+ns+`
-  labels:
-    pod-security.kubernetes.io/enforce: restricted
-`))
+	restrictedNamespace(t, ns)
 	for name, manifests := range map[string][]byte{
 		// Moved into the restricted namespace, so admission judges the pod template.
 		"kustomize": bytes.ReplaceAll(kustomize(t, "config/spire"), []byte("namespace: "+namespace), []byte("namespace: "+ns)),

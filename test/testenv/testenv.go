@@ -50,20 +50,29 @@ func (t Tools) CAPIManager() string { return filepath.Join(t.CAPIDir, "capi-mana
 // Clusterctl is the path of the clusterctl binary.
 func (t Tools) Clusterctl() string { return filepath.Join(t.CAPIDir, "clusterctl") }
 
+// ToolsCacheDir is where hack/tools.sh, hack/helm.sh and hack/spire.sh put what they build:
+// TOOLS_CACHE, else ${XDG_CACHE_HOME:-$HOME/.cache}/hyperfleet/tools.
+func ToolsCacheDir() (string, error) {
+	if cache := os.Getenv("TOOLS_CACHE"); cache != "" {
+		return cache, nil
+	}
+	base := os.Getenv("XDG_CACHE_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", err
+		}
+		base = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(base, "hyperfleet", "tools"), nil
+}
+
 // FindTools locates the toolchain: KUBEBUILDER_ASSETS and CAPI_DIR when set, else the default cache
 // of hack/tools.sh.
 func FindTools() (Tools, error) {
-	cache := os.Getenv("TOOLS_CACHE")
-	if cache == "" {
-		base := os.Getenv("XDG_CACHE_HOME")
-		if base == "" {
-			home, err := os.UserHomeDir()
-			if err != nil {
-				return Tools{}, err
-			}
-			base = filepath.Join(home, ".cache")
-		}
-		cache = filepath.Join(base, "hyperfleet", "tools")
+	cache, err := ToolsCacheDir()
+	if err != nil {
+		return Tools{}, err
 	}
 	t := Tools{Assets: os.Getenv("KUBEBUILDER_ASSETS"), CAPIDir: os.Getenv("CAPI_DIR")}
 	if t.Assets == "" {

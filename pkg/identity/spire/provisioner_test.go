@@ -15,7 +15,6 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"github.com/spiffe/go-spiffe/v2/workloadapi"
 	agentv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/agent/v1"
-	entryv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/entry/v1"
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -71,7 +70,7 @@ func TestProvisionerWithRealSPIRE(t *testing.T) {
 		g.Expect(cred.ExpiresAt).To(BeTemporally("~", before.Add(2*time.Minute), 5*time.Second))
 
 		agentID, _ := AgentID(td, cred.JoinToken)
-		entries := listEntries(t, p, cred.ID)
+		entries := server.Entries(t, cred.ID)
 		g.Expect(entries).To(HaveLen(1))
 		g.Expect(entries[0].ParentId).To(And(HaveField("TrustDomain", td.Name()), HaveField("Path", agentID.Path())))
 		g.Expect(entries[0].Selectors).To(ConsistOf(And(HaveField("Type", "unix"), HaveField("Value", fmt.Sprintf("uid:%d", os.Getuid())))))
@@ -83,7 +82,7 @@ func TestProvisionerWithRealSPIRE(t *testing.T) {
 		spiretest.Start(top, "spire-agent-1", agentBin, "run", "-config", conf) // later subtests use its Workload API
 
 		agentID, _ := AgentID(td, cred.JoinToken)
-		g.Eventually(func() []string { return agentIDs(t, p) }, 30*time.Second, 250*time.Millisecond).
+		g.Eventually(func() []string { return server.AgentIDs(t) }, 30*time.Second, 250*time.Millisecond).
 			Should(ContainElement(agentID.String()), "the server lists the attested agent")
 		g.Eventually(func() (string, error) {
 			svid, err := workloadapi.FetchX509SVID(withTimeout(t, 2*time.Second), workloadapi.WithAddr(workloadAPI))
@@ -117,7 +116,7 @@ func TestProvisionerWithRealSPIRE(t *testing.T) {
 		g.Expect(tcp.TrustBundlePEM(withTimeout(t, 5*time.Second))).To(Equal(bundle))
 		got, err := tcp.Provision(withTimeout(t, 5*time.Second), td, identity.Machine{Namespace: "runners", Name: "runner-tcp"}, time.Minute)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(listEntries(t, p, got.ID)).To(HaveLen(1))
+		g.Expect(server.Entries(t, got.ID)).To(HaveLen(1))
 	})
 
 	t.Run("over TCP a workload that is not an admin is refused", func(t *testing.T) {
@@ -140,7 +139,7 @@ func TestProvisionerWithRealSPIRE(t *testing.T) {
 		g.Eventually(agent.Log, 20*time.Second, 200*time.Millisecond).
 			Should(ContainSubstring("join token does not exist or has already been used"))
 		agentID, _ := AgentID(td, cred.JoinToken)
-		g.Expect(countOf(agentIDs(t, p), agentID.String())).To(Equal(1))
+		g.Expect(countOf(server.AgentIDs(t), agentID.String())).To(Equal(1))
 	})
 
 	t.Run("an expired token is refused", func(t *testing.T) {
@@ -153,21 +152,21 @@ func TestProvisionerWithRealSPIRE(t *testing.T) {
 		agent := spiretest.Start(t, "spire-agent-late", agentBin, "run", "-config", conf)
 		g.Eventually(agent.Log, 20*time.Second, 200*time.Millisecond).Should(ContainSubstring("join token expired"))
 		agentID, _ := AgentID(td, short.JoinToken)
-		g.Expect(agentIDs(t, p)).NotTo(ContainElement(agentID.String()))
+		g.Expect(server.AgentIDs(t)).NotTo(ContainElement(agentID.String()))
 	})
 
 	t.Run("release deletes the machine's entries and evicts its agent, once", func(t *testing.T) {
 		g := NewWithT(t)
 		agentID, _ := AgentID(td, cred.JoinToken)
 		g.Expect(p.Release(withTimeout(t, 5*time.Second), td, machine)).To(Succeed())
-		g.Expect(listEntries(t, p, cred.ID)).To(BeEmpty())
-		g.Expect(agentIDs(t, p)).NotTo(ContainElement(agentID.String()))
+		g.Expect(server.Entries(t, cred.ID)).To(BeEmpty())
+		g.Expect(server.AgentIDs(t)).NotTo(ContainElement(agentID.String()))
 		g.Expect(p.Release(withTimeout(t, 5*time.Second), td, machine)).To(Succeed(), "releasing twice is not an error")
 		// Entries for other machines stay.
 		other, err := p.Provision(withTimeout(t, 5*time.Second), td, identity.Machine{Namespace: "runners", Name: "runner-b"}, time.Minute)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(p.Release(withTimeout(t, 5*time.Second), td, machine)).To(Succeed())
-		g.Expect(listEntries(t, p, other.ID)).To(HaveLen(1))
+		g.Expect(server.Entries(t, other.ID)).To(HaveLen(1))
 	})
 
 	t.Run("a trust domain the server does not serve is refused before any token exists", func(t *testing.T) {
@@ -208,30 +207,6 @@ func TestSeconds(t *testing.T) {
 	g.Expect(seconds(0)).To(BeEquivalentTo(1))
 	g.Expect(seconds(1500 * time.Millisecond)).To(BeEquivalentTo(2))
 	g.Expect(seconds(15 * time.Minute)).To(BeEquivalentTo(900))
-}
-
-func listEntries(t *testing.T, p *Provisioner, id spiffeid.ID) []*types.Entry {
-	t.Helper()
-	resp, err := p.entries.ListEntries(withTimeout(t, 5*time.Second), &entryv1.ListEntriesRequest{
-		Filter: &entryv1.ListEntriesRequest_Filter{BySpiffeId: &types.SPIFFEID{TrustDomain: id.TrustDomain().Name(), Path: id.Path()}},
-	})
-	if err != nil {
-		t.Fatalf("listing entries: %v", err)
-	}
-	return resp.Entries
-}
-
-func agentIDs(t *testing.T, p *Provisioner) []string {
-	t.Helper()
-	resp, err := p.agents.ListAgents(withTimeout(t, 5*time.Second), &agentv1.ListAgentsRequest{})
-	if err != nil {
-		t.Fatalf("listing agents: %v", err)
-	}
-	var ids []string
-	for _, a := range resp.Agents {
-		ids = append(ids, "spiffe://"+a.Id.TrustDomain+a.Id.Path)
-	}
-	return ids
 }
 
 func countOf(list []string, s string) int {

@@ -25,25 +25,18 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap"
+	"github.com/hyperfleet-io/hyperfleet/test/testenv"
 )
 
 // Bins locates spire-server and spire-agent the way hack/spire.sh lays them out: SPIRE_BIN_DIR,
-// else <TOOLS_CACHE or ${XDG_CACHE_HOME:-$HOME/.cache}/hyperfleet/tools>/spire.
+// else the spire directory of the tools cache (testenv.ToolsCacheDir).
 func Bins(t testing.TB) (server, agent string) {
 	t.Helper()
 	dir := os.Getenv("SPIRE_BIN_DIR")
 	if dir == "" {
-		cache := os.Getenv("TOOLS_CACHE")
-		if cache == "" {
-			base := os.Getenv("XDG_CACHE_HOME")
-			if base == "" {
-				home, err := os.UserHomeDir()
-				if err != nil {
-					t.Fatalf("no home directory to find the tools cache in: %v", err)
-				}
-				base = filepath.Join(home, ".cache")
-			}
-			cache = filepath.Join(base, "hyperfleet", "tools")
+		cache, err := testenv.ToolsCacheDir()
+		if err != nil {
+			t.Fatalf("finding the tools cache: %v", err)
 		}
 		dir = filepath.Join(cache, "spire")
 	}
