@@ -16,7 +16,6 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/cloudinit"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 	"github.com/hyperfleet-io/hyperfleet/pkg/metrics"
-	"github.com/hyperfleet-io/hyperfleet/pkg/placement"
 )
 
 // Operations recorded in status.task.
@@ -40,6 +39,8 @@ func (r *MachineClaimReconciler) reconcileVM(ctx context.Context, s *claimScope)
 		}
 	}
 	if wait := r.backoffRemaining(s.claim); wait > 0 {
+		// Waiting out the backoff changes nothing: a claim that failed terminally stays Failed.
+		s.terminal = s.claim.Status.Phase == infrav1.MachineClaimPhaseFailed
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	if s.claim.Status.Task != nil {
@@ -110,9 +111,13 @@ func (r *MachineClaimReconciler) reconcileClone(ctx context.Context, s *claimSco
 		return r.reserveVMID(ctx, s)
 	}
 	ref := vmRef(c)
-	tmpl, err := s.provider.ResolveTemplate(ctx, templateSelector(c))
+	tmpl, err := r.sourceTemplate(ctx, s)
 	if err != nil {
 		return r.fail(ctx, s, fmt.Errorf("resolving template %s: %w", templateSelector(c), err))
+	}
+	if c.Status.SourceTemplate == nil {
+		// Reserved before the choice was recorded: record it with the clone's task.
+		c.Status.SourceTemplate = templateRef(tmpl)
 	}
 	spec := hypervisor.CloneSpec{
 		Source:  tmpl.Ref,
@@ -161,57 +166,6 @@ func (r *MachineClaimReconciler) adoptVM(ctx context.Context, s *claimScope) (ct
 	return ctrl.Result{}, nil
 }
 
-// reserveVMID chooses the node and a free VMID and records them before anything is created.
-func (r *MachineClaimReconciler) reserveVMID(ctx context.Context, s *claimScope) (ctrl.Result, error) {
-	c := s.claim
-	tmpl, err := s.provider.ResolveTemplate(ctx, templateSelector(c))
-	if err != nil {
-		return r.fail(ctx, s, fmt.Errorf("resolving template %s: %w", templateSelector(c), err))
-	}
-	nodes, err := s.provider.Nodes(ctx)
-	if err != nil {
-		return r.fail(ctx, s, err)
-	}
-	memory := int(c.Spec.MemoryMiB)
-	if memory == 0 {
-		memory = tmpl.MemoryMiB
-	}
-	reserved, err := r.reservedMemory(ctx, s)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	req := placement.Request{MemoryMiB: memory, FailureDomain: failureDomain(s), Allowed: s.hc.Spec.AllowedNodes, Reserved: reserved}
-	if c.Spec.CloneMode != infrav1.CloneFull {
-		// A linked clone shares the template's disks, which Proxmox can only do on the template's
-		// node unless the storage is shared; full clones may go anywhere.
-		req.Allowed = []string{tmpl.Ref.Node}
-		if req.FailureDomain != "" && req.FailureDomain != tmpl.Ref.Node {
-			return r.retryLater(s, infrav1.NoCapacityReason, fmt.Sprintf(
-				"failure domain %s cannot hold a linked clone of a template on %s; use a template on that node or cloneMode Full",
-				req.FailureDomain, tmpl.Ref.Node))
-		}
-	}
-	node, err := placement.ChooseNode(nodes, req)
-	if err != nil {
-		return r.retryLater(s, infrav1.NoCapacityReason, err.Error())
-	}
-	rng := vmidRange(s.hc)
-	id, err := s.provider.NextID(ctx, placement.Candidate(rng, string(c.UID), int(c.Status.FailureCount)))
-	if err == nil && id > rng.End {
-		id, err = s.provider.NextID(ctx, rng.Start)
-	}
-	if err != nil {
-		return r.fail(ctx, s, fmt.Errorf("allocating a VMID: %w", err))
-	}
-	if id > rng.End {
-		return r.retryLater(s, infrav1.NoCapacityReason, fmt.Sprintf("no free VMID in %d-%d", rng.Start, rng.End))
-	}
-	c.Status.VMID, c.Status.Node = int32(id), node
-	setVMCondition(c, metav1.ConditionFalse, infrav1.CloningReason, fmt.Sprintf("reserved VMID %d on %s", id, node))
-	// Requeue so the reservation is persisted before the clone starts.
-	return ctrl.Result{RequeueAfter: time.Millisecond}, nil
-}
-
 func (r *MachineClaimReconciler) releaseVMID(s *claimScope, why string) (ctrl.Result, error) {
 	s.claim.Status.VMID, s.claim.Status.Node = 0, ""
 	s.claim.Status.FailureCount++ // moves the next VMID proposal elsewhere
@@ -237,7 +191,7 @@ func (r *MachineClaimReconciler) reconcileConfigure(ctx context.Context, s *clai
 		}
 	}
 	if c.Spec.DiskSizeGiB > 0 {
-		tmpl, err := s.provider.ResolveTemplate(ctx, templateSelector(c))
+		tmpl, err := r.sourceTemplate(ctx, s)
 		if err != nil {
 			return r.fail(ctx, s, err)
 		}
@@ -357,8 +311,11 @@ func (r *MachineClaimReconciler) fail(ctx context.Context, s *claimScope, err er
 	case errors.Is(err, hypervisor.ErrNotFound) && c.Status.CompletedStep == "":
 		reason = infrav1.TemplateNotFoundReason
 		s.terminal = true
+	case errors.Is(err, hypervisor.ErrAmbiguous):
+		reason = infrav1.TemplateAmbiguousReason
+		s.terminal = true
 	case errors.Is(err, hypervisor.ErrInvalid), errors.Is(err, hypervisor.ErrForbidden),
-		errors.Is(err, hypervisor.ErrNotOwned), errors.Is(err, hypervisor.ErrAmbiguous), errors.Is(err, hypervisor.ErrUnauthorized):
+		errors.Is(err, hypervisor.ErrNotOwned), errors.Is(err, hypervisor.ErrUnauthorized):
 		reason = infrav1.ProvisioningFailedReason
 		s.terminal = true
 	}

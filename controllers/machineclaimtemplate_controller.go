@@ -113,7 +113,8 @@ func (r *MachineClaimTemplateReconciler) Reconcile(ctx context.Context, req ctrl
 	return ctrl.Result{RequeueAfter: r.interval()}, nil
 }
 
-// check resolves the source template on hc and compares the request with node capacity.
+// check resolves the source template on hc (one copy per node for a name/tags selector) and
+// compares the request with the capacity of the nodes that can hold the clone.
 func (r *MachineClaimTemplateReconciler) check(ctx context.Context, tmpl *infrav1.MachineClaimTemplate, hc *infrav1.HypervisorCluster) (string, string, error) {
 	if !conditions.IsTrue(hc, infrav1.HypervisorClusterAvailableCondition) {
 		return "", "", fmt.Errorf("HypervisorCluster is not available")
@@ -124,42 +125,48 @@ func (r *MachineClaimTemplateReconciler) check(ctx context.Context, tmpl *infrav
 	}
 	spec := tmpl.Spec.Template.Spec
 	sel := hypervisor.TemplateSelector{ID: int(ptr.Deref(spec.Template.VMID, 0)), Name: spec.Template.Name, Tags: spec.Template.Tags, Node: spec.Template.Node}
-	source, err := provider.ResolveTemplate(ctx, sel)
+	sources, err := provider.ResolveTemplates(ctx, sel)
 	if err != nil {
 		if errors.Is(err, hypervisor.ErrNotFound) {
 			return "", "", fmt.Errorf("no template matches %s", sel)
 		}
 		return "", "", err
 	}
-	if spec.DiskSizeGiB > 0 && int(spec.DiskSizeGiB) < source.DiskGiB {
-		return source.Ref.String(), fmt.Sprintf("diskSizeGiB %d is smaller than the template's %d GiB disk, which cannot shrink", spec.DiskSizeGiB, source.DiskGiB), nil
+	refs := make([]string, 0, len(sources))
+	holders := map[string]bool{}
+	cores, mem := int(spec.Cores), int(spec.MemoryMiB)
+	tooSmall := ""
+	for _, source := range sources {
+		refs = append(refs, source.Ref.String())
+		holders[source.Ref.Node] = true
+		if spec.DiskSizeGiB > 0 && int(spec.DiskSizeGiB) < source.DiskGiB && tooSmall == "" {
+			tooSmall = fmt.Sprintf("diskSizeGiB %d is smaller than the %d GiB disk of template %s, which cannot shrink", spec.DiskSizeGiB, source.DiskGiB, source.Ref)
+		}
+		if spec.Cores == 0 {
+			cores = max(cores, source.Cores)
+		}
+		if spec.MemoryMiB == 0 {
+			mem = max(mem, source.MemoryMiB)
+		}
+	}
+	resolved := strings.Join(refs, "+")
+	if tooSmall != "" {
+		return resolved, tooSmall, nil
 	}
 	nodes, err := provider.Nodes(ctx)
 	if err != nil {
 		return "", "", err
 	}
-	cores, mem := int(spec.Cores), int(spec.MemoryMiB)
-	if cores == 0 {
-		cores = source.Cores
-	}
-	if mem == 0 {
-		mem = source.MemoryMiB
-	}
-	candidates := nodes
-	if spec.CloneMode != infrav1.CloneFull {
-		candidates = nil
-		for _, n := range nodes {
-			if n.Name == source.Ref.Node {
-				candidates = append(candidates, n)
-			}
+	for _, n := range nodes {
+		// A linked clone can only be made on a node holding a copy of its template.
+		if spec.CloneMode != infrav1.CloneFull && !holders[n.Name] {
+			continue
 		}
-	}
-	for _, n := range candidates {
 		if n.Online && n.CPUs >= cores && int(n.MemoryTotal>>20) >= mem {
-			return source.Ref.String(), "", nil
+			return resolved, "", nil
 		}
 	}
-	return source.Ref.String(), fmt.Sprintf("no allowed online node has %d cores and %d MiB", cores, mem), nil
+	return resolved, fmt.Sprintf("no allowed online node has %d cores and %d MiB", cores, mem), nil
 }
 
 // hypervisorClusters finds the HypervisorClusters the template is used with: through its

@@ -13,6 +13,10 @@ type Provider interface {
 	Nodes(ctx context.Context) ([]Node, error)
 	// ResolveTemplate finds exactly one template matching the selector.
 	ResolveTemplate(ctx context.Context, sel TemplateSelector) (Template, error)
+	// ResolveTemplates finds the templates matching the selector, at most one per node and sorted by
+	// node: copies of one template kept on several nodes so linked clones can be made on each. It
+	// fails with ErrNotFound when none matches and ErrAmbiguous when two match on one node.
+	ResolveTemplates(ctx context.Context, sel TemplateSelector) ([]Template, error)
 	// NextID proposes a free VM ID at or above min. The proposal is not a reservation: Clone fails
 	// with ErrAlreadyExists if another client took it first.
 	NextID(ctx context.Context, min int) (int, error)

@@ -4,13 +4,19 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 )
 
-// ErrNoCapacity means no allowed node can hold the VM.
-var ErrNoCapacity = errors.New("no allowed node has enough free memory")
+var (
+	// ErrNoCapacity means no allowed node can hold the VM.
+	ErrNoCapacity = errors.New("no allowed node has enough free memory")
+	// ErrNoTemplate means no allowed node holds a copy of the template a linked clone needs.
+	ErrNoTemplate = errors.New("no allowed node holds the template")
+)
 
 // Request is what a VM needs.
 type Request struct {
@@ -62,6 +68,56 @@ func ChooseNode(nodes []hypervisor.Node, req Request) (string, error) {
 		return cands[i].name < cands[j].name
 	})
 	return cands[0].name, nil
+}
+
+// ChooseTemplate picks the source of a linked clone among copies of one template, one per node:
+// the copy on the node ChooseNode prefers among the allowed nodes that hold one. A linked clone
+// shares its template's disks, so on local storage it can only be made on the template's node.
+func ChooseTemplate(nodes []hypervisor.Node, templates []hypervisor.Template, req Request) (hypervisor.Template, error) {
+	held := map[string]hypervisor.Template{}
+	var names []string
+	for _, t := range templates {
+		if len(req.Allowed) > 0 && !slices.Contains(req.Allowed, t.Ref.Node) {
+			continue
+		}
+		held[t.Ref.Node] = t
+		names = append(names, t.Ref.Node)
+	}
+	sort.Strings(names)
+	switch {
+	case len(held) == 0:
+		return hypervisor.Template{}, fmt.Errorf("%w: copies are on %s, allowed nodes are %s", ErrNoTemplate, templateNodes(templates), strings.Join(req.Allowed, ", "))
+	case req.FailureDomain != "" && held[req.FailureDomain].Ref.IsZero():
+		return hypervisor.Template{}, fmt.Errorf("%w: failure domain %s has no copy (copies are on %s)", ErrNoTemplate, req.FailureDomain, strings.Join(names, ", "))
+	}
+	req.Allowed = names
+	node, err := ChooseNode(nodes, req)
+	if err != nil {
+		return hypervisor.Template{}, err
+	}
+	return held[node], nil
+}
+
+// TemplateOn returns the copy of the template on node, or the first copy when node has none: a
+// full clone may go anywhere, but copying from a local template is the quickest.
+func TemplateOn(templates []hypervisor.Template, node string) hypervisor.Template {
+	for _, t := range templates {
+		if t.Ref.Node == node {
+			return t
+		}
+	}
+	if len(templates) == 0 {
+		return hypervisor.Template{}
+	}
+	return templates[0]
+}
+
+func templateNodes(templates []hypervisor.Template) string {
+	names := make([]string, 0, len(templates))
+	for _, t := range templates {
+		names = append(names, t.Ref.Node)
+	}
+	return strings.Join(names, ", ")
 }
 
 // Range is an inclusive VMID range.

@@ -59,3 +59,49 @@ func TestCandidateStableAndSpread(t *testing.T) {
 	g.Expect(len(seen)).To(BeNumerically(">", 40), "50 claims rarely share a starting ID")
 	g.Expect(Candidate(r, "uid-a", 1)).NotTo(Equal(Candidate(r, "uid-a", 0)), "a retry moves on")
 }
+
+func TestChooseTemplate(t *testing.T) {
+	nodes := []hypervisor.Node{
+		{Name: "pve1", Online: true, MemoryFree: 8 * gib},
+		{Name: "pve2", Online: true, MemoryFree: 32 * gib},
+		{Name: "pve3", Online: false, MemoryFree: 64 * gib},
+		{Name: "pve4", Online: true, MemoryFree: 16 * gib},
+	}
+	copyOn := func(node string, id int) hypervisor.Template {
+		return hypervisor.Template{Ref: hypervisor.VMRef{Node: node, ID: id}, Name: "ubuntu-2404-runner"}
+	}
+	copies := []hypervisor.Template{copyOn("pve1", 9000), copyOn("pve3", 9100), copyOn("pve4", 9200)}
+	cases := []struct {
+		name    string
+		req     Request
+		want    int
+		wantErr error
+	}{
+		{name: "the emptiest node holding a copy, not the emptiest node", req: Request{MemoryMiB: 1024}, want: 9200},
+		{name: "offline nodes are skipped", req: Request{MemoryMiB: 1024, Allowed: []string{"pve1", "pve3"}}, want: 9000},
+		{name: "reservations move the next clone to another copy", req: Request{MemoryMiB: 1024, Reserved: map[string]int{"pve4": 12 * 1024}}, want: 9000},
+		{name: "failure domain with a copy", req: Request{MemoryMiB: 1024, FailureDomain: "pve1"}, want: 9000},
+		{name: "failure domain without a copy", req: Request{MemoryMiB: 1024, FailureDomain: "pve2"}, wantErr: ErrNoTemplate},
+		{name: "no copy on an allowed node", req: Request{MemoryMiB: 1024, Allowed: []string{"pve2"}}, wantErr: ErrNoTemplate},
+		{name: "no node with a copy has room", req: Request{MemoryMiB: 20 * 1024}, wantErr: ErrNoCapacity},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			got, err := ChooseTemplate(nodes, copies, tc.req)
+			if tc.wantErr != nil {
+				g.Expect(err).To(MatchError(tc.wantErr))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(got.Ref.ID).To(Equal(tc.want))
+		})
+	}
+}
+
+func TestTemplateOn(t *testing.T) {
+	g := NewWithT(t)
+	copies := []hypervisor.Template{{Ref: hypervisor.VMRef{Node: "pve1", ID: 9000}}, {Ref: hypervisor.VMRef{Node: "pve3", ID: 9100}}}
+	g.Expect(TemplateOn(copies, "pve3").Ref.ID).To(Equal(9100), "a full clone copies from its own node's template")
+	g.Expect(TemplateOn(copies, "pve2").Ref.ID).To(Equal(9000), "or from the first copy")
+}

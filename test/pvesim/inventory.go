@@ -85,20 +85,6 @@ func LoadInventory(path string) (*Inventory, error) {
 // DefaultInventory is three nodes with different free memory, local-lvm and
 // local storages, two runner templates and four foreign VMs.
 func DefaultInventory() *Inventory {
-	runner := func(vmid int, node, name, disk string, tags []string) VMSpec {
-		return VMSpec{
-			VMID: vmid, Node: node, Name: name, Template: true, Tags: tags,
-			Config: map[string]string{
-				"cores": "2", "sockets": "1", "memory": "2048", "cpu": "x86-64-v2-AES",
-				"ostype": "l26", "scsihw": "virtio-scsi-single", "agent": "1",
-				"scsi0":   "local-lvm:base-" + fmt.Sprint(vmid) + "-disk-0,iothread=1,size=" + disk,
-				"net0":    fmt.Sprintf("virtio=BC:24:11:%02X:%02X:00,bridge=vmbr0", vmid/100%256, vmid%100),
-				"boot":    "order=scsi0;net0",
-				"serial0": "socket", "vga": "serial0",
-				"smbios1": fmt.Sprintf("uuid=6a1f2c3d-0000-4000-8000-%012d", vmid),
-			},
-		}
-	}
 	foreign := func(vmid int, node, name string, running bool, tags []string, mem string) VMSpec {
 		return VMSpec{
 			VMID: vmid, Node: node, Name: name, Running: running, Tags: tags,
@@ -122,12 +108,31 @@ func DefaultInventory() *Inventory {
 			{Name: "local", Type: "dir", Content: []string{"iso", "vztmpl", "snippets"}, TotalGiB: 100},
 		},
 		VMs: []VMSpec{
-			runner(9000, "pve1", "ubuntu-2404-runner", "32G", []string{"runner", "template", "ubuntu"}),
-			runner(9001, "pve2", "debian-12-runner", "20G", []string{"debian", "runner", "template"}),
+			RunnerTemplate(9000, "pve1", "ubuntu-2404-runner", "32G", "runner", "template", "ubuntu"),
+			RunnerTemplate(9001, "pve2", "debian-12-runner", "20G", "debian", "runner", "template"),
 			foreign(100, "pve1", "pbs-backup", true, nil, "4096"),
 			foreign(101, "pve2", "gitlab", true, []string{"prod"}, "8192"),
 			foreign(102, "pve3", "dev-sandbox", false, []string{"dev", "team-a"}, "2048"),
 			foreign(103, "pve3", "win-build", true, nil, "8192"),
+		},
+	}
+}
+
+// RunnerTemplate is a runner template like the default inventory's: 2 cores, 2 GiB, the guest agent
+// enabled and a boot disk of the given size ("32G") on local-lvm. Clusters with local storage keep
+// one copy per node, with the same name and tags and different VMIDs, so linked clones can be made
+// on every node; PVE does not require VM names to be unique.
+func RunnerTemplate(vmid int, node, name, disk string, tags ...string) VMSpec {
+	return VMSpec{
+		VMID: vmid, Node: node, Name: name, Template: true, Tags: tags,
+		Config: map[string]string{
+			"cores": "2", "sockets": "1", "memory": "2048", "cpu": "x86-64-v2-AES",
+			"ostype": "l26", "scsihw": "virtio-scsi-single", "agent": "1",
+			"scsi0":   "local-lvm:base-" + fmt.Sprint(vmid) + "-disk-0,iothread=1,size=" + disk,
+			"net0":    fmt.Sprintf("virtio=BC:24:11:%02X:%02X:00,bridge=vmbr0", vmid/100%256, vmid%100),
+			"boot":    "order=scsi0;net0",
+			"serial0": "socket", "vga": "serial0",
+			"smbios1": fmt.Sprintf("uuid=6a1f2c3d-0000-4000-8000-%012d", vmid),
 		},
 	}
 }

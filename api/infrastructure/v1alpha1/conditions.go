@@ -70,7 +70,9 @@ const (
 	// MachineClaimTemplateCapacityCondition is True when an allowed node can hold the VM.
 	MachineClaimTemplateCapacityCondition = "CapacityAvailable"
 
-	TemplateResolvedReason  = "TemplateResolved"
+	TemplateResolvedReason = "TemplateResolved"
+	// TemplateAmbiguousReason: the selector matches two templates on one node. MachineClaims
+	// use it too.
 	TemplateAmbiguousReason = "TemplateAmbiguous"
 	CapacityAvailableReason = "CapacityAvailable"
 )

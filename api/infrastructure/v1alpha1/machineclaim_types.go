@@ -29,7 +29,10 @@ const (
 	MachineClaimPhaseFailed MachineClaimPhase = "Failed"
 )
 
-// TemplateSource selects the VM template to clone: by VMID, or by name and/or tags.
+// TemplateSource selects the VM template to clone: by VMID, or by name and/or tags. A name/tags
+// selector may match one copy of the template per node (clusters with local storage keep one on
+// every node so linked clones can be made on each); the claim then chooses a node and records the
+// copy it clones in status.sourceTemplate. Two matches on one node are ambiguous.
 // +kubebuilder:validation:XValidation:rule="has(self.vmid) != (has(self.name) || has(self.tags))",message="select the template either by vmid or by name/tags, not both and not neither"
 type TemplateSource struct {
 	// vmid of the template.
@@ -50,7 +53,7 @@ type TemplateSource struct {
 	// +kubebuilder:validation:items:Pattern=`^[a-z0-9_][a-z0-9_\-+.]*$`
 	Tags []string `json:"tags,omitempty"`
 
-	// node holds the template; empty searches every node.
+	// node holds the template; empty searches every node. It pins a linked clone to that node.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	Node string `json:"node,omitempty"`
@@ -194,6 +197,17 @@ type TaskRef struct {
 	StartTime metav1.Time `json:"startTime"`
 }
 
+// TemplateRef is one template on one node.
+type TemplateRef struct {
+	// node holds the template.
+	// +kubebuilder:validation:MaxLength=63
+	Node string `json:"node"`
+	// vmid of the template.
+	// +kubebuilder:validation:Minimum=100
+	// +kubebuilder:validation:Maximum=999999999
+	VMID int32 `json:"vmid"`
+}
+
 // MachineClaimInitializationStatus is the Cluster API v1beta2 initialization contract.
 type MachineClaimInitializationStatus struct {
 	// provisioned is true once the VM runs and has an address.
@@ -230,6 +244,12 @@ type MachineClaimStatus struct {
 	// vmid of the VM. It is recorded before the clone starts, so a restart finds the VM it started.
 	// +optional
 	VMID int32 `json:"vmid,omitempty"`
+
+	// sourceTemplate is the template the VM is cloned from, chosen with the node and recorded
+	// before the clone starts. When spec.template matches a copy on several nodes, every later
+	// step and a restarted controller use this copy, never another node's.
+	// +optional
+	SourceTemplate *TemplateRef `json:"sourceTemplate,omitempty"`
 
 	// powerState of the VM as last observed.
 	// +optional

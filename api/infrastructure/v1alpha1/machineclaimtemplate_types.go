@@ -28,9 +28,10 @@ type MachineClaimTemplateStatus struct {
 	// +kubebuilder:validation:MaxItems=32
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// resolvedTemplate is the source template found, as node/vmid.
+	// resolvedTemplate is the source template found per HypervisorCluster, as
+	// cluster:node/vmid, with the copies on several nodes joined by "+" (cluster:pve1/9000+pve2/9100).
 	// +optional
-	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:MaxLength=1024
 	ResolvedTemplate string `json:"resolvedTemplate,omitempty"`
 
 	// observedGeneration is the generation the status reflects.

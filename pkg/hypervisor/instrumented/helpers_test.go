@@ -89,6 +89,9 @@ func (f *fakeProvider) Nodes(ctx context.Context) ([]hypervisor.Node, error) {
 func (f *fakeProvider) ResolveTemplate(ctx context.Context, _ hypervisor.TemplateSelector) (hypervisor.Template, error) {
 	return hypervisor.Template{Ref: hypervisor.VMRef{Node: "pve1", ID: 9000}}, f.saw(ctx)
 }
+func (f *fakeProvider) ResolveTemplates(ctx context.Context, _ hypervisor.TemplateSelector) ([]hypervisor.Template, error) {
+	return []hypervisor.Template{{Ref: hypervisor.VMRef{Node: "pve1", ID: 9000}}, {Ref: hypervisor.VMRef{Node: "pve2", ID: 9100}}}, f.saw(ctx)
+}
 func (f *fakeProvider) NextID(ctx context.Context, _ int) (int, error) { return 105, f.saw(ctx) }
 func (f *fakeProvider) Clone(ctx context.Context, _ hypervisor.CloneSpec) (hypervisor.TaskID, error) {
 	return f.task(ctx, "clone")

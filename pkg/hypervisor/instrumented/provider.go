@@ -122,7 +122,7 @@ func (p *provider) Nodes(ctx context.Context) ([]hypervisor.Node, error) {
 	return nodes, err
 }
 
-func (p *provider) ResolveTemplate(ctx context.Context, sel hypervisor.TemplateSelector) (hypervisor.Template, error) {
+func selectorAttrs(sel hypervisor.TemplateSelector) []attribute.KeyValue {
 	var attrs []attribute.KeyValue
 	if sel.ID != 0 {
 		attrs = append(attrs, AttrTemplateID.Int(sel.ID))
@@ -130,13 +130,24 @@ func (p *provider) ResolveTemplate(ctx context.Context, sel hypervisor.TemplateS
 	if sel.Node != "" {
 		attrs = append(attrs, AttrVMNode.String(sel.Node))
 	}
-	ctx, c := p.begin(ctx, "ResolveTemplate", attrs...)
+	return attrs
+}
+
+func (p *provider) ResolveTemplate(ctx context.Context, sel hypervisor.TemplateSelector) (hypervisor.Template, error) {
+	ctx, c := p.begin(ctx, "ResolveTemplate", selectorAttrs(sel)...)
 	tmpl, err := p.next.ResolveTemplate(ctx, sel)
 	if err == nil {
 		c.span.SetAttributes(AttrTemplateID.Int(tmpl.Ref.ID), AttrVMNode.String(tmpl.Ref.Node))
 	}
 	c.end(err)
 	return tmpl, err
+}
+
+func (p *provider) ResolveTemplates(ctx context.Context, sel hypervisor.TemplateSelector) ([]hypervisor.Template, error) {
+	ctx, c := p.begin(ctx, "ResolveTemplates", selectorAttrs(sel)...)
+	templates, err := p.next.ResolveTemplates(ctx, sel)
+	c.end(err)
+	return templates, err
 }
 
 func (p *provider) NextID(ctx context.Context, min int) (int, error) {

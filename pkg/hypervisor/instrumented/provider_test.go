@@ -38,6 +38,10 @@ func TestEveryCallIsTracedAndTimed(t *testing.T) {
 			_, err := p.ResolveTemplate(ctx, hypervisor.TemplateSelector{Name: "ubuntu"})
 			return err
 		}, map[attribute.Key]attribute.Value{AttrTemplateID: attribute.IntValue(9000), AttrVMNode: attribute.StringValue("pve1")}},
+		{"ResolveTemplates", func(ctx context.Context, p hypervisor.Provider) error {
+			_, err := p.ResolveTemplates(ctx, hypervisor.TemplateSelector{Name: "ubuntu", Node: "pve2"})
+			return err
+		}, map[attribute.Key]attribute.Value{AttrVMNode: attribute.StringValue("pve2")}},
 		{"NextID", func(ctx context.Context, p hypervisor.Provider) error { _, err := p.NextID(ctx, 100); return err },
 			map[attribute.Key]attribute.Value{AttrVMID: attribute.IntValue(105)}},
 		{"Clone", func(ctx context.Context, p hypervisor.Provider) error {

@@ -3,7 +3,6 @@ package proxmox
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"math"
 	"slices"
 	"sort"
@@ -112,68 +111,6 @@ func (p *Provider) Nodes(ctx context.Context) ([]hypervisor.Node, error) {
 	}
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	return nodes, nil
-}
-
-// ResolveTemplate finds exactly one template by VMID, or by name and tags: one resource listing,
-// then one config read for the boot disk.
-func (p *Provider) ResolveTemplate(ctx context.Context, sel hypervisor.TemplateSelector) (hypervisor.Template, error) {
-	op := "resolve template " + sel.String()
-	var rows []vmResource
-	if err := p.get(ctx, op, "/cluster/resources?type=vm", &rows); err != nil {
-		return hypervisor.Template{}, err
-	}
-	var matches []vmResource
-	for _, r := range rows {
-		if (r.Type != "" && r.Type != "qemu") || (sel.Node != "" && r.Node != sel.Node) {
-			continue
-		}
-		if sel.ID != 0 {
-			if int(r.VMID) == sel.ID {
-				if r.Template == 0 {
-					return hypervisor.Template{}, hypervisor.Errorf(hypervisor.ErrNotFound, op, "VM %d exists but is not a template", sel.ID)
-				}
-				matches = append(matches, r)
-			}
-			continue
-		}
-		if r.Template == 0 || (sel.Name != "" && r.Name != sel.Name) {
-			continue
-		}
-		tags := splitTags(r.Tags)
-		if slices.ContainsFunc(sel.Tags, func(t string) bool { return !slices.Contains(tags, sanitizeTag(t)) }) {
-			continue
-		}
-		matches = append(matches, r)
-	}
-	switch len(matches) {
-	case 0:
-		return hypervisor.Template{}, hypervisor.Errorf(hypervisor.ErrNotFound, op, "no template matches")
-	case 1:
-	default:
-		var ids []string
-		for _, m := range matches {
-			ids = append(ids, fmt.Sprintf("%s/%d", m.Node, int(m.VMID)))
-		}
-		return hypervisor.Template{}, hypervisor.Errorf(hypervisor.ErrAmbiguous, op, "%d templates match: %s", len(ids), strings.Join(ids, ", "))
-	}
-	m := matches[0]
-	t := hypervisor.Template{Ref: hypervisor.VMRef{Node: m.Node, ID: int(m.VMID)}, Name: m.Name, Tags: splitTags(m.Tags),
-		Cores: int(m.MaxCPU), MemoryMiB: int(m.MaxMem / (1 << 20)), DiskGiB: int(m.MaxDisk / (1 << 30))}
-	cfg, err := p.config(ctx, op, t.Ref)
-	if err != nil {
-		return hypervisor.Template{}, err
-	}
-	if c, err := strconv.Atoi(cfg["cores"]); err == nil {
-		t.Cores = c * max(1, atoiOr(cfg["sockets"], 1))
-	}
-	if mem, err := strconv.Atoi(cfg["memory"]); err == nil {
-		t.MemoryMiB = mem
-	}
-	t.BootDisk = bootDisk(cfg)
-	if size, ok := driveSizeGiB(cfg[t.BootDisk]); ok {
-		t.DiskGiB = size
-	}
-	return t, nil
 }
 
 // config reads a VM's configuration with every value as a string (PVE mixes numbers and strings).

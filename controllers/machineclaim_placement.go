@@ -1,0 +1,111 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
+	"github.com/hyperfleet-io/hyperfleet/pkg/placement"
+)
+
+// reserveVMID chooses the source template, the node and a free VMID and records them before
+// anything is created.
+func (r *MachineClaimReconciler) reserveVMID(ctx context.Context, s *claimScope) (ctrl.Result, error) {
+	c := s.claim
+	sources, err := r.sourceCandidates(ctx, s)
+	if err != nil {
+		return r.fail(ctx, s, fmt.Errorf("resolving template %s: %w", templateSelector(c), err))
+	}
+	nodes, err := s.provider.Nodes(ctx)
+	if err != nil {
+		return r.fail(ctx, s, err)
+	}
+	memory := int(c.Spec.MemoryMiB)
+	if memory == 0 {
+		for _, t := range sources {
+			memory = max(memory, t.MemoryMiB)
+		}
+	}
+	reserved, err := r.reservedMemory(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	req := placement.Request{MemoryMiB: memory, FailureDomain: failureDomain(s), Allowed: s.hc.Spec.AllowedNodes, Reserved: reserved}
+	var (
+		tmpl hypervisor.Template
+		node string
+	)
+	if c.Spec.CloneMode == infrav1.CloneFull {
+		// A full clone copies the disks and may go anywhere.
+		if node, err = placement.ChooseNode(nodes, req); err != nil {
+			return r.retryLater(s, infrav1.NoCapacityReason, err.Error())
+		}
+		tmpl = placement.TemplateOn(sources, node)
+	} else {
+		// A linked clone shares the template's disks, which Proxmox can only do on the template's
+		// node unless the storage is shared: the node is chosen among those holding a copy.
+		tmpl, err = placement.ChooseTemplate(nodes, sources, req)
+		if errors.Is(err, placement.ErrNoTemplate) {
+			return r.retryLater(s, infrav1.NoCapacityReason, err.Error()+"; keep a copy of the template there or use cloneMode Full")
+		}
+		if err != nil {
+			return r.retryLater(s, infrav1.NoCapacityReason, err.Error())
+		}
+		node = tmpl.Ref.Node
+	}
+	rng := vmidRange(s.hc)
+	id, err := s.provider.NextID(ctx, placement.Candidate(rng, string(c.UID), int(c.Status.FailureCount)))
+	if err == nil && id > rng.End {
+		id, err = s.provider.NextID(ctx, rng.Start)
+	}
+	if err != nil {
+		return r.fail(ctx, s, fmt.Errorf("allocating a VMID: %w", err))
+	}
+	if id > rng.End {
+		return r.retryLater(s, infrav1.NoCapacityReason, fmt.Sprintf("no free VMID in %d-%d", rng.Start, rng.End))
+	}
+	c.Status.VMID, c.Status.Node = int32(id), node
+	c.Status.SourceTemplate = templateRef(tmpl)
+	setVMCondition(c, metav1.ConditionFalse, infrav1.CloningReason, fmt.Sprintf("reserved VMID %d on %s to clone template %s", id, node, tmpl.Ref))
+	// Requeue so the reservation is persisted before the clone starts.
+	return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+}
+
+// sourceCandidates are the templates the claim may be cloned from: the one recorded in status once
+// chosen (a VMID given back after a collision keeps it), otherwise every template the selector
+// matches, one per node.
+func (r *MachineClaimReconciler) sourceCandidates(ctx context.Context, s *claimScope) ([]hypervisor.Template, error) {
+	if s.claim.Status.SourceTemplate != nil {
+		tmpl, err := r.sourceTemplate(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		return []hypervisor.Template{tmpl}, nil
+	}
+	return s.provider.ResolveTemplates(ctx, templateSelector(s.claim))
+}
+
+// sourceTemplate resolves the template the claim clones: exactly the one recorded in status, so a
+// restart or a later step never switches to another node's copy. A claim whose VMID was reserved
+// before the template was recorded takes the copy on its node.
+func (r *MachineClaimReconciler) sourceTemplate(ctx context.Context, s *claimScope) (hypervisor.Template, error) {
+	c := s.claim
+	if ref := c.Status.SourceTemplate; ref != nil {
+		return s.provider.ResolveTemplate(ctx, hypervisor.TemplateSelector{ID: int(ref.VMID), Node: ref.Node})
+	}
+	sources, err := s.provider.ResolveTemplates(ctx, templateSelector(c))
+	if err != nil {
+		return hypervisor.Template{}, err
+	}
+	return placement.TemplateOn(sources, c.Status.Node), nil
+}
+
+func templateRef(t hypervisor.Template) *infrav1.TemplateRef {
+	return &infrav1.TemplateRef{Node: t.Ref.Node, VMID: int32(t.Ref.ID)}
+}
