@@ -57,6 +57,9 @@ type Options struct {
 	// SPIREBootstrapServiceURL is where VMs attested by SPIRE reach the bootstrap service's SPIRE
 	// endpoint; a BootstrapConfig's spec.bootstrapServiceURL overrides it.
 	SPIREBootstrapServiceURL string
+	// SPIRESelectors are what a VM's workload must match to get its machine SVID ("type:value");
+	// spire.DefaultSelector (the agent running as root) when empty.
+	SPIRESelectors []string
 	// SPIREWorkloadAPIAddress is the Workload API giving the manager its admin SVID for mTLS to a
 	// SPIRE server over TCP; empty means SPIFFE_ENDPOINT_SOCKET.
 	SPIREWorkloadAPIAddress string
@@ -133,7 +136,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("trust domain %q: %w", opts.TrustDomain, err)
 	}
 	caNS, caName, _ := strings.Cut(opts.BootstrapCASecret, "/")
-	spireServers := &spire.Provisioners{Config: spire.Config{Dial: spire.DialOptions{WorkloadAPIAddress: opts.SPIREWorkloadAPIAddress}}}
+	spireServers := &spire.Provisioners{Config: spire.Config{Selectors: opts.SPIRESelectors,
+		Dial: spire.DialOptions{WorkloadAPIAddress: opts.SPIREWorkloadAPIAddress}}}
 	bootstrap := &BootstrapConfigReconciler{
 		Client:      mgr.GetClient(),
 		APIReader:   mgr.GetAPIReader(),

@@ -36,6 +36,7 @@ func run(ctx context.Context, args []string) error {
 	runScript := fs.String("run-script", "", "override runner.runScript (relative to the runner directory)")
 	idleTimeout := fs.Duration("idle-timeout", 0, "override runner.idleTimeout")
 	powerOff := fs.String("power-off-command", "", "override powerOffCommand (split on spaces)")
+	workloadAPI := fs.String("workload-api-address", "", "override workloadAPIAddress (attestation SPIRE), e.g. unix:///tmp/spire/api.sock")
 	retryWindow := fs.Duration("retry-window", 10*time.Minute, "how long to retry transient failures")
 	retryInterval := fs.Duration("retry-interval", 3*time.Second, "pause between retries")
 	stopGrace := fs.Duration("stop-grace", 30*time.Second, "time run.sh gets to exit after SIGTERM")
@@ -69,6 +70,9 @@ func run(ctx context.Context, args []string) error {
 	}
 	if *powerOff != "" {
 		cfg.PowerOffCommand = strings.Fields(*powerOff)
+	}
+	if *workloadAPI != "" {
+		cfg.WorkloadAPIAddress = *workloadAPI
 	}
 	a, err := agent.New(cfg, agent.Options{
 		ConfigPath: source, RetryWindow: *retryWindow, RetryInterval: *retryInterval, StopGrace: *stopGrace,

@@ -103,12 +103,13 @@ func up(ctx context.Context, stopSignals func(), args []string, out io.Writer) e
 	jobDuration := fs.Duration("job-duration", 3*time.Second, "how long each fake job runs")
 	logLevel := fs.String("log-level", "INFO", "log level of the component logs under <state-dir>/logs")
 	quiet := fs.Bool("quiet", false, "do not print VM events and pool changes")
+	identity := fs.String("identity", devfleet.IdentityBuiltin, "who attests the VMs: Builtin (the bootstrap service's CA) or SPIRE (a local spire-server; each VM runs spire-agent)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	feed := newFeed(out, *quiet)
 	opts := devfleet.Options{
-		StateDir: *stateDir, Namespace: *namespace, JobDuration: *jobDuration, LogLevel: *logLevel,
+		StateDir: *stateDir, Namespace: *namespace, JobDuration: *jobDuration, LogLevel: *logLevel, Identity: *identity,
 		Pool: devfleet.PoolOptions{Min: int32(*minReplicas), Max: int32(*maxReplicas), Labels: splitList(*labels),
 			Organization: *org, Repository: *repo},
 		OnVMEvent: feed.vmEvent,
@@ -133,12 +134,13 @@ HyperFleet local fleet is up (%s). RunnerPool %s/%s: min %d, max %d, labels %s.
 
 State: %s   Logs: %s
 Webhook receiver: %s   Proxmox simulator: %s   fake GitHub: %s
+VM identity: %s
 Press Ctrl-C to stop everything.
 
 `, time.Since(started).Round(time.Second), s.Namespace, s.Pool, fleet.PoolOptions().Min, fleet.PoolOptions().Max,
 		strings.Join(fleet.PoolOptions().Labels, ","), relative(s.Kubeconfig), s.Kubectl,
 		strings.Join(fleet.PoolOptions().Labels, ","), relative(filepath.Join(*stateDir, devfleet.StateFileName)),
-		relative(s.LogDir), s.Webhook.URL, s.Proxmox.URL, s.GitHub.URL)
+		relative(s.LogDir), s.Webhook.URL, s.Proxmox.URL, s.GitHub.URL, identityLine(s))
 
 	feed.watch(ctx, fleet)
 	// A second Ctrl-C while stopping ends the process at once.
@@ -153,4 +155,13 @@ Press Ctrl-C to stop everything.
 	case <-time.After(90 * time.Second):
 		return errors.New("stopping took longer than 90s")
 	}
+}
+
+// identityLine says who attests the fleet's VMs.
+func identityLine(s devfleet.State) string {
+	if s.SPIRE == nil {
+		return "builtin CA of the bootstrap service at " + s.Bootstrap.URL
+	}
+	return fmt.Sprintf("SPIRE (server %s, admin API %s; bootstrap service SPIRE endpoint %s)",
+		s.SPIRE.AgentServerAddress, s.SPIRE.AdminAddress, s.Bootstrap.SPIREURL)
 }

@@ -12,6 +12,15 @@ import (
 // #cloud-config document, so the agent can run straight from user-data (as the Proxmox
 // simulator's boot hook does) without cloud-init.
 func ConfigFromUserData(userData []byte, path string) (*Config, error) {
+	content, err := FileFromUserData(userData, path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseConfig(content)
+}
+
+// FileFromUserData returns the content cloud-init would write to path (write_files), decoded.
+func FileFromUserData(userData []byte, path string) ([]byte, error) {
 	var doc struct {
 		WriteFiles []struct {
 			Path     string `json:"path"`
@@ -26,18 +35,18 @@ func ConfigFromUserData(userData []byte, path string) (*Config, error) {
 		if f.Path != path {
 			continue
 		}
-		content := []byte(f.Content)
 		switch strings.ToLower(f.Encoding) {
 		case "", "text/plain":
+			return []byte(f.Content), nil
 		case "b64", "base64":
-			var err error
-			if content, err = base64.StdEncoding.DecodeString(f.Content); err != nil {
+			content, err := base64.StdEncoding.DecodeString(f.Content)
+			if err != nil {
 				return nil, fmt.Errorf("user-data %s: %w", path, err)
 			}
+			return content, nil
 		default:
 			return nil, fmt.Errorf("user-data %s: unsupported encoding %q", path, f.Encoding)
 		}
-		return ParseConfig(content)
 	}
 	return nil, fmt.Errorf("user-data writes no %s", path)
 }

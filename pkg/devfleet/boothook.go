@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/hyperfleet-io/hyperfleet/pkg/agent"
+	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap"
+	"github.com/hyperfleet-io/hyperfleet/pkg/identity/spire/spirelocal"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 )
 
@@ -31,10 +33,12 @@ type VMEvent struct {
 // against the user-data the VM was given, as cloud-init's systemd unit would; the VM powers off
 // when the agent exits, and a VM stopped from outside kills its agent and runner at once.
 type booter struct {
-	agentBin    string
-	logDir      string
-	jobDuration time.Duration
-	observe     func(VMEvent)
+	agentBin string
+	// spireAgentBin runs as the VM's spire-agent when its user-data configures one.
+	spireAgentBin string
+	logDir        string
+	jobDuration   time.Duration
+	observe       func(VMEvent)
 }
 
 func (b *booter) hook(ctx context.Context, vm pvesim.BootVM) error {
@@ -64,8 +68,19 @@ func (b *booter) hook(ctx context.Context, vm pvesim.BootVM) error {
 	}
 
 	// The agent's own power-off command is a no-op: the VM powers off when the agent exits.
-	cmd := exec.Command(b.agentBin, "--user-data", userData, "--runner-dir", filepath.Join(dir, "actions-runner"),
-		"--power-off-command", "true", "--retry-interval", "1s", "--retry-window", "2m", "--stop-grace", "5s")
+	args := []string{"--user-data", userData, "--runner-dir", filepath.Join(dir, "actions-runner"),
+		"--power-off-command", "true", "--retry-interval", "1s", "--retry-window", "2m", "--stop-grace", "5s"}
+	if spireConf, err := agent.FileFromUserData(vm.UserData, bootstrap.SPIREAgentConfigPath); err == nil {
+		// spire-agent first, as its systemd unit is ordered before the HyperFleet agent's.
+		workloadAPI, stop, err := b.startSPIREAgent(vm, logf, filepath.Join(dir, "spire"), spireConf)
+		if err != nil {
+			fmt.Fprintf(logf, "=== spire-agent: %v\n", err)
+		} else {
+			defer stop()
+			args = append(args, "--workload-api-address", workloadAPI)
+		}
+	}
+	cmd := exec.Command(b.agentBin, args...)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), "FAKERUNNER_JOB_DURATION="+b.jobDuration.String(), "HOME="+dir)
@@ -98,6 +113,34 @@ func (b *booter) hook(ctx context.Context, vm pvesim.BootVM) error {
 		b.emit(VMEvent{VMID: vm.VMID, Name: vm.Name, Kind: "exited", Err: err})
 	}
 	return err
+}
+
+// startSPIREAgent runs the VM's spire-agent with the configuration and trust bundle its user-data
+// writes, its paths moved into dir, in a session of its own. It returns the Workload API address
+// and how to stop it.
+func (b *booter) startSPIREAgent(vm pvesim.BootVM, logf *os.File, dir string, conf []byte) (string, func(), error) {
+	if b.spireAgentBin == "" {
+		return "", nil, errors.New("the user-data configures spire-agent, but this fleet has no SPIRE binaries")
+	}
+	bundle, err := agent.FileFromUserData(vm.UserData, bootstrap.SPIREAgentBundlePath)
+	if err != nil {
+		return "", nil, err
+	}
+	paths := spirelocal.AgentPathsIn(dir)
+	if err := paths.WriteAgentFiles(string(conf), bundle); err != nil {
+		return "", nil, err
+	}
+	cmd := exec.Command(b.spireAgentBin, "run", "-config", paths.Config)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	fmt.Fprintf(logf, "=== spire-agent (pid %d) attests with the VM's join token\n", cmd.Process.Pid)
+	return paths.WorkloadAPI(), func() {
+		killSession(cmd.Process.Pid)
+		_ = cmd.Wait()
+	}, nil
 }
 
 func (b *booter) emit(e VMEvent) {

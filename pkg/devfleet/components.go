@@ -17,6 +17,7 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/proxmox"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/builtin"
+	"github.com/hyperfleet-io/hyperfleet/pkg/identity/spire/spirelocal"
 	"github.com/hyperfleet-io/hyperfleet/pkg/manager"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
@@ -38,11 +39,10 @@ const (
 )
 
 func (f *Fleet) fileLogger(name string) (*slog.Logger, error) {
-	w, err := os.Create(filepath.Join(f.State.LogDir, name))
+	w, err := f.logFile(name)
 	if err != nil {
 		return nil, err
 	}
-	f.stops = append(f.stops, func() { _ = w.Close() })
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(f.opts.LogLevel))
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})), nil
@@ -78,7 +78,7 @@ func (f *Fleet) startSimulator(agentBin string) error {
 		return err
 	}
 	tokenID, secret := "hyperfleet@pve!dev", randomHex(16)
-	b := &booter{agentBin: agentBin, logDir: f.State.LogDir, jobDuration: f.opts.JobDuration, observe: f.opts.OnVMEvent}
+	b := &booter{agentBin: agentBin, spireAgentBin: f.spireAgentBin, logDir: f.State.LogDir, jobDuration: f.opts.JobDuration, observe: f.opts.OnVMEvent}
 	sim, err := pvesim.New(pvesim.Config{
 		Tokens:       []pvesim.Token{{ID: tokenID, Secret: secret}},
 		TaskDuration: 100 * time.Millisecond, BootDelay: 500 * time.Millisecond,
@@ -121,6 +121,9 @@ func (f *Fleet) startBootstrapService(ctx, runCtx context.Context) error {
 	if f.State.Bootstrap.URL, err = srv.Start(runCtx, "127.0.0.1:0"); err != nil {
 		return err
 	}
+	if f.opts.Identity == IdentitySPIRE {
+		return f.startSPIRE(ctx, runCtx)
+	}
 	return nil
 }
 
@@ -138,10 +141,16 @@ func (f *Fleet) startManager(ctx, runCtx context.Context, webhookSecret string) 
 		WorkloadReaderServiceAccount: systemNamespace + "/" + workloadReader,
 		BootstrapCASecret:            systemNamespace + "/" + caName, TrustDomain: TrustDomain, RepairInterval: 30 * time.Second,
 	}
+	if s := f.State.SPIRE; s != nil {
+		cfg.SPIREAdminAddress, cfg.SPIREAgentServerAddress = s.AdminAddress, s.AgentServerAddress
+		cfg.SPIREBootstrapServiceURL = f.State.Bootstrap.SPIREURL
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
 	mgr, err := manager.New(ctx, f.Env.Config, cfg, func(o *controllers.Options) {
+		// The fleet's VMs run their agent as this user, not as root.
+		o.SPIRESelectors = []string{spirelocal.UIDSelectorString()}
 		// A person watching wants VMs to appear within a second, not at production's pace.
 		o.TaskPollInterval = 200 * time.Millisecond
 		o.TemplateCheckInterval = 30 * time.Second
@@ -177,6 +186,7 @@ func (f *Fleet) applySample(ctx context.Context) error {
 		githubURL: f.State.GitHub.URL, appID: f.State.GitHub.AppID, appKeyPEM: f.GitHub.AppKeyPEM(),
 		installationID: f.State.GitHub.InstallationID,
 		runnerURL:      f.State.Runner.URL, runnerSH: f.State.Runner.SHA256,
+		spire: f.State.SPIRE,
 	})
 	for _, o := range objs {
 		if err := f.Env.Client.Create(ctx, o); err != nil {

@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/hyperfleet-io/hyperfleet/pkg/identity/spire/spirelocal"
 	"github.com/hyperfleet-io/hyperfleet/pkg/logging"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
@@ -42,6 +43,10 @@ type Options struct {
 	SweepInterval time.Duration
 	// LogLevel of the manager and the services (their logs go to files under StateDir/logs).
 	LogLevel string
+	// Identity is who attests the VMs: IdentityBuiltin (default, the bootstrap service's own CA)
+	// or IdentitySPIRE (a local spire-server; each VM runs spire-agent, which needs
+	// hack/spire.sh's binaries in the tools cache).
+	Identity string
 	// OnVMEvent, if set, hears every VM boot and power-off.
 	OnVMEvent func(VMEvent)
 	// Progress, if set, hears what Start is doing.
@@ -59,6 +64,8 @@ type Fleet struct {
 	GitHub    *fakegithub.Server
 	// AppliedAt is when the sample fleet's objects were created.
 	AppliedAt time.Time
+	// SPIREServer is the fleet's SPIRE server (Identity SPIRE only).
+	SPIREServer *spirelocal.Server
 
 	opts     Options
 	log      logr.Logger
@@ -67,7 +74,15 @@ type Fleet struct {
 	stops    []func()
 	mgrDone  chan error
 	stateDir string
+	// spireAgentBin is what each VM runs as its spire-agent (Identity SPIRE only).
+	spireAgentBin string
 }
+
+// Identities of Options.Identity.
+const (
+	IdentityBuiltin = "Builtin"
+	IdentitySPIRE   = "SPIRE"
+)
 
 // Client talks to the fleet's API server without a cache.
 func (f *Fleet) Client() client.Client { return f.Env.Client }
@@ -98,6 +113,13 @@ func (o *Options) defaults() error {
 	}
 	if o.LogLevel == "" {
 		o.LogLevel = "INFO"
+	}
+	switch o.Identity {
+	case "":
+		o.Identity = IdentityBuiltin
+	case IdentityBuiltin, IdentitySPIRE:
+	default:
+		return fmt.Errorf("identity %q: want %s or %s", o.Identity, IdentityBuiltin, IdentitySPIRE)
 	}
 	return nil
 }
@@ -148,6 +170,11 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	}
 	ctrl.SetLogger(f.log)
 
+	if opts.Identity == IdentitySPIRE {
+		if _, f.spireAgentBin, err = spireBinaries(); err != nil {
+			return nil, err
+		}
+	}
 	progress("building hyperfleet-agent and the fake runner")
 	agentBin, runnerBin, err := buildBinaries(ctx, opts.RepoRoot, filepath.Join(stateDir, "bin"))
 	if err != nil {

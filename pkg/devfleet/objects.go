@@ -80,6 +80,8 @@ type sampleInput struct {
 	appKeyPEM           []byte
 	installationID      int64
 	runnerURL, runnerSH string
+	// spire, when set, makes VMs attest with SPIRE instead of the builtin CA.
+	spire *SPIREState
 }
 
 // sampleFleet is a runner fleet as a person would write it (templates/cluster-template.yaml with
@@ -125,8 +127,7 @@ func sampleFleet(in sampleInput) []client.Object {
 		}},
 		&bootstrapv1.BootstrapConfigTemplate{ObjectMeta: meta(TemplateName), Spec: bootstrapv1.BootstrapConfigTemplateSpec{
 			Template: bootstrapv1.BootstrapConfigTemplateResource{Spec: bootstrapv1.BootstrapConfigSpec{
-				Attestation: bootstrapv1.AttestationSpec{Method: bootstrapv1.AttestationJoinToken,
-					Provider: bootstrapv1.IdentityBuiltin, TrustDomain: TrustDomain},
+				Attestation: attestation(in.spire),
 				Runner: bootstrapv1.RunnerSpec{OS: "linux", Arch: "x64", DownloadURL: in.runnerURL, SHA256: in.runnerSH,
 					IdleTimeout: &metav1.Duration{Duration: p.IdleTimeout}},
 			}},
@@ -148,6 +149,15 @@ func sampleFleet(in sampleInput) []client.Object {
 }
 
 // jobRepository is the repository jobs for pool are created in.
+// attestation is the sample's identity: the builtin CA, or the fleet's SPIRE server.
+func attestation(spire *SPIREState) bootstrapv1.AttestationSpec {
+	a := bootstrapv1.AttestationSpec{Method: bootstrapv1.AttestationJoinToken, Provider: bootstrapv1.IdentityBuiltin, TrustDomain: TrustDomain}
+	if spire != nil {
+		a.Provider, a.SPIREServerAddress = bootstrapv1.IdentitySPIRE, spire.AdminAddress
+	}
+	return a
+}
+
 func jobRepository(p PoolOptions) string {
 	if p.Repository != "" {
 		return p.Repository

@@ -38,8 +38,10 @@ type State struct {
 	Proxmox   ProxmoxState   `json:"proxmox"`
 	GitHub    GitHubState    `json:"github"`
 	Bootstrap BootstrapState `json:"bootstrapService"`
-	Manager   ManagerState   `json:"manager"`
-	Runner    RunnerState    `json:"runnerPackage"`
+	// SPIRE is set when VMs are attested by SPIRE.
+	SPIRE   *SPIREState  `json:"spire,omitempty"`
+	Manager ManagerState `json:"manager"`
+	Runner  RunnerState  `json:"runnerPackage"`
 }
 
 // WebhookState is where GitHub webhooks are received and the secret that signs them.
@@ -77,6 +79,8 @@ type GitHubState struct {
 // BootstrapState is the bootstrap service VMs attest to.
 type BootstrapState struct {
 	URL string `json:"url"`
+	// SPIREURL is the endpoint for VMs attested by SPIRE (Identity SPIRE only).
+	SPIREURL string `json:"spireURL,omitempty"`
 }
 
 // ManagerState is HyperFleet's manager's endpoints.

@@ -216,6 +216,15 @@ func (s *Server) Entries(ctx context.Context, id spiffeid.ID) ([]*types.Entry, e
 	return resp.Entries, nil
 }
 
+// AllEntries lists every registration entry on the server.
+func (s *Server) AllEntries(ctx context.Context) ([]*types.Entry, error) {
+	resp, err := entryv1.NewEntryClient(s.conn).ListEntries(ctx, &entryv1.ListEntriesRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("listing entries: %w", err)
+	}
+	return resp.Entries, nil
+}
+
 // AgentIDs lists the SPIFFE IDs of the attested agents.
 func (s *Server) AgentIDs(ctx context.Context) ([]string, error) {
 	resp, err := agentv1.NewAgentClient(s.conn).ListAgents(ctx, &agentv1.ListAgentsRequest{})
