@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
@@ -31,8 +32,9 @@ func githubPool(t *testing.T, ns, org string, max int32, sim *pvesim.Simulator, 
 	runnerTemplates(t, ns)
 	// Small VMs: linked clones all land on the template's node, whose memory is finite.
 	mct := get(g, &infrav1.MachineClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "runner", Namespace: ns}})
+	small := client.MergeFrom(mct.DeepCopy()) // the template controller writes its status meanwhile
 	mct.Spec.Template.Spec.MemoryMiB = 512
-	g.Expect(env.Client.Update(ctx, mct)).To(Succeed())
+	g.Expect(env.Client.Patch(ctx, mct, small)).To(Succeed())
 	gh.InstallationID(org)
 	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github-app", Namespace: ns},
 		StringData: map[string]string{"app-id": fmt.Sprint(gh.AppID()), "private-key": string(gh.AppKeyPEM())}})).To(Succeed())

@@ -167,9 +167,11 @@ func TestScaleDownRemovesTheRunnersParts(t *testing.T) {
 	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
 	g.Eventually(func(g Gomega) { g.Expect(poolMachines(g, pool)).To(HaveLen(2)) }, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 
+	// A merge patch, as kubectl scale would: the controller updates the pool's status meanwhile.
 	got := get(g, pool)
+	scaled := client.MergeFrom(got.DeepCopy())
 	got.Spec.Replicas = ptr.To[int32](0)
-	g.Expect(env.Client.Update(ctx, got)).To(Succeed())
+	g.Expect(env.Client.Patch(ctx, got, scaled)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(poolMachines(g, pool)).To(BeEmpty())
 		claims := &infrav1.MachineClaimList{}
