@@ -37,6 +37,7 @@ func run(ctx context.Context, args []string) error {
 	idleTimeout := fs.Duration("idle-timeout", 0, "override runner.idleTimeout")
 	powerOff := fs.String("power-off-command", "", "override powerOffCommand (split on spaces)")
 	workloadAPI := fs.String("workload-api-address", "", "override workloadAPIAddress (attestation SPIRE), e.g. unix:///tmp/spire/api.sock")
+	spireConfig := fs.String("spire-agent-config", "", "override spireAgentConfigPath (attestation SPIRE)")
 	retryWindow := fs.Duration("retry-window", 10*time.Minute, "how long to retry transient failures")
 	retryInterval := fs.Duration("retry-interval", 3*time.Second, "pause between retries")
 	stopGrace := fs.Duration("stop-grace", 30*time.Second, "time run.sh gets to exit after SIGTERM")
@@ -73,6 +74,9 @@ func run(ctx context.Context, args []string) error {
 	}
 	if *workloadAPI != "" {
 		cfg.WorkloadAPIAddress = *workloadAPI
+	}
+	if *spireConfig != "" {
+		cfg.SPIREAgentConfigPath = *spireConfig
 	}
 	a, err := agent.New(cfg, agent.Options{
 		ConfigPath: source, RetryWindow: *retryWindow, RetryInterval: *retryInterval, StopGrace: *stopGrace,

@@ -24,6 +24,7 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/service"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/spire"
+	"github.com/hyperfleet-io/hyperfleet/pkg/identity/spire/spirelocal"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/spire/spiretest"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
 )
@@ -105,8 +106,9 @@ func (w *spireWorld) newVM(t *testing.T, name string, provider bootstrapv1.Ident
 	})
 	g.Expect(ac.JoinToken).To(BeEmpty(), "the HyperFleet agent never holds spire-agent's token")
 	g.Expect(ac.Attestation).To(Equal(agent.AttestationSPIRE))
-	// The VM's Workload API socket lives in the test's directory, not under /run.
-	ac.WorkloadAPIAddress = "unix://" + filepath.Join(v.dir, "spire", "workload.sock")
+	// The VM's spire-agent files live in the test's directory, not under /run and /etc.
+	paths := spirelocal.AgentPathsIn(filepath.Join(v.dir, "spire"))
+	ac.WorkloadAPIAddress, ac.SPIREAgentConfigPath = paths.WorkloadAPI(), paths.Config
 	data, err := ac.Marshal()
 	g.Expect(err).NotTo(HaveOccurred())
 	v.config = filepath.Join(v.dir, "agent.yaml")
@@ -149,6 +151,10 @@ func TestAgentWithSPIRE(t *testing.T) {
 		cfg := bootstraptest.Get(t, env.Client, v.machine.Config)
 		g.Expect(conditions.IsTrue(cfg, bootstrapv1.AttestedCondition)).To(BeTrue())
 		g.Expect(cfg.Status.AttestedTime).NotTo(BeNil())
+		spireConf, err := os.ReadFile(filepath.Join(v.dir, "spire", "agent.conf"))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(string(spireConf)).To(ContainSubstring("trust_domain"))
+		g.Expect(string(spireConf)).NotTo(ContainSubstring(v.machine.Token), "the spent join token is scrubbed from spire-agent's config")
 
 		// The SVID is still the VM's, but its runner config was handed out once.
 		status, _ := w.get(t, v.workloadAPI, protocol.RunnerConfigPath)

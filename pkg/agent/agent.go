@@ -138,20 +138,33 @@ func classify(err error) Outcome {
 // scrubJoinToken removes the spent token from the config file, best effort: the file may be on a
 // read-only medium, and the token is worthless once redeemed anyway.
 func (a *Agent) scrubJoinToken() {
-	if a.opts.ConfigPath == "" {
-		return
+	if a.opts.ConfigPath != "" {
+		scrubLines(a.opts.ConfigPath, "joinToken:")
 	}
-	data, err := os.ReadFile(a.opts.ConfigPath)
-	if err != nil || !strings.Contains(string(data), "joinToken") {
+}
+
+// scrubSPIREJoinToken removes the join token from spire-agent's configuration once the Workload
+// API has answered, which proves spire-agent attested with it: it has no use left, and spire-agent
+// (Restart=no) never reads the file again.
+func (a *Agent) scrubSPIREJoinToken() {
+	if a.cfg.SPIREAgentConfigPath != "" {
+		scrubLines(a.cfg.SPIREAgentConfigPath, "join_token")
+	}
+}
+
+// scrubLines drops the lines of path that start (after indentation) with prefix, best effort.
+func scrubLines(path, prefix string) {
+	data, err := os.ReadFile(path)
+	if err != nil || !strings.Contains(string(data), prefix) {
 		return
 	}
 	var kept []string
 	for _, line := range strings.Split(string(data), "\n") {
-		if !strings.HasPrefix(line, "joinToken:") {
+		if !strings.HasPrefix(strings.TrimSpace(line), prefix) {
 			kept = append(kept, line)
 		}
 	}
-	_ = os.WriteFile(a.opts.ConfigPath, []byte(strings.Join(kept, "\n")), 0o600)
+	_ = os.WriteFile(path, []byte(strings.Join(kept, "\n")), 0o600)
 }
 
 func (a *Agent) powerOff(ctx context.Context) error {

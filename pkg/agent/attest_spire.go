@@ -48,6 +48,7 @@ func (a *Agent) attestSPIRE(ctx context.Context) (*credentials, error) {
 		_ = source.Close()
 		return nil, err
 	}
+	a.scrubSPIREJoinToken()
 	return &credentials{svid: source, bundle: source, id: svid.ID, expires: svid.Certificates[0].NotAfter,
 		close: func() { _ = source.Close() }}, nil
 }

@@ -42,6 +42,9 @@ type Config struct {
 	// WorkloadAPIAddress is spire-agent's Workload API for method SPIRE; DefaultWorkloadAPIAddress
 	// when empty.
 	WorkloadAPIAddress string `json:"workloadAPIAddress,omitempty"`
+	// SPIREAgentConfigPath is spire-agent's configuration, whose spent join token the agent removes
+	// once it holds its SVID (method SPIRE).
+	SPIREAgentConfigPath string `json:"spireAgentConfigPath,omitempty"`
 	// TPMDevice is the TPM for method TPM: a device path (default /dev/tpmrm0) or tcp://host:port.
 	TPMDevice string `json:"tpmDevice,omitempty"`
 	// TokenExpiresAt is when the join token stops working; the agent gives up then.

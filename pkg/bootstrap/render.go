@@ -126,6 +126,7 @@ func AgentConfig(in Input) *agent.Config {
 	if in.SPIRE != nil {
 		cfg.Attestation = agent.AttestationSPIRE
 		cfg.WorkloadAPIAddress = "unix://" + SPIREWorkloadAPISocket
+		cfg.SPIREAgentConfigPath = SPIREAgentConfigPath
 	}
 	if !in.Credential.ExpiresAt.IsZero() {
 		t := in.Credential.ExpiresAt.UTC()

@@ -72,12 +72,13 @@ func (b *booter) hook(ctx context.Context, vm pvesim.BootVM) error {
 		"--power-off-command", "true", "--retry-interval", "1s", "--retry-window", "2m", "--stop-grace", "5s"}
 	if spireConf, err := agent.FileFromUserData(vm.UserData, bootstrap.SPIREAgentConfigPath); err == nil {
 		// spire-agent first, as its systemd unit is ordered before the HyperFleet agent's.
-		workloadAPI, stop, err := b.startSPIREAgent(vm, logf, filepath.Join(dir, "spire"), spireConf)
+		paths := spirelocal.AgentPathsIn(filepath.Join(dir, "spire"))
+		stop, err := b.startSPIREAgent(vm, logf, paths, spireConf)
 		if err != nil {
 			fmt.Fprintf(logf, "=== spire-agent: %v\n", err)
 		} else {
 			defer stop()
-			args = append(args, "--workload-api-address", workloadAPI)
+			args = append(args, "--workload-api-address", paths.WorkloadAPI(), "--spire-agent-config", paths.Config)
 		}
 	}
 	cmd := exec.Command(b.agentBin, args...)
@@ -116,28 +117,26 @@ func (b *booter) hook(ctx context.Context, vm pvesim.BootVM) error {
 }
 
 // startSPIREAgent runs the VM's spire-agent with the configuration and trust bundle its user-data
-// writes, its paths moved into dir, in a session of its own. It returns the Workload API address
-// and how to stop it.
-func (b *booter) startSPIREAgent(vm pvesim.BootVM, logf *os.File, dir string, conf []byte) (string, func(), error) {
+// writes, moved to paths, in a session of its own. It returns how to stop it.
+func (b *booter) startSPIREAgent(vm pvesim.BootVM, logf *os.File, paths spirelocal.AgentPaths, conf []byte) (func(), error) {
 	if b.spireAgentBin == "" {
-		return "", nil, errors.New("the user-data configures spire-agent, but this fleet has no SPIRE binaries")
+		return nil, errors.New("the user-data configures spire-agent, but this fleet has no SPIRE binaries")
 	}
 	bundle, err := agent.FileFromUserData(vm.UserData, bootstrap.SPIREAgentBundlePath)
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
-	paths := spirelocal.AgentPathsIn(dir)
 	if err := paths.WriteAgentFiles(string(conf), bundle); err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	cmd := exec.Command(b.spireAgentBin, "run", "-config", paths.Config)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	fmt.Fprintf(logf, "=== spire-agent (pid %d) attests with the VM's join token\n", cmd.Process.Pid)
-	return paths.WorkloadAPI(), func() {
+	return func() {
 		killSession(cmd.Process.Pid)
 		_ = cmd.Wait()
 	}, nil

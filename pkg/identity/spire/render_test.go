@@ -66,6 +66,7 @@ func TestSPIREBootstrapData(t *testing.T) {
 	g.Expect(cfg.JoinToken).To(BeEmpty(), "the token is spire-agent's alone")
 	g.Expect(cfg.Attestation).To(Equal(agent.AttestationSPIRE))
 	g.Expect(cfg.WorkloadAPIAddress).To(Equal("unix://" + bootstrap.SPIREWorkloadAPISocket))
+	g.Expect(cfg.SPIREAgentConfigPath).To(Equal(bootstrap.SPIREAgentConfigPath), "the agent scrubs the spent token there")
 	g.Expect(cfg.CABundle).To(Equal(string(in.TrustBundlePEM)))
 
 	in.SPIRE.ServerAddress = "unix:///run/spire/server/api.sock"
