@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -31,6 +33,8 @@ type Env struct {
 
 	env *envtest.Environment
 	dir string
+	// wrappers holds the control plane's binaries made to die with this process.
+	wrappers string
 }
 
 // Tools are the toolchain paths.
@@ -118,8 +122,12 @@ func Start() (*Env, error) {
 		return nil, err
 	}
 	e := &Env{Scheme: api.NewScheme(), RepoRoot: root, Tools: tools}
+	assets, err := e.dyingWithUs(tools.Assets)
+	if err != nil {
+		return nil, err
+	}
 	e.env = &envtest.Environment{
-		BinaryAssetsDirectory: tools.Assets,
+		BinaryAssetsDirectory: assets,
 		CRDDirectoryPaths: []string{
 			filepath.Join(root, "config", "crd", "bases"),
 			filepath.Join(tools.CAPIDir, "crds"),
@@ -161,10 +169,36 @@ func Start() (*Env, error) {
 // Stop tears the control plane down.
 func (e *Env) Stop() error {
 	err := e.env.Stop()
-	if e.dir != "" {
-		_ = os.RemoveAll(e.dir)
+	for _, dir := range []string{e.dir, e.wrappers} {
+		if dir != "" {
+			_ = os.RemoveAll(dir)
+		}
 	}
 	return err
+}
+
+// dyingWithUs returns a directory of etcd and kube-apiserver that die with this process: wrappers
+// that exec the real binaries under `setpriv --pdeathsig KILL`, so a test binary killed by a
+// timeout or a signal leaves no control plane behind. Without setpriv (util-linux) it returns
+// assets as they are.
+func (e *Env) dyingWithUs(assets string) (string, error) {
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil || goruntime.GOOS != "linux" {
+		return assets, nil
+	}
+	if e.wrappers, err = os.MkdirTemp("", "hyperfleet-envtest-bin-"); err != nil {
+		return "", err
+	}
+	for _, name := range []string{"etcd", "kube-apiserver"} {
+		script := fmt.Sprintf("#!/bin/sh\nexec %s --pdeathsig KILL -- %s \"$@\"\n", setpriv, filepath.Join(assets, name))
+		if err := os.WriteFile(filepath.Join(e.wrappers, name), []byte(script), 0o755); err != nil {
+			return "", err
+		}
+	}
+	if err := os.Symlink(filepath.Join(assets, "kubectl"), filepath.Join(e.wrappers, "kubectl")); err != nil {
+		return "", err
+	}
+	return e.wrappers, nil
 }
 
 // TempDir is a scratch directory removed with the environment.
