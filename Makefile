@@ -121,6 +121,10 @@ HELM ?= $(TOOLS_CACHE)/bin/helm
 release-manifests: ## Render clusterctl release assets into $(RELEASE_DIR)/: infrastructure- and bootstrap-components.yaml, metadata.yaml, cluster templates.
 	RELEASE_TAG=$(RELEASE_TAG) hack/release-manifests.sh "$(RELEASE_DIR)"
 
+.PHONY: release-agent
+release-agent: ## Build the in-VM agent as static Linux binaries (amd64, arm64) with SHA256SUMS into $(RELEASE_DIR)/.
+	RELEASE_TAG=$(RELEASE_TAG) hack/release-agent.sh "$(RELEASE_DIR)"
+
 .PHONY: helm
 helm: ## Lint the Helm chart and package it into $(RELEASE_DIR)/.
 	hack/helm.sh "$(TOOLS_CACHE)"

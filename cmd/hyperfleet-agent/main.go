@@ -19,6 +19,9 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/agent"
 )
 
+// version is set at release time (hack/release-agent.sh).
+var version = "dev"
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -41,8 +44,13 @@ func run(ctx context.Context, args []string) error {
 	retryWindow := fs.Duration("retry-window", 10*time.Minute, "how long to retry transient failures")
 	retryInterval := fs.Duration("retry-interval", 3*time.Second, "pause between retries")
 	stopGrace := fs.Duration("stop-grace", 30*time.Second, "time run.sh gets to exit after SIGTERM")
+	printVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *printVersion {
+		fmt.Println("hyperfleet-agent", version)
+		return nil
 	}
 	var cfg *agent.Config
 	var err error
