@@ -157,27 +157,45 @@ func (r *BootstrapConfigReconciler) reconcileClusterInfrastructure(_ context.Con
 
 // reconcileAttestation reports whether the VM has attested, and notices an unused token expiring.
 // The bootstrap service sets Attested=True; this step only fills the gaps before that.
-func (r *BootstrapConfigReconciler) reconcileAttestation(_ context.Context, s *bootstrapScope) (ctrl.Result, error) {
+func (r *BootstrapConfigReconciler) reconcileAttestation(ctx context.Context, s *bootstrapScope) (ctrl.Result, error) {
 	c := s.config
-	if c.Status.AttestedTime != nil || c.Status.JoinToken == nil || c.Status.JoinToken.RedeemedTime != nil {
+	exp := c.Status.TokenExpirationTime
+	if c.Status.AttestedTime != nil || exp == nil {
 		return ctrl.Result{}, nil
 	}
-	if exp := c.Status.TokenExpirationTime; exp != nil {
-		if remaining := time.Until(exp.Time); remaining > 0 {
-			if conditions.Get(c, bootstrapv1.AttestedCondition) == nil {
-				conditions.Set(c, metav1.Condition{Type: bootstrapv1.AttestedCondition, Status: metav1.ConditionFalse,
-					Reason: bootstrapv1.WaitingForAttestationReason, Message: "waiting for the VM to redeem its join token",
-					ObservedGeneration: c.Generation})
-			}
-			return ctrl.Result{RequeueAfter: remaining + time.Second}, nil
-		}
-		if conditions.GetReason(c, bootstrapv1.AttestedCondition) != bootstrapv1.TokenExpiredReason {
-			r.Recorder.Eventf(c, "Warning", bootstrapv1.TokenExpiredReason, "join token expired unused at %s", exp.UTC().Format(time.RFC3339))
-		}
-		conditions.Set(c, metav1.Condition{Type: bootstrapv1.AttestedCondition, Status: metav1.ConditionFalse,
-			Reason: bootstrapv1.TokenExpiredReason, Message: "the join token expired before the VM redeemed it",
-			ObservedGeneration: c.Generation})
+	if !isSPIRE(c) && (c.Status.JoinToken == nil || c.Status.JoinToken.RedeemedTime != nil) {
+		return ctrl.Result{}, nil // the bootstrap service records redemption itself
 	}
+	if isSPIRE(c) && conditions.GetReason(c, bootstrapv1.AttestedCondition) == bootstrapv1.TokenRedeemedReason {
+		return ctrl.Result{}, nil
+	}
+	if remaining := time.Until(exp.Time); remaining > 0 {
+		if conditions.Get(c, bootstrapv1.AttestedCondition) == nil {
+			conditions.Set(c, metav1.Condition{Type: bootstrapv1.AttestedCondition, Status: metav1.ConditionFalse,
+				Reason: bootstrapv1.WaitingForAttestationReason, Message: "waiting for the VM to redeem its join token",
+				ObservedGeneration: c.Generation})
+		}
+		return ctrl.Result{RequeueAfter: remaining + time.Second}, nil
+	}
+	if isSPIRE(c) {
+		// SPIRE redeems the token itself: ask it whether the VM's spire-agent spent it in time.
+		redeemed, err := r.spireRedeemed(ctx, c)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if redeemed {
+			conditions.Set(c, metav1.Condition{Type: bootstrapv1.AttestedCondition, Status: metav1.ConditionFalse,
+				Reason: bootstrapv1.TokenRedeemedReason, Message: "the VM's spire-agent attested with the join token; waiting for the VM to fetch its runner config",
+				ObservedGeneration: c.Generation})
+			return ctrl.Result{}, nil
+		}
+	}
+	if conditions.GetReason(c, bootstrapv1.AttestedCondition) != bootstrapv1.TokenExpiredReason {
+		r.Recorder.Eventf(c, "Warning", bootstrapv1.TokenExpiredReason, "join token expired unused at %s", exp.UTC().Format(time.RFC3339))
+	}
+	conditions.Set(c, metav1.Condition{Type: bootstrapv1.AttestedCondition, Status: metav1.ConditionFalse,
+		Reason: bootstrapv1.TokenExpiredReason, Message: "the join token expired before the VM redeemed it",
+		ObservedGeneration: c.Generation})
 	return ctrl.Result{}, nil
 }
 

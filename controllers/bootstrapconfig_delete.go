@@ -44,6 +44,36 @@ func (r *BootstrapConfigReconciler) reconcileDelete(ctx context.Context, c *boot
 	return ctrl.Result{}, helper.Patch(ctx, c)
 }
 
+// spireRedeemed asks the config's SPIRE server whether an agent attested with its join token.
+func (r *BootstrapConfigReconciler) spireRedeemed(ctx context.Context, c *bootstrapv1.BootstrapConfig) (bool, error) {
+	id, m, err := recordedMachine(c)
+	if err != nil || r.SPIREProvisioner == nil {
+		return false, err
+	}
+	p, err := r.provisionerFor(ctx, c)
+	if err != nil {
+		return false, err
+	}
+	checker, ok := p.(identity.RedemptionChecker)
+	if !ok {
+		return false, nil
+	}
+	return checker.Redeemed(ctx, id.TrustDomain(), m)
+}
+
+// recordedMachine is the SPIFFE ID recorded in status and the Machine it names.
+func recordedMachine(c *bootstrapv1.BootstrapConfig) (spiffeid.ID, identity.Machine, error) {
+	id, err := spiffeid.FromString(c.Status.SPIFFEID)
+	if err != nil {
+		return spiffeid.ID{}, identity.Machine{}, fmt.Errorf("status.spiffeID: %w", err)
+	}
+	ns, name, err := identity.ParseMachineID(id.TrustDomain(), id)
+	if err != nil {
+		return spiffeid.ID{}, identity.Machine{}, fmt.Errorf("status.spiffeID: %w", err)
+	}
+	return id, identity.Machine{Namespace: ns, Name: name}, nil
+}
+
 // releaseSPIRE deletes the entries and agent registered for the SPIFFE ID recorded in status. With
 // none recorded nothing was registered; with SPIRE no longer enabled on this manager nothing can be
 // done, and the config must not hang on that.
@@ -56,13 +86,9 @@ func (r *BootstrapConfigReconciler) releaseSPIRE(ctx context.Context, c *bootstr
 			"provider SPIRE is not enabled on this manager: the registration entries of %s stay on the SPIRE server", c.Status.SPIFFEID)
 		return nil
 	}
-	id, err := spiffeid.FromString(c.Status.SPIFFEID)
+	id, m, err := recordedMachine(c)
 	if err != nil {
-		return fmt.Errorf("status.spiffeID: %w", err)
-	}
-	ns, name, err := identity.ParseMachineID(id.TrustDomain(), id)
-	if err != nil {
-		return fmt.Errorf("status.spiffeID: %w", err)
+		return err
 	}
 	p, err := r.provisionerFor(ctx, c)
 	if err != nil {
@@ -72,7 +98,7 @@ func (r *BootstrapConfigReconciler) releaseSPIRE(ctx context.Context, c *bootstr
 	if !ok {
 		return nil
 	}
-	if err := releaser.Release(ctx, id.TrustDomain(), identity.Machine{Namespace: ns, Name: name}); err != nil {
+	if err := releaser.Release(ctx, id.TrustDomain(), m); err != nil {
 		return err
 	}
 	ctrl.LoggerFrom(ctx).Info("released the machine on the SPIRE server", "spiffeID", id.String())

@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -28,7 +30,7 @@ import (
 // provider SPIRE gets a join token and a registration entry from it, and deleting the config
 // removes them again.
 func TestBootstrapConfigWithSPIRE(t *testing.T) {
-	serverBin, _ := spiretest.Bins(t)
+	serverBin, agentBin := spiretest.Bins(t)
 	dir, err := os.MkdirTemp("", "hf-spire-")
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
@@ -46,12 +48,14 @@ func TestBootstrapConfigWithSPIRE(t *testing.T) {
 	})
 	ns := newNamespace(t)
 	runnerMachine(t, ns, "runner-a", "pool", true, nil)
-	spireConfig := func(name string) *bootstrapv1.BootstrapConfig {
+	spireConfigTTL := func(name string, ttl *metav1.Duration) *bootstrapv1.BootstrapConfig {
 		_, bc := runnerMachineInCluster(t, ns, name, "pool", func(bc *bootstrapv1.BootstrapConfig) {
-			bc.Spec.Attestation = bootstrapv1.AttestationSpec{Provider: bootstrapv1.IdentitySPIRE, SPIREServerAddress: server.Address}
+			bc.Spec.Attestation = bootstrapv1.AttestationSpec{Provider: bootstrapv1.IdentitySPIRE, SPIREServerAddress: server.Address,
+				JoinTokenTTL: ttl}
 		})
 		return bc
 	}
+	spireConfig := func(name string) *bootstrapv1.BootstrapConfig { return spireConfigTTL(name, nil) }
 	machineID := func(name string) spiffeid.ID {
 		id, err := identity.MachineID(td, ns, name)
 		NewWithT(t).Expect(err).NotTo(HaveOccurred())
@@ -96,6 +100,26 @@ func TestBootstrapConfigWithSPIRE(t *testing.T) {
 			return apierrors.IsNotFound(env.Client.Get(context.Background(), client.ObjectKeyFromObject(bc), bc))
 		}, 20*time.Second, 100*time.Millisecond).Should(BeTrue())
 		g.Expect(server.Entries(t, machineID("runner-b"))).To(BeEmpty(), "the entry went with the config")
+	})
+
+	t.Run("once the token expired, a spent one is told from an unused one", func(t *testing.T) {
+		g := NewWithT(t)
+		ttl := &metav1.Duration{Duration: 4 * time.Second}
+		spent, unused := spireConfigTTL("runner-d", ttl), spireConfigTTL("runner-e", ttl)
+		waitForData(g, spent)
+		waitForData(g, unused)
+		g.Expect(conditions.GetReason(spent, bootstrapv1.AttestedCondition)).To(Equal(bootstrapv1.WaitingForAttestationReason))
+		entries := server.Entries(t, machineID("runner-d"))
+		g.Expect(entries).To(HaveLen(1))
+		token := entries[0].ParentId.Path[len(spiretest.AgentPath("")):]
+		spiretest.StartAgent(t, "spire-agent-runner-d", agentBin, filepath.Join(dir, "runner-d"), server, token)
+
+		g.Eventually(func(g Gomega) {
+			get(g, spent)
+			g.Expect(conditions.GetReason(spent, bootstrapv1.AttestedCondition)).To(Equal(bootstrapv1.TokenRedeemedReason))
+			get(g, unused)
+			g.Expect(conditions.GetReason(unused, bootstrapv1.AttestedCondition)).To(Equal(bootstrapv1.TokenExpiredReason))
+		}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
 	})
 
 	t.Run("a config stays until the SPIRE server has forgotten its machine", func(t *testing.T) {

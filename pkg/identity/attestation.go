@@ -62,6 +62,12 @@ type Releaser interface {
 	Release(ctx context.Context, td spiffeid.TrustDomain, m Machine) error
 }
 
+// RedemptionChecker is implemented by provisioners whose tokens an external server redeems (SPIRE):
+// Redeemed tells whether the agent holding m's token has attested.
+type RedemptionChecker interface {
+	Redeemed(ctx context.Context, td spiffeid.TrustDomain, m Machine) (bool, error)
+}
+
 // Evidence is what a VM presents to attest.
 type Evidence struct {
 	// JoinToken for join-token attestation.

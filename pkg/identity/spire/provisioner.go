@@ -60,8 +60,9 @@ type Provisioner struct {
 }
 
 var (
-	_ identity.Provisioner = (*Provisioner)(nil)
-	_ identity.Releaser    = (*Provisioner)(nil)
+	_ identity.Provisioner       = (*Provisioner)(nil)
+	_ identity.Releaser          = (*Provisioner)(nil)
+	_ identity.RedemptionChecker = (*Provisioner)(nil)
 )
 
 // NewProvisioner connects to the SPIRE server in cfg. Over a Unix socket the connection is made on
@@ -160,26 +161,16 @@ func (p *Provisioner) createEntry(ctx context.Context, entry *types.Entry) error
 // for m's SPIFFE ID and evicts the agent they hang off, so a VM that outlived its Machine can
 // neither renew its SVID nor attest again. Releasing what is already gone is not an error.
 func (p *Provisioner) Release(ctx context.Context, td spiffeid.TrustDomain, m identity.Machine) error {
-	id, err := identity.MachineID(td, m.Namespace, m.Name)
-	if err != nil {
+	entries, err := p.machineEntries(ctx, td, m)
+	if err != nil || len(entries) == 0 {
 		return err
 	}
-	resp, err := p.entries.ListEntries(ctx, &entryv1.ListEntriesRequest{Filter: &entryv1.ListEntriesRequest_Filter{
-		BySpiffeId: &types.SPIFFEID{TrustDomain: td.Name(), Path: id.Path()},
-		ByHint:     wrapperspb.String(p.hint()),
-	}})
-	if err != nil {
-		return classify("listing registration entries", err)
-	}
-	if len(resp.Entries) == 0 {
-		return nil
-	}
-	ids := make([]string, 0, len(resp.Entries))
-	for _, e := range resp.Entries {
+	ids := make([]string, 0, len(entries))
+	for _, e := range entries {
 		ids = append(ids, e.Id)
 	}
 	// The agent first: while its entries exist, a failure here is retried with them in place.
-	for _, e := range resp.Entries {
+	for _, e := range entries {
 		if !strings.HasPrefix(e.ParentId.GetPath(), "/spire/agent/") {
 			continue
 		}
@@ -198,6 +189,45 @@ func (p *Provisioner) Release(ctx context.Context, td spiffeid.TrustDomain, m id
 		}
 	}
 	return nil
+}
+
+// Redeemed tells whether a spire-agent has attested with m's join token: whether the agent its
+// registration entries hang off is known to the server. (SPIRE deletes a token on its first use,
+// so the token itself cannot tell a spent one from an expired one.)
+func (p *Provisioner) Redeemed(ctx context.Context, td spiffeid.TrustDomain, m identity.Machine) (bool, error) {
+	entries, err := p.machineEntries(ctx, td, m)
+	if err != nil {
+		return false, err
+	}
+	for _, e := range entries {
+		if !strings.HasPrefix(e.ParentId.GetPath(), "/spire/agent/") {
+			continue
+		}
+		_, err := p.agents.GetAgent(ctx, &agentv1.GetAgentRequest{Id: e.ParentId})
+		switch {
+		case err == nil:
+			return true, nil
+		case status.Code(err) != codes.NotFound:
+			return false, classify("reading the machine's SPIRE agent", err)
+		}
+	}
+	return false, nil
+}
+
+// machineEntries lists the registration entries HyperFleet created for m.
+func (p *Provisioner) machineEntries(ctx context.Context, td spiffeid.TrustDomain, m identity.Machine) ([]*types.Entry, error) {
+	id, err := identity.MachineID(td, m.Namespace, m.Name)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := p.entries.ListEntries(ctx, &entryv1.ListEntriesRequest{Filter: &entryv1.ListEntriesRequest_Filter{
+		BySpiffeId: &types.SPIFFEID{TrustDomain: td.Name(), Path: id.Path()},
+		ByHint:     wrapperspb.String(p.hint()),
+	}})
+	if err != nil {
+		return nil, classify("listing registration entries", err)
+	}
+	return resp.Entries, nil
 }
 
 // TrustBundlePEM returns the server's X.509 authorities: spire-agent's trust_bundle, and what the

@@ -91,6 +91,7 @@ func TestProvisionerWithRealSPIRE(t *testing.T) {
 			}
 			return svid.ID.String(), nil
 		}, 30*time.Second, 250*time.Millisecond).Should(Equal(cred.ID.String()))
+		g.Expect(p.Redeemed(withTimeout(t, 5*time.Second), td, machine)).To(BeTrue(), "the token was spent by an agent")
 	})
 
 	t.Run("over TCP the manager authenticates with its own admin SVID", func(t *testing.T) {
@@ -153,6 +154,8 @@ func TestProvisionerWithRealSPIRE(t *testing.T) {
 		g.Eventually(agent.Log, 20*time.Second, 200*time.Millisecond).Should(ContainSubstring("join token expired"))
 		agentID, _ := AgentID(td, short.JoinToken)
 		g.Expect(server.AgentIDs(t)).NotTo(ContainElement(agentID.String()))
+		g.Expect(p.Redeemed(withTimeout(t, 5*time.Second), td, identity.Machine{Namespace: "runners", Name: "runner-late"})).To(BeFalse(),
+			"an expired token was never spent")
 	})
 
 	t.Run("release deletes the machine's entries and evicts its agent, once", func(t *testing.T) {
