@@ -137,6 +137,11 @@ func Start() (*Env, error) {
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		ControlPlaneStopTimeout:  time.Minute,
 	}
+	// Explicit paths: envtest would otherwise prefer KUBEBUILDER_ASSETS (which make exports) to
+	// BinaryAssetsDirectory and bypass the wrappers.
+	e.env.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(assets, "etcd")}
+	e.env.ControlPlane.GetAPIServer().Path = filepath.Join(assets, "kube-apiserver")
+	e.env.ControlPlane.KubectlPath = tools.Kubectl()
 	if e.Config, err = e.env.Start(); err != nil {
 		return nil, fmt.Errorf("starting envtest: %w", err)
 	}
@@ -194,9 +199,6 @@ func (e *Env) dyingWithUs(assets string) (string, error) {
 		if err := os.WriteFile(filepath.Join(e.wrappers, name), []byte(script), 0o755); err != nil {
 			return "", err
 		}
-	}
-	if err := os.Symlink(filepath.Join(assets, "kubectl"), filepath.Join(e.wrappers, "kubectl")); err != nil {
-		return "", err
 	}
 	return e.wrappers, nil
 }
