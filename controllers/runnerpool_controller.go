@@ -37,7 +37,10 @@ import (
 // it compares the runners that exist with the desired count and creates or removes Machines (each
 // with a MachineClaim and a BootstrapConfig from the pool's templates).
 type RunnerPoolReconciler struct {
-	Client      client.Client
+	Client client.Client
+	// APIReader reads a runner's BootstrapConfig past the cache before the runner is removed; the
+	// cached Client when nil.
+	APIReader   client.Reader
 	Recorder    record.EventRecorder
 	Demand      *demand.Store
 	Platforms   PlatformSource
@@ -70,7 +73,7 @@ type poolScope struct {
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=machineclaims,verbs=create;patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=machineclaimtemplates,verbs=get;list;watch
-// +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=bootstrapconfigs,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=bootstrapconfigs,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=bootstrapconfigtemplates,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch
 

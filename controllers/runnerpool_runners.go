@@ -167,13 +167,17 @@ func (r *RunnerPoolReconciler) removeRunner(ctx context.Context, s *poolScope, r
 	if !ok {
 		return false, nil
 	}
-	var wasReady bool
-	for _, rn := range s.runners {
-		if rn.Name == rm.Name {
-			wasReady = rn.Ready
-		}
+	config, err := r.retire(ctx, m)
+	if err != nil {
+		return false, err
 	}
-	if wasReady && r.Platforms != nil {
+	if config == runnerConfigIssuing && (rm.Reason == scaling.ReasonScaleDown || rm.Reason == scaling.ReasonIdleTTL) {
+		// The runner is being registered right now and may take a job the moment it is: decide
+		// once the bootstrap service is done (its status update brings the pool back).
+		ctrl.LoggerFrom(ctx).Info("runner config is being issued; deciding after", "Machine", rm.Name)
+		return false, nil
+	}
+	if config != runnerConfigRetired && r.Platforms != nil {
 		err := r.deregister(ctx, s, rm.Name)
 		switch {
 		case errors.Is(err, platform.ErrRunnerBusy):

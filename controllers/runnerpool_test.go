@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -181,4 +182,52 @@ func TestScaleDownRemovesTheRunnersParts(t *testing.T) {
 		g.Expect(env.Client.List(ctx, configs, client.InNamespace(ns))).To(Succeed())
 		g.Expect(configs.Items).To(BeEmpty(), "no BootstrapConfig is left behind")
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+}
+
+// TestScaleDownWaitsWhileARunnerRegisters scales a pool down while the bootstrap service is issuing
+// one runner's config (registering it with GitHub): that runner could take a job the moment it
+// registers, so it stays until the issuing ends; the other, which never got a config, goes at once.
+func TestScaleDownWaitsWhileARunnerRegisters(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	sim := pvesim.StartForTest(t, pvesim.Config{})
+	startManager(t)
+	ns := newNamespace(t)
+	capiFleet(t, ns, sim)
+	runnerTemplates(t, ns)
+	pool := builder.NewRunnerPool("linux", ns).WithCluster("fleet").WithBounds(0, 3).WithReplicas(2).
+		WithTemplates("runner", "runner").Build()
+	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
+	var machines []clusterv1.Machine
+	g.Eventually(func(g Gomega) {
+		machines = poolMachines(g, pool)
+		g.Expect(machines).To(HaveLen(2))
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	registering, idle := machines[0].Name, machines[1].Name
+	setRunnerConfigTime := func(at *metav1.Time) {
+		g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			bc := &bootstrapv1.BootstrapConfig{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: registering}, bc); err != nil {
+				return err
+			}
+			bc.Status.RunnerConfigTime = at
+			return env.Client.Status().Update(ctx, bc)
+		})).To(Succeed())
+	}
+	setRunnerConfigTime(ptr.To(metav1.Now()))
+
+	got := get(g, pool)
+	scaled := client.MergeFrom(got.DeepCopy())
+	got.Spec.Replicas = ptr.To[int32](0)
+	g.Expect(env.Client.Patch(ctx, got, scaled)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(poolMachines(g, pool)).To(ConsistOf(HaveField("Name", registering)))
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed(), "%s never got a config and goes", idle)
+	g.Consistently(func(g Gomega) {
+		g.Expect(poolMachines(g, pool)).To(ConsistOf(HaveField("Name", registering)))
+	}, 2*time.Second, 200*time.Millisecond).Should(Succeed(), "a runner being registered stays")
+
+	// The registration failed and the service gave the claim back: now the pool can retire it.
+	setRunnerConfigTime(nil)
+	g.Eventually(func(g Gomega) { g.Expect(poolMachines(g, pool)).To(BeEmpty()) }, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 }

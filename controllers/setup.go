@@ -186,6 +186,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 
 	pools := &RunnerPoolReconciler{
 		Client:         mgr.GetClient(),
+		APIReader:      mgr.GetAPIReader(),
 		Recorder:       mgr.GetEventRecorderFor("runnerpool-controller"),
 		Demand:         demand.NewStore(mgr.GetClient()),
 		Platforms:      &github.PoolClients{Reader: mgr.GetClient(), Transport: opts.GitHubTransport},

@@ -8,6 +8,12 @@ import (
 // registration entries it created on the SPIRE server for the Machine and evicted its agent.
 const SPIREFinalizer = "spire.bootstrapconfig.bootstrap.cluster.x-k8s.io"
 
+// RunnerRetiredAnnotation on a BootstrapConfig says its RunnerPool removed the runner before the
+// bootstrap service issued its runner config: the service never issues it afterwards. The pool sets
+// it with the config's resourceVersion and the service claims the config the same way, so exactly
+// one of them wins.
+const RunnerRetiredAnnotation = "hyperfleet.io/runner-retired"
+
 // AttestationMethod is how a VM proves its identity to the bootstrap service.
 // +kubebuilder:validation:Enum=JoinToken;TPM
 type AttestationMethod string

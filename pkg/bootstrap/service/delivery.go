@@ -23,6 +23,9 @@ const maxClaimAttempts = 5
 // claim also guarantees the platform's "one registration per name at a time" rule.
 func (s *Server) claimRunnerConfig(ctx context.Context, t *target) error {
 	for range maxClaimAttempts {
+		if t.config.Annotations[bootstrapv1.RunnerRetiredAnnotation] != "" {
+			return refusal(http.StatusForbidden, fmt.Errorf("the RunnerPool removed %s before its runner config was issued", t.id))
+		}
 		if at := t.config.Status.RunnerConfigTime; at != nil {
 			return refusal(http.StatusConflict, fmt.Errorf("runner config of %s was already issued at %s", t.id, at.UTC().Format(time.RFC3339)))
 		}

@@ -155,3 +155,22 @@ func TestDeregisterRunnerThatNeverRan(t *testing.T) {
 	g.Expect(resp.StatusCode).To(Equal(http.StatusNoContent))
 	g.Expect(h.gh.Runners()).To(BeEmpty())
 }
+
+// A runner its pool retired before it got its config never registers, even though its VM attested.
+func TestRetiredRunnerGetsNoConfig(t *testing.T) {
+	g := NewWithT(t)
+	h := startService(t)
+	m := h.machine(t, "vm-retired", time.Minute)
+	svid, status := h.attest(t, m.Token)
+	g.Expect(status).To(Equal(http.StatusOK))
+
+	cfg := bootstraptest.Get(t, env.Client, m.Config)
+	cfg.Annotations = map[string]string{bootstrapv1.RunnerRetiredAnnotation: "true"}
+	g.Expect(env.Client.Update(context.Background(), cfg)).To(Succeed())
+
+	status, _, err := h.runnerConfig(h.mtls(svid))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(status).To(Equal(http.StatusForbidden))
+	g.Expect(h.gh.Runners()).To(BeEmpty(), "no runner registered for a retired Machine")
+	g.Expect(bootstraptest.Get(t, env.Client, m.Config).Status.RunnerConfigTime).To(BeNil())
+}
