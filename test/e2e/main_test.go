@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -47,31 +46,9 @@ func TestMain(m *testing.M) {
 		fmt.Println("e2e: skipped in -short mode")
 		os.Exit(0)
 	}
-	stateDir, err := os.MkdirTemp("", "hyperfleet-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	fleet, err = devfleet.Start(ctx, devfleet.Options{
-		StateDir:    stateDir,
+	os.Exit(devfleet.RunTests("e2e", devfleet.Options{
 		Pool:        devfleet.PoolOptions{Min: 1, Max: 5, Labels: []string{"linux", "x64"}},
 		JobDuration: 2 * time.Second,
 		OnVMEvent:   boots.observe,
-	})
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the local fleet:", err)
-		_ = os.RemoveAll(stateDir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	fleet.Stop()
-	if code != 0 {
-		// The component and VM logs explain a failure; keep them.
-		fmt.Fprintln(os.Stderr, "e2e: logs kept in", fleet.State.LogDir)
-	} else {
-		_ = os.RemoveAll(stateDir)
-	}
-	os.Exit(code)
+	}, func(f *devfleet.Fleet) int { fleet = f; return m.Run() }))
 }

@@ -28,32 +28,11 @@ func TestMain(m *testing.M) {
 		fmt.Println("e2e (SPIRE): skipped in -short mode")
 		os.Exit(0)
 	}
-	stateDir, err := os.MkdirTemp("", "hyperfleet-e2e-spire-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	fleet, err = devfleet.Start(ctx, devfleet.Options{
-		StateDir:    stateDir,
+	os.Exit(devfleet.RunTests("e2e-spire", devfleet.Options{
 		Identity:    devfleet.IdentitySPIRE,
 		Pool:        devfleet.PoolOptions{Min: 1, Max: 3, Labels: []string{"linux", "x64"}},
 		JobDuration: time.Second,
-	})
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the local fleet with SPIRE:", err)
-		_ = os.RemoveAll(stateDir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	fleet.Stop()
-	if code != 0 {
-		fmt.Fprintln(os.Stderr, "e2e (SPIRE): logs kept in", fleet.State.LogDir)
-	} else {
-		_ = os.RemoveAll(stateDir)
-	}
-	os.Exit(code)
+	}, func(f *devfleet.Fleet) int { fleet = f; return m.Run() }))
 }
 
 const jobs = 6
