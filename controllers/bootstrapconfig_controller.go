@@ -166,8 +166,9 @@ func (r *BootstrapConfigReconciler) reconcileAttestation(ctx context.Context, s 
 	if !isSPIRE(c) && (c.Status.JoinToken == nil || c.Status.JoinToken.RedeemedTime != nil) {
 		return ctrl.Result{}, nil // the bootstrap service records redemption itself
 	}
-	if isSPIRE(c) && conditions.GetReason(c, bootstrapv1.AttestedCondition) == bootstrapv1.TokenRedeemedReason {
-		return ctrl.Result{}, nil
+	if reason := conditions.GetReason(c, bootstrapv1.AttestedCondition); isSPIRE(c) &&
+		(reason == bootstrapv1.TokenRedeemedReason || reason == bootstrapv1.TokenExpiredReason) {
+		return ctrl.Result{}, nil // decided once, at expiry: SPIRE was asked already
 	}
 	if remaining := time.Until(exp.Time); remaining > 0 {
 		if conditions.Get(c, bootstrapv1.AttestedCondition) == nil {
