@@ -64,8 +64,10 @@ type poolScope struct {
 	// machines are the pool's Machines, by name.
 	machines map[string]*clusterv1.Machine
 	runners  []scaling.Runner
-	demand   demand.Demand
-	plan     scaling.Plan
+	// recheck is when the next runner timeout falls due (zero: none).
+	recheck time.Duration
+	demand  demand.Demand
+	plan    scaling.Plan
 }
 
 // +kubebuilder:rbac:groups=hyperfleet.io,resources=runnerpools,verbs=get;list;watch;update;patch
@@ -150,7 +152,12 @@ func (r *RunnerPoolReconciler) reconcileNormal(ctx context.Context, s *poolScope
 			return res, err
 		}
 	}
-	return ctrl.Result{RequeueAfter: r.repairInterval()}, nil
+	// Look again at the next repair, or when a runner's timeout falls due if that is sooner.
+	next := r.repairInterval()
+	if s.recheck > 0 && s.recheck < next {
+		next = s.recheck
+	}
+	return ctrl.Result{RequeueAfter: next}, nil
 }
 
 // reconcileDemand reads the pool's job ledger.
@@ -177,19 +184,25 @@ func (r *RunnerPoolReconciler) reconcileReplicas(ctx context.Context, s *poolSco
 		}
 	}
 	s.plan = scaling.Decide(policyOf(s.pool), scaling.Demand{Queued: s.demand.Queued, Busy: busy}, s.runners, time.Now())
+	s.recheck = s.plan.Recheck
 	var errs []error
-	removed := 0
+	removed, create := 0, s.plan.Create
 	for _, rm := range s.plan.Remove {
 		ok, err := r.removeRunner(ctx, s, rm)
 		if err != nil {
 			errs = append(errs, err)
 		}
-		if ok {
+		switch {
+		case ok:
 			removed++
+		case rm.Reason != scaling.ReasonScaleDown && create > 0:
+			// A runner to be replaced stays (it has a job, or is being registered): it keeps its
+			// place, or the pool would outgrow its maximum.
+			create--
 		}
 	}
 	var created []string
-	for i := 0; i < s.plan.Create; i++ {
+	for i := 0; i < create; i++ {
 		name, err := r.createRunner(ctx, s)
 		if err != nil {
 			errs = append(errs, err)

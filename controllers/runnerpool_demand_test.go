@@ -1,7 +1,9 @@
 package controllers_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"testing"
@@ -10,8 +12,10 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/config"
@@ -127,4 +131,76 @@ func TestFiftyWebhooksFiftyVMs(t *testing.T) {
 		g.Expect(poolMachines(g, pool)).To(HaveLen(50))
 		g.Expect(len(ownedVMs(sim))).To(Equal(50))
 	}, 3*time.Second, 500*time.Millisecond).Should(Succeed())
+}
+
+// TestBootstrapTimeoutSparesARunnerWithAJob: a runner whose Machine never looked bootstrapped (its
+// completion was never recorded) but which registered and took a job is not removed for its
+// bootstrap timeout: GitHub, asked first, says it is busy. (The job ledger does not know the job:
+// no webhook reached the pool, so only GitHub can tell.)
+func TestBootstrapTimeoutSparesARunnerWithAJob(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	gh := fakegithub.StartForTest(t, fakegithub.Options{})
+	gh.AddRepository("acme/app")
+	sim := pvesim.StartForTest(t, pvesim.Config{})
+	startManager(t)
+	ns := newNamespace(t)
+	pool := githubPool(t, ns, "acme", 1, sim, gh)
+	var name string
+	g.Eventually(func(g Gomega) {
+		ms := poolMachines(g, pool)
+		g.Expect(ms).To(BeEmpty())
+	}, 10*time.Second, 100*time.Millisecond).Should(Succeed())
+	got := get(g, pool)
+	floor := client.MergeFrom(got.DeepCopy())
+	got.Spec.MinReplicas = 1
+	got.Spec.BootstrapTimeout = &metav1.Duration{Duration: 3 * time.Second}
+	g.Expect(env.Client.Patch(ctx, got, floor)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		ms := poolMachines(g, pool)
+		g.Expect(ms).To(HaveLen(1))
+		name = ms[0].Name
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+
+	// What the bootstrap service did, except recording its completion: the config was issued
+	// (long enough ago to count as done) and the runner registered and took a job.
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		bc := &bootstrapv1.BootstrapConfig{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, bc); err != nil {
+			return err
+		}
+		bc.Status.RunnerConfigTime = &metav1.Time{Time: time.Now().Add(-10 * time.Minute)}
+		return env.Client.Status().Update(ctx, bc)
+	})).To(Succeed())
+	jit := registerJITRunner(t, gh, "acme", name)
+	job := gh.CreateJob("acme/app", []string{"self-hosted", "linux"})
+	runner, err := fakegithub.NewRunnerClient(jit, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(runner.Online(ctx)).To(Succeed())
+	g.Expect(runner.Acquire(ctx)).To(Equal(job.ID))
+
+	g.Consistently(func(g Gomega) {
+		g.Expect(poolMachines(g, pool)).To(ConsistOf(HaveField("Name", name)))
+	}, 8*time.Second, 250*time.Millisecond).Should(Succeed(), "the busy runner outlives its bootstrap timeout")
+	g.Expect(gh.Runners()).To(ConsistOf(HaveField("Name", name)))
+}
+
+// registerJITRunner registers a just-in-time runner named name in org, as the bootstrap service
+// does, and returns its encoded JIT config.
+func registerJITRunner(t *testing.T, gh *fakegithub.Server, org, name string) string {
+	t.Helper()
+	g := NewWithT(t)
+	body, _ := json.Marshal(map[string]any{"name": name, "runner_group_id": 1, "labels": []string{"self-hosted", "linux"}})
+	req, err := http.NewRequest(http.MethodPost, gh.URL()+"/orgs/"+org+"/actions/runners/generate-jitconfig", bytes.NewReader(body))
+	g.Expect(err).NotTo(HaveOccurred())
+	req.Header.Set("Authorization", "token "+mintInstallationToken(t, gh, org))
+	resp, err := http.DefaultClient.Do(req)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	g.Expect(resp.StatusCode).To(Equal(http.StatusCreated))
+	var out struct {
+		EncodedJITConfig string `json:"encoded_jit_config"`
+	}
+	g.Expect(json.NewDecoder(resp.Body).Decode(&out)).To(Succeed())
+	return out.EncodedJITConfig
 }

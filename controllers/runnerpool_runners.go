@@ -151,6 +151,17 @@ func (r *RunnerPoolReconciler) createRunner(ctx context.Context, s *poolScope) (
 	return name, nil
 }
 
+// sparesJobs tells the removals that must never kill a job: the pool has too many runners, one
+// idled too long, or one seemed never to bootstrap (a runner running a job plainly did). An unhealthy
+// runner or one past its maximum lifetime goes regardless.
+func sparesJobs(reason scaling.Reason) bool {
+	switch reason {
+	case scaling.ReasonScaleDown, scaling.ReasonIdleTTL, scaling.ReasonBootstrapTimeout:
+		return true
+	}
+	return false
+}
+
 func (r *RunnerPoolReconciler) templateError(s *poolScope, kind, name string, err error) error {
 	if apierrors.IsNotFound(err) {
 		conditions.Set(s.pool, metav1.Condition{Type: fleetv1.ReadyCondition, Status: metav1.ConditionFalse,
@@ -171,7 +182,7 @@ func (r *RunnerPoolReconciler) removeRunner(ctx context.Context, s *poolScope, r
 	if err != nil {
 		return false, err
 	}
-	if config == runnerConfigIssuing && (rm.Reason == scaling.ReasonScaleDown || rm.Reason == scaling.ReasonIdleTTL) {
+	if config == runnerConfigIssuing && sparesJobs(rm.Reason) {
 		// The runner is being registered right now and may take a job the moment it is: decide
 		// once the bootstrap service is done (its status update brings the pool back).
 		ctrl.LoggerFrom(ctx).Info("runner config is being issued; deciding after", "Machine", rm.Name)
@@ -181,7 +192,7 @@ func (r *RunnerPoolReconciler) removeRunner(ctx context.Context, s *poolScope, r
 		err := r.deregister(ctx, s, rm.Name)
 		switch {
 		case errors.Is(err, platform.ErrRunnerBusy):
-			if rm.Reason == scaling.ReasonScaleDown || rm.Reason == scaling.ReasonIdleTTL {
+			if sparesJobs(rm.Reason) {
 				ctrl.LoggerFrom(ctx).Info("runner picked up a job; keeping it", "Machine", rm.Name)
 				return false, nil
 			}

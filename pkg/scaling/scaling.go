@@ -65,6 +65,9 @@ type Plan struct {
 	Limited bool
 	Create  int
 	Remove  []Removal
+	// Recheck is when the first of the kept runners' timeouts (lifetime, bootstrap, idle) falls
+	// due, so the pool looks again then rather than at its next event; zero when none is armed.
+	Recheck time.Duration
 }
 
 // DesiredReplicas is busy + queued + idle floor (or the explicit replicas), clamped to [Min, Max].
@@ -91,6 +94,9 @@ func Decide(p Policy, d Demand, runners []Runner, now time.Time) Plan {
 		if reason, ok := mustReplace(p, r, now); ok {
 			plan.Remove = append(plan.Remove, Removal{Name: r.Name, Reason: reason})
 			continue
+		}
+		if due := nextTimeout(p, r, now); due > 0 && (plan.Recheck == 0 || due < plan.Recheck) {
+			plan.Recheck = due
 		}
 		keep = append(keep, r)
 	}
@@ -119,6 +125,30 @@ func mustReplace(p Policy, r Runner, now time.Time) (Reason, bool) {
 		return ReasonIdleTTL, true
 	}
 	return "", false
+}
+
+// nextTimeout is how long until one of r's timeouts would replace it (as mustReplace judges), or
+// zero when none applies.
+func nextTimeout(p Policy, r Runner, now time.Time) time.Duration {
+	var due time.Duration
+	arm := func(limit time.Duration, since time.Time) {
+		if limit <= 0 || since.IsZero() {
+			return
+		}
+		// Just past the limit: mustReplace needs now - since > limit.
+		if d := since.Add(limit).Sub(now) + time.Millisecond; d > 0 && (due == 0 || d < due) {
+			due = d
+		}
+	}
+	arm(p.MaxLifetime, r.Created)
+	switch {
+	case r.Busy:
+	case !r.Ready:
+		arm(p.BootstrapTimeout, r.Created)
+	default:
+		arm(p.IdleTTL, r.ReadySince)
+	}
+	return due
 }
 
 func idleCount(rs []Runner) int {

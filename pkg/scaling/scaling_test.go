@@ -86,6 +86,36 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// TestDecideRecheck: the plan says when the first timeout of the runners it keeps falls due, and
+// deciding again at that moment replaces the runner.
+func TestDecideRecheck(t *testing.T) {
+	p := Policy{Min: 1, Max: 5, IdleTTL: 30 * time.Minute, MaxLifetime: 24 * time.Hour, BootstrapTimeout: 10 * time.Minute}
+	now := t0.Add(48 * time.Hour)
+	for _, tc := range []struct {
+		name   string
+		runner Runner
+		want   time.Duration
+		reason Reason
+	}{
+		{"booting: its bootstrap timeout", Runner{Name: "b", Created: now.Add(-4 * time.Minute)}, 6 * time.Minute, ReasonBootstrapTimeout},
+		{"idle: its idle TTL", Runner{Name: "i", Created: now.Add(-time.Hour), Ready: true, ReadySince: now.Add(-20 * time.Minute)},
+			10 * time.Minute, ReasonIdleTTL},
+		{"busy: only its lifetime", Runner{Name: "j", Created: now.Add(-23 * time.Hour), Ready: true, ReadySince: now.Add(-time.Hour), Busy: true},
+			time.Hour, ReasonMaxLifetime},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			plan := Decide(p, Demand{Busy: 1}, []Runner{tc.runner}, now)
+			g.Expect(plan.Remove).To(BeEmpty())
+			g.Expect(plan.Recheck).To(BeNumerically("~", tc.want, 10*time.Millisecond))
+			later := Decide(p, Demand{Busy: 1}, []Runner{tc.runner}, now.Add(plan.Recheck))
+			g.Expect(later.Remove).To(ConsistOf(Removal{Name: tc.runner.Name, Reason: tc.reason}), "due means due")
+		})
+	}
+	g := NewWithT(t)
+	g.Expect(Decide(Policy{Min: 1, Max: 5}, Demand{}, []Runner{{Name: "a", Created: now}}, now).Recheck).To(BeZero(), "no timeout armed")
+}
+
 // TestDecideProperties checks the pool invariants over random pools: bounds hold, busy runners are
 // never scaled down, and applying a plan reaches the desired size whenever idle runners allow it.
 func TestDecideProperties(t *testing.T) {
