@@ -158,21 +158,8 @@ func TestClusterDeletionRemovesTheFleet(t *testing.T) {
 func TestScaleDownRemovesTheRunnersParts(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	sim := pvesim.StartForTest(t, pvesim.Config{})
-	startManager(t)
-	ns := newNamespace(t)
-	capiFleet(t, ns, sim)
-	runnerTemplates(t, ns)
-	pool := builder.NewRunnerPool("linux", ns).WithCluster("fleet").WithBounds(0, 3).WithReplicas(2).
-		WithTemplates("runner", "runner").Build()
-	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
-	g.Eventually(func(g Gomega) { g.Expect(poolMachines(g, pool)).To(HaveLen(2)) }, 30*time.Second, 100*time.Millisecond).Should(Succeed())
-
-	// A merge patch, as kubectl scale would: the controller updates the pool's status meanwhile.
-	got := get(g, pool)
-	scaled := client.MergeFrom(got.DeepCopy())
-	got.Spec.Replicas = ptr.To[int32](0)
-	g.Expect(env.Client.Patch(ctx, got, scaled)).To(Succeed())
+	pool, ns := twoRunnerPool(t)
+	scalePool(g, pool, 0)
 	g.Eventually(func(g Gomega) {
 		g.Expect(poolMachines(g, pool)).To(BeEmpty())
 		claims := &infrav1.MachineClaimList{}
@@ -190,19 +177,8 @@ func TestScaleDownRemovesTheRunnersParts(t *testing.T) {
 func TestScaleDownWaitsWhileARunnerRegisters(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	sim := pvesim.StartForTest(t, pvesim.Config{})
-	startManager(t)
-	ns := newNamespace(t)
-	capiFleet(t, ns, sim)
-	runnerTemplates(t, ns)
-	pool := builder.NewRunnerPool("linux", ns).WithCluster("fleet").WithBounds(0, 3).WithReplicas(2).
-		WithTemplates("runner", "runner").Build()
-	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
-	var machines []clusterv1.Machine
-	g.Eventually(func(g Gomega) {
-		machines = poolMachines(g, pool)
-		g.Expect(machines).To(HaveLen(2))
-	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	pool, ns := twoRunnerPool(t)
+	machines := poolMachines(g, pool)
 	registering, idle := machines[0].Name, machines[1].Name
 	setRunnerConfigTime := func(at *metav1.Time) {
 		g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -216,10 +192,7 @@ func TestScaleDownWaitsWhileARunnerRegisters(t *testing.T) {
 	}
 	setRunnerConfigTime(ptr.To(metav1.Now()))
 
-	got := get(g, pool)
-	scaled := client.MergeFrom(got.DeepCopy())
-	got.Spec.Replicas = ptr.To[int32](0)
-	g.Expect(env.Client.Patch(ctx, got, scaled)).To(Succeed())
+	scalePool(g, pool, 0)
 	g.Eventually(func(g Gomega) {
 		g.Expect(poolMachines(g, pool)).To(ConsistOf(HaveField("Name", registering)))
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed(), "%s never got a config and goes", idle)
@@ -230,4 +203,30 @@ func TestScaleDownWaitsWhileARunnerRegisters(t *testing.T) {
 	// The registration failed and the service gave the claim back: now the pool can retire it.
 	setRunnerConfigTime(nil)
 	g.Eventually(func(g Gomega) { g.Expect(poolMachines(g, pool)).To(BeEmpty()) }, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+}
+
+// twoRunnerPool starts the manager (no Cluster API controllers) on a simulated fleet and creates a
+// pool of two replicas, returning once both Machines exist.
+func twoRunnerPool(t *testing.T) (*fleetv1.RunnerPool, string) {
+	t.Helper()
+	g := NewWithT(t)
+	sim := pvesim.StartForTest(t, pvesim.Config{})
+	startManager(t)
+	ns := newNamespace(t)
+	capiFleet(t, ns, sim)
+	runnerTemplates(t, ns)
+	pool := builder.NewRunnerPool("linux", ns).WithCluster("fleet").WithBounds(0, 3).WithReplicas(2).
+		WithTemplates("runner", "runner").Build()
+	g.Expect(env.Client.Create(context.Background(), pool)).To(Succeed())
+	g.Eventually(func(g Gomega) { g.Expect(poolMachines(g, pool)).To(HaveLen(2)) }, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	return pool, ns
+}
+
+// scalePool sets the pool's replicas with a merge patch, as kubectl scale would: the controller
+// updates the pool's status meanwhile.
+func scalePool(g Gomega, pool *fleetv1.RunnerPool, replicas int32) {
+	got := get(g, pool)
+	scaled := client.MergeFrom(got.DeepCopy())
+	got.Spec.Replicas = ptr.To(replicas)
+	g.Expect(env.Client.Patch(context.Background(), got, scaled)).To(Succeed())
 }
