@@ -22,6 +22,7 @@ all: build
 
 .PHONY: tools
 tools: ## Build (or reuse) the offline toolchain: envtest binaries, CAPI manager, clusterctl, controller-gen.
+	hack/prereqs.sh
 	hack/tools.sh "$(TOOLS_CACHE)"
 	hack/helm.sh "$(TOOLS_CACHE)"
 	hack/spire.sh "$(TOOLS_CACHE)"
@@ -70,6 +71,11 @@ test-integration: tools ## envtest-backed controller tests.
 .PHONY: test-e2e
 test-e2e: tools ## End-to-end tests on the local fleet.
 	go test -count=1 -timeout 30m $(GO_TEST_FLAGS) ./test/e2e/...
+
+.PHONY: fuzz
+FUZZTIME ?= 30s
+fuzz: ## Run every fuzz target for $(FUZZTIME) each (go test runs their seed corpora on every change).
+	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 .PHONY: bench
 bench: tools ## Benchmarks and their reports (API calls per VM, reconcile cost).

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the system packages HyperFleet's toolchain and tests need and Go cannot fetch:
+# gcc (SPIRE's sqlite datastore needs cgo), swtpm and swtpm-tools (TPM attestation tests run
+# against a software TPM and fail, not skip, without it) and make/git (the build itself).
+# As root on a Debian or Ubuntu machine it installs what is missing with apt-get; otherwise it
+# stops at once with the one command to run. Idempotent: with everything present it prints nothing.
+#
+#   hack/prereqs.sh
+set -euo pipefail
+
+# command -> Debian packages providing it
+declare -A pkgs=(
+  [gcc]="gcc libc6-dev"
+  [swtpm]="swtpm"
+  [swtpm_setup]="swtpm-tools"
+  [git]="git"
+  [make]="make"
+)
+missing=()
+for cmd in gcc swtpm swtpm_setup git make; do
+  command -v "$cmd" >/dev/null 2>&1 || missing+=(${pkgs[$cmd]})
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+install="apt-get update && apt-get install -y ${missing[*]}"
+if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "[prereqs] installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >&2 && apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+  exit 0
+fi
+sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo "
+echo "missing system packages (${missing[*]}); run: ${sudo}sh -c '$install'" >&2
+exit 1
