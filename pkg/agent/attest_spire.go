@@ -8,17 +8,6 @@ import (
 	"github.com/spiffe/go-spiffe/v2/workloadapi"
 )
 
-// AttestationJoinToken is Config.Attestation (and its default) for redeeming the join token with
-// the bootstrap service.
-const AttestationJoinToken = "JoinToken"
-
-// AttestationSPIRE is Config.Attestation when the VM's spire-agent attests to a SPIRE server with
-// the join token and the HyperFleet agent takes its SVID from spire-agent's Workload API.
-const AttestationSPIRE = "SPIRE"
-
-// DefaultWorkloadAPIAddress is where a VM's spire-agent serves the SPIFFE Workload API.
-const DefaultWorkloadAPIAddress = "unix:///run/spire/agent/public/api.sock"
-
 // spireIssueGrace is how long after the join token's expiry an SVID may still arrive: spire-agent
 // may redeem the token at the last moment, and the server then issues within seconds.
 const spireIssueGrace = time.Minute

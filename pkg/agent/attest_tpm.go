@@ -16,9 +16,6 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/protocol"
 )
 
-// AttestationTPM is Config.Attestation for TPM attestation.
-const AttestationTPM = "TPM"
-
 // attestTPM redeems the join token with TPM evidence, answers the credential challenge in the TPM
 // and returns an SVID whose key stays in the TPM.
 func (a *Agent) attestTPM(ctx context.Context) (*x509svid.SVID, error) {

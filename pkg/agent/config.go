@@ -1,121 +1,39 @@
 package agent
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
 	"os"
-	"time"
 
-	"sigs.k8s.io/yaml"
+	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/protocol"
 )
 
-// DefaultConfigPath is where cloud-init writes the agent's configuration.
-const DefaultConfigPath = "/etc/hyperfleet/agent.yaml"
+// The agent's configuration is part of the wire contract with the bootstrap service and the
+// BootstrapConfig controller, which live in pkg/bootstrap/protocol; these names keep the agent's
+// code short.
+type (
+	// Config is protocol.AgentConfig.
+	Config = protocol.AgentConfig
+	// RunnerConfig is protocol.RunnerSetup.
+	RunnerConfig = protocol.RunnerSetup
+	// Duration is protocol.Duration.
+	Duration = protocol.Duration
+)
 
-// Defaults for what a configuration leaves unset.
+// Constants of the configuration (see protocol).
 const (
-	DefaultRunnerDir      = "/opt/actions-runner"
-	DefaultRunScript      = "run.sh"
-	DefaultConfigScript   = "config.sh"
-	DefaultIdleTimeout    = 15 * time.Minute
-	DefaultJobStartedGlob = "_diag/Worker_*.log"
+	DefaultConfigPath         = protocol.DefaultConfigPath
+	DefaultRunnerDir          = protocol.DefaultRunnerDir
+	DefaultRunScript          = protocol.DefaultRunScript
+	DefaultConfigScript       = protocol.DefaultConfigScript
+	DefaultIdleTimeout        = protocol.DefaultIdleTimeout
+	DefaultJobStartedGlob     = protocol.DefaultJobStartedGlob
+	AttestationJoinToken      = protocol.AttestationJoinToken
+	AttestationTPM            = protocol.AttestationTPM
+	AttestationSPIRE          = protocol.AttestationSPIRE
+	DefaultWorkloadAPIAddress = protocol.DefaultWorkloadAPIAddress
 )
-
-// DefaultPowerOffCommand ends the VM.
-var DefaultPowerOffCommand = []string{"systemctl", "poweroff"}
-
-// Config is the agent's configuration file (YAML), rendered into cloud-init by the BootstrapConfig
-// controller. It holds the single-use join token and no long-lived secret.
-type Config struct {
-	// ServiceURL is the bootstrap service, https://host:port.
-	ServiceURL string `json:"serviceURL"`
-	// TrustDomain of the SPIFFE IDs; the service must present spiffe://<td>/hyperfleet/bootstrap-service.
-	TrustDomain string `json:"trustDomain"`
-	// CABundle is the PEM bundle of the trust domain.
-	CABundle string `json:"caBundle"`
-	// JoinToken is redeemed once for an X509-SVID.
-	JoinToken string `json:"joinToken,omitempty"`
-	// Attestation is the method: JoinToken (default); TPM, which adds TPM proof to the token; or
-	// SPIRE, where the VM's spire-agent attests and the agent takes its SVID from the Workload API.
-	Attestation string `json:"attestation,omitempty"`
-	// WorkloadAPIAddress is spire-agent's Workload API for method SPIRE; DefaultWorkloadAPIAddress
-	// when empty.
-	WorkloadAPIAddress string `json:"workloadAPIAddress,omitempty"`
-	// SPIREAgentConfigPath is spire-agent's configuration, whose spent join token the agent removes
-	// once it holds its SVID (method SPIRE).
-	SPIREAgentConfigPath string `json:"spireAgentConfigPath,omitempty"`
-	// TPMDevice is the TPM for method TPM: a device path (default /dev/tpmrm0) or tcp://host:port.
-	TPMDevice string `json:"tpmDevice,omitempty"`
-	// TokenExpiresAt is when the join token stops working; the agent gives up then.
-	TokenExpiresAt *time.Time `json:"tokenExpiresAt,omitempty"`
-	// Namespace and Machine name the VM, for logs.
-	Namespace string `json:"namespace,omitempty"`
-	Machine   string `json:"machine,omitempty"`
-	// Runner says how to install and run the CI runner.
-	Runner RunnerConfig `json:"runner"`
-	// PowerOffCommand ends the VM; DefaultPowerOffCommand when empty.
-	PowerOffCommand []string `json:"powerOffCommand,omitempty"`
-}
-
-// RunnerConfig describes the CI runner.
-type RunnerConfig struct {
-	// Platform is the CI platform, e.g. github.
-	Platform string `json:"platform,omitempty"`
-	// Labels the runner registers with (informational: the JIT config carries them).
-	Labels []string `json:"labels,omitempty"`
-	OS     string   `json:"os,omitempty"`
-	Arch   string   `json:"arch,omitempty"`
-	// DownloadURL and SHA256 of the runner tarball; the download is skipped when RunScript exists.
-	DownloadURL string `json:"downloadURL,omitempty"`
-	SHA256      string `json:"sha256,omitempty"`
-	// Directory the runner is unpacked into and runs from.
-	Directory    string `json:"directory,omitempty"`
-	ConfigScript string `json:"configScript,omitempty"`
-	RunScript    string `json:"runScript,omitempty"`
-	// User runs the runner when the agent runs as root; empty means the agent's own user.
-	User string `json:"user,omitempty"`
-	// IdleTimeout powers the VM off when no job started within it.
-	IdleTimeout Duration `json:"idleTimeout,omitempty"`
-	// JobStartedGlob, relative to Directory, matches the file the runner creates when a job starts
-	// (the real runner's per-job worker log).
-	JobStartedGlob string `json:"jobStartedGlob,omitempty"`
-}
-
-// Duration is a time.Duration written as "15m" in YAML.
-type Duration struct{ time.Duration }
-
-// MarshalJSON writes the duration as a string.
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
-
-// UnmarshalJSON reads "15m" or a number of seconds.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err == nil {
-		v, err := time.ParseDuration(s)
-		d.Duration = v
-		return err
-	}
-	var secs float64
-	if err := json.Unmarshal(b, &secs); err != nil {
-		return fmt.Errorf("duration must be a string like 15m: %w", err)
-	}
-	d.Duration = time.Duration(secs * float64(time.Second))
-	return nil
-}
-
-// Marshal renders the configuration as YAML.
-func (c *Config) Marshal() ([]byte, error) { return yaml.Marshal(c) }
 
 // ParseConfig reads a configuration and fills in defaults.
-func ParseConfig(data []byte) (*Config, error) {
-	c := &Config{}
-	if err := yaml.UnmarshalStrict(data, c); err != nil {
-		return nil, fmt.Errorf("agent config: %w", err)
-	}
-	c.defaults()
-	return c, c.validate()
-}
+func ParseConfig(data []byte) (*Config, error) { return protocol.ParseAgentConfig(data) }
 
 // LoadConfig reads the configuration file at path.
 func LoadConfig(path string) (*Config, error) {
@@ -124,51 +42,4 @@ func LoadConfig(path string) (*Config, error) {
 		return nil, err
 	}
 	return ParseConfig(data)
-}
-
-func (c *Config) defaults() {
-	r := &c.Runner
-	if r.Directory == "" {
-		r.Directory = DefaultRunnerDir
-	}
-	if r.RunScript == "" {
-		r.RunScript = DefaultRunScript
-	}
-	if r.ConfigScript == "" {
-		r.ConfigScript = DefaultConfigScript
-	}
-	if r.IdleTimeout.Duration == 0 {
-		r.IdleTimeout.Duration = DefaultIdleTimeout
-	}
-	if r.JobStartedGlob == "" {
-		r.JobStartedGlob = DefaultJobStartedGlob
-	}
-	if len(c.PowerOffCommand) == 0 {
-		c.PowerOffCommand = DefaultPowerOffCommand
-	}
-	if c.Attestation == AttestationSPIRE && c.WorkloadAPIAddress == "" {
-		c.WorkloadAPIAddress = DefaultWorkloadAPIAddress
-	}
-}
-
-func (c *Config) validate() error {
-	var errs []error
-	if c.ServiceURL == "" {
-		errs = append(errs, errors.New("serviceURL is required"))
-	}
-	if c.TrustDomain == "" {
-		errs = append(errs, errors.New("trustDomain is required"))
-	}
-	if c.CABundle == "" {
-		errs = append(errs, errors.New("caBundle is required"))
-	}
-	switch c.Attestation {
-	case "", AttestationJoinToken, AttestationTPM, AttestationSPIRE:
-	default:
-		errs = append(errs, fmt.Errorf("attestation %q: want JoinToken, TPM or SPIRE", c.Attestation))
-	}
-	if (c.Runner.DownloadURL == "") != (c.Runner.SHA256 == "") {
-		errs = append(errs, errors.New("runner.downloadURL and runner.sha256 go together"))
-	}
-	return errors.Join(errs...)
 }

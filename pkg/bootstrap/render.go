@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
-	"github.com/hyperfleet-io/hyperfleet/pkg/agent"
+	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/protocol"
 	"github.com/hyperfleet-io/hyperfleet/pkg/cloudinit"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
 )
@@ -71,7 +71,7 @@ func RenderUserData(in Input) (string, error) {
 		bin = DefaultAgentBinaryPath
 	}
 	files := []any{
-		map[string]any{"path": agent.DefaultConfigPath, "permissions": "0600", "owner": "root:root",
+		map[string]any{"path": protocol.DefaultConfigPath, "permissions": "0600", "owner": "root:root",
 			"encoding": "b64", "content": base64.StdEncoding.EncodeToString(agentYAML)},
 		map[string]any{"path": AgentUnitPath, "permissions": "0644", "owner": "root:root", "content": agentUnit(bin, in.SPIRE != nil)},
 	}
@@ -99,20 +99,20 @@ func RenderUserData(in Input) (string, error) {
 }
 
 // AgentConfig is the agent's configuration file for in.
-func AgentConfig(in Input) *agent.Config {
+func AgentConfig(in Input) *protocol.AgentConfig {
 	r := in.Spec.Runner
 	token := in.Credential.JoinToken
 	if in.SPIRE != nil {
 		token = "" // spire-agent redeems it; the HyperFleet agent must never present it
 	}
-	cfg := &agent.Config{
+	cfg := &protocol.AgentConfig{
 		ServiceURL:  in.ServiceURL,
 		TrustDomain: in.TrustDomain,
 		CABundle:    string(in.TrustBundlePEM),
 		JoinToken:   token,
 		Namespace:   in.Namespace,
 		Machine:     in.Machine,
-		Runner: agent.RunnerConfig{
+		Runner: protocol.RunnerSetup{
 			Platform: in.Platform, Labels: in.Labels, OS: r.OS, Arch: r.Arch,
 			DownloadURL: r.DownloadURL, SHA256: r.SHA256,
 			Directory: r.Directory, ConfigScript: r.ConfigScript, RunScript: r.RunScript, User: r.User,
@@ -121,10 +121,10 @@ func AgentConfig(in Input) *agent.Config {
 	}
 	if in.Spec.Attestation.Method == bootstrapv1.AttestationTPM {
 		// The token alone is refused for TPM configs: the agent also proves its TPM holds the key.
-		cfg.Attestation = agent.AttestationTPM
+		cfg.Attestation = protocol.AttestationTPM
 	}
 	if in.SPIRE != nil {
-		cfg.Attestation = agent.AttestationSPIRE
+		cfg.Attestation = protocol.AttestationSPIRE
 		cfg.WorkloadAPIAddress = "unix://" + SPIREWorkloadAPISocket
 		cfg.SPIREAgentConfigPath = SPIREAgentConfigPath
 	}
@@ -133,7 +133,7 @@ func AgentConfig(in Input) *agent.Config {
 		cfg.TokenExpiresAt = &t
 	}
 	if r.IdleTimeout != nil {
-		cfg.Runner.IdleTimeout = agent.Duration{Duration: r.IdleTimeout.Duration}
+		cfg.Runner.IdleTimeout = protocol.Duration{Duration: r.IdleTimeout.Duration}
 	}
 	return cfg
 }
@@ -159,7 +159,7 @@ PrivateTmp=yes
 
 [Install]
 WantedBy=multi-user.target
-`, after, bin, agent.DefaultConfigPath)
+`, after, bin, protocol.DefaultConfigPath)
 }
 
 func runCommands(a bootstrapv1.AgentSpec, bin string) []any {

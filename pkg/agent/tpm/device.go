@@ -16,31 +16,9 @@ import (
 
 	"github.com/google/go-tpm/tpm2"
 	"github.com/google/go-tpm/tpm2/transport"
+
+	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/protocol"
 )
-
-// Evidence is what the VM sends to start a TPM attestation. Public areas are marshalled
-// TPMT_PUBLIC structures; the service recomputes every Name from them itself.
-type Evidence struct {
-	// CSR is a PEM certificate signing request signed by the TPM-resident key.
-	CSR []byte
-	// EKPublic is the endorsement key the credential challenge is encrypted to.
-	EKPublic []byte
-	// AKPublic is the restricted signing key the challenge names.
-	AKPublic []byte
-	// KeyPublic is the key the SVID is issued to.
-	KeyPublic []byte
-	// CertifyInfo (TPMS_ATTEST) and CertifySignature (TPMT_SIGNATURE) are TPM2_Certify of the key
-	// by the AK, qualified with CertifyQualifier(joinToken).
-	CertifyInfo      []byte
-	CertifySignature []byte
-}
-
-// CertifyQualifier is the qualifying data of the key's certification: the SHA-256 of the single-use
-// join token, so a certification cannot be replayed into another attestation.
-func CertifyQualifier(joinToken string) []byte {
-	sum := sha256.Sum256([]byte(joinToken))
-	return sum[:]
-}
 
 // Device is a VM's TPM with the three keys of an attestation loaded: the endorsement key (EK), an
 // attestation key (AK) and the SVID key. The keys are transient: they live as long as the
@@ -133,7 +111,7 @@ func (d *Device) createPrimary(hierarchy tpm2.TPMHandle, template tpm2.TPMTPubli
 }
 
 // Evidence certifies the SVID key with the AK and returns it with a CSR signed by the SVID key.
-func (d *Device) Evidence(joinToken string) (*Evidence, error) {
+func (d *Device) Evidence(joinToken string) (*protocol.TPMEvidence, error) {
 	csr, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, d.Signer())
 	if err != nil {
 		return nil, fmt.Errorf("signing the CSR in the TPM: %w", err)
@@ -141,13 +119,13 @@ func (d *Device) Evidence(joinToken string) (*Evidence, error) {
 	rsp, err := tpm2.Certify{
 		ObjectHandle:   tpm2.AuthHandle{Handle: d.key.Handle, Name: d.key.Name, Auth: tpm2.PasswordAuth(nil)},
 		SignHandle:     tpm2.AuthHandle{Handle: d.ak.Handle, Name: d.ak.Name, Auth: tpm2.PasswordAuth(nil)},
-		QualifyingData: tpm2.TPM2BData{Buffer: CertifyQualifier(joinToken)},
+		QualifyingData: tpm2.TPM2BData{Buffer: protocol.CertifyQualifier(joinToken)},
 		InScheme:       tpm2.TPMTSigScheme{Scheme: tpm2.TPMAlgNull},
 	}.Execute(d.tpm)
 	if err != nil {
 		return nil, fmt.Errorf("certifying the SVID key with the attestation key: %w", err)
 	}
-	return &Evidence{
+	return &protocol.TPMEvidence{
 		CSR:              pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: csr}),
 		EKPublic:         d.ekPublic,
 		AKPublic:         d.akPublic,

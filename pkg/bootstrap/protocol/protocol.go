@@ -1,5 +1,7 @@
-// Package protocol is the wire format between hyperfleet-agent and the bootstrap service. It has
-// no dependencies so the agent binary stays small.
+// Package protocol is the wire contract between hyperfleet-agent and HyperFleet's server side: the
+// agent's configuration that the BootstrapConfig controller renders, the bootstrap service's
+// requests and answers, and the TPM evidence. Server-side packages import it, never pkg/agent, so
+// neither the manager nor the bootstrap service links the agent or TPM device code.
 package protocol
 
 import "time"

@@ -1,6 +1,9 @@
 package protocol
 
-import "time"
+import (
+	"crypto/sha256"
+	"time"
+)
 
 // Endpoints of TPM attestation (method TPM): two steps over TLS without a client certificate.
 const (
@@ -39,4 +42,28 @@ type TPMChallenge struct {
 type TPMActivateRequest struct {
 	ChallengeID string `json:"challengeID"`
 	Secret      []byte `json:"secret"`
+}
+
+// TPMEvidence is what the VM sends to start a TPM attestation. Public areas are marshalled
+// TPMT_PUBLIC structures; the service recomputes every Name from them itself.
+type TPMEvidence struct {
+	// CSR is a PEM certificate signing request signed by the TPM-resident key.
+	CSR []byte
+	// EKPublic is the endorsement key the credential challenge is encrypted to.
+	EKPublic []byte
+	// AKPublic is the restricted signing key the challenge names.
+	AKPublic []byte
+	// KeyPublic is the key the SVID is issued to.
+	KeyPublic []byte
+	// CertifyInfo (TPMS_ATTEST) and CertifySignature (TPMT_SIGNATURE) are TPM2_Certify of the key
+	// by the AK, qualified with CertifyQualifier(joinToken).
+	CertifyInfo      []byte
+	CertifySignature []byte
+}
+
+// CertifyQualifier is the qualifying data of the key's certification: the SHA-256 of the single-use
+// join token, so a certification cannot be replayed into another attestation.
+func CertifyQualifier(joinToken string) []byte {
+	sum := sha256.Sum256([]byte(joinToken))
+	return sum[:]
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 
-	agenttpm "github.com/hyperfleet-io/hyperfleet/pkg/agent/tpm"
 	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/protocol"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/tpm"
@@ -15,7 +14,7 @@ import (
 
 // TPMAttestor runs the two steps of TPM attestation (tpm.Attestor).
 type TPMAttestor interface {
-	Challenge(ctx context.Context, joinToken string, ev *agenttpm.Evidence) (*tpm.Challenge, error)
+	Challenge(ctx context.Context, joinToken string, ev *protocol.TPMEvidence) (*tpm.Challenge, error)
 	Activate(ctx context.Context, challengeID string, secret []byte) (*identity.Attested, error)
 }
 
@@ -28,7 +27,7 @@ func (s *Server) handleTPMAttest(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "request body is not a TPM attest request")
 		return
 	}
-	ch, err := s.opts.TPM.Challenge(ctx, req.JoinToken, &agenttpm.Evidence{
+	ch, err := s.opts.TPM.Challenge(ctx, req.JoinToken, &protocol.TPMEvidence{
 		CSR: []byte(req.CSR), EKPublic: req.EKPublic, AKPublic: req.AKPublic, KeyPublic: req.KeyPublic,
 		CertifyInfo: req.CertifyInfo, CertifySignature: req.CertifySignature,
 	})

@@ -18,7 +18,7 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
-	agenttpm "github.com/hyperfleet-io/hyperfleet/pkg/agent/tpm"
+	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/protocol"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/builtin"
 )
@@ -80,7 +80,7 @@ type Attestor struct {
 
 // Challenge checks ev, redeems joinToken and returns the credential challenge. Evidence is checked
 // before the token is redeemed, so malformed evidence does not burn it.
-func (a *Attestor) Challenge(ctx context.Context, joinToken string, ev *agenttpm.Evidence) (*Challenge, error) {
+func (a *Attestor) Challenge(ctx context.Context, joinToken string, ev *protocol.TPMEvidence) (*Challenge, error) {
 	ref, err := identity.ParseJoinToken(joinToken)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", identity.ErrInvalidEvidence, err)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/go-tpm/tpm2"
 
-	agenttpm "github.com/hyperfleet-io/hyperfleet/pkg/agent/tpm"
+	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/protocol"
 )
 
 // secretSize is the size of the credential challenge's secret.
@@ -29,7 +29,7 @@ type verified struct {
 // restricted, non-exportable signing key; that it certified a non-exportable, unrestricted signing
 // key (over the join token, so the certification is fresh); and that this key is the CSR's key.
 // Whether the AK really lives in the EK's TPM is what the credential challenge then proves.
-func verifyEvidence(ev *agenttpm.Evidence, joinToken string, csr *x509.CertificateRequest) (*verified, error) {
+func verifyEvidence(ev *protocol.TPMEvidence, joinToken string, csr *x509.CertificateRequest) (*verified, error) {
 	ek, err := tpm2.Unmarshal[tpm2.TPMTPublic](ev.EKPublic)
 	if err != nil {
 		return nil, fmt.Errorf("EK public area: %w", err)
@@ -65,7 +65,7 @@ func verifyEvidence(ev *agenttpm.Evidence, joinToken string, csr *x509.Certifica
 	if attest.Type != tpm2.TPMSTAttestCertify {
 		return nil, errors.New("certification is not a TPM2_Certify")
 	}
-	if !bytes.Equal(attest.ExtraData.Buffer, agenttpm.CertifyQualifier(joinToken)) {
+	if !bytes.Equal(attest.ExtraData.Buffer, protocol.CertifyQualifier(joinToken)) {
 		return nil, errors.New("certification is not qualified with this join token")
 	}
 	info, err := attest.Attested.Certify()

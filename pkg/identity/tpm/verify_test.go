@@ -8,6 +8,7 @@ import (
 
 	agenttpm "github.com/hyperfleet-io/hyperfleet/pkg/agent/tpm"
 	"github.com/hyperfleet-io/hyperfleet/pkg/agent/tpm/tpmtest"
+	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/protocol"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
 )
 
@@ -74,20 +75,20 @@ func TestEvidenceIsRefused(t *testing.T) {
 	softCSR, _ := identity.ParseCSRPEM(softCSRPEM)
 	tests := []struct {
 		name   string
-		mutate func(ev *agenttpm.Evidence)
+		mutate func(ev *protocol.TPMEvidence)
 		token  string
 		csr    any
 	}{
 		{name: "certification over another token", token: "hfjt_ns_name_1111"},
 		{name: "CSR key outside the TPM", csr: softCSR},
-		{name: "AK is the SVID key (not restricted)", mutate: func(ev *agenttpm.Evidence) { ev.AKPublic = ev.KeyPublic }},
-		{name: "certified key swapped for the AK", mutate: func(ev *agenttpm.Evidence) { ev.KeyPublic = ev.AKPublic }},
-		{name: "tampered certification", mutate: func(ev *agenttpm.Evidence) {
+		{name: "AK is the SVID key (not restricted)", mutate: func(ev *protocol.TPMEvidence) { ev.AKPublic = ev.KeyPublic }},
+		{name: "certified key swapped for the AK", mutate: func(ev *protocol.TPMEvidence) { ev.KeyPublic = ev.AKPublic }},
+		{name: "tampered certification", mutate: func(ev *protocol.TPMEvidence) {
 			ev.CertifyInfo = bytes.Clone(ev.CertifyInfo)
 			ev.CertifyInfo[len(ev.CertifyInfo)-1] ^= 1
 		}},
-		{name: "EK that is a signing key", mutate: func(ev *agenttpm.Evidence) { ev.EKPublic = ev.AKPublic }},
-		{name: "garbage", mutate: func(ev *agenttpm.Evidence) { ev.CertifySignature = []byte{1, 2} }},
+		{name: "EK that is a signing key", mutate: func(ev *protocol.TPMEvidence) { ev.EKPublic = ev.AKPublic }},
+		{name: "garbage", mutate: func(ev *protocol.TPMEvidence) { ev.CertifySignature = []byte{1, 2} }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
