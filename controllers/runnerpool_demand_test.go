@@ -64,12 +64,9 @@ func TestRepairLoopRecoversDroppedWebhooks(t *testing.T) {
 		gh.CreateJob("repairs/app", []string{"self-hosted", "linux"}, fakegithub.WithoutQueuedWebhook())
 	}
 	gh.CreateJob("repairs/app", []string{"self-hosted", "windows"}, fakegithub.WithoutQueuedWebhook())
-	// A runner of this pool whose VM died before it deregistered: offline, and no Machine backs it.
-	app, err := github.NewClient(github.Config{BaseURL: gh.URL() + "/", AppID: gh.AppID(), PrivateKeyPEM: gh.AppKeyPEM()})
-	g.Expect(err).NotTo(HaveOccurred())
-	_, _, err = app.JITConfig(context.Background(), platform.Scope{Organization: "repairs"}, platform.RunnerSpec{Name: "linux-stale", Labels: []string{"linux"}})
-	g.Expect(err).NotTo(HaveOccurred())
 	pool := githubPool(t, ns, "repairs", 10, sim, gh)
+	// A runner of this pool whose VM died before it deregistered: offline, and no Machine backs it.
+	registerRunner(t, gh, "repairs", "linux-stale", platform.PoolRunnerLabel(string(pool.UID)))
 
 	g.Eventually(func(g Gomega) {
 		got := get(g, pool)
@@ -203,4 +200,47 @@ func registerJITRunner(t *testing.T, gh *fakegithub.Server, org, name string) st
 	}
 	g.Expect(json.NewDecoder(resp.Body).Decode(&out)).To(Succeed())
 	return out.EncodedJITConfig
+}
+
+// registerRunner registers an offline runner named name in org with the App, as the bootstrap
+// service does, with the extra labels given.
+func registerRunner(t *testing.T, gh *fakegithub.Server, org, name string, labels ...string) {
+	t.Helper()
+	app, err := github.NewClient(github.Config{BaseURL: gh.URL() + "/", AppID: gh.AppID(), PrivateKeyPEM: gh.AppKeyPEM()})
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	_, _, err = app.JITConfig(context.Background(), platform.Scope{Organization: org},
+		platform.RunnerSpec{Name: name, Labels: append([]string{"linux"}, labels...)})
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+}
+
+// TestRepairKeepsOtherPoolsRunners: the repair loop of pool "linux" deregisters its own stale
+// runners only. A fresh runner of pool "linux-gpu" (named "linux-gpu-…", so "linux-" starts its
+// name), a runner of a same-named pool of another namespace and a runner registered by hand are
+// offline and no Machine of "linux" backs them, yet they are not its to remove.
+func TestRepairKeepsOtherPoolsRunners(t *testing.T) {
+	g := NewWithT(t)
+	startCAPI(t)
+	sim := pvesim.StartForTest(t, pvesim.Config{})
+	gh := fakegithub.StartForTest(t, fakegithub.Options{})
+	startManagerWith(t, func(c *config.Manager) { c.RepairInterval = time.Second })
+	ns := newNamespace(t)
+	pool := githubPool(t, ns, "siblings", 10, sim, gh)
+
+	others := []string{"linux-gpu-x7k2p", "linux-q9z4m", "linux-by-hand"}
+	registerRunner(t, gh, "siblings", others[0], platform.PoolRunnerLabel("uid-of-pool-linux-gpu"))
+	registerRunner(t, gh, "siblings", others[1], platform.PoolRunnerLabel("uid-of-pool-linux-in-another-namespace"))
+	registerRunner(t, gh, "siblings", others[2])
+	registerRunner(t, gh, "siblings", "linux-stale", platform.PoolRunnerLabel(string(pool.UID)))
+
+	runnerNames := func() []string {
+		var names []string
+		for _, r := range gh.Runners() {
+			names = append(names, r.Name)
+		}
+		return names
+	}
+	g.Eventually(runnerNames, 20*time.Second, 200*time.Millisecond).ShouldNot(ContainElement("linux-stale"),
+		"the pool's own stale runner is deregistered")
+	g.Consistently(runnerNames, 3*time.Second, 200*time.Millisecond).Should(ContainElements(others),
+		"runners the pool did not register stay, whatever their names")
 }

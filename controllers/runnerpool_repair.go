@@ -69,17 +69,18 @@ func (r *RunnerPoolReconciler) reconcileRepair(ctx context.Context, s *poolScope
 	return ctrl.Result{}, nil
 }
 
-// removeStaleRunners deregisters offline runners named like this pool's Machines that no Machine
-// backs any more (a VM that died before deregistering).
+// removeStaleRunners deregisters offline runners this pool registered (they carry its
+// platform.PoolRunnerLabel) that no Machine backs any more (a VM that died before deregistering).
+// Names are no identity: pool "linux" must never remove a runner of pool "linux-gpu".
 func (r *RunnerPoolReconciler) removeStaleRunners(ctx context.Context, s *poolScope, c platform.Platform, scope platform.Scope) error {
 	runners, err := c.ListRunners(ctx, scope)
 	if err != nil {
 		return err
 	}
-	prefix := s.pool.Name + "-"
+	mark := platform.PoolRunnerLabel(string(s.pool.UID))
 	var errs []error
 	for _, rn := range runners {
-		if rn.Status != platform.RunnerOffline || rn.Busy || len(rn.Name) <= len(prefix) || rn.Name[:len(prefix)] != prefix {
+		if rn.Status != platform.RunnerOffline || rn.Busy || !platform.HasLabel(rn.Labels, mark) {
 			continue
 		}
 		if _, backed := s.machines[rn.Name]; backed {

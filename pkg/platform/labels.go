@@ -1,6 +1,8 @@
 package platform
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"slices"
 	"strings"
 )
@@ -59,4 +61,21 @@ func FilterJobs(jobs []Job, runnerLabels []string) []Job {
 		}
 	}
 	return out
+}
+
+// poolLabelPrefix starts the label that marks a runner as registered by one pool.
+const poolLabelPrefix = "hyperfleet-pool-"
+
+// PoolRunnerLabel is the label every runner of the pool with this UID is registered with. The
+// repair loop deregisters only offline runners that carry it: runner names are no identity, since
+// pool "linux"'s prefix "linux-" also starts every runner name of pool "linux-gpu", and pools of
+// two namespaces may share a name. The UID is hashed to a short, fixed-length, lower-case label.
+func PoolRunnerLabel(poolUID string) string {
+	sum := sha256.Sum256([]byte(poolUID))
+	return poolLabelPrefix + hex.EncodeToString(sum[:8])
+}
+
+// HasLabel reports whether labels contain label, ignoring case as GitHub does.
+func HasLabel(labels []string, label string) bool {
+	return slices.ContainsFunc(labels, func(l string) bool { return strings.EqualFold(strings.TrimSpace(l), label) })
 }

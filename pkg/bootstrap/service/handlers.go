@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
@@ -71,7 +72,9 @@ func (s *Server) handleRunnerConfig(w http.ResponseWriter, r *http.Request) {
 	var jit string
 	if err == nil {
 		jit, _, err = runners.Registry.JITConfig(ctx, runners.Scope, platform.RunnerSpec{
-			Name: t.machine.Name, Labels: t.pool.Spec.GitHub.Labels, RunnerGroupID: t.pool.Spec.GitHub.RunnerGroupID,
+			Name: t.machine.Name, RunnerGroupID: t.pool.Spec.GitHub.RunnerGroupID,
+			// The pool's mark lets its repair loop tell its own stale runners from others'.
+			Labels: append(slices.Clone(t.pool.Spec.GitHub.Labels), platform.PoolRunnerLabel(string(t.pool.UID))),
 		})
 	}
 	if err != nil {

@@ -36,6 +36,7 @@ func TestRunnerConfigIsIssuedOnceToItsOwnMachine(t *testing.T) {
 	g.Expect(jit.RunnerName).To(Equal("vm-a"), "VM A's config registers VM A's runner, never B's")
 	g.Expect(jit.Scope).To(Equal(h.fleet.Repo))
 	g.Expect(jit.Labels).To(ContainElements("linux", "hyperfleet", "self-hosted"))
+	g.Expect(jit.Labels).To(ContainElement(HavePrefix("hyperfleet-pool-")), "the runner carries its pool's mark")
 
 	cfgA := bootstraptest.Get(t, env.Client, a.Config)
 	g.Expect(cfgA.Status.AttestedTime).NotTo(BeNil())
