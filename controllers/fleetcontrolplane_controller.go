@@ -3,13 +3,13 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"github.com/hyperfleet-io/hyperfleet/pkg/tracing"
 	"time"
 
 	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	controlplanev1 "github.com/hyperfleet-io/hyperfleet/api/controlplane/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/tracing"
 )
 
 // tokenLifetime of the kubeconfig token; it is renewed once two thirds have passed.
@@ -38,17 +39,20 @@ const tokenLifetime = 24 * time.Hour
 type FleetControlPlaneReconciler struct {
 	Client      client.Client
 	WatchFilter string
-	// Server and CAData describe the API server written into kubeconfigs (the manager's own).
+	// Server and CAData describe the API server written into kubeconfigs: always the manager's own.
 	Server string
 	CAData []byte
-	// DefaultServiceAccount is used when a FleetControlPlane names none.
-	DefaultServiceAccount controlplanev1.ServiceAccountReference
+	// ServiceAccount is the installation's workload-reader, the only ServiceAccount whose tokens
+	// the manager mints. Its RBAC (a Role in the installation's namespace with this one resource
+	// name) allows no other.
+	ServiceAccount types.NamespacedName
 }
 
 // +kubebuilder:rbac:groups=controlplane.cluster.x-k8s.io,resources=fleetcontrolplanes,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=controlplane.cluster.x-k8s.io,resources=fleetcontrolplanes/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=serviceaccounts/token,verbs=create
+
+// Token requests for the workload reader are allowed by a Role in the installation's namespace
+// (config/rbac/workload_reader.yaml), not by a marker: a marker would grant them cluster-wide.
 
 // Reconcile keeps one FleetControlPlane's kubeconfig Secret current.
 func (r *FleetControlPlaneReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
@@ -82,10 +86,7 @@ func (r *FleetControlPlaneReconciler) Reconcile(ctx context.Context, req ctrl.Re
 	if exp := cp.Status.TokenExpirationTime; exp != nil && time.Until(exp.Time) > tokenLifetime/3 {
 		return ctrl.Result{RequeueAfter: time.Until(exp.Time) - tokenLifetime/3}, nil
 	}
-	sa := r.DefaultServiceAccount
-	if cp.Spec.ServiceAccountRef != nil {
-		sa = *cp.Spec.ServiceAccountRef
-	}
+	sa := r.ServiceAccount
 	token, expires, err := r.requestToken(ctx, sa)
 	if err != nil {
 		reason := controlplanev1.TokenRequestFailedReason
@@ -106,11 +107,10 @@ func (r *FleetControlPlaneReconciler) Reconcile(ctx context.Context, req ctrl.Re
 	return ctrl.Result{RequeueAfter: time.Until(expires) - tokenLifetime/3}, nil
 }
 
-func (r *FleetControlPlaneReconciler) requestToken(ctx context.Context, ref controlplanev1.ServiceAccountReference) (string, time.Time, error) {
-	sa := &corev1.ServiceAccount{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, sa); err != nil {
-		return "", time.Time{}, err
-	}
+// requestToken asks for a token of the ServiceAccount directly (the TokenRequest answers NotFound
+// for a missing one), so the manager needs no read access to ServiceAccounts.
+func (r *FleetControlPlaneReconciler) requestToken(ctx context.Context, ref types.NamespacedName) (string, time.Time, error) {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name}}
 	tr := &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(tokenLifetime.Seconds()))}}
 	if err := r.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
 		return "", time.Time{}, err
@@ -122,12 +122,8 @@ func (r *FleetControlPlaneReconciler) requestToken(ctx context.Context, ref cont
 // cluster.x-k8s.io/secret, key value, cluster-name label), owned by cp so clusterctl move and
 // garbage collection follow it.
 func (r *FleetControlPlaneReconciler) writeKubeconfig(ctx context.Context, cp *controlplanev1.FleetControlPlane, cluster *clusterv1.Cluster, token string) error {
-	server := r.Server
-	if cp.Spec.Server != "" {
-		server = cp.Spec.Server
-	}
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters[cluster.Name] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: r.CAData}
+	cfg.Clusters[cluster.Name] = &clientcmdapi.Cluster{Server: r.Server, CertificateAuthorityData: r.CAData}
 	cfg.AuthInfos["reader"] = &clientcmdapi.AuthInfo{Token: token}
 	cfg.Contexts[cluster.Name] = &clientcmdapi.Context{Cluster: cluster.Name, AuthInfo: "reader"}
 	cfg.CurrentContext = cluster.Name

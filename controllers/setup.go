@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	controlplanev1 "github.com/hyperfleet-io/hyperfleet/api/controlplane/v1alpha1"
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
 	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
@@ -174,11 +173,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		}
 	}
 	controlPlanes := &FleetControlPlaneReconciler{
-		Client:                mgr.GetClient(),
-		WatchFilter:           opts.WatchFilter,
-		Server:                restConfig.Host,
-		CAData:                caData,
-		DefaultServiceAccount: controlplanev1.ServiceAccountReference{Namespace: saNS, Name: saName},
+		Client:         mgr.GetClient(),
+		WatchFilter:    opts.WatchFilter,
+		Server:         restConfig.Host,
+		CAData:         caData,
+		ServiceAccount: types.NamespacedName{Namespace: saNS, Name: saName},
 	}
 	if err := controlPlanes.SetupWithManager(ctx, mgr, copts); err != nil {
 		return err

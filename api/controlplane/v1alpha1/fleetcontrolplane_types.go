@@ -4,32 +4,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// FleetControlPlaneSpec says which identity Cluster API uses to look at the "workload cluster".
-type FleetControlPlaneSpec struct {
-	// serviceAccountRef is the ServiceAccount whose short-lived token goes into the
-	// <cluster>-kubeconfig Secret. It needs only get/list/watch on Nodes; runners never become
-	// Nodes, so Cluster API finds none and leaves the Machines alone. Default: ServiceAccount
-	// hyperfleet-workload-reader in the manager's namespace.
-	// +optional
-	ServiceAccountRef *ServiceAccountReference `json:"serviceAccountRef,omitempty"`
-
-	// server is the API server URL written into the kubeconfig; default the one HyperFleet's
-	// manager uses (in a cluster: https://kubernetes.default.svc).
-	// +optional
-	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://')",message="server must be an https:// URL"
-	Server string `json:"server,omitempty"`
-}
-
-// ServiceAccountReference names a ServiceAccount.
-type ServiceAccountReference struct {
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=253
-	Namespace string `json:"namespace"`
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=253
-	Name string `json:"name"`
-}
+// FleetControlPlaneSpec is empty on purpose. The kubeconfig always holds a token of the
+// installation's workload-reader ServiceAccount (which may only read Nodes) and always points at the
+// API server the manager itself uses: a user who may create a FleetControlPlane can neither choose
+// whose token is minted nor where it is sent.
+type FleetControlPlaneSpec struct{}
 
 // FleetControlPlaneInitializationStatus is the Cluster API v1beta2 control plane contract.
 type FleetControlPlaneInitializationStatus struct {
@@ -109,6 +88,3 @@ const (
 	ServiceAccountMissingReason = "ServiceAccountNotFound"
 	TokenRequestFailedReason    = "TokenRequestFailed"
 )
-
-// DefaultServiceAccountName is the ServiceAccount used when spec.serviceAccountRef is empty.
-const DefaultServiceAccountName = "hyperfleet-workload-reader"
