@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -60,6 +61,8 @@ func run(ctx context.Context, args []string) error {
 	logLevel := fs.String("log-level", envOr("LOG_LEVEL", "INFO"), "DEBUG, INFO, WARN or ERROR")
 	spireListen := fs.String("spire-listen", envOr("SPIRE_LISTEN", ""), "TLS listen address for VMs attested by SPIRE (BootstrapConfig provider SPIRE); empty serves none")
 	spireWorkloadAPI := fs.String("spire-workload-api-address", "", "SPIRE Workload API giving the service its SVID for --spire-listen; empty uses SPIFFE_ENDPOINT_SOCKET")
+	ekCABundle := fs.String("tpm-ek-ca-bundle", "", "PEM file of the TPM manufacturers' CA certificates; TPMs presenting an EK certificate must chain to them")
+	requireEKCert := fs.Bool("tpm-require-ek-certificate", false, "refuse TPM attestation without an EK certificate that chains to --tpm-ek-ca-bundle")
 	var dnsNames, ips listFlag
 	fs.Var(&dnsNames, "dns-name", "DNS name for the service certificate (repeatable)")
 	fs.Var(&ips, "ip", "IP address for the service certificate (repeatable)")
@@ -87,6 +90,10 @@ func run(ctx context.Context, args []string) error {
 		}
 		ipList = append(ipList, ip)
 	}
+	ekRoots, err := loadEKRoots(*ekCABundle, *requireEKCert)
+	if err != nil {
+		return err
+	}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return err
@@ -103,7 +110,8 @@ func run(ctx context.Context, args []string) error {
 	}
 	srv, err := service.New(service.Options{
 		Client: c, CA: ca, Attestor: &builtin.Attestor{Client: c, CA: ca, SVIDTTL: *svidTTL},
-		TPM:      &tpm.Attestor{Client: c, CA: ca, SVIDTTL: *svidTTL},
+		TPM: &tpm.Attestor{Client: c, CA: ca, SVIDTTL: *svidTTL, Namespace: ns,
+			EKRoots: ekRoots, RequireEKCertificate: *requireEKCert},
 		DNSNames: dnsNames, IPs: ipList, Logger: log.WithName("bootstrap-service"),
 	})
 	if err != nil {
@@ -166,6 +174,25 @@ func newSPIREServer(ctx context.Context, c client.Client, workloadAPI string, lo
 		return nil, err
 	}
 	return srv, nil
+}
+
+// loadEKRoots reads the EK CA bundle; requiring EK certificates without one is a mistake.
+func loadEKRoots(path string, required bool) (*x509.CertPool, error) {
+	if path == "" {
+		if required {
+			return nil, errors.New("--tpm-require-ek-certificate needs --tpm-ek-ca-bundle")
+		}
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, fmt.Errorf("--tpm-ek-ca-bundle %s holds no PEM certificate", path)
+	}
+	return pool, nil
 }
 
 func orEnv(addr string) string {

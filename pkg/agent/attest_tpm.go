@@ -34,7 +34,7 @@ func (a *Agent) attestTPM(ctx context.Context) (*x509svid.SVID, error) {
 	}
 	body, _ := json.Marshal(protocol.TPMAttestRequest{JoinToken: a.cfg.JoinToken, CSR: string(ev.CSR),
 		EKPublic: ev.EKPublic, AKPublic: ev.AKPublic, KeyPublic: ev.KeyPublic,
-		CertifyInfo: ev.CertifyInfo, CertifySignature: ev.CertifySignature})
+		CertifyInfo: ev.CertifyInfo, CertifySignature: ev.CertifySignature, EKCertificate: ev.EKCertificate})
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: tlsconfig.TLSClientConfig(a.bundle, tlsconfig.AuthorizeID(a.identityForService())),
 	}}

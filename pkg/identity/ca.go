@@ -4,8 +4,10 @@ import (
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -201,4 +203,16 @@ func randomSerial() *big.Int {
 		panic(err) // crypto/rand never fails on supported platforms
 	}
 	return n
+}
+
+// DeriveKey is a secret of purpose label derived from the CA's private key: every replica sharing
+// the CA derives the same key, across restarts, and nobody without the CA key can.
+func (ca *CA) DeriveKey(label string) ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(ca.key)
+	if err != nil {
+		return nil, fmt.Errorf("deriving a key from the CA key: %w", err)
+	}
+	mac := hmac.New(sha256.New, der)
+	mac.Write([]byte("hyperfleet derived key: " + label))
+	return mac.Sum(nil), nil
 }

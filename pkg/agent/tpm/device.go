@@ -125,7 +125,12 @@ func (d *Device) Evidence(joinToken string) (*protocol.TPMEvidence, error) {
 	if err != nil {
 		return nil, fmt.Errorf("certifying the SVID key with the attestation key: %w", err)
 	}
+	ekCert, err := ReadEKCertificate(d.tpm)
+	if err != nil {
+		return nil, err
+	}
 	return &protocol.TPMEvidence{
+		EKCertificate:    ekCert,
 		CSR:              pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: csr}),
 		EKPublic:         d.ekPublic,
 		AKPublic:         d.akPublic,

@@ -28,6 +28,8 @@ type TPMAttestRequest struct {
 	// key by the AK, qualified with the SHA-256 of the join token.
 	CertifyInfo      []byte `json:"certifyInfo"`
 	CertifySignature []byte `json:"certifySignature"`
+	// EKCertificate is the DER certificate of the EK from the TPM's NV storage, when it has one.
+	EKCertificate []byte `json:"ekCertificate,omitempty"`
 }
 
 // TPMChallenge is a credential the VM's TPM decrypts with TPM2_ActivateCredential.
@@ -59,6 +61,8 @@ type TPMEvidence struct {
 	// by the AK, qualified with CertifyQualifier(joinToken).
 	CertifyInfo      []byte
 	CertifySignature []byte
+	// EKCertificate is the DER certificate of the EK its manufacturer stored in the TPM, if any.
+	EKCertificate []byte
 }
 
 // CertifyQualifier is the qualifying data of the key's certification: the SHA-256 of the single-use

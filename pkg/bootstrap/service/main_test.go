@@ -53,10 +53,14 @@ type harness struct {
 	gh     *fakegithub.Server
 	fleet  *bootstraptest.Fleet
 	caKey  types.NamespacedName
+	tpm    *tpm.Attestor
 	client *http.Client // TLS without a client certificate
 }
 
-func startService(t *testing.T) *harness {
+func startService(t *testing.T) *harness { return startServiceWith(t, nil) }
+
+// startServiceWith lets tune change the TPM attestor before the service starts.
+func startServiceWith(t *testing.T, tune func(*tpm.Attestor)) *harness {
 	t.Helper()
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -68,8 +72,12 @@ func startService(t *testing.T) *harness {
 	h.ca, err = builtin.LoadOrCreateCA(ctx, env.Client, h.caKey, td)
 	g.Expect(err).NotTo(HaveOccurred())
 	h.prov = builtin.NewProvisioner(env.Client, h.caKey, td)
+	h.tpm = &tpm.Attestor{Client: env.Client, CA: h.ca, Namespace: ns.Name}
+	if tune != nil {
+		tune(h.tpm)
+	}
 	srv, err := service.New(service.Options{Client: env.Client, CA: h.ca, Attestor: &builtin.Attestor{Client: env.Client, CA: h.ca},
-		TPM: &tpm.Attestor{Client: env.Client, CA: h.ca}})
+		TPM: h.tpm})
 	g.Expect(err).NotTo(HaveOccurred())
 	h.url, err = srv.Start(ctx, "127.0.0.1:0")
 	g.Expect(err).NotTo(HaveOccurred())

@@ -29,7 +29,7 @@ func (s *Server) handleTPMAttest(w http.ResponseWriter, r *http.Request) {
 	}
 	ch, err := s.opts.TPM.Challenge(ctx, req.JoinToken, &protocol.TPMEvidence{
 		CSR: []byte(req.CSR), EKPublic: req.EKPublic, AKPublic: req.AKPublic, KeyPublic: req.KeyPublic,
-		CertifyInfo: req.CertifyInfo, CertifySignature: req.CertifySignature,
+		CertifyInfo: req.CertifyInfo, CertifySignature: req.CertifySignature, EKCertificate: req.EKCertificate,
 	})
 	if err != nil {
 		metrics.Attestation(attestationResult(err))

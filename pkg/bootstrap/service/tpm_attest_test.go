@@ -128,7 +128,8 @@ func TestTPMChallengeIsAnsweredOnceAndLeavesNoState(t *testing.T) {
 	g.Expect(status).To(Equal(http.StatusOK))
 	_, status = h.tpmActivate(t, ch.ChallengeID, secret, vm)
 	g.Expect(status).To(Equal(http.StatusUnauthorized), "a replayed answer finds no challenge")
-	err = env.Client.Get(context.Background(), client.ObjectKey{Namespace: m.Config.Namespace, Name: m.Config.Name + "-tpm-challenge"}, &corev1.Secret{})
+	cfg := bootstraptest.Get(t, env.Client, m.Config)
+	err = env.Client.Get(context.Background(), client.ObjectKey{Namespace: h.caKey.Namespace, Name: tpm.ChallengeSecretName(string(cfg.UID))}, &corev1.Secret{})
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the challenge Secret is gone once answered")
 }
 
@@ -196,7 +197,7 @@ func (h *harness) tpmChallenge(t *testing.T, token string, vm *agenttpm.Device) 
 	ch := &protocol.TPMChallenge{}
 	status := h.post(t, protocol.TPMAttestPath, protocol.TPMAttestRequest{JoinToken: token, CSR: string(ev.CSR),
 		EKPublic: ev.EKPublic, AKPublic: ev.AKPublic, KeyPublic: ev.KeyPublic,
-		CertifyInfo: ev.CertifyInfo, CertifySignature: ev.CertifySignature}, ch)
+		CertifyInfo: ev.CertifyInfo, CertifySignature: ev.CertifySignature, EKCertificate: ev.EKCertificate}, ch)
 	return ch, status
 }
 

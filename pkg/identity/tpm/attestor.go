@@ -2,17 +2,13 @@ package tpm
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
@@ -32,22 +28,9 @@ const (
 )
 
 // EKSHA256Annotation on a BootstrapConfig enrols its VM's endorsement key: when set, only a TPM whose
-// EK public key (PKIX DER) has this hex SHA-256 can attest. Without it any TPM can, as long as it
-// holds the join token.
+// EK public key (PKIX DER) has this hex SHA-256 can attest, checked at both steps. Without it any
+// TPM can, as long as it holds the join token.
 const EKSHA256Annotation = "bootstrap.hyperfleet.io/tpm-ek-sha256"
-
-// ChallengeSecretType marks the Secrets that hold a challenge between its two steps.
-const ChallengeSecretType corev1.SecretType = "bootstrap.hyperfleet.io/tpm-challenge"
-
-// Keys of a challenge Secret.
-const (
-	keyChallengeID  = "challenge-id"
-	keySecretSHA256 = "secret-sha256"
-	keyCSR          = "csr"
-	keySPIFFEID     = "spiffe-id"
-	keyExpiresAt    = "expires-at"
-	keyEKSHA256     = "ek-sha256"
-)
 
 const (
 	challengeIDPrefix = "hftc"
@@ -65,12 +48,20 @@ type Challenge struct {
 
 // Attestor attests VMs by join token plus TPM (method TPM, builtin CA) in two steps: Challenge
 // redeems the token once and encrypts a secret to the VM's TPM; Activate takes the decrypted
-// secret back and issues the SVID. Between them, the state lives in a Secret next to the
-// BootstrapConfig, so the two steps may reach different replicas.
+// secret back and issues the SVID. Between them, the state lives in a Secret in the service's own
+// namespace, authenticated with a key derived from the CA key, so the two steps may reach
+// different replicas and nobody who can write Secrets elsewhere can forge it.
 type Attestor struct {
 	// Client must read from the API server directly, as for the builtin attestor.
 	Client client.Client
 	CA     *identity.CA
+	// Namespace is the service's own namespace (that of its CA Secret), where challenges are kept.
+	Namespace string
+	// EKRoots, when set, verifies EK certificates: a VM that presents one must present one that
+	// chains to these roots (the TPM manufacturers' CAs) and certifies its EK.
+	EKRoots *x509.CertPool
+	// RequireEKCertificate refuses TPMs without such a certificate; it needs EKRoots.
+	RequireEKCertificate bool
 	// SVIDTTL defaults to DefaultSVIDTTL; ChallengeTTL to DefaultChallengeTTL.
 	SVIDTTL      time.Duration
 	ChallengeTTL time.Duration
@@ -89,8 +80,14 @@ func (a *Attestor) Challenge(ctx context.Context, joinToken string, ev *protocol
 	if err != nil {
 		return nil, fmt.Errorf("%w: csr: %v", identity.ErrBadRequest, err)
 	}
+	if a.Namespace == "" || (a.RequireEKCertificate && a.EKRoots == nil) {
+		return nil, errors.New("TPM attestor needs its namespace, and EK roots when EK certificates are required")
+	}
 	v, err := verifyEvidence(ev, joinToken, csr)
 	if err != nil {
+		return nil, fmt.Errorf("%w: %v", identity.ErrInvalidEvidence, err)
+	}
+	if err := a.verifyEKCertificate(ev.EKCertificate, v); err != nil {
 		return nil, fmt.Errorf("%w: %v", identity.ErrInvalidEvidence, err)
 	}
 	for range maxRedeemAttempts {
@@ -129,121 +126,6 @@ func (a *Attestor) redeem(ctx context.Context, ref identity.JoinTokenRef, token 
 func (a *Attestor) liveMachineID(ctx context.Context, bc *bootstrapv1.BootstrapConfig) (spiffeid.ID, error) {
 	return builtin.LiveMachineID(ctx, a.Client, a.CA.TrustDomain(), bc)
 }
-
-// storeChallenge makes the challenge and records what Activate needs in the challenge Secret. The
-// token was just redeemed by this request alone, so any Secret already there is stale.
-func (a *Attestor) storeChallenge(ctx context.Context, bc *bootstrapv1.BootstrapConfig, id spiffeid.ID, v *verified, csrPEM []byte) (*Challenge, error) {
-	secret, blob, enc, err := makeCredential(v)
-	if err != nil {
-		return nil, fmt.Errorf("making the credential challenge: %w", err)
-	}
-	nonce := make([]byte, 16)
-	if _, err := rand.Read(nonce); err != nil {
-		return nil, err
-	}
-	ch := &Challenge{
-		ID:              strings.Join([]string{challengeIDPrefix, bc.Namespace, bc.Name, hex.EncodeToString(nonce)}, "_"),
-		CredentialBlob:  blob,
-		EncryptedSecret: enc,
-		ExpiresAt:       a.now().Add(a.challengeTTL()).UTC().Truncate(time.Second),
-	}
-	sum := sha256.Sum256(secret)
-	data := map[string][]byte{
-		keyChallengeID:  []byte(ch.ID),
-		keySecretSHA256: []byte(hex.EncodeToString(sum[:])),
-		keyCSR:          csrPEM,
-		keySPIFFEID:     []byte(id.String()),
-		keyExpiresAt:    []byte(ch.ExpiresAt.Format(time.RFC3339)),
-		keyEKSHA256:     []byte(v.ekSHA256),
-	}
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: bc.Namespace, Name: challengeSecretName(bc.Name),
-		Labels: map[string]string{"app.kubernetes.io/part-of": "hyperfleet", "app.kubernetes.io/component": "tpm-challenge"},
-		// Garbage-collected with the BootstrapConfig if the VM never answers.
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: bootstrapv1.GroupVersion.String(), Kind: "BootstrapConfig",
-			Name: bc.Name, UID: bc.UID}}},
-		Type: ChallengeSecretType, Data: data}
-	err = a.Client.Create(ctx, s)
-	if apierrors.IsAlreadyExists(err) {
-		if err = a.Client.Get(ctx, client.ObjectKeyFromObject(s), s); err == nil {
-			s.Data = data
-			err = a.Client.Update(ctx, s)
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("recording the credential challenge: %w", err)
-	}
-	return ch, nil
-}
-
-// Activate checks the answer to a challenge, once, and signs the CSR that came with it. A wrong
-// answer ends the challenge: the VM has no second try, as with the join token.
-func (a *Attestor) Activate(ctx context.Context, challengeID string, answer []byte) (*identity.Attested, error) {
-	parts := strings.Split(challengeID, "_")
-	if len(parts) != 4 || parts[0] != challengeIDPrefix || parts[1] == "" || parts[2] == "" {
-		return nil, fmt.Errorf("%w: malformed challenge ID", identity.ErrInvalidEvidence)
-	}
-	s := &corev1.Secret{}
-	if err := a.Client.Get(ctx, client.ObjectKey{Namespace: parts[1], Name: challengeSecretName(parts[2])}, s); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("%w: unknown or finished challenge", identity.ErrInvalidEvidence)
-		}
-		return nil, err
-	}
-	if s.Type != ChallengeSecretType || subtle.ConstantTimeCompare(s.Data[keyChallengeID], []byte(challengeID)) != 1 {
-		return nil, fmt.Errorf("%w: unknown or finished challenge", identity.ErrInvalidEvidence)
-	}
-	expires, err := time.Parse(time.RFC3339, string(s.Data[keyExpiresAt]))
-	if err != nil || !a.now().Before(expires) {
-		a.endChallenge(ctx, s)
-		return nil, fmt.Errorf("%w: credential challenge expired", identity.ErrExpired)
-	}
-	sum := sha256.Sum256(answer)
-	if subtle.ConstantTimeCompare([]byte(hex.EncodeToString(sum[:])), s.Data[keySecretSHA256]) != 1 {
-		a.endChallenge(ctx, s)
-		return nil, fmt.Errorf("%w: wrong answer to the credential challenge", identity.ErrInvalidEvidence)
-	}
-	bc := &bootstrapv1.BootstrapConfig{}
-	if err := a.Client.Get(ctx, client.ObjectKey{Namespace: parts[1], Name: parts[2]}, bc); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("%w: BootstrapConfig %s/%s is gone", identity.ErrNotLive, parts[1], parts[2])
-		}
-		return nil, err
-	}
-	id, err := a.liveMachineID(ctx, bc)
-	if err != nil {
-		return nil, err
-	}
-	if id.String() != string(s.Data[keySPIFFEID]) {
-		return nil, fmt.Errorf("%w: BootstrapConfig %s/%s changed identity during the challenge", identity.ErrInvalidEvidence, bc.Namespace, bc.Name)
-	}
-	csr, err := identity.ParseCSRPEM(s.Data[keyCSR])
-	if err != nil {
-		return nil, fmt.Errorf("stored CSR: %w", err)
-	}
-	// Deleting what we read, and only that, makes the answer single-use across replicas.
-	uid, rv := s.UID, s.ResourceVersion
-	if err := a.Client.Delete(ctx, s, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("%w: credential challenge already answered", identity.ErrAlreadyRedeemed)
-		}
-		return nil, err
-	}
-	chain, err := a.CA.SignCSR(csr, id, a.svidTTL())
-	if err != nil {
-		return nil, fmt.Errorf("signing SVID for %s: %w", id, err)
-	}
-	ns, name, _ := identity.ParseMachineID(id.TrustDomain(), id)
-	return &identity.Attested{ID: id, Machine: identity.Machine{Namespace: ns, Name: name, BootstrapConfig: bc.Name}, Chain: chain}, nil
-}
-
-// endChallenge deletes a failed challenge, best effort: it expires unanswerable anyway.
-func (a *Attestor) endChallenge(ctx context.Context, s *corev1.Secret) {
-	uid := s.UID
-	_ = a.Client.Delete(context.WithoutCancel(ctx), s, client.Preconditions{UID: &uid})
-}
-
-// challengeSecretName is the Secret holding a BootstrapConfig's pending challenge.
-func challengeSecretName(bootstrapConfig string) string { return bootstrapConfig + "-tpm-challenge" }
 
 func (a *Attestor) now() time.Time {
 	if a.Now != nil {

@@ -2,6 +2,7 @@ package tpm
 
 import (
 	"bytes"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/rand"
 	"crypto/sha256"
@@ -21,6 +22,7 @@ const secretSize = 32
 // verified is evidence whose TPM structures all check out.
 type verified struct {
 	ek       *tpm2.TPMTPublic
+	ekPub    crypto.PublicKey
 	akName   []byte
 	ekSHA256 string // hex SHA-256 of the EK's PKIX public key, for logs and enrolment
 }
@@ -86,7 +88,7 @@ func verifyEvidence(ev *protocol.TPMEvidence, joinToken string, csr *x509.Certif
 		return nil, errors.New("the CSR's key is not the certified TPM key")
 	}
 	sum := sha256.Sum256(ekDER)
-	return &verified{ek: ek, akName: akName, ekSHA256: fmt.Sprintf("%x", sum)}, nil
+	return &verified{ek: ek, ekPub: ekPub, akName: akName, ekSHA256: fmt.Sprintf("%x", sum)}, nil
 }
 
 // signingKey parses a P-256 ECDSA key that cannot leave its TPM and returns it with its Name.
