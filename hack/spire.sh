@@ -22,6 +22,10 @@ mkdir -p "$CACHE"
 CACHE=$(cd "$CACHE" && pwd)
 SPIRE_DIR=$CACHE/spire BUILD=$CACHE/build/spire
 mkdir -p "$SPIRE_DIR" "$BUILD"
+# One build at a time: a second make (another terminal, a parallel test run) waits for the first
+# instead of building over the same directory.
+exec 9>"$BUILD/.lock"
+flock 9
 
 log() { echo "[spire $(date +%T)] $*" >&2; }
 # version_is BIN WANT: true when BIN runs and prints exactly WANT (SPIRE prints it on stderr).

@@ -21,6 +21,9 @@ mkdir -p "$CACHE"
 CACHE=$(cd "$CACHE" && pwd)
 K8S_DIR=$CACHE/k8s CAPI_DIR=$CACHE/capi BIN_DIR=$CACHE/bin BUILD=$CACHE/build
 mkdir -p "$K8S_DIR" "$CAPI_DIR" "$BIN_DIR" "$BUILD"
+# One build at a time: a second make waits for the first instead of building over it.
+exec 9>"$BUILD/.lock"
+flock 9
 export CGO_ENABLED=0 CLUSTERCTL_DISABLE_VERSIONCHECK=true GOFLAGS=-mod=mod
 
 log() { echo "[tools $(date +%T)] $*" >&2; }
