@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"github.com/hyperfleet-io/hyperfleet/pkg/tracing"
 	"net/url"
 	"strconv"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/finalizers"
@@ -30,6 +30,7 @@ import (
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
+	"github.com/hyperfleet-io/hyperfleet/pkg/tracing"
 )
 
 // HypervisorClusterReconciler connects to each HypervisorCluster's hypervisor, reports its health and
@@ -92,6 +93,9 @@ func (r *HypervisorClusterReconciler) Reconcile(ctx context.Context, req ctrl.Re
 }
 
 func (r *HypervisorClusterReconciler) reconcileNormal(ctx context.Context, hc *infrav1.HypervisorCluster) (ctrl.Result, error) {
+	if hc.Spec.InstallationID == "" {
+		return r.reconcileInstallationID(ctx, hc)
+	}
 	interval := r.DefaultInterval
 	if hc.Spec.HealthCheckInterval != nil && hc.Spec.HealthCheckInterval.Duration > 0 {
 		interval = hc.Spec.HealthCheckInterval.Duration
@@ -106,6 +110,22 @@ func (r *HypervisorClusterReconciler) reconcileNormal(ctx context.Context, hc *i
 		ctrl.LoggerFrom(ctx).Error(err, "sweep failed")
 	}
 	return ctrl.Result{RequeueAfter: interval}, nil
+}
+
+// reconcileInstallationID gives the HypervisorCluster its installation identity: a random ID kept
+// in spec, so that restarts, backups and clusterctl move carry it. Until the deferred patch has
+// persisted it, no provider is built (connection.Registry refuses) and no VM is touched.
+func (r *HypervisorClusterReconciler) reconcileInstallationID(ctx context.Context, hc *infrav1.HypervisorCluster) (ctrl.Result, error) {
+	id, err := newRandomID()
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("generating an installation ID: %w", err)
+	}
+	hc.Spec.InstallationID = id
+	conditions.Set(hc, metav1.Condition{Type: infrav1.HypervisorClusterAvailableCondition, Status: metav1.ConditionFalse,
+		Reason: infrav1.HypervisorClusterIdentityPendingReason, Message: "recording the installation ID " + id})
+	ctrl.LoggerFrom(ctx).Info("recorded the installation ID", "installationID", id)
+	r.Recorder.Eventf(hc, corev1.EventTypeNormal, "InstallationID", "VMs of this HypervisorCluster are marked with installation ID %s", id)
+	return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 }
 
 // reconcileConnection owns the Available condition: credentials, reachability, privileges, nodes.
@@ -177,6 +197,13 @@ func (r *HypervisorClusterReconciler) reconcileEndpoint(hc *infrav1.HypervisorCl
 // reconcileDelete releases the HypervisorCluster once no MachineClaim uses it any more, so no VM is
 // left without a way to delete it.
 func (r *HypervisorClusterReconciler) reconcileDelete(ctx context.Context, hc *infrav1.HypervisorCluster) (ctrl.Result, error) {
+	if _, moving := hc.Annotations[clusterctlv1.DeleteForMoveAnnotation]; moving {
+		// clusterctl move: the claims and their VMs live on in the target management cluster.
+		r.Registry.Forget(connection.Key(hc))
+		r.Sweeper.Forget(connection.Key(hc))
+		controllerRemoveFinalizer(hc, infrav1.HypervisorClusterFinalizer)
+		return ctrl.Result{}, nil
+	}
 	claims := &infrav1.MachineClaimList{}
 	if err := r.Client.List(ctx, claims, client.InNamespace(hc.Namespace),
 		client.MatchingLabels{infrav1.HypervisorClusterNameLabel: hc.Name}); err != nil {

@@ -3,7 +3,8 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"github.com/hyperfleet-io/hyperfleet/pkg/tracing"
+	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,6 +30,7 @@ import (
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
+	"github.com/hyperfleet-io/hyperfleet/pkg/tracing"
 )
 
 // MachineClaimReconciler provisions one VM per MachineClaim: clone, configure, attach cloud-init,
@@ -101,7 +103,15 @@ func (r *MachineClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if added, err := finalizers.EnsureFinalizer(ctx, r.Client, claim, infrav1.MachineClaimFinalizer); err != nil || added {
 		return ctrl.Result{}, err
 	}
-	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, s.cluster, claim); err != nil || isPaused || requeue {
+	pauseCluster := s.cluster
+	if pauseCluster == nil {
+		// A standalone claim pauses with its HypervisorCluster's Cluster: clusterctl move pauses
+		// Clusters only, and a claim reconciled mid-move could act on a VM the target now owns.
+		if pauseCluster, err = r.standaloneCluster(ctx, s); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, pauseCluster, claim); err != nil || isPaused || requeue {
 		return ctrl.Result{}, err
 	}
 	helper, err := patch.NewHelper(claim, r.Client)
@@ -117,10 +127,46 @@ func (r *MachineClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 	}()
 
+	if claim.Spec.ClaimID == "" {
+		return r.reconcileClaimID(ctx, s)
+	}
 	if !claim.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, s)
 	}
 	return r.reconcileNormal(ctx, s)
+}
+
+// reconcileClaimID gives the claim its identity before anything is done to a VM for it: a random
+// ID, kept in spec so that clusterctl move (which gives the claim a new UID and drops its status)
+// keeps it. The deferred patch persists it; the claim's VM is only created on a later reconcile.
+func (r *MachineClaimReconciler) reconcileClaimID(ctx context.Context, s *claimScope) (ctrl.Result, error) {
+	id, err := newRandomID()
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("generating a claim ID: %w", err)
+	}
+	s.claim.Spec.ClaimID = id
+	ctrl.LoggerFrom(ctx).Info("recorded the claim ID", "claimID", id)
+	return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+}
+
+// standaloneCluster is the Cluster owning a standalone claim's HypervisorCluster, nil when there is
+// none (or no HypervisorCluster yet).
+func (r *MachineClaimReconciler) standaloneCluster(ctx context.Context, s *claimScope) (*clusterv1.Cluster, error) {
+	if s.claim.Spec.HypervisorClusterName == "" && s.claim.Labels[infrav1.HypervisorClusterNameLabel] == "" {
+		return nil, nil
+	}
+	hc, err := r.hypervisorCluster(ctx, s)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	cluster, err := util.GetOwnerCluster(ctx, r.Client, hc.ObjectMeta)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return cluster, err
 }
 
 // reconcileNormal runs the provisioning steps in order; each returns early while it waits.
@@ -128,6 +174,7 @@ func (r *MachineClaimReconciler) reconcileNormal(ctx context.Context, s *claimSc
 	for _, step := range []func(context.Context, *claimScope) (ctrl.Result, error){
 		r.reconcileClusterInfrastructure,
 		r.reconcileHypervisorCluster,
+		r.reconcileLostStatus,
 		r.reconcileBootstrapData,
 		r.reconcileVM,
 		r.reconcileBootstrapped,
@@ -200,6 +247,36 @@ func (r *MachineClaimReconciler) hypervisorCluster(ctx context.Context, s *claim
 		return nil, err
 	}
 	return hc, nil
+}
+
+// reconcileLostStatus finds the claim's VM again when its status is lost but its spec says it had
+// one: clusterctl move copies spec (providerID and claimID) but not status. The VM named by the
+// providerID must carry the claim's identity; then provisioning resumes where a running VM is.
+func (r *MachineClaimReconciler) reconcileLostStatus(ctx context.Context, s *claimScope) (ctrl.Result, error) {
+	c := s.claim
+	if c.Status.VMID != 0 || c.Spec.ProviderID == "" {
+		return ctrl.Result{}, nil
+	}
+	vmid, err := strconv.Atoi(c.Spec.ProviderID[strings.LastIndex(c.Spec.ProviderID, "/")+1:])
+	if err == nil {
+		var vms []hypervisor.VM
+		if vms, err = s.provider.OwnedVMs(ctx); err != nil {
+			return r.fail(ctx, s, fmt.Errorf("looking for VM %d of providerID %s: %w", vmid, c.Spec.ProviderID, err))
+		}
+		for _, vm := range vms {
+			if vm.Ref.ID == vmid && ownedBy(vm, c) {
+				c.Status.VMID, c.Status.Node = int32(vmid), vm.Ref.Node
+				c.Status.CompletedStep = infrav1.StepStarted
+				r.Recorder.Eventf(c, corev1.EventTypeNormal, "VMRecovered", "found VM %s of providerID %s again", vm.Ref, c.Spec.ProviderID)
+				return ctrl.Result{}, nil
+			}
+		}
+	}
+	// A claim whose VM is gone cannot get another one: the providerID cannot change.
+	s.terminal = true
+	setVMCondition(c, metav1.ConditionFalse, infrav1.VMNotFoundReason,
+		fmt.Sprintf("providerID %s names no VM of this claim (claim ID %s); delete the claim", c.Spec.ProviderID, c.Spec.ClaimID))
+	return ctrl.Result{RequeueAfter: time.Minute}, nil
 }
 
 // reconcileBootstrapData reads the bootstrap data Secret: Machine.spec.bootstrap.dataSecretName under
@@ -328,12 +405,16 @@ func (r *MachineClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 // available again.
 func (r *MachineClaimReconciler) hypervisorClusterToClaims(ctx context.Context, o client.Object) []ctrl.Request {
 	claims := &infrav1.MachineClaimList{}
-	if err := r.Client.List(ctx, claims, client.InNamespace(o.GetNamespace()),
-		client.MatchingLabels{infrav1.HypervisorClusterNameLabel: o.GetName()}); err != nil {
+	if err := r.Client.List(ctx, claims, client.InNamespace(o.GetNamespace())); err != nil {
 		return nil
 	}
 	reqs := make([]ctrl.Request, 0, len(claims.Items))
 	for _, c := range claims.Items {
+		// The label is set once the claim found its HypervisorCluster; a standalone claim created
+		// before it names it in spec only.
+		if c.Labels[infrav1.HypervisorClusterNameLabel] != o.GetName() && c.Spec.HypervisorClusterName != o.GetName() {
+			continue
+		}
 		// Ready claims have nothing to gain; the sweep watches their VMs.
 		if c.Status.Phase != infrav1.MachineClaimPhaseReady {
 			reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&c)})

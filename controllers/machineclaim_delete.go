@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -21,6 +22,11 @@ import (
 // A VM that is not this claim's (foreign, or another claim's) is never touched.
 func (r *MachineClaimReconciler) reconcileDelete(ctx context.Context, s *claimScope) (ctrl.Result, error) {
 	c := s.claim
+	if _, moving := c.Annotations[clusterctlv1.DeleteForMoveAnnotation]; moving {
+		// clusterctl move deletes the source copy once the target has it: the VM is the moved
+		// claim's now.
+		return r.release(ctx, s, "moved to another management cluster by clusterctl; the VM stays")
+	}
 	setVMCondition(c, metav1.ConditionFalse, infrav1.DeletingReason, "deleting the VM")
 	if c.Status.VMID == 0 {
 		return r.release(ctx, s, "no VM was created")
@@ -72,6 +78,8 @@ func (r *MachineClaimReconciler) reconcileDelete(ctx context.Context, s *claimSc
 		return r.release(ctx, s, fmt.Sprintf("VM %s is gone", ref))
 	case err != nil:
 		return r.fail(ctx, s, err)
+	case legacyOf(vm, c):
+		return r.adoptLegacyVM(ctx, s)
 	case !ownedBy(vm, c):
 		return r.release(ctx, s, fmt.Sprintf("VM %s belongs to someone else and was left alone", ref))
 	case vm.Lock != "":

@@ -45,7 +45,7 @@ func expectOneVMPerClaim(t *testing.T, sim *pvesim.Simulator, claims []*infrav1.
 		vm, ok := sim.VM(id)
 		g.Expect(ok).To(BeTrue(), "VM %d of %s exists", id, c.Name)
 		g.Expect(vm.Status).To(Equal("running"))
-		g.Expect(vm.Tags).To(ContainElement("hf-uid-" + string(got.UID)))
+		g.Expect(vm.Tags).To(ContainElement("hf-id-" + got.Spec.ClaimID))
 	}
 	g.Expect(ownedVMs(sim)).To(HaveLen(len(claims)), "no duplicate or leaked VM")
 }

@@ -2,6 +2,8 @@ package controllers
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -55,8 +57,31 @@ func vmRef(c *infrav1.MachineClaim) hypervisor.VMRef {
 // vmName is the VM's name in the hypervisor: the claim's name, which Cluster API keeps unique.
 func vmName(c *infrav1.MachineClaim) string { return c.Name }
 
+// ownedBy reports whether vm carries c's identity: its claim ID with its namespace and name.
 func ownedBy(vm hypervisor.VM, c *infrav1.MachineClaim) bool {
-	return vm.Owner != nil && vm.Owner.ClaimUID == string(c.UID)
+	o := vm.Owner
+	return o != nil && !o.Legacy && c.Spec.ClaimID != "" && o.ClaimID == c.Spec.ClaimID &&
+		o.ClaimNamespace == c.Namespace && o.ClaimName == c.Name
+}
+
+// legacyOf reports whether vm is c's VM as a release before claim IDs marked it.
+func legacyOf(vm hypervisor.VM, c *infrav1.MachineClaim) bool {
+	o := vm.Owner
+	return o != nil && o.Legacy && o.LegacyClaimUID == string(c.UID) && o.ClaimNamespace == c.Namespace && o.ClaimName == c.Name
+}
+
+// claimOwnership is the ownership stamped on c's VM.
+func claimOwnership(c *infrav1.MachineClaim) hypervisor.Ownership {
+	return hypervisor.Ownership{ClaimNamespace: c.Namespace, ClaimName: c.Name, ClaimID: c.Spec.ClaimID}
+}
+
+// newRandomID returns 16 random lower-case hex digits: installation and claim IDs.
+func newRandomID() (string, error) {
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
 }
 
 func templateSelector(c *infrav1.MachineClaim) hypervisor.TemplateSelector {

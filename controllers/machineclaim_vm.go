@@ -124,7 +124,7 @@ func (r *MachineClaimReconciler) reconcileClone(ctx context.Context, s *claimSco
 		Target:  ref,
 		Name:    vmName(c),
 		Full:    c.Spec.CloneMode == infrav1.CloneFull,
-		Owner:   hypervisor.Ownership{ClaimNamespace: c.Namespace, ClaimName: c.Name, ClaimUID: string(c.UID)},
+		Owner:   claimOwnership(c),
 		Storage: c.Spec.Storage,
 	}
 	if p := s.hc.Spec.Proxmox; p != nil {
@@ -155,6 +155,8 @@ func (r *MachineClaimReconciler) adoptVM(ctx context.Context, s *claimScope) (ct
 		return ctrl.Result{RequeueAfter: r.poll()}, nil // gone again: clone on the next pass
 	case err != nil:
 		return r.fail(ctx, s, err)
+	case legacyOf(vm, c):
+		return r.adoptLegacyVM(ctx, s)
 	case !ownedBy(vm, c):
 		return r.releaseVMID(s, fmt.Sprintf("VMID %d is taken by another VM", ref.ID))
 	case vm.Lock != "":
@@ -164,6 +166,21 @@ func (r *MachineClaimReconciler) adoptVM(ctx context.Context, s *claimScope) (ct
 	c.Status.CompletedStep = infrav1.StepCloned
 	r.setProviderID(s)
 	return ctrl.Result{}, nil
+}
+
+// adoptLegacyVM re-marks the claim's VM, made by a release before installation identities, with
+// the installation's and the claim's identity; the next reconcile continues where it stopped.
+func (r *MachineClaimReconciler) adoptLegacyVM(ctx context.Context, s *claimScope) (ctrl.Result, error) {
+	c := s.claim
+	if err := s.provider.Adopt(ctx, vmRef(c), claimOwnership(c), string(c.UID)); err != nil {
+		c.Status.FailureCount++
+		c.Status.LastFailureTime = &metav1.Time{Time: time.Now()}
+		setVMCondition(c, metav1.ConditionFalse, infrav1.HypervisorErrorReason, fmt.Sprintf("adopting VM %s: %v", vmRef(c), err))
+		return ctrl.Result{RequeueAfter: backoff(c.Status.FailureCount)}, nil
+	}
+	r.Recorder.Eventf(c, corev1.EventTypeNormal, infrav1.VMAdoptedReason,
+		"VM %s re-marked with this installation's identity (claim ID %s)", vmRef(c), c.Spec.ClaimID)
+	return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 }
 
 func (r *MachineClaimReconciler) releaseVMID(s *claimScope, why string) (ctrl.Result, error) {
@@ -305,6 +322,12 @@ func (r *MachineClaimReconciler) recordTask(s *claimScope, op, node string, task
 // fixed outside (a template restored, a privilege granted).
 func (r *MachineClaimReconciler) fail(ctx context.Context, s *claimScope, err error) (ctrl.Result, error) {
 	c := s.claim
+	if errors.Is(err, hypervisor.ErrNotOwned) && c.Status.VMID != 0 && s.provider != nil {
+		// The VM may still carry an older release's marks: adopt it if it is ours.
+		if vm, verr := s.provider.VM(ctx, vmRef(c)); verr == nil && legacyOf(vm, c) {
+			return r.adoptLegacyVM(ctx, s)
+		}
+	}
 	c.Status.FailureCount++
 	reason := infrav1.HypervisorErrorReason
 	switch {

@@ -182,7 +182,11 @@ func (r *RunnerPoolReconciler) removeRunner(ctx context.Context, s *poolScope, r
 	if err != nil {
 		return false, err
 	}
-	if config == runnerConfigIssuing && sparesJobs(rm.Reason) {
+	// The sweep marks a runner whose VM it saw stopped or gone; that sighting may be wrong (a
+	// listing that missed a node), so such a runner is removed by the rule that never kills a job.
+	_, vmStopped := m.Annotations[infrav1.VMStoppedAnnotation]
+	spares := sparesJobs(rm.Reason) || vmStopped
+	if config == runnerConfigIssuing && spares {
 		// The runner is being registered right now and may take a job the moment it is: decide
 		// once the bootstrap service is done (its status update brings the pool back).
 		ctrl.LoggerFrom(ctx).Info("runner config is being issued; deciding after", "Machine", rm.Name)
@@ -192,11 +196,11 @@ func (r *RunnerPoolReconciler) removeRunner(ctx context.Context, s *poolScope, r
 		err := r.deregister(ctx, s, rm.Name)
 		switch {
 		case errors.Is(err, platform.ErrRunnerBusy):
-			if sparesJobs(rm.Reason) {
+			if spares {
 				ctrl.LoggerFrom(ctx).Info("runner picked up a job; keeping it", "Machine", rm.Name)
 				return false, nil
 			}
-		case err != nil && rm.Reason == scaling.ReasonScaleDown:
+		case err != nil && (rm.Reason == scaling.ReasonScaleDown || vmStopped):
 			return false, fmt.Errorf("deregistering runner %s before scale-down: %w", rm.Name, err)
 		}
 	}

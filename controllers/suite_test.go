@@ -80,6 +80,13 @@ func startManager(t *testing.T, timing ...testTiming) (stop func()) {
 // startManagerWith is startManager with a chance to change the manager's configuration.
 func startManagerWith(t *testing.T, mutate func(*config.Manager), timing ...testTiming) (stop func()) {
 	t.Helper()
+	return startManagerOn(t, env, mutate, timing...)
+}
+
+// startManagerOn runs HyperFleet's manager against e's API server: a second management cluster
+// gets its own installation this way.
+func startManagerOn(t *testing.T, e *testenv.Env, mutate func(*config.Manager), timing ...testTiming) (stop func()) {
+	t.Helper()
 	tm := testTiming{sweep: time.Second, orphanGrace: 2 * time.Second}
 	if len(timing) > 0 {
 		tm = timing[0]
@@ -96,7 +103,7 @@ func startManagerWith(t *testing.T, mutate func(*config.Manager), timing ...test
 	if mutate != nil {
 		mutate(cfg)
 	}
-	mgr, err := manager.New(context.Background(), env.Config, cfg, func(o *controllers.Options) {
+	mgr, err := manager.New(context.Background(), e.Config, cfg, func(o *controllers.Options) {
 		o.TaskPollInterval = 100 * time.Millisecond
 		o.SkipNameValidation = true
 		o.TemplateCheckInterval = time.Second

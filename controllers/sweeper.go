@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
@@ -23,7 +24,7 @@ import (
 )
 
 // Sweeper runs the power-state sweep of a HypervisorCluster: one listing of the owned VMs, then
-// runners whose VM stopped are retired and orphan VMs removed.
+// runners whose VM stopped are retired, VMs of older releases adopted and orphan VMs removed.
 type Sweeper struct {
 	Client      client.Client
 	Recorder    record.EventRecorder
@@ -45,13 +46,13 @@ func (s *Sweeper) Sweep(ctx context.Context, hc *infrav1.HypervisorCluster, prov
 		client.MatchingLabels{infrav1.HypervisorClusterNameLabel: hc.Name}); err != nil {
 		return err
 	}
-	byUID := map[string]*infrav1.MachineClaim{}
+	byName := map[string]*infrav1.MachineClaim{}
 	infos := make([]sweep.Claim, 0, len(claims.Items))
 	for i := range claims.Items {
 		c := &claims.Items[i]
-		byUID[string(c.UID)] = c
+		byName[c.Name] = c
 		infos = append(infos, sweep.Claim{
-			Namespace: c.Namespace, Name: c.Name, UID: string(c.UID), VMID: int(c.Status.VMID),
+			Namespace: c.Namespace, Name: c.Name, ID: c.Spec.ClaimID, UID: string(c.UID), VMID: int(c.Status.VMID),
 			Started:  c.Status.CompletedStep == infrav1.StepStarted,
 			Deleting: !c.DeletionTimestamp.IsZero(),
 			Busy:     c.Status.Task != nil,
@@ -60,8 +61,25 @@ func (s *Sweeper) Sweep(ctx context.Context, hc *infrav1.HypervisorCluster, prov
 	plan := sweep.Decide(vms, infos, s.orphanMemory(connection.Key(hc)), time.Now(), s.OrphanGrace)
 
 	var errs []error
-	for _, c := range plan.Retire {
-		if err := s.retire(ctx, byUID[c.UID]); err != nil {
+	for _, a := range plan.Adopt {
+		if err := s.adopt(ctx, provider, byName[a.Claim.Name], a.VM); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	retire := plan.Retire
+	for _, c := range plan.Missing {
+		// One listing may miss a node's VMs: only a direct read saying the VM does not exist
+		// retires the runner.
+		gone, err := s.confirmGone(ctx, provider, byName[c.Name])
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if gone {
+			retire = append(retire, c)
+		}
+	}
+	for _, c := range retire {
+		if err := s.retire(ctx, byName[c.Name]); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -70,31 +88,103 @@ func (s *Sweeper) Sweep(ctx context.Context, hc *infrav1.HypervisorCluster, prov
 			errs = append(errs, err)
 		}
 	}
+	s.clearStoppedMarks(ctx, vms, byName)
 	hc.Status.OwnedVMs = int32(plan.Owned)
 	hc.Status.LastSweepTime = &metav1.Time{Time: time.Now()}
-	log.V(1).Info("swept", "ownedVMs", plan.Owned, "retired", len(plan.Retire), "orphans", len(plan.RemoveOrphans))
+	log.V(1).Info("swept", "ownedVMs", plan.Owned, "retired", len(retire), "orphans", len(plan.RemoveOrphans),
+		"adopted", len(plan.Adopt), "untrackedLegacyVMs", plan.Legacy)
 	return errors.Join(errs...)
 }
 
-// retire ends a runner whose VM is done: the owner Machine is deleted so its owner (a RunnerPool or
-// MachineSet) sees it go; a claim without a Machine is deleted itself. Either way the claim's
-// finalizer then destroys the VM.
+// confirmGone reads a claim's VM that a listing did not show. Only NotFound means gone; a node that
+// does not answer means nothing.
+func (s *Sweeper) confirmGone(ctx context.Context, provider hypervisor.Provider, claim *infrav1.MachineClaim) (bool, error) {
+	vm, err := provider.VM(ctx, vmRef(claim))
+	switch {
+	case errors.Is(err, hypervisor.ErrNotFound):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("confirming VM %d of MachineClaim %s is gone: %w", claim.Status.VMID, claim.Name, err)
+	}
+	// Listed again, or visible to a direct read: retired only if it stopped, like a listed one.
+	return ownedBy(vm, claim) && vm.State == hypervisor.PowerStateStopped && vm.Lock == "", nil
+}
+
+// adopt re-marks a VM made by a release before installation identities with the claim's identity.
+func (s *Sweeper) adopt(ctx context.Context, provider hypervisor.Provider, claim *infrav1.MachineClaim, vm hypervisor.VM) error {
+	if err := provider.Adopt(ctx, vm.Ref, claimOwnership(claim), string(claim.UID)); err != nil {
+		return fmt.Errorf("adopting VM %s of MachineClaim %s: %w", vm.Ref, claim.Name, err)
+	}
+	s.Recorder.Eventf(claim, corev1.EventTypeNormal, infrav1.VMAdoptedReason,
+		"VM %s re-marked with this installation's identity (claim ID %s)", vm.Ref, claim.Spec.ClaimID)
+	return nil
+}
+
+// retire ends a runner whose VM is done. A claim without a Machine is deleted, and its finalizer
+// destroys the VM. A RunnerPool's Machine is never deleted here: it is marked for remediation, and
+// the pool removes it by its own rule (a runner the CI platform says is running a job stays). A
+// Machine of another owner is deleted, as its owner expects of infrastructure that is gone.
 func (s *Sweeper) retire(ctx context.Context, claim *infrav1.MachineClaim) error {
 	machine, err := util.GetOwnerMachine(ctx, s.Client, claim.ObjectMeta)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	var target client.Object = claim
-	if machine != nil {
-		target = machine
+	log := ctrl.LoggerFrom(ctx).WithValues("MachineClaim", klogRef(claim))
+	switch {
+	case machine == nil:
+		msg := fmt.Sprintf("VM %d stopped or disappeared; deleting MachineClaim %s", claim.Status.VMID, claim.Name)
+		log.Info(msg)
+		s.Recorder.Event(claim, corev1.EventTypeNormal, "VMStopped", msg)
+		return client.IgnoreNotFound(s.Client.Delete(ctx, claim, client.PropagationPolicy(metav1.DeletePropagationBackground)))
+	case machine.Labels[fleetv1.RunnerPoolNameLabel] != "":
+		if _, marked := machine.Annotations[infrav1.VMStoppedAnnotation]; marked || !machine.DeletionTimestamp.IsZero() {
+			return nil
+		}
+		msg := fmt.Sprintf("VM %d stopped or disappeared; Machine %s marked for its RunnerPool to replace", claim.Status.VMID, machine.Name)
+		log.Info(msg)
+		s.Recorder.Event(claim, corev1.EventTypeNormal, "VMStopped", msg)
+		patch := client.MergeFrom(machine.DeepCopy())
+		if machine.Annotations == nil {
+			machine.Annotations = map[string]string{}
+		}
+		machine.Annotations[infrav1.VMStoppedAnnotation] = time.Now().UTC().Format(time.RFC3339)
+		machine.Annotations[clusterv1.RemediateMachineAnnotation] = ""
+		return client.IgnoreNotFound(s.Client.Patch(ctx, machine, patch))
+	default:
+		msg := fmt.Sprintf("VM %d stopped or disappeared; deleting Machine %s", claim.Status.VMID, machine.Name)
+		log.Info(msg)
+		s.Recorder.Event(claim, corev1.EventTypeNormal, "VMStopped", msg)
+		return client.IgnoreNotFound(s.Client.Delete(ctx, machine, client.PropagationPolicy(metav1.DeletePropagationBackground)))
 	}
-	msg := fmt.Sprintf("VM %d stopped or disappeared; deleting %s %s", claim.Status.VMID, kindOf(target), target.GetName())
-	ctrl.LoggerFrom(ctx).Info(msg, "MachineClaim", klogRef(claim))
-	s.Recorder.Event(claim, corev1.EventTypeNormal, "VMStopped", msg)
-	if err := s.Client.Delete(ctx, target, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
-		return err
+}
+
+// clearStoppedMarks takes the sweep's mark off a Machine whose VM runs again (it was seen stopped
+// by mistake, or a person started it): the pool must not replace a runner that works.
+func (s *Sweeper) clearStoppedMarks(ctx context.Context, vms []hypervisor.VM, claims map[string]*infrav1.MachineClaim) {
+	running := map[int]bool{}
+	for _, vm := range vms {
+		if vm.State == hypervisor.PowerStateRunning {
+			running[vm.Ref.ID] = true
+		}
 	}
-	return nil
+	for _, claim := range claims {
+		if claim.Status.VMID == 0 || !running[int(claim.Status.VMID)] || !claim.DeletionTimestamp.IsZero() {
+			continue
+		}
+		machine, err := util.GetOwnerMachine(ctx, s.Client, claim.ObjectMeta)
+		if err != nil || machine == nil || !machine.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if _, marked := machine.Annotations[infrav1.VMStoppedAnnotation]; !marked {
+			continue
+		}
+		patch := client.MergeFrom(machine.DeepCopy())
+		delete(machine.Annotations, infrav1.VMStoppedAnnotation)
+		delete(machine.Annotations, clusterv1.RemediateMachineAnnotation)
+		if err := s.Client.Patch(ctx, machine, patch); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "clearing the VM-stopped mark", "Machine", klogRef(machine))
+		}
+	}
 }
 
 // removeOrphan stops, then on a later sweep destroys, an owned VM whose MachineClaim is gone.
@@ -130,11 +220,4 @@ func (s *Sweeper) Forget(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.orphans, key)
-}
-
-func kindOf(o client.Object) string {
-	if _, ok := o.(*clusterv1.Machine); ok {
-		return "Machine"
-	}
-	return "MachineClaim"
 }

@@ -113,7 +113,13 @@ func (r *Registry) config(ctx context.Context, hc *infrav1.HypervisorCluster) (p
 		InsecureSkipVerify: hc.Spec.InsecureSkipTLSVerify,
 		Timeout:            r.Timeout,
 		Cluster:            Key(hc),
+		InstallationID:     hc.Spec.InstallationID,
 		AllowedNodes:       hc.Spec.AllowedNodes,
+	}
+	if cfg.InstallationID == "" {
+		// Without its identity a provider could not tell this installation's VMs from another's.
+		return cfg, &Error{Reason: infrav1.HypervisorClusterIdentityPendingReason,
+			Message: fmt.Sprintf("HypervisorCluster %s has no installation ID yet", Key(hc))}
 	}
 	if p := hc.Spec.Proxmox; p != nil {
 		cfg.ISOStorage = p.ISOStorage

@@ -41,8 +41,14 @@ type Provider interface {
 	VM(ctx context.Context, ref VMRef) (VM, error)
 	// Addresses returns the addresses the guest reports; empty until the guest agent answers.
 	Addresses(ctx context.Context, ref VMRef) ([]Address, error)
-	// OwnedVMs lists every VM owned by this HypervisorCluster in one call.
+	// OwnedVMs lists every VM owned by this HypervisorCluster in one call, and the VMs marked by
+	// an older release for a HypervisorCluster of the same namespace/name (Owner.Legacy): those
+	// may be another installation's and must only be adopted, never swept.
 	OwnedVMs(ctx context.Context) ([]VM, error)
+	// Adopt re-marks a Legacy VM with owner once it proves to be the VM of the claim whose
+	// metadata.uid is legacyClaimUID. A VM already marked for owner is left as it is; any other
+	// VM gets ErrNotOwned.
+	Adopt(ctx context.Context, ref VMRef, owner Ownership, legacyClaimUID string) error
 	// TaskStatus polls a task started by this or an earlier process.
 	TaskStatus(ctx context.Context, node string, id TaskID) (TaskState, error)
 }

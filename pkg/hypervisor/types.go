@@ -29,14 +29,21 @@ func (r VMRef) IsZero() bool { return r.ID == 0 }
 // Ownership is the metadata HyperFleet stamps on every VM it creates. A VM without it is foreign and
 // is never changed.
 type Ownership struct {
-	// Cluster identifies the HypervisorCluster (namespace/name) that owns the VM, so two HyperFleet
-	// installations sharing one Proxmox cluster never touch each other's VMs.
+	// Cluster names the owning HypervisorCluster (namespace/name) for people; the provider's
+	// installation identity, not this name, decides ownership.
 	Cluster string
 	// ClaimNamespace and ClaimName name the MachineClaim the VM belongs to.
 	ClaimNamespace string
 	ClaimName      string
-	// ClaimUID is the MachineClaim's UID: a recreated claim with the same name owns a different VM.
-	ClaimUID string
+	// ClaimID is the MachineClaim's spec.claimID: a recreated claim with the same name owns a
+	// different VM, and a claim moved to another management cluster keeps its VM.
+	ClaimID string
+	// Legacy is set on a VM marked by a HyperFleet release before installation identities: its
+	// marks name the HypervisorCluster by namespace/name only, which another installation may
+	// share. Such a VM is never changed or swept; the claim that tracks it adopts it (Adopt).
+	Legacy bool
+	// LegacyClaimUID is the claim's metadata.uid a Legacy VM carries.
+	LegacyClaimUID string
 }
 
 // Claim returns "namespace/name" of the owning claim.

@@ -8,7 +8,12 @@ import (
 
 // Claim is what the sweep needs to know about one MachineClaim.
 type Claim struct {
-	Namespace, Name, UID string
+	Namespace, Name string
+	// ID is the claim's spec.claimID, the identity its VM carries; empty until the claim
+	// controller recorded one.
+	ID string
+	// UID is the claim's metadata.uid: VMs marked by releases before claim IDs carry it.
+	UID string
 	// VMID is the claim's VM, 0 before one was chosen.
 	VMID int
 	// Started is true once the claim powered its VM on: only then does a stopped VM mean "done".
@@ -19,40 +24,80 @@ type Claim struct {
 	Busy bool
 }
 
+// Adoption is a VM marked by an older release that a claim of this installation tracks.
+type Adoption struct {
+	Claim Claim
+	VM    hypervisor.VM
+}
+
 // Plan is what a sweep should do.
 type Plan struct {
-	// Retire are claims whose VM stopped by itself or disappeared: their Machine (or the claim
-	// itself, without a Machine) is deleted, and the claim's deletion removes the VM.
+	// Retire are claims whose VM stopped by itself: their runner is retired and the claim's
+	// deletion removes the VM.
 	Retire []Claim
+	// Missing are started claims whose VM the listing did not show. A listing can be incomplete
+	// (a node that did not answer), so each must be confirmed gone by a direct read before it is
+	// retired.
+	Missing []Claim
 	// RemoveOrphans are owned VMs whose claim no longer exists and whose grace period is over.
 	RemoveOrphans []hypervisor.VM
-	// Owned counts the VMs the cluster owns.
+	// Adopt are Legacy VMs that a claim tracks (same VMID and metadata.uid): they are re-marked
+	// with the installation's identity. Legacy VMs no claim tracks may be another installation's
+	// and are left alone.
+	Adopt []Adoption
+	// Owned counts the VMs the cluster owns, adopted ones included.
 	Owned int
+	// Legacy counts the Legacy VMs no claim tracks.
+	Legacy int
 }
 
 // Orphans remembers when each orphan VM was first seen. It is a cache: after a restart the grace
 // period starts again, which only ever delays a removal.
 type Orphans map[int]time.Time
 
+type claimKey struct{ namespace, name, id string }
+
 // Decide computes a Plan. vms are the owned VMs from one listing; claims are the claims pointing at
 // the cluster; grace is how long an orphan is kept.
 func Decide(vms []hypervisor.VM, claims []Claim, seen Orphans, now time.Time, grace time.Duration) Plan {
-	plan := Plan{Owned: len(vms)}
-	byUID := make(map[string]Claim, len(claims))
+	var plan Plan
+	byKey := make(map[claimKey]Claim, len(claims))
+	byVMID := make(map[int]Claim, len(claims))
 	for _, c := range claims {
-		byUID[c.UID] = c
+		if c.ID != "" {
+			byKey[claimKey{c.Namespace, c.Name, c.ID}] = c
+		}
+		if c.VMID != 0 {
+			byVMID[c.VMID] = c
+		}
 	}
 	present := make(map[int]hypervisor.VM, len(vms))
 	for _, vm := range vms {
 		present[vm.Ref.ID] = vm
-		if vm.Owner == nil {
+		switch {
+		case vm.Owner == nil:
+			continue
+		case vm.Owner.Legacy:
+			if c, ok := byVMID[vm.Ref.ID]; ok && c.ID != "" && c.UID == vm.Owner.LegacyClaimUID &&
+				c.Namespace == vm.Owner.ClaimNamespace && c.Name == vm.Owner.ClaimName {
+				plan.Adopt = append(plan.Adopt, Adoption{Claim: c, VM: vm})
+				plan.Owned++
+			} else {
+				plan.Legacy++
+			}
 			continue
 		}
-		claim, ok := byUID[vm.Owner.ClaimUID]
-		if !ok {
-			if vm.Lock != "" {
-				continue
-			}
+		plan.Owned++
+		claim, ok := byKey[claimKey{vm.Owner.ClaimNamespace, vm.Owner.ClaimName, vm.Owner.ClaimID}]
+		switch {
+		case ok && (claim.VMID == vm.Ref.ID || claim.VMID == 0):
+			// The claim's VM, or one it has not found again yet (its status was lost, e.g. by
+			// clusterctl move, and it recovers the VM from its providerID).
+			delete(seen, vm.Ref.ID)
+		case vm.Lock != "":
+			continue
+		default:
+			// No claim, or its claim has moved on to another VM (a leftover of a lost status).
 			first, known := seen[vm.Ref.ID]
 			if !known {
 				seen[vm.Ref.ID] = now
@@ -63,7 +108,6 @@ func Decide(vms []hypervisor.VM, claims []Claim, seen Orphans, now time.Time, gr
 			}
 			continue
 		}
-		delete(seen, vm.Ref.ID)
 		if claim.Deleting || claim.Busy || !claim.Started || claim.VMID != vm.Ref.ID {
 			continue
 		}
@@ -79,7 +123,7 @@ func Decide(vms []hypervisor.VM, claims []Claim, seen Orphans, now time.Time, gr
 	for _, c := range claims {
 		if c.Started && !c.Deleting && !c.Busy && c.VMID != 0 {
 			if _, ok := present[c.VMID]; !ok {
-				plan.Retire = append(plan.Retire, c)
+				plan.Missing = append(plan.Missing, c)
 			}
 		}
 	}

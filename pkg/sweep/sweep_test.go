@@ -12,9 +12,15 @@ import (
 func vm(id int, uid string, state hypervisor.PowerState) hypervisor.VM {
 	v := hypervisor.VM{Ref: hypervisor.VMRef{Node: "pve1", ID: id}, State: state}
 	if uid != "" {
-		v.Owner = &hypervisor.Ownership{Cluster: "ns/hc", ClaimNamespace: "ns", ClaimName: "c-" + uid, ClaimUID: uid}
+		v.Owner = &hypervisor.Ownership{Cluster: "ns/hc", ClaimNamespace: "ns", ClaimName: uid, ClaimID: uid}
 	}
 	return v
+}
+
+// legacyVM is a VM marked by a release before claim IDs for the claim with metadata.uid uid.
+func legacyVM(id int, name, uid string, state hypervisor.PowerState) hypervisor.VM {
+	return hypervisor.VM{Ref: hypervisor.VMRef{Node: "pve1", ID: id}, State: state,
+		Owner: &hypervisor.Ownership{Cluster: "ns/hc", ClaimNamespace: "ns", ClaimName: name, Legacy: true, LegacyClaimUID: uid}}
 }
 
 func TestDecide(t *testing.T) {
@@ -27,33 +33,43 @@ func TestDecide(t *testing.T) {
 		claims      []Claim
 		seen        Orphans
 		wantRetire  []string
+		wantMissing []string
 		wantOrphans []int
+		wantAdopt   []int
+		// wantOwned defaults to len(vms).
+		wantOwned *int
 	}{
 		{
 			name:   "running runner is left alone",
 			vms:    []hypervisor.VM{vm(100, "a", running)},
-			claims: []Claim{{Name: "a", UID: "a", VMID: 100, Started: true}},
+			claims: []Claim{{Namespace: "ns", Name: "a", ID: "a", UID: "uid-a", VMID: 100, Started: true}},
 		},
 		{
 			name:       "stopped runner is retired",
 			vms:        []hypervisor.VM{vm(100, "a", stopped)},
-			claims:     []Claim{{Name: "a", UID: "a", VMID: 100, Started: true}},
+			claims:     []Claim{{Namespace: "ns", Name: "a", ID: "a", UID: "uid-a", VMID: 100, Started: true}},
 			wantRetire: []string{"a"},
 		},
 		{
 			name:   "stopped VM still being provisioned is not retired",
 			vms:    []hypervisor.VM{vm(100, "a", stopped)},
-			claims: []Claim{{Name: "a", UID: "a", VMID: 100}},
+			claims: []Claim{{Namespace: "ns", Name: "a", ID: "a", UID: "uid-a", VMID: 100}},
 		},
 		{
 			name:   "claim already deleting or busy is not retired again",
 			vms:    []hypervisor.VM{vm(100, "a", stopped), vm(101, "b", stopped)},
-			claims: []Claim{{Name: "a", UID: "a", VMID: 100, Started: true, Deleting: true}, {Name: "b", UID: "b", VMID: 101, Started: true, Busy: true}},
+			claims: []Claim{{Namespace: "ns", Name: "a", ID: "a", UID: "uid-a", VMID: 100, Started: true, Deleting: true}, {Namespace: "ns", Name: "b", ID: "b", UID: "uid-b", VMID: 101, Started: true, Busy: true}},
 		},
 		{
-			name:       "vanished VM retires its claim",
-			claims:     []Claim{{Name: "a", UID: "a", VMID: 100, Started: true}},
-			wantRetire: []string{"a"},
+			// A listing may be incomplete: the caller must confirm with a direct read.
+			name:        "vanished VM is reported missing, not retired",
+			claims:      []Claim{{Namespace: "ns", Name: "a", ID: "a", UID: "uid-a", VMID: 100, Started: true}},
+			wantMissing: []string{"a"},
+		},
+		{
+			name:   "a VM in an unknown power state is not retired",
+			vms:    []hypervisor.VM{vm(100, "a", hypervisor.PowerStateUnknown)},
+			claims: []Claim{{Namespace: "ns", Name: "a", ID: "a", UID: "uid-a", VMID: 100, Started: true}},
 		},
 		{
 			name: "new orphan waits for its grace period",
@@ -66,9 +82,35 @@ func TestDecide(t *testing.T) {
 			wantOrphans: []int{100},
 		},
 		{
+			name:   "a claim that lost its status keeps its VM",
+			vms:    []hypervisor.VM{vm(100, "a", running)},
+			claims: []Claim{{Namespace: "ns", Name: "a", ID: "a", UID: "uid-moved"}},
+			seen:   Orphans{100: now.Add(-grace)},
+		},
+		{
+			name:        "a VM of a recreated claim (same name, new ID) is an orphan",
+			vms:         []hypervisor.VM{vm(100, "a", running)},
+			claims:      []Claim{{Namespace: "ns", Name: "a", ID: "b", UID: "uid-b", VMID: 100, Started: true}},
+			seen:        Orphans{100: now.Add(-grace)},
+			wantOrphans: []int{100},
+		},
+		{
+			name:      "a legacy VM its claim tracks is adopted",
+			vms:       []hypervisor.VM{legacyVM(100, "a", "uid-a", running)},
+			claims:    []Claim{{Namespace: "ns", Name: "a", ID: "a", UID: "uid-a", VMID: 100, Started: true}},
+			wantAdopt: []int{100},
+		},
+		{
+			name:      "a legacy VM no claim tracks is never swept: it may be another installation's",
+			vms:       []hypervisor.VM{legacyVM(100, "a", "uid-theirs", stopped), legacyVM(101, "b", "uid-b", running)},
+			claims:    []Claim{{Namespace: "ns", Name: "a", ID: "a", UID: "uid-a", VMID: 100, Started: true}},
+			seen:      Orphans{100: now.Add(-grace), 101: now.Add(-grace)},
+			wantOwned: ptrTo(0),
+		},
+		{
 			name:   "a VM whose claim points elsewhere is not retired",
 			vms:    []hypervisor.VM{vm(100, "a", stopped)},
-			claims: []Claim{{Name: "a", UID: "a", VMID: 200}},
+			claims: []Claim{{Namespace: "ns", Name: "a", ID: "a", UID: "uid-a", VMID: 200}},
 		},
 	}
 	for _, tc := range cases {
@@ -87,9 +129,23 @@ func TestDecide(t *testing.T) {
 			for _, v := range plan.RemoveOrphans {
 				orphans = append(orphans, v.Ref.ID)
 			}
+			var missing []string
+			for _, c := range plan.Missing {
+				missing = append(missing, c.Name)
+			}
+			var adopted []int
+			for _, a := range plan.Adopt {
+				adopted = append(adopted, a.VM.Ref.ID)
+			}
 			g.Expect(retired).To(ConsistOf(toAny(tc.wantRetire)...))
+			g.Expect(missing).To(ConsistOf(toAny(tc.wantMissing)...))
 			g.Expect(orphans).To(ConsistOf(toAnyInt(tc.wantOrphans)...))
-			g.Expect(plan.Owned).To(Equal(len(tc.vms)))
+			g.Expect(adopted).To(ConsistOf(toAnyInt(tc.wantAdopt)...))
+			wantOwned := len(tc.vms)
+			if tc.wantOwned != nil {
+				wantOwned = *tc.wantOwned
+			}
+			g.Expect(plan.Owned).To(Equal(wantOwned))
 		})
 	}
 }
@@ -119,3 +175,5 @@ func toAnyInt(s []int) []any {
 	}
 	return out
 }
+
+func ptrTo[T any](v T) *T { return &v }

@@ -113,6 +113,23 @@ func (s *Simulator) RemoveVM(vmid int) error {
 	return nil
 }
 
+// SetVMConfig writes one config key of a VM out of band, as an edit in the PVE UI (or an older
+// client) would; an empty value removes the key.
+func (s *Simulator) SetVMConfig(vmid int, key, value string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	vm, ok := s.vms[vmid]
+	if !ok {
+		return fmt.Errorf("pvesim: VM %d does not exist", vmid)
+	}
+	if value == "" {
+		delete(vm.conf, key)
+	} else {
+		vm.conf[key] = value
+	}
+	return nil
+}
+
 // SetNodeOnline takes a node offline (requests proxied to it fail with 595)
 // or brings it back.
 func (s *Simulator) SetNodeOnline(node string, online bool) error {

@@ -32,6 +32,9 @@ const (
 	HypervisorClusterInsecureReason            = "AvailableInsecure"
 	HypervisorClusterUnsupportedProviderReason = "UnsupportedProvider"
 	HypervisorClusterUnsupportedSettingReason  = "UnsupportedSetting"
+	// HypervisorClusterIdentityPendingReason: the installation ID is not recorded yet; no VM is
+	// touched without it.
+	HypervisorClusterIdentityPendingReason = "IdentityPending"
 )
 
 // MachineClaim conditions and reasons.
@@ -57,10 +60,13 @@ const (
 	VMRunningReason                       = "VMRunning"
 	VMStoppedReason                       = "VMStopped"
 	VMNotFoundReason                      = "VMNotFound"
-	BootstrappedReason                    = "Bootstrapped"
-	ProvisioningFailedReason              = "ProvisioningFailed"
-	HypervisorErrorReason                 = "HypervisorError"
-	ReadyReason                           = "Ready"
+	// VMAdoptedReason: the claim's VM still carried the ownership marks of a HyperFleet release
+	// before installation identities and was re-marked.
+	VMAdoptedReason          = "VMAdopted"
+	BootstrappedReason       = "Bootstrapped"
+	ProvisioningFailedReason = "ProvisioningFailed"
+	HypervisorErrorReason    = "HypervisorError"
+	ReadyReason              = "Ready"
 )
 
 // MachineClaimTemplate conditions and reasons.

@@ -10,7 +10,18 @@ const HypervisorClusterFinalizer = "hypervisorcluster.infrastructure.cluster.x-k
 
 // HypervisorClusterSpec describes how to reach one hypervisor cluster.
 // +kubebuilder:validation:XValidation:rule="!has(self.insecureSkipTLSVerify) || !self.insecureSkipTLSVerify || !has(self.caBundleRef)",message="set either caBundleRef or insecureSkipTLSVerify, not both"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.installationID) || (has(self.installationID) && self.installationID == oldSelf.installationID)",message="installationID cannot be changed or removed once set: every VM HyperFleet made on this cluster carries it"
 type HypervisorClusterSpec struct {
+	// installationID identifies this HypervisorCluster's installation of HyperFleet on the
+	// hypervisor. HyperFleet generates it at random on first reconcile; together with the
+	// object's namespace and name it is stamped on every VM it creates (tags and description),
+	// so two installations sharing one Proxmox VE cluster never take each other's VMs, even with
+	// identically named objects. It lives in spec so that clusterctl move and backups carry it;
+	// it cannot change once set. Set it only to restore a HypervisorCluster from a backup.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]{8,32}$`
+	InstallationID string `json:"installationID,omitempty"`
+
 	// controlPlaneEndpoint is reported to Cluster API. Runner fleets have no workload control plane;
 	// HyperFleet fills it with the hypervisor API's host when left empty.
 	// +optional
@@ -152,6 +163,7 @@ type HypervisorClusterStatus struct {
 // +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta1=v1alpha1"
 // +kubebuilder:printcolumn:name="Cluster",type="string",JSONPath=".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']",description="Cluster API Cluster"
 // +kubebuilder:printcolumn:name="Endpoint",type="string",JSONPath=".spec.endpoint"
+// +kubebuilder:printcolumn:name="Installation",type="string",JSONPath=".spec.installationID"
 // +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].status"
 // +kubebuilder:printcolumn:name="Reason",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].reason"
 // +kubebuilder:printcolumn:name="Nodes",type="integer",JSONPath=".status.nodes"

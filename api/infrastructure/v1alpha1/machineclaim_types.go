@@ -8,6 +8,12 @@ import (
 // MachineClaimFinalizer keeps a MachineClaim until its VM is confirmed gone.
 const MachineClaimFinalizer = "machineclaim.infrastructure.cluster.x-k8s.io"
 
+// VMStoppedAnnotation is set by the sweep on the Machine of a claim whose VM stopped by itself or is
+// gone, with the time it was seen. The sweep never deletes such a Machine itself: it also sets
+// Cluster API's remediate-machine annotation, and the Machine's owner (a RunnerPool, which asks
+// the CI platform first and keeps a runner that is running a job) replaces it.
+const VMStoppedAnnotation = "infrastructure.cluster.x-k8s.io/vm-stopped"
+
 // ProviderIDPrefix starts every providerID HyperFleet sets. No kubelet ever registers a Node with it,
 // which keeps Cluster API from waiting for one.
 const ProviderIDPrefix = "hyperfleet://"
@@ -98,7 +104,16 @@ type BootstrapSpec struct {
 
 // MachineClaimSpec describes one VM.
 // +kubebuilder:validation:XValidation:rule="!has(self.storage) || (has(self.cloneMode) && self.cloneMode == 'Full')",message="storage can only be chosen for a Full clone: linked clones stay on the template's storage"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.claimID) || (has(self.claimID) && self.claimID == oldSelf.claimID)",message="claimID cannot be changed or removed once set: the claim's VM carries it"
 type MachineClaimSpec struct {
+	// claimID identifies this claim on its VM. HyperFleet generates it at random before the VM
+	// is created and stamps it, with the claim's namespace and name, on the VM; unlike the
+	// object's UID it survives clusterctl move, so a moved claim keeps its VM. It cannot change
+	// once set.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]{8,32}$`
+	ClaimID string `json:"claimID,omitempty"`
+
 	// providerID is set by HyperFleet once the VM exists: hyperfleet://<hypervisor-cluster-uid>/<vmid>.
 	// No kubelet registers a Node with this scheme, so Cluster API never waits for one.
 	// +optional

@@ -224,6 +224,13 @@ func (p *provider) OwnedVMs(ctx context.Context) ([]hypervisor.VM, error) {
 	return vms, err
 }
 
+func (p *provider) Adopt(ctx context.Context, ref hypervisor.VMRef, owner hypervisor.Ownership, legacyClaimUID string) error {
+	ctx, c := p.begin(ctx, "Adopt", refAttrs(ref)...)
+	err := p.next.Adopt(ctx, ref, owner, legacyClaimUID)
+	c.end(err)
+	return err
+}
+
 // TaskStatus also records the task's duration when it is seen done and its start is known.
 func (p *provider) TaskStatus(ctx context.Context, node string, id hypervisor.TaskID) (hypervisor.TaskState, error) {
 	attrs := []attribute.KeyValue{AttrTaskID.String(string(id))}

@@ -26,7 +26,7 @@ func TestAgainstTheProxmoxSimulator(t *testing.T) {
 	sim := pvesim.StartForTest(t, pvesim.Config{TaskDuration: 20 * time.Millisecond, BootDelay: 10 * time.Millisecond})
 	pve, err := proxmox.New(proxmox.Config{
 		Endpoint: sim.URL(), TokenID: pvesim.TestTokenID, TokenSecret: pvesim.TestTokenSecret,
-		CABundle: sim.CACertPEM(), Cluster: cluster, Timeout: 5 * time.Second,
+		CABundle: sim.CACertPEM(), Cluster: cluster, InstallationID: "0123456789abcdef", Timeout: 5 * time.Second,
 	})
 	g.Expect(err).NotTo(HaveOccurred())
 	p := Wrap(pve, cluster)
@@ -39,7 +39,7 @@ func TestAgainstTheProxmoxSimulator(t *testing.T) {
 	id, err := p.NextID(ctx, 0)
 	g.Expect(err).NotTo(HaveOccurred())
 	target := hypervisor.VMRef{Node: "pve1", ID: id}
-	owner := hypervisor.Ownership{Cluster: cluster, ClaimNamespace: "runners", ClaimName: "linux-x64-abcde", ClaimUID: "uid-1"}
+	owner := hypervisor.Ownership{Cluster: cluster, ClaimNamespace: "runners", ClaimName: "linux-x64-abcde", ClaimID: "id-1"}
 	task, err := p.Clone(ctx, hypervisor.CloneSpec{Source: tmpl.Ref, Target: target, Name: "linux-x64-abcde", Owner: owner})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func() (bool, error) {

@@ -21,9 +21,11 @@ type Provider struct {
 	cfg        Config
 	client     *gpx.Client
 	httpClient *http.Client
-	clusterTag string
-	owned      *ownershipCache
-	sessionMu  sync.Mutex
+	// ownerTag marks this installation's VMs; legacyTag is what older releases marked them with.
+	ownerTag  string
+	legacyTag string
+	owned     *ownershipCache
+	sessionMu sync.Mutex
 }
 
 var _ hypervisor.Provider = (*Provider)(nil)
@@ -48,7 +50,8 @@ func New(cfg Config) (*Provider, error) {
 		cfg:        cfg,
 		client:     gpx.NewClient(cfg.Endpoint, opts...),
 		httpClient: hc,
-		clusterTag: ClusterTag(cfg.Cluster),
+		ownerTag:   OwnerTag(cfg.InstallationID, cfg.Cluster),
+		legacyTag:  ClusterTag(cfg.Cluster),
 		owned:      newOwnershipCache(cfg.OwnershipTTL),
 	}, nil
 }

@@ -72,7 +72,7 @@ func (p *Provider) Configure(ctx context.Context, ref hypervisor.VMRef, spec hyp
 		return "", err
 	}
 	params := map[string]any{
-		"tags":        joinTags(ownershipTags(p.clusterTag, vm.owner), spec.Tags),
+		"tags":        joinTags(ownershipTags(p.ownerTag, vm.owner), spec.Tags),
 		"description": p.describe(vm.owner, spec.Description),
 	}
 	if spec.Cores > 0 {

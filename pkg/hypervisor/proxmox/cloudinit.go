@@ -40,10 +40,11 @@ func (p *Provider) putCloudInitISO(ctx context.Context, op string, ref hyperviso
 	return err
 }
 
-// isoName is the VM's cloud-init ISO file name; the cluster hash keeps two installations sharing
-// an ISO storage apart, the VMID keeps VMs apart.
+// isoName is the VM's cloud-init ISO file name. The VMID keeps VMs apart (PVE never has two VMs
+// with one VMID, whatever installation made them); the namespace/name hash is the name older
+// releases used, so the ISOs of VMs made before installation identities are still found.
 func (p *Provider) isoName(ref hypervisor.VMRef) string {
-	return fmt.Sprintf("hyperfleet-%s-%d-cloudinit.iso", strings.TrimPrefix(p.clusterTag, clusterTagPrefix), ref.ID)
+	return fmt.Sprintf("hyperfleet-%s-%d-cloudinit.iso", strings.TrimPrefix(p.legacyTag, clusterTagPrefix), ref.ID)
 }
 
 func (p *Provider) isoVolume(ref hypervisor.VMRef) string {

@@ -38,9 +38,12 @@ type Config struct {
 	InsecureSkipVerify bool
 	// Timeout bounds every API call (and every internal wait for a task). Default 30s.
 	Timeout time.Duration
-	// Cluster is the owning HypervisorCluster ("namespace/name"). It scopes ownership: two
-	// HyperFleet installations sharing one Proxmox cluster never touch each other's VMs.
+	// Cluster is the owning HypervisorCluster ("namespace/name").
 	Cluster string
+	// InstallationID is the HypervisorCluster's spec.installationID. With Cluster it scopes
+	// ownership: two HyperFleet installations sharing one Proxmox cluster never touch each
+	// other's VMs, even with identically named HypervisorClusters.
+	InstallationID string
 	// ISOStorage receives the NoCloud cloud-init ISOs. Default "local".
 	ISOStorage string
 	// CloudInitDevice is the CD-ROM slot the cloud-init ISO is attached to. Default "ide3", which
@@ -64,15 +67,15 @@ type Config struct {
 func (c Config) Hash() string {
 	h := sha256.New()
 	fp := struct {
-		Endpoint, TokenID, TokenSecret, Username, Password string
-		CABundle                                           []byte
-		InsecureSkipVerify                                 bool
-		Timeout, TaskPollInterval, OwnershipTTL            time.Duration
-		Cluster, ISOStorage, CloudInitDevice               string
-		AllowedNodes                                       []string
-		HTTPClient                                         string
+		Endpoint, TokenID, TokenSecret, Username, Password   string
+		CABundle                                             []byte
+		InsecureSkipVerify                                   bool
+		Timeout, TaskPollInterval, OwnershipTTL              time.Duration
+		Cluster, InstallationID, ISOStorage, CloudInitDevice string
+		AllowedNodes                                         []string
+		HTTPClient                                           string
 	}{c.Endpoint, c.TokenID, c.TokenSecret, c.Username, c.Password, c.CABundle, c.InsecureSkipVerify,
-		c.Timeout, c.TaskPollInterval, c.OwnershipTTL, c.Cluster, c.ISOStorage, c.CloudInitDevice,
+		c.Timeout, c.TaskPollInterval, c.OwnershipTTL, c.Cluster, c.InstallationID, c.ISOStorage, c.CloudInitDevice,
 		c.AllowedNodes, fmt.Sprintf("%p", c.HTTPClient)}
 	_ = json.NewEncoder(h).Encode(fp)
 	return hex.EncodeToString(h.Sum(nil))
@@ -103,6 +106,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Cluster == "" {
 		errs = append(errs, errors.New("cluster (the owning HypervisorCluster) is empty"))
+	}
+	if c.InstallationID == "" {
+		errs = append(errs, errors.New("installation ID is empty: VMs cannot be marked as this installation's"))
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = DefaultTimeout

@@ -20,6 +20,8 @@ const (
 	templateID     = 9000
 	foreignStopped = 102 // pve3, tags dev;team-a
 	foreignRunning = 100 // pve1, untagged
+	// testInstallation is the installation ID of the test providers unless a test sets another.
+	testInstallation = "0123456789abcdef"
 )
 
 // startSim starts a fast simulator: short tasks and boots keep the suite quick.
@@ -39,7 +41,7 @@ func newTestProvider(t testing.TB, sim *pvesim.Simulator, cluster string, mutate
 	t.Helper()
 	cfg := Config{
 		Endpoint: sim.URL(), TokenID: pvesim.TestTokenID, TokenSecret: pvesim.TestTokenSecret,
-		CABundle: sim.CACertPEM(), Cluster: cluster, Timeout: 5 * time.Second, TaskPollInterval: 2 * time.Millisecond,
+		CABundle: sim.CACertPEM(), Cluster: cluster, InstallationID: testInstallation, Timeout: 5 * time.Second, TaskPollInterval: 2 * time.Millisecond,
 	}
 	for _, m := range mutate {
 		m(&cfg)
@@ -59,7 +61,7 @@ func testCtx(t testing.TB) context.Context {
 }
 
 func ownerFor(cluster, name string) hypervisor.Ownership {
-	return hypervisor.Ownership{Cluster: cluster, ClaimNamespace: "runners", ClaimName: name, ClaimUID: "uid-" + name}
+	return hypervisor.Ownership{Cluster: cluster, ClaimNamespace: "runners", ClaimName: name, ClaimID: "id-" + name}
 }
 
 // waitTaskDone polls a task the way a controller does, until it ends, and returns its error.

@@ -45,7 +45,7 @@ func TestLifecycle(t *testing.T) {
 	vm, err := p.VM(ctx, ref)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(vm.Owner).To(Equal(&owner))
-	g.Expect(simVM(t, sim, id).Description).To(ContainSubstring("claim-uid: uid-ubuntu-x64-abcde"))
+	g.Expect(simVM(t, sim, id).Description).To(ContainSubstring("claim-id: id-ubuntu-x64-abcde"))
 
 	userData := "#cloud-config\nruncmd: [echo hello]\n"
 	sim.ResetRequests()
@@ -61,8 +61,8 @@ func TestLifecycle(t *testing.T) {
 	g.Expect(s.Cores).To(Equal(4))
 	g.Expect(s.MemoryMiB).To(Equal(4096))
 	g.Expect(s.Net["net0"]).To(Equal("virtio=" + p.macFor(ref) + ",bridge=vmbr0,tag=42"))
-	g.Expect(s.Tags).To(ConsistOf("hyperfleet", ClusterTag(clusterA), "hf-claim-runners.ubuntu-x64-abcde",
-		"hf-uid-uid-ubuntu-x64-abcde", "runner", "x64"))
+	g.Expect(s.Tags).To(ConsistOf("hyperfleet", OwnerTag(testInstallation, clusterA), "hf-claim-runners.ubuntu-x64-abcde",
+		"hf-id-id-ubuntu-x64-abcde", "runner", "x64"))
 	g.Expect(s.Description).To(HavePrefix("runner for ubuntu-x64\n\n```hyperfleet\n"))
 	g.Expect(s.Disks["scsi0"]).To(ContainSubstring("size=40G"))
 	iso := p.isoVolume(ref)
@@ -166,7 +166,7 @@ func TestRestartResume(t *testing.T) {
 	g.Expect(vm.Owner).To(Equal(&owner), "the description identifies the untagged clone")
 	_, err = second.Configure(ctx, ref, hypervisor.ConfigSpec{Cores: 2})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(simVM(t, sim, ref.ID).Tags).To(ContainElements("hyperfleet", ClusterTag(clusterA)))
+	g.Expect(simVM(t, sim, ref.ID).Tags).To(ContainElements("hyperfleet", OwnerTag(testInstallation, clusterA)))
 }
 
 func TestTaskStatusRejectsGarbage(t *testing.T) {
@@ -193,7 +193,7 @@ func TestTicketLogin(t *testing.T) {
 	_, err := p.Verify(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
 	ref := cloneOwned(t, p, 400, ownerFor(clusterA, "ticket")) // writes need the CSRF token
-	g.Expect(simVM(t, sim, ref.ID).Tags).To(ContainElement(ClusterTag(clusterA)))
+	g.Expect(simVM(t, sim, ref.ID).Tags).To(ContainElement(OwnerTag(testInstallation, clusterA)))
 
 	bad := newTestProvider(t, sim, clusterA, func(c *Config) { c.TokenID, c.TokenSecret = "", ""; c.Username, c.Password = "hyperfleet@pve", "wrong" })
 	_, err = bad.Verify(ctx)

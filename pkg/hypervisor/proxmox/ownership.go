@@ -17,11 +17,20 @@ import (
 // the whole claim identity: OwnedVMs never needs a per-VM config read. Kubernetes namespaces and
 // names are already valid PVE tag characters, and a namespace has no dot, so "<ns>.<name>" splits
 // unambiguously.
+//
+// The owner tag hashes the installation ID (random, kept in the HypervisorCluster's spec) with the
+// HypervisorCluster's namespace/name: two installations never share it, even with identically
+// named objects, and a HypervisorCluster of another namespace cannot claim it by copying the ID.
+// Releases before installation identities tagged VMs with a hash of namespace/name alone
+// ("hf-c-"); such VMs are read as Legacy and only ever adopted by the claim that tracks them.
 const (
 	// TagManaged marks every VM HyperFleet created, whichever HypervisorCluster owns it.
 	TagManaged       = "hyperfleet"
-	clusterTagPrefix = "hf-c-"
+	ownerTagPrefix   = "hf-o-"
 	claimTagPrefix   = "hf-claim-"
+	claimIDTagPrefix = "hf-id-"
+	// Marks of releases before installation identities.
+	clusterTagPrefix = "hf-c-"
 	uidTagPrefix     = "hf-uid-"
 
 	// The description block is the human-readable copy of the ownership, shown in the Proxmox UI
@@ -31,23 +40,44 @@ const (
 	maxDescription = 8192
 )
 
-// ClusterTag is the per-cluster ownership tag: "hf-c-" and the first 8 hex digits of
-// sha256(cluster). It is stable, lower-case and valid as a PVE tag whatever the cluster's name.
+// OwnerTag is the ownership tag of the HypervisorCluster cluster ("namespace/name") of the
+// installation installationID: "hf-o-" and 16 hex digits of their sha256.
+func OwnerTag(installationID, cluster string) string {
+	sum := sha256.Sum256([]byte(installationID + "\x00" + cluster))
+	return ownerTagPrefix + hex.EncodeToString(sum[:8])
+}
+
+// ClusterTag is the ownership tag releases before installation identities used: "hf-c-" and the
+// first 8 hex digits of sha256(cluster). Two installations with the same namespace/name share it,
+// so it only ever proves that a VM may be a claim's to adopt.
 func ClusterTag(cluster string) string {
 	sum := sha256.Sum256([]byte(cluster))
 	return clusterTagPrefix + hex.EncodeToString(sum[:4])
 }
 
-// ownershipTags are the tags stamped on a VM owned by clusterTag for o's claim.
-func ownershipTags(clusterTag string, o hypervisor.Ownership) []string {
-	tags := []string{TagManaged, clusterTag}
+// ownershipTags are the tags stamped on a VM owned by ownerTag for o's claim.
+func ownershipTags(ownerTag string, o hypervisor.Ownership) []string {
+	tags := []string{TagManaged, ownerTag}
 	if o.ClaimNamespace != "" || o.ClaimName != "" {
 		tags = append(tags, claimTagPrefix+sanitizeTag(o.ClaimNamespace)+"."+sanitizeTag(o.ClaimName))
 	}
-	if o.ClaimUID != "" {
-		tags = append(tags, uidTagPrefix+sanitizeTag(o.ClaimUID))
+	if o.ClaimID != "" {
+		tags = append(tags, claimIDTagPrefix+sanitizeTag(o.ClaimID))
 	}
 	return tags
+}
+
+// isOwnershipTag reports whether t is one of HyperFleet's ownership tags (of any owner or release).
+func isOwnershipTag(t string) bool {
+	if t == TagManaged {
+		return true
+	}
+	for _, p := range []string{ownerTagPrefix, claimTagPrefix, claimIDTagPrefix, clusterTagPrefix, uidTagPrefix} {
+		if strings.HasPrefix(t, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // sanitizeTag lower-cases s and replaces what PVE's tag pattern [a-z0-9_][a-z0-9_\-+.]* forbids.
@@ -94,45 +124,61 @@ type tagVerdict int
 const (
 	// untagged: no HyperFleet tag at all, a foreign VM or a fresh clone not yet tagged.
 	untagged tagVerdict = iota
-	// ours: this cluster's tags.
+	// ours: this installation's HypervisorCluster's tags.
 	ours
-	// otherCluster: HyperFleet tags of another HypervisorCluster.
+	// legacy: an older release's tags for a HypervisorCluster of our namespace/name, which may be
+	// ours or another installation's.
+	legacy
+	// otherCluster: HyperFleet tags of another HypervisorCluster or installation.
 	otherCluster
 )
 
 // ownerFromTags reads the ownership of a VM from its tags.
 func (p *Provider) ownerFromTags(tags []string) (*hypervisor.Ownership, tagVerdict) {
-	var managed, mine, other bool
+	var managed, mine, otherOwner, old bool
 	o := hypervisor.Ownership{Cluster: p.cfg.Cluster}
 	for _, t := range tags {
 		switch {
 		case t == TagManaged:
 			managed = true
-		case t == p.clusterTag:
+		case t == p.ownerTag:
 			mine = true
-		case strings.HasPrefix(t, clusterTagPrefix):
-			other = true
+		case strings.HasPrefix(t, ownerTagPrefix):
+			otherOwner = true
+		case t == p.legacyTag:
+			old = true
 		case strings.HasPrefix(t, claimTagPrefix):
 			ns, name, _ := strings.Cut(strings.TrimPrefix(t, claimTagPrefix), ".")
 			o.ClaimNamespace, o.ClaimName = ns, name
+		case strings.HasPrefix(t, claimIDTagPrefix):
+			o.ClaimID = strings.TrimPrefix(t, claimIDTagPrefix)
 		case strings.HasPrefix(t, uidTagPrefix):
-			o.ClaimUID = strings.TrimPrefix(t, uidTagPrefix)
+			o.LegacyClaimUID = strings.TrimPrefix(t, uidTagPrefix)
 		}
 	}
 	switch {
-	case managed && mine:
+	case managed && mine && !otherOwner:
+		o.LegacyClaimUID = ""
 		return &o, ours
-	case managed || other:
+	case managed && old && !mine && !otherOwner && o.LegacyClaimUID != "":
+		o.Legacy, o.ClaimID = true, ""
+		return &o, legacy
+	case managed:
 		return nil, otherCluster
 	default:
+		for _, t := range tags {
+			if isOwnershipTag(t) {
+				return nil, otherCluster
+			}
+		}
 		return nil, untagged
 	}
 }
 
 // describe renders the VM description: the caller's text, then the ownership block.
 func (p *Provider) describe(o hypervisor.Ownership, text string) string {
-	block := fmt.Sprintf("%s\nmanaged-by: hyperfleet\ncluster: %s\ncluster-tag: %s\nclaim: %s\nclaim-uid: %s\n%s",
-		descBlockStart, o.Cluster, p.clusterTag, o.Claim(), o.ClaimUID, descBlockEnd)
+	block := fmt.Sprintf("%s\nmanaged-by: hyperfleet\ninstallation: %s\ncluster: %s\nowner-tag: %s\nclaim: %s\nclaim-id: %s\n%s",
+		descBlockStart, p.cfg.InstallationID, p.cfg.Cluster, p.ownerTag, o.Claim(), o.ClaimID, descBlockEnd)
 	text = strings.TrimSpace(text)
 	if text == "" {
 		text = "HyperFleet runner VM. HyperFleet deletes it when its MachineClaim goes away."
@@ -143,8 +189,8 @@ func (p *Provider) describe(o hypervisor.Ownership, text string) string {
 	return text + "\n\n" + block
 }
 
-// ownerFromDescription reads the ownership block; nil when absent or naming another cluster.
-func (p *Provider) ownerFromDescription(desc string) *hypervisor.Ownership {
+// descriptionBlock parses the ownership block of a VM description into its keys; nil when absent.
+func descriptionBlock(desc string) map[string]string {
 	start := strings.Index(desc, descBlockStart+"\n")
 	if start < 0 {
 		return nil
@@ -159,11 +205,26 @@ func (p *Provider) ownerFromDescription(desc string) *hypervisor.Ownership {
 			kv[strings.TrimSpace(k)] = strings.TrimSpace(v)
 		}
 	}
-	if kv["managed-by"] != "hyperfleet" || kv["cluster-tag"] != p.clusterTag {
+	return kv
+}
+
+// ownerFromDescription reads the ownership block; nil when absent or naming another owner. A block
+// written by an older release for our namespace/name gives a Legacy owner.
+func (p *Provider) ownerFromDescription(desc string) *hypervisor.Ownership {
+	kv := descriptionBlock(desc)
+	if kv["managed-by"] != "hyperfleet" {
 		return nil
 	}
-	o := hypervisor.Ownership{Cluster: kv["cluster"], ClaimUID: kv["claim-uid"]}
+	o := hypervisor.Ownership{Cluster: p.cfg.Cluster}
 	o.ClaimNamespace, o.ClaimName, _ = strings.Cut(kv["claim"], "/")
+	switch {
+	case kv["owner-tag"] == p.ownerTag:
+		o.ClaimID = kv["claim-id"]
+	case kv["owner-tag"] == "" && kv["cluster-tag"] == p.legacyTag && kv["claim-uid"] != "":
+		o.Legacy, o.LegacyClaimUID = true, kv["claim-uid"]
+	default:
+		return nil
+	}
 	return &o
 }
 
@@ -186,9 +247,9 @@ func (p *Provider) ensureOwned(ctx context.Context, op string, ref hypervisor.VM
 	if err != nil {
 		return ownedVM{}, err
 	}
-	if f.owner == nil {
+	if f.owner == nil || f.owner.Legacy {
 		return ownedVM{}, hypervisor.Errorf(hypervisor.ErrNotOwned, op,
-			"VM %s (%q, tags %q) lacks the ownership tags %s;%s", ref, f.name, strings.Join(f.tags, ";"), TagManaged, p.clusterTag)
+			"VM %s (%q, tags %q) lacks the ownership tags %s;%s", ref, f.name, strings.Join(f.tags, ";"), TagManaged, p.ownerTag)
 	}
 	p.owned.put(ref, *f.owner, f.tagged)
 	return ownedVM{owner: *f.owner, tagged: f.tagged, facts: f}, nil
@@ -199,7 +260,7 @@ func (p *Provider) ensureTagged(ctx context.Context, op string, ref hypervisor.V
 	if vm.tagged {
 		return nil
 	}
-	tags := joinTags(ownershipTags(p.clusterTag, vm.owner))
+	tags := joinTags(ownershipTags(p.ownerTag, vm.owner))
 	if err := p.put(ctx, op, vmPath(ref, "/config"), map[string]any{"tags": tags}, nil); err != nil {
 		return err
 	}

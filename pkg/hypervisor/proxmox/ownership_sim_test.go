@@ -54,12 +54,16 @@ func TestForeignVMsAreNeverChanged(t *testing.T) {
 	p := newTestProvider(t, sim, clusterA)
 	other := newTestProvider(t, sim, clusterB)
 	otherVM := cloneOwned(t, other, 500, ownerFor(clusterB, "theirs"))
+	// A second installation whose HypervisorCluster has exactly our namespace/name.
+	twin := newTestProvider(t, sim, clusterA, func(c *Config) { c.InstallationID = "fedcba9876543210" })
+	twinVM := cloneOwned(t, twin, 501, ownerFor(clusterA, "twin"))
 
 	targets := map[string]hypervisor.VMRef{
-		"untagged running": {Node: "pve1", ID: foreignRunning},
-		"tagged stopped":   {Node: "pve3", ID: foreignStopped},
-		"template":         {Node: "pve1", ID: templateID},
-		"other cluster":    otherVM,
+		"untagged running":               {Node: "pve1", ID: foreignRunning},
+		"tagged stopped":                 {Node: "pve3", ID: foreignStopped},
+		"template":                       {Node: "pve1", ID: templateID},
+		"other cluster":                  otherVM,
+		"other installation, same names": twinVM,
 	}
 	for targetName, ref := range targets {
 		for _, m := range mutations {
@@ -89,6 +93,8 @@ func TestOwnedVMsIsOneCall(t *testing.T) {
 	mine1 := cloneOwned(t, p, 600, ownerFor(clusterA, "one"))
 	mine2 := cloneOwned(t, p, 601, ownerFor(clusterA, "two.with.dots"))
 	cloneOwned(t, other, 602, ownerFor(clusterB, "theirs"))
+	twin := newTestProvider(t, sim, clusterA, func(c *Config) { c.InstallationID = "fedcba9876543210" })
+	cloneOwned(t, twin, 603, ownerFor(clusterA, "one"))
 
 	fresh := newTestProvider(t, sim, clusterA) // nothing cached
 	sim.ResetRequests()
@@ -101,7 +107,7 @@ func TestOwnedVMsIsOneCall(t *testing.T) {
 		byRef[vm.Ref] = vm
 	}
 	g.Expect(byRef).To(HaveLen(2))
-	g.Expect(byRef[mine1].Owner).To(Equal(&hypervisor.Ownership{Cluster: clusterA, ClaimNamespace: "runners", ClaimName: "one", ClaimUID: "uid-one"}))
+	g.Expect(byRef[mine1].Owner).To(Equal(&hypervisor.Ownership{Cluster: clusterA, ClaimNamespace: "runners", ClaimName: "one", ClaimID: "id-one"}))
 	g.Expect(byRef[mine2].Owner.ClaimName).To(Equal("two.with.dots"))
 	g.Expect(byRef[mine2].State).To(Equal(hypervisor.PowerStateStopped))
 	g.Expect(byRef[mine2].MemoryMiB).To(Equal(2048))
@@ -158,4 +164,52 @@ func TestVMIDReuseIsNotTrustedAfterDelete(t *testing.T) {
 	cloneOwned(t, stranger, ref.ID, ownerFor(clusterB, "stranger"))
 	_, err = p.Stop(ctx, ref)
 	g.Expect(err).To(MatchError(hypervisor.ErrNotOwned))
+}
+
+// markLegacy rewrites a VM's marks the way releases before installation identities wrote them.
+func markLegacy(t *testing.T, p *Provider, ref hypervisor.VMRef, claim, uid string) {
+	t.Helper()
+	desc := "HyperFleet runner VM.\n\n```hyperfleet\nmanaged-by: hyperfleet\ncluster: " + p.cfg.Cluster + "\ncluster-tag: " +
+		p.legacyTag + "\nclaim: runners/" + claim + "\nclaim-uid: " + uid + "\n```"
+	tags := joinTags([]string{TagManaged, p.legacyTag, "hf-claim-runners." + claim, "hf-uid-" + uid, "ci"})
+	NewWithT(t).Expect(p.put(testCtx(t), "mark legacy", vmPath(ref, "/config"), map[string]any{"tags": tags, "description": desc}, nil)).To(Succeed())
+	p.owned.forget(ref)
+}
+
+// TestLegacyVMIsAdoptedOnlyByItsClaim: a VM marked before installation identities is listed as
+// Legacy, refused to every mutating call, and re-marked only for the claim whose UID it carries.
+func TestLegacyVMIsAdoptedOnlyByItsClaim(t *testing.T) {
+	g := NewWithT(t)
+	sim := startSim(t, pvesim.Config{})
+	p := newTestProvider(t, sim, clusterA)
+	ctx := testCtx(t)
+	ref := cloneOwned(t, p, 650, ownerFor(clusterA, "old"))
+	markLegacy(t, p, ref, "old", "uid-old")
+
+	vms, err := p.OwnedVMs(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(vms).To(HaveLen(1))
+	g.Expect(vms[0].Owner.Legacy).To(BeTrue())
+	g.Expect(vms[0].Owner.LegacyClaimUID).To(Equal("uid-old"))
+	_, err = p.Stop(ctx, ref)
+	g.Expect(err).To(MatchError(hypervisor.ErrNotOwned), "a legacy VM is not changed before it is adopted")
+
+	owner := hypervisor.Ownership{ClaimNamespace: "runners", ClaimName: "old", ClaimID: "0011223344556677"}
+	before := simVM(t, sim, ref.ID)
+	g.Expect(p.Adopt(ctx, ref, owner, "uid-someone-else")).To(MatchError(hypervisor.ErrNotOwned))
+	other := owner
+	other.ClaimName = "another"
+	g.Expect(p.Adopt(ctx, ref, other, "uid-old")).To(MatchError(hypervisor.ErrNotOwned))
+	g.Expect(simVM(t, sim, ref.ID)).To(Equal(before))
+
+	g.Expect(p.Adopt(ctx, ref, owner, "uid-old")).To(Succeed())
+	g.Expect(p.Adopt(ctx, ref, owner, "uid-old")).To(Succeed(), "adopting again is a no-op")
+	vm := simVM(t, sim, ref.ID)
+	g.Expect(vm.Tags).To(ConsistOf(TagManaged, p.ownerTag, "hf-claim-runners.old", "hf-id-0011223344556677", "ci"))
+	g.Expect(vm.Description).To(ContainSubstring("installation: " + testInstallation))
+	got, err := newTestProvider(t, sim, clusterA).VM(ctx, ref)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got.Owner).To(Equal(&hypervisor.Ownership{Cluster: clusterA, ClaimNamespace: "runners", ClaimName: "old", ClaimID: "0011223344556677"}))
+	_, err = p.Stop(ctx, ref)
+	g.Expect(err).NotTo(HaveOccurred())
 }

@@ -12,32 +12,72 @@ import (
 var pveTag = regexp.MustCompile(`^[a-z0-9_][a-z0-9_\-+.]*$`)
 
 func testOwner() hypervisor.Ownership {
-	return hypervisor.Ownership{Cluster: "fleet/pve-a", ClaimNamespace: "runners", ClaimName: "ubuntu-x64.abc12", ClaimUID: "6f1c2d3e-0a1b-4c5d-8e9f-001122334455"}
+	return hypervisor.Ownership{Cluster: "fleet/pve-a", ClaimNamespace: "runners", ClaimName: "ubuntu-x64.abc12", ClaimID: "6f1c2d3e0a1b4c5d"}
 }
 
 func unitProvider(t *testing.T, cluster string) *Provider {
 	t.Helper()
-	p, err := New(Config{Endpoint: "https://pve.example:8006", TokenID: "hf@pve!ci", TokenSecret: "x", Cluster: cluster})
+	p, err := New(Config{Endpoint: "https://pve.example:8006", TokenID: "hf@pve!ci", TokenSecret: "x", Cluster: cluster, InstallationID: testInstallation})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
 }
 
-func TestClusterTagIsStableAndValid(t *testing.T) {
+func TestOwnerTagIsStableAndValid(t *testing.T) {
 	g := NewWithT(t)
 	for _, c := range []string{"fleet/pve-a", "Weird Name/ÜBER", ""} {
-		tag := ClusterTag(c)
-		g.Expect(tag).To(MatchRegexp(`^hf-c-[0-9a-f]{8}$`))
-		g.Expect(tag).To(Equal(ClusterTag(c)))
+		tag := OwnerTag(testInstallation, c)
+		g.Expect(tag).To(MatchRegexp(`^hf-o-[0-9a-f]{16}$`))
+		g.Expect(tag).To(Equal(OwnerTag(testInstallation, c)))
+		g.Expect(ClusterTag(c)).To(MatchRegexp(`^hf-c-[0-9a-f]{8}$`))
 	}
-	g.Expect(ClusterTag("fleet/pve-a")).NotTo(Equal(ClusterTag("fleet/pve-b")))
+	g.Expect(OwnerTag(testInstallation, "fleet/pve-a")).NotTo(Equal(OwnerTag(testInstallation, "fleet/pve-b")))
+	// Another installation with identically named objects has another tag, and an ID copied into
+	// another namespace's HypervisorCluster does not give that namespace the tag.
+	g.Expect(OwnerTag("fedcba9876543210", "fleet/pve-a")).NotTo(Equal(OwnerTag(testInstallation, "fleet/pve-a")))
+	g.Expect(OwnerTag(testInstallation, "other/pve-a")).NotTo(Equal(OwnerTag(testInstallation, "fleet/pve-a")))
+}
+
+// TestSecondInstallationSeesNoOwnership: a second installation with the same HypervisorCluster
+// namespace/name reads neither the first one's tags nor its description as its own.
+func TestSecondInstallationSeesNoOwnership(t *testing.T) {
+	g := NewWithT(t)
+	prod := unitProvider(t, "fleet/pve-a")
+	staging, err := New(Config{Endpoint: "https://pve.example:8006", TokenID: "hf@pve!ci", TokenSecret: "x",
+		Cluster: "fleet/pve-a", InstallationID: "fedcba9876543210"})
+	g.Expect(err).NotTo(HaveOccurred())
+	tags := splitTags(joinTags(ownershipTags(prod.ownerTag, testOwner())))
+	owner, verdict := staging.ownerFromTags(tags)
+	g.Expect(owner).To(BeNil())
+	g.Expect(verdict).To(Equal(otherCluster))
+	g.Expect(staging.ownerFromDescription(prod.describe(testOwner(), ""))).To(BeNil())
+}
+
+// TestLegacyMarksAreReadAsLegacy: tags and descriptions written before installation identities are
+// recognised (for adoption) but never as this installation's own.
+func TestLegacyMarksAreReadAsLegacy(t *testing.T) {
+	g := NewWithT(t)
+	p := unitProvider(t, "fleet/pve-a")
+	const uid = "6f1c2d3e-0a1b-4c5d-8e9f-001122334455"
+	old := []string{TagManaged, ClusterTag("fleet/pve-a"), "hf-claim-runners.ubuntu-x64.abc12", "hf-uid-" + uid, "ci"}
+	owner, verdict := p.ownerFromTags(old)
+	g.Expect(verdict).To(Equal(legacy))
+	g.Expect(owner).To(Equal(&hypervisor.Ownership{Cluster: "fleet/pve-a", ClaimNamespace: "runners",
+		ClaimName: "ubuntu-x64.abc12", Legacy: true, LegacyClaimUID: uid}))
+	// Another namespace/name's legacy VM is not even a candidate.
+	_, verdict = p.ownerFromTags([]string{TagManaged, ClusterTag("fleet/pve-b"), "hf-uid-" + uid})
+	g.Expect(verdict).To(Equal(otherCluster))
+
+	desc := "HyperFleet runner VM.\n\n```hyperfleet\nmanaged-by: hyperfleet\ncluster: fleet/pve-a\ncluster-tag: " +
+		ClusterTag("fleet/pve-a") + "\nclaim: runners/ubuntu-x64.abc12\nclaim-uid: " + uid + "\n```"
+	g.Expect(p.ownerFromDescription(desc)).To(Equal(owner))
 }
 
 func TestOwnershipRoundTripsThroughTags(t *testing.T) {
 	g := NewWithT(t)
 	p := unitProvider(t, "fleet/pve-a")
-	tags := splitTags(joinTags(ownershipTags(p.clusterTag, testOwner()), []string{"Runner", "x64"}))
+	tags := splitTags(joinTags(ownershipTags(p.ownerTag, testOwner()), []string{"Runner", "x64"}))
 	for _, tag := range tags {
 		g.Expect(tag).To(MatchRegexp(pveTag.String()))
 	}
@@ -104,13 +144,14 @@ func TestConfigValidationAndEndpoint(t *testing.T) {
 		wantErr bool
 		want    string
 	}{
-		{"host only", Config{Endpoint: "https://pve:8006", TokenID: "a@pve!t", TokenSecret: "s", Cluster: "c"}, false, "https://pve:8006/api2/json"},
-		{"api base", Config{Endpoint: "https://pve:8006/api2/json/", Username: "root@pam", Password: "p", Cluster: "c"}, false, "https://pve:8006/api2/json"},
-		{"no credentials", Config{Endpoint: "https://pve:8006", Cluster: "c"}, true, ""},
-		{"bad token id", Config{Endpoint: "https://pve:8006", TokenID: "token", TokenSecret: "s", Cluster: "c"}, true, ""},
-		{"no cluster", Config{Endpoint: "https://pve:8006", TokenID: "a@pve!t", TokenSecret: "s"}, true, ""},
-		{"not a url", Config{Endpoint: "pve:8006", TokenID: "a@pve!t", TokenSecret: "s", Cluster: "c"}, true, ""},
-		{"bad CA", Config{Endpoint: "https://pve:8006", TokenID: "a@pve!t", TokenSecret: "s", Cluster: "c", CABundle: []byte("nope")}, true, ""},
+		{"host only", Config{Endpoint: "https://pve:8006", TokenID: "a@pve!t", TokenSecret: "s", Cluster: "c", InstallationID: "i"}, false, "https://pve:8006/api2/json"},
+		{"api base", Config{Endpoint: "https://pve:8006/api2/json/", Username: "root@pam", Password: "p", Cluster: "c", InstallationID: "i"}, false, "https://pve:8006/api2/json"},
+		{"no credentials", Config{Endpoint: "https://pve:8006", Cluster: "c", InstallationID: "i"}, true, ""},
+		{"bad token id", Config{Endpoint: "https://pve:8006", TokenID: "token", TokenSecret: "s", Cluster: "c", InstallationID: "i"}, true, ""},
+		{"no cluster", Config{Endpoint: "https://pve:8006", TokenID: "a@pve!t", TokenSecret: "s", InstallationID: "i"}, true, ""},
+		{"no installation ID", Config{Endpoint: "https://pve:8006", TokenID: "a@pve!t", TokenSecret: "s", Cluster: "c"}, true, ""},
+		{"not a url", Config{Endpoint: "pve:8006", TokenID: "a@pve!t", TokenSecret: "s", Cluster: "c", InstallationID: "i"}, true, ""},
+		{"bad CA", Config{Endpoint: "https://pve:8006", TokenID: "a@pve!t", TokenSecret: "s", Cluster: "c", InstallationID: "i", CABundle: []byte("nope")}, true, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -129,7 +170,7 @@ func TestConfigValidationAndEndpoint(t *testing.T) {
 
 func TestConfigHashChangesWithCredentials(t *testing.T) {
 	g := NewWithT(t)
-	a := Config{Endpoint: "https://pve:8006", TokenID: "a@pve!t", TokenSecret: "s1", Cluster: "c"}
+	a := Config{Endpoint: "https://pve:8006", TokenID: "a@pve!t", TokenSecret: "s1", Cluster: "c", InstallationID: "i"}
 	b := a
 	b.TokenSecret = "s2"
 	g.Expect(a.Hash()).To(Equal(a.Hash()))

@@ -116,7 +116,7 @@ func (p *Provider) inspect(ctx context.Context, op string, ref hypervisor.VMRef)
 		uptime: time.Duration(st.Uptime) * time.Second}
 	owner, verdict := p.ownerFromTags(f.tags)
 	switch verdict {
-	case ours:
+	case ours, legacy:
 		f.owner, f.tagged = owner, true
 	case untagged:
 		var cfg struct {
@@ -141,14 +141,54 @@ func (p *Provider) VM(ctx context.Context, ref hypervisor.VMRef) (hypervisor.VM,
 	if err != nil {
 		return hypervisor.VM{}, err
 	}
-	if f.owner != nil {
+	if f.owner != nil && !f.owner.Legacy {
 		p.owned.put(ref, *f.owner, f.tagged)
 	}
 	return f.vm(), nil
 }
 
-// OwnedVMs lists this cluster's VMs with one GET /cluster/resources?type=vm. Owners come from the
-// tags alone; a fresh clone whose tags are not written yet is not listed (VM finds it by VMID).
+// Adopt re-marks a VM that an older release marked for our namespace/name, once its legacy claim
+// UID proves it is the VM of the claim now identified by owner. Tags other than HyperFleet's
+// ownership tags (the claim's own) are kept.
+func (p *Provider) Adopt(ctx context.Context, ref hypervisor.VMRef, owner hypervisor.Ownership, legacyClaimUID string) error {
+	op := opName("adopt", ref)
+	if owner.ClaimID == "" || legacyClaimUID == "" {
+		return hypervisor.Errorf(hypervisor.ErrInvalid, op, "a claim ID and the legacy claim UID are required")
+	}
+	f, err := p.inspect(ctx, op, ref)
+	if err != nil {
+		return err
+	}
+	switch {
+	case f.owner != nil && !f.owner.Legacy && f.owner.ClaimID == owner.ClaimID &&
+		f.owner.ClaimNamespace == owner.ClaimNamespace && f.owner.ClaimName == owner.ClaimName:
+		return nil // adopted before
+	case f.owner == nil || !f.owner.Legacy || f.owner.LegacyClaimUID != sanitizeTag(legacyClaimUID) ||
+		f.owner.ClaimNamespace != owner.ClaimNamespace || f.owner.ClaimName != owner.ClaimName:
+		return hypervisor.Errorf(hypervisor.ErrNotOwned, op, "VM %s (%q, tags %q) is not the legacy VM of claim %s (uid %s)",
+			ref, f.name, strings.Join(f.tags, ";"), owner.Claim(), legacyClaimUID)
+	}
+	var keep []string
+	for _, t := range f.tags {
+		if !isOwnershipTag(t) {
+			keep = append(keep, t)
+		}
+	}
+	owner.Cluster, owner.Legacy, owner.LegacyClaimUID = p.cfg.Cluster, false, ""
+	params := map[string]any{
+		"tags":        joinTags(ownershipTags(p.ownerTag, owner), keep),
+		"description": p.describe(owner, fmt.Sprintf("HyperFleet MachineClaim %s", owner.Claim())),
+	}
+	if err := p.put(ctx, op, vmPath(ref, "/config"), params, nil); err != nil {
+		return err
+	}
+	p.owned.put(ref, owner, true)
+	return nil
+}
+
+// OwnedVMs lists this cluster's VMs with one GET /cluster/resources?type=vm, and the Legacy VMs an
+// older release marked for our namespace/name. Owners come from the tags alone; a fresh clone
+// whose tags are not written yet is not listed (VM finds it by VMID).
 func (p *Provider) OwnedVMs(ctx context.Context) ([]hypervisor.VM, error) {
 	var rows []vmResource
 	if err := p.get(ctx, "list owned VMs", "/cluster/resources?type=vm", &rows); err != nil {
@@ -161,12 +201,14 @@ func (p *Provider) OwnedVMs(ctx context.Context) ([]hypervisor.VM, error) {
 			continue
 		}
 		owner, verdict := p.ownerFromTags(splitTags(r.Tags))
-		if verdict != ours || r.Template != 0 {
+		if (verdict != ours && verdict != legacy) || r.Template != 0 {
 			continue
 		}
 		ref := hypervisor.VMRef{Node: r.Node, ID: int(r.VMID)}
-		listed[ref] = true
-		p.owned.put(ref, *owner, true)
+		if verdict == ours {
+			listed[ref] = true
+			p.owned.put(ref, *owner, true)
+		}
 		vms = append(vms, hypervisor.VM{Ref: ref, Name: r.Name, State: powerState(r.Status, ""),
 			Tags: splitTags(r.Tags), Lock: r.Lock, Cores: int(r.MaxCPU), MemoryMiB: int(r.MaxMem / (1 << 20)),
 			Owner: owner, Uptime: time.Duration(r.Uptime) * time.Second})
