@@ -24,7 +24,6 @@ type Provider struct {
 	// ownerTag marks this installation's VMs; legacyTag is what older releases marked them with.
 	ownerTag  string
 	legacyTag string
-	owned     *ownershipCache
 	sessionMu sync.Mutex
 }
 
@@ -52,7 +51,6 @@ func New(cfg Config) (*Provider, error) {
 		httpClient: hc,
 		ownerTag:   OwnerTag(cfg.InstallationID, cfg.Cluster),
 		legacyTag:  ClusterTag(cfg.Cluster),
-		owned:      newOwnershipCache(cfg.OwnershipTTL),
 	}, nil
 }
 

@@ -43,12 +43,6 @@ func (p *Provider) Clone(ctx context.Context, spec hypervisor.CloneSpec) (hyperv
 	if err := p.post(ctx, op, vmPath(spec.Source, "/clone"), params, &id); err != nil {
 		return "", err
 	}
-	target := spec.Target
-	if target.Node == "" {
-		target.Node = spec.Source.Node
-	}
-	// We created it, so it is ours without a read; it has no tags yet.
-	p.owned.put(target, owner, false)
 	return hypervisor.TaskID(id), nil
 }
 
@@ -97,7 +91,6 @@ func (p *Provider) Configure(ctx context.Context, ref hypervisor.VMRef, spec hyp
 	if err := p.put(ctx, op, vmPath(ref, "/config"), params, nil); err != nil {
 		return "", err
 	}
-	p.owned.markTagged(ref)
 	if spec.Disk == nil {
 		return "", nil
 	}

@@ -18,7 +18,6 @@ const (
 	DefaultISOStorage       = "local"
 	DefaultCloudInitDevice  = "ide3"
 	DefaultTaskPollInterval = 200 * time.Millisecond
-	DefaultOwnershipTTL     = 30 * time.Second
 	apiPath                 = "/api2/json"
 )
 
@@ -54,9 +53,6 @@ type Config struct {
 	// TaskPollInterval is the first delay when this package waits for a task itself; it doubles
 	// up to 2s. Default 200ms.
 	TaskPollInterval time.Duration
-	// OwnershipTTL is how long ownership verified by a read (or established by this provider's own
-	// Clone) is trusted before a mutating call reads the VM again. Default 30s; negative disables.
-	OwnershipTTL time.Duration
 	// HTTPClient overrides the HTTP client; its transport is wrapped, never modified.
 	HTTPClient *http.Client
 }
@@ -70,12 +66,12 @@ func (c Config) Hash() string {
 		Endpoint, TokenID, TokenSecret, Username, Password   string
 		CABundle                                             []byte
 		InsecureSkipVerify                                   bool
-		Timeout, TaskPollInterval, OwnershipTTL              time.Duration
+		Timeout, TaskPollInterval                            time.Duration
 		Cluster, InstallationID, ISOStorage, CloudInitDevice string
 		AllowedNodes                                         []string
 		HTTPClient                                           string
 	}{c.Endpoint, c.TokenID, c.TokenSecret, c.Username, c.Password, c.CABundle, c.InsecureSkipVerify,
-		c.Timeout, c.TaskPollInterval, c.OwnershipTTL, c.Cluster, c.InstallationID, c.ISOStorage, c.CloudInitDevice,
+		c.Timeout, c.TaskPollInterval, c.Cluster, c.InstallationID, c.ISOStorage, c.CloudInitDevice,
 		c.AllowedNodes, fmt.Sprintf("%p", c.HTTPClient)}
 	_ = json.NewEncoder(h).Encode(fp)
 	return hex.EncodeToString(h.Sum(nil))
@@ -121,9 +117,6 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.TaskPollInterval <= 0 {
 		c.TaskPollInterval = DefaultTaskPollInterval
-	}
-	if c.OwnershipTTL == 0 {
-		c.OwnershipTTL = DefaultOwnershipTTL
 	}
 	return c, errors.Join(errs...)
 }

@@ -22,23 +22,15 @@ func (p *Provider) Delete(ctx context.Context, ref hypervisor.VMRef) (hypervisor
 	if err := p.deleteISO(ctx, op, ref); err != nil {
 		return "", err
 	}
-	if vm.facts != nil && vm.facts.state != hypervisor.PowerStateStopped {
+	if vm.facts.state != hypervisor.PowerStateStopped {
 		if err := p.stopAndWait(ctx, op, ref); err != nil {
 			return "", err
 		}
 	}
 	id, err := p.destroy(ctx, op, ref)
-	if err != nil && vm.facts == nil && errors.Is(err, hypervisor.ErrBusy) && strings.Contains(errorText(err), "is running") {
-		// The ownership cache answered, so the power state was unknown until PVE refused.
-		if err := p.stopAndWait(ctx, op, ref); err != nil {
-			return "", err
-		}
-		id, err = p.destroy(ctx, op, ref)
-	}
 	if err != nil {
 		return "", err
 	}
-	p.owned.forget(ref)
 	return hypervisor.TaskID(id), nil
 }
 

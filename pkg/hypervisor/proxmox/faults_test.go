@@ -69,9 +69,9 @@ func TestSimulatedFaultsAreClassified(t *testing.T) {
 		},
 		{
 			name:  "596 transient",
-			fault: pvesim.Fault{Endpoint: "POST /nodes/{node}/qemu/{vmid}/status/stop", Status: 596, Message: "Connection timed out"},
+			fault: pvesim.Fault{Endpoint: "POST /nodes/{node}/qemu/{vmid}/status/start", Status: 596, Message: "Connection timed out"},
 			call: func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error {
-				_, err := p.Stop(ctx, ref)
+				_, err := p.Start(ctx, ref)
 				return err
 			},
 			want: hypervisor.ErrTransient,

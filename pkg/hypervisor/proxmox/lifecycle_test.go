@@ -117,27 +117,20 @@ func TestLifecycle(t *testing.T) {
 // TestDeleteStopsARunningVMFirst guards against the orphan bug of destroying right after posting a
 // stop: Delete must await the stop task.
 func TestDeleteStopsARunningVMFirst(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		ttl  time.Duration
-	}{{"ownership read", -1}, {"ownership cached", 0}} {
-		t.Run(tc.name, func(t *testing.T) {
-			g := NewWithT(t)
-			sim := startSim(t, pvesim.Config{TaskDuration: 30 * time.Millisecond})
-			p := newTestProvider(t, sim, clusterA, func(c *Config) { c.OwnershipTTL = tc.ttl })
-			ctx := testCtx(t)
-			ref := cloneOwned(t, p, 200, ownerFor(clusterA, "busy"))
-			task, err := p.Start(ctx, ref)
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(waitTaskDone(t, p, task)).To(Succeed())
+	g := NewWithT(t)
+	sim := startSim(t, pvesim.Config{TaskDuration: 30 * time.Millisecond})
+	p := newTestProvider(t, sim, clusterA)
+	ctx := testCtx(t)
+	ref := cloneOwned(t, p, 200, ownerFor(clusterA, "busy"))
+	task, err := p.Start(ctx, ref)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(waitTaskDone(t, p, task)).To(Succeed())
 
-			task, err = p.Delete(ctx, ref)
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(waitTaskDone(t, p, task)).To(Succeed())
-			_, exists := sim.VM(ref.ID)
-			g.Expect(exists).To(BeFalse())
-		})
-	}
+	task, err = p.Delete(ctx, ref)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(waitTaskDone(t, p, task)).To(Succeed())
+	_, exists := sim.VM(ref.ID)
+	g.Expect(exists).To(BeFalse())
 }
 
 // TestRestartResume starts a clone, drops the provider and finishes with a new one that knows only

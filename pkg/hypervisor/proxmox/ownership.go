@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 )
@@ -228,21 +226,20 @@ func (p *Provider) ownerFromDescription(desc string) *hypervisor.Ownership {
 	return &o
 }
 
-// ownedVM is a VM this provider may change.
+// ownedVM is a VM this provider may change, as one read just proved.
 type ownedVM struct {
 	owner hypervisor.Ownership
 	// tagged is false for a fresh clone recognised by its description only; the next write tags it.
 	tagged bool
-	// facts is the read that proved ownership; nil when the ownership cache answered.
+	// facts is the read that proved ownership.
 	facts *vmFacts
 }
 
-// ensureOwned proves that ref belongs to this cluster before a mutating call: from the ownership
-// cache when fresh, otherwise by reading the VM. Foreign VMs get ErrNotOwned.
+// ensureOwned proves that ref belongs to this installation before a mutating call, by reading the
+// VM every time. Ownership is never remembered: a VM deleted behind our back (in the PVE UI, by
+// another tool) frees its VMID at once, and the next VM with that VMID may be anyone's. Foreign
+// and legacy VMs get ErrNotOwned.
 func (p *Provider) ensureOwned(ctx context.Context, op string, ref hypervisor.VMRef) (ownedVM, error) {
-	if e, ok := p.owned.get(ref); ok {
-		return ownedVM{owner: e.owner, tagged: e.tagged}, nil
-	}
 	f, err := p.inspect(ctx, op, ref)
 	if err != nil {
 		return ownedVM{}, err
@@ -251,7 +248,6 @@ func (p *Provider) ensureOwned(ctx context.Context, op string, ref hypervisor.VM
 		return ownedVM{}, hypervisor.Errorf(hypervisor.ErrNotOwned, op,
 			"VM %s (%q, tags %q) lacks the ownership tags %s;%s", ref, f.name, strings.Join(f.tags, ";"), TagManaged, p.ownerTag)
 	}
-	p.owned.put(ref, *f.owner, f.tagged)
 	return ownedVM{owner: *f.owner, tagged: f.tagged, facts: f}, nil
 }
 
@@ -261,75 +257,5 @@ func (p *Provider) ensureTagged(ctx context.Context, op string, ref hypervisor.V
 		return nil
 	}
 	tags := joinTags(ownershipTags(p.ownerTag, vm.owner))
-	if err := p.put(ctx, op, vmPath(ref, "/config"), map[string]any{"tags": tags}, nil); err != nil {
-		return err
-	}
-	p.owned.markTagged(ref)
-	return nil
-}
-
-// ownershipCache remembers VMs proven ours (by a read, or by our own clone) for a short time, so a
-// burst of calls on one VM costs one read instead of one per call. The TTL bounds the window in
-// which a VMID deleted and reused by someone else could be mistaken for ours.
-type ownershipCache struct {
-	ttl time.Duration
-	mu  sync.Mutex
-	m   map[hypervisor.VMRef]ownershipEntry
-}
-
-type ownershipEntry struct {
-	owner  hypervisor.Ownership
-	tagged bool
-	at     time.Time
-}
-
-func newOwnershipCache(ttl time.Duration) *ownershipCache {
-	return &ownershipCache{ttl: ttl, m: map[hypervisor.VMRef]ownershipEntry{}}
-}
-
-func (c *ownershipCache) get(ref hypervisor.VMRef) (ownershipEntry, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.m[ref]
-	if !ok || time.Since(e.at) > c.ttl {
-		delete(c.m, ref)
-		return ownershipEntry{}, false
-	}
-	return e, true
-}
-
-func (c *ownershipCache) put(ref hypervisor.VMRef, owner hypervisor.Ownership, tagged bool) {
-	if c.ttl <= 0 {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.m[ref] = ownershipEntry{owner: owner, tagged: tagged, at: time.Now()}
-}
-
-func (c *ownershipCache) markTagged(ref hypervisor.VMRef) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.m[ref]; ok {
-		e.tagged = true
-		c.m[ref] = e
-	}
-}
-
-func (c *ownershipCache) forget(ref hypervisor.VMRef) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.m, ref)
-}
-
-// retain drops tagged entries whose VM is no longer listed as ours; untagged fresh clones never
-// appear in a tag-based listing and are kept.
-func (c *ownershipCache) retain(listed map[hypervisor.VMRef]bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for ref, e := range c.m {
-		if e.tagged && !listed[ref] {
-			delete(c.m, ref)
-		}
-	}
+	return p.put(ctx, op, vmPath(ref, "/config"), map[string]any{"tags": tags}, nil)
 }

@@ -113,42 +113,60 @@ func TestOwnedVMsIsOneCall(t *testing.T) {
 	g.Expect(byRef[mine2].MemoryMiB).To(Equal(2048))
 }
 
-// TestOwnershipCacheSkipsReads shows the cost model: our own clone is trusted without a read,
-// a new provider reads once and then trusts the read for OwnershipTTL.
-func TestOwnershipCacheSkipsReads(t *testing.T) {
+// TestOwnershipIsReadBeforeEveryChange shows the cost model: every mutating call proves ownership
+// with one status read (tags included), whatever the provider saw before.
+func TestOwnershipIsReadBeforeEveryChange(t *testing.T) {
 	g := NewWithT(t)
 	sim := startSim(t, pvesim.Config{})
 	p := newTestProvider(t, sim, clusterA)
-	ref := cloneOwned(t, p, 700, ownerFor(clusterA, "cached"))
+	ref := cloneOwned(t, p, 700, ownerFor(clusterA, "read"))
 	ctx := testCtx(t)
 
 	sim.ResetRequests()
 	_, err := p.Configure(ctx, ref, hypervisor.ConfigSpec{Cores: 3})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(sim.Requests()).To(Equal(map[string]int{"PUT /nodes/{node}/qemu/{vmid}/config": 1}))
-
-	restarted := newTestProvider(t, sim, clusterA)
-	sim.ResetRequests()
-	_, err = restarted.Configure(ctx, ref, hypervisor.ConfigSpec{Cores: 4})
-	g.Expect(err).NotTo(HaveOccurred())
-	_, err = restarted.Configure(ctx, ref, hypervisor.ConfigSpec{Cores: 5})
+	_, err = p.Configure(ctx, ref, hypervisor.ConfigSpec{Cores: 4})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(sim.Requests()).To(Equal(map[string]int{
-		"GET /nodes/{node}/qemu/{vmid}/status/current": 1,
+		"GET /nodes/{node}/qemu/{vmid}/status/current": 2,
 		"PUT /nodes/{node}/qemu/{vmid}/config":         2,
 	}))
+}
 
-	noCache := newTestProvider(t, sim, clusterA, func(c *Config) { c.OwnershipTTL = -1 })
-	sim.ResetRequests()
-	_, err = noCache.Configure(ctx, ref, hypervisor.ConfigSpec{Cores: 4})
+// TestReusedVMIDIsReverified: our VM is deleted behind our back (in the PVE UI; we never see it
+// gone) and another installation's VM takes its VMID at once. Although this provider just
+// listed, configured and stopped the VM with that VMID, it must not take the newcomer for ours.
+func TestReusedVMIDIsReverified(t *testing.T) {
+	g := NewWithT(t)
+	sim := startSim(t, pvesim.Config{})
+	p := newTestProvider(t, sim, clusterA)
+	ctx := testCtx(t)
+	ref := cloneOwned(t, p, 810, ownerFor(clusterA, "mine"))
+	vms, err := p.OwnedVMs(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
-	_, err = noCache.Configure(ctx, ref, hypervisor.ConfigSpec{Cores: 5})
+	g.Expect(vms).To(ContainElement(HaveField("Ref", ref)))
+	_, err = p.Configure(ctx, ref, hypervisor.ConfigSpec{Cores: 2})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(sim.Requests()["GET /nodes/{node}/qemu/{vmid}/status/current"]).To(Equal(2))
+
+	g.Expect(sim.RemoveVM(ref.ID)).To(Succeed())
+	twin := newTestProvider(t, sim, clusterA, func(c *Config) { c.InstallationID = "fedcba9876543210" })
+	cloneOwned(t, twin, ref.ID, ownerFor(clusterA, "mine"))
+	task, err := twin.Start(ctx, ref)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(waitTaskDone(t, twin, task)).To(Succeed())
+	before := simVM(t, sim, ref.ID)
+
+	for _, m := range mutations {
+		t.Run(m.name, func(t *testing.T) {
+			g := NewWithT(t)
+			g.Expect(m.call(ctx, p, ref)).To(MatchError(hypervisor.ErrNotOwned))
+			g.Expect(simVM(t, sim, ref.ID)).To(Equal(before))
+		})
+	}
 }
 
 // TestVMIDReuseIsNotTrustedAfterDelete: once our VM is gone, a foreign VM that takes its VMID is
-// refused even within the ownership TTL, because Delete and NotFound drop the cached ownership.
+// refused.
 func TestVMIDReuseIsNotTrustedAfterDelete(t *testing.T) {
 	g := NewWithT(t)
 	sim := startSim(t, pvesim.Config{})
@@ -173,7 +191,6 @@ func markLegacy(t *testing.T, p *Provider, ref hypervisor.VMRef, claim, uid stri
 		p.legacyTag + "\nclaim: runners/" + claim + "\nclaim-uid: " + uid + "\n```"
 	tags := joinTags([]string{TagManaged, p.legacyTag, "hf-claim-runners." + claim, "hf-uid-" + uid, "ci"})
 	NewWithT(t).Expect(p.put(testCtx(t), "mark legacy", vmPath(ref, "/config"), map[string]any{"tags": tags, "description": desc}, nil)).To(Succeed())
-	p.owned.forget(ref)
 }
 
 // TestLegacyVMIsAdoptedOnlyByItsClaim: a VM marked before installation identities is listed as

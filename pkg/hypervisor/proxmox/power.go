@@ -30,11 +30,9 @@ func (p *Provider) power(ctx context.Context, ref hypervisor.VMRef, action, done
 	if err != nil {
 		return "", err
 	}
-	if f := vm.facts; f != nil {
-		if (action == "start" && f.state == hypervisor.PowerStateRunning) ||
-			(action != "start" && f.state == hypervisor.PowerStateStopped) {
-			return "", nil
-		}
+	if f := vm.facts; (action == "start" && f.state == hypervisor.PowerStateRunning) ||
+		(action != "start" && f.state == hypervisor.PowerStateStopped) {
+		return "", nil
 	}
 	if err := p.ensureTagged(ctx, op, ref, vm); err != nil {
 		return "", err

@@ -2,7 +2,6 @@ package proxmox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -106,9 +105,6 @@ func (p *Provider) inspect(ctx context.Context, op string, ref hypervisor.VMRef)
 	}
 	var st vmStatus
 	if err := p.get(ctx, op, vmPath(ref, "/status/current"), &st); err != nil {
-		if errors.Is(err, hypervisor.ErrNotFound) {
-			p.owned.forget(ref)
-		}
 		return nil, err
 	}
 	f := &vmFacts{ref: ref, name: st.Name, state: powerState(st.Status, st.QMPStatus), lock: st.Lock,
@@ -140,9 +136,6 @@ func (p *Provider) VM(ctx context.Context, ref hypervisor.VMRef) (hypervisor.VM,
 	f, err := p.inspect(ctx, opName("get VM", ref), ref)
 	if err != nil {
 		return hypervisor.VM{}, err
-	}
-	if f.owner != nil && !f.owner.Legacy {
-		p.owned.put(ref, *f.owner, f.tagged)
 	}
 	return f.vm(), nil
 }
@@ -179,11 +172,7 @@ func (p *Provider) Adopt(ctx context.Context, ref hypervisor.VMRef, owner hyperv
 		"tags":        joinTags(ownershipTags(p.ownerTag, owner), keep),
 		"description": p.describe(owner, fmt.Sprintf("HyperFleet MachineClaim %s", owner.Claim())),
 	}
-	if err := p.put(ctx, op, vmPath(ref, "/config"), params, nil); err != nil {
-		return err
-	}
-	p.owned.put(ref, owner, true)
-	return nil
+	return p.put(ctx, op, vmPath(ref, "/config"), params, nil)
 }
 
 // OwnedVMs lists this cluster's VMs with one GET /cluster/resources?type=vm, and the Legacy VMs an
@@ -195,7 +184,6 @@ func (p *Provider) OwnedVMs(ctx context.Context) ([]hypervisor.VM, error) {
 		return nil, err
 	}
 	var vms []hypervisor.VM
-	listed := map[hypervisor.VMRef]bool{}
 	for _, r := range rows {
 		if r.Type != "" && r.Type != "qemu" {
 			continue
@@ -205,15 +193,10 @@ func (p *Provider) OwnedVMs(ctx context.Context) ([]hypervisor.VM, error) {
 			continue
 		}
 		ref := hypervisor.VMRef{Node: r.Node, ID: int(r.VMID)}
-		if verdict == ours {
-			listed[ref] = true
-			p.owned.put(ref, *owner, true)
-		}
 		vms = append(vms, hypervisor.VM{Ref: ref, Name: r.Name, State: powerState(r.Status, ""),
 			Tags: splitTags(r.Tags), Lock: r.Lock, Cores: int(r.MaxCPU), MemoryMiB: int(r.MaxMem / (1 << 20)),
 			Owner: owner, Uptime: time.Duration(r.Uptime) * time.Second})
 	}
-	p.owned.retain(listed)
 	return vms, nil
 }
 
