@@ -40,9 +40,14 @@ type BootstrapConfigReconciler struct {
 	// Provisioner mints join tokens and knows the trust bundle, e.g. builtin.NewProvisioner. It
 	// serves attestation provider Builtin, the default.
 	Provisioner identity.Provisioner
-	// SPIREProvisioner returns the provisioner for the SPIRE server at a config's
-	// spec.attestation.spireServerAddress, e.g. (*spire.Provisioners).For. Nil refuses provider SPIRE.
+	// SPIREProvisioner returns the provisioner for the SPIRE server at an address, e.g.
+	// (*spire.Provisioners).For. It is only ever called with SPIREServerAddress. Nil refuses
+	// provider SPIRE.
 	SPIREProvisioner func(ctx context.Context, address string) (identity.Provisioner, error)
+	// SPIREServerAddress is the admin API (unix:///path or host:port) of the one SPIRE server this
+	// manager administers, from its settings. A config naming any other server is refused: a
+	// BootstrapConfig must not make the manager dial a host or socket of its author's choosing.
+	SPIREServerAddress string
 	// SPIREAgentServerAddress is the host:port VMs' spire-agent dials when a config's
 	// spireServerAddress is the server's local admin socket (unix:///path), which VMs cannot reach.
 	SPIREAgentServerAddress string

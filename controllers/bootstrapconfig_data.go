@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -135,10 +136,13 @@ func (r *BootstrapConfigReconciler) checkAttestationSupported(c *bootstrapv1.Boo
 		return ctrl.Result{}, true
 	case a.Provider != bootstrapv1.IdentitySPIRE:
 		problem = fmt.Sprintf("unknown attestation provider %q", a.Provider)
-	case r.SPIREProvisioner == nil:
+	case r.SPIREProvisioner == nil || r.SPIREServerAddress == "":
 		problem = "attestation provider SPIRE is not enabled on this manager"
-	case a.SPIREServerAddress == "":
-		problem = "attestation provider SPIRE needs spec.attestation.spireServerAddress"
+	case !r.ownSPIREServer(a.SPIREServerAddress):
+		setDataSecretCondition(c, metav1.ConditionFalse, bootstrapv1.SPIREServerNotAllowedReason, fmt.Sprintf(
+			"spireServerAddress %q is not this manager's SPIRE server; leave it empty or use %s", a.SPIREServerAddress,
+			strings.Join(r.ownSPIREAddresses(), " or ")))
+		return ctrl.Result{}, false
 	case r.spireAgentServerAddress(c) == "":
 		problem = fmt.Sprintf("spireServerAddress %s is the SPIRE server's local admin socket, which VMs cannot reach; "+
 			"set the manager's SPIRE agent server address (host:port) for them", a.SPIREServerAddress)
@@ -158,9 +162,11 @@ func (r *BootstrapConfigReconciler) provisionerFor(ctx context.Context, c *boots
 	if !isSPIRE(c) {
 		return r.Provisioner, nil
 	}
-	p, err := r.SPIREProvisioner(ctx, c.Spec.Attestation.SPIREServerAddress)
+	// Always the manager's own server, whatever the config says: checkAttestationSupported refused
+	// configs naming another before anything was minted, and what was minted lives there.
+	p, err := r.SPIREProvisioner(ctx, r.SPIREServerAddress)
 	if err != nil {
-		return nil, fmt.Errorf("SPIRE server %s: %w", c.Spec.Attestation.SPIREServerAddress, err)
+		return nil, fmt.Errorf("SPIRE server %s: %w", r.SPIREServerAddress, err)
 	}
 	return p, nil
 }
@@ -195,13 +201,32 @@ func isSPIRE(c *bootstrapv1.BootstrapConfig) bool {
 	return c.Spec.Attestation.Provider == bootstrapv1.IdentitySPIRE
 }
 
-// spireAgentServerAddress is the host:port a VM's spire-agent dials: spireServerAddress itself,
-// unless that is the server's Unix admin socket.
+// spireAgentServerAddress is the host:port a VM's spire-agent dials: spireServerAddress itself
+// when it is a host:port (one of the manager's own), else the manager's agent address, else its
+// admin address when that is a host:port.
 func (r *BootstrapConfigReconciler) spireAgentServerAddress(c *bootstrapv1.BootstrapConfig) string {
-	if addr := c.Spec.Attestation.SPIREServerAddress; !strings.HasPrefix(addr, "unix:") {
-		return addr
+	for _, addr := range []string{c.Spec.Attestation.SPIREServerAddress, r.SPIREAgentServerAddress, r.SPIREServerAddress} {
+		if addr != "" && !strings.HasPrefix(addr, "unix:") {
+			return addr
+		}
 	}
-	return r.SPIREAgentServerAddress
+	return ""
+}
+
+// ownSPIREAddresses are the addresses of the manager's own SPIRE server in its settings.
+func (r *BootstrapConfigReconciler) ownSPIREAddresses() []string {
+	var own []string
+	for _, addr := range []string{r.SPIREServerAddress, r.SPIREAgentServerAddress} {
+		if addr != "" {
+			own = append(own, addr)
+		}
+	}
+	return own
+}
+
+// ownSPIREServer tells whether a config's spireServerAddress names the manager's own SPIRE server.
+func (r *BootstrapConfigReconciler) ownSPIREServer(address string) bool {
+	return address == "" || slices.Contains(r.ownSPIREAddresses(), address)
 }
 
 // recordCredential persists the token's hash, SPIFFE ID and expiry before the token leaves.

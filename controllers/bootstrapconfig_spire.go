@@ -14,7 +14,7 @@ import (
 // spireRedeemed asks the config's SPIRE server whether an agent attested with its join token.
 func (r *BootstrapConfigReconciler) spireRedeemed(ctx context.Context, c *bootstrapv1.BootstrapConfig) (bool, error) {
 	id, m, err := recordedMachine(c)
-	if err != nil || r.SPIREProvisioner == nil {
+	if err != nil || r.SPIREProvisioner == nil || r.SPIREServerAddress == "" {
 		return false, err
 	}
 	p, err := r.provisionerFor(ctx, c)
@@ -48,7 +48,7 @@ func (r *BootstrapConfigReconciler) releaseSPIRE(ctx context.Context, c *bootstr
 	if c.Status.SPIFFEID == "" {
 		return nil
 	}
-	if r.SPIREProvisioner == nil {
+	if r.SPIREProvisioner == nil || r.SPIREServerAddress == "" {
 		r.Recorder.Eventf(c, "Warning", bootstrapv1.SPIREReleaseFailedReason,
 			"provider SPIRE is not enabled on this manager: the registration entries of %s stay on the SPIRE server", c.Status.SPIFFEID)
 		return nil

@@ -43,6 +43,7 @@ func TestBootstrapConfigWithSPIRE(t *testing.T) {
 		r.SPIREProvisioner = func(ctx context.Context, address string) (identity.Provisioner, error) {
 			return servers.For(ctx, address)
 		}
+		r.SPIREServerAddress = server.Address
 		r.SPIREAgentServerAddress = agentAddress
 		r.SPIREServiceURL = "https://bootstrap.hyperfleet.test:8444"
 	})

@@ -21,7 +21,6 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 	hvinstrumented "github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/instrumented"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/proxmox"
-	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/builtin"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/spire"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
@@ -138,17 +137,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	spireServers := &spire.Provisioners{Config: spire.Config{Selectors: opts.SPIRESelectors,
 		Dial: spire.DialOptions{WorkloadAPIAddress: opts.SPIREWorkloadAPIAddress}}}
 	bootstrap := &BootstrapConfigReconciler{
-		Client:      mgr.GetClient(),
-		APIReader:   mgr.GetAPIReader(),
-		Recorder:    mgr.GetEventRecorderFor("bootstrapconfig-controller"),
-		WatchFilter: opts.WatchFilter,
-		Provisioner: builtin.NewProvisioner(mgr.GetClient(), types.NamespacedName{Namespace: caNS, Name: caName}, td),
-		SPIREProvisioner: func(ctx context.Context, address string) (identity.Provisioner, error) {
-			if opts.SPIREAdminAddress != "" {
-				address = opts.SPIREAdminAddress
-			}
-			return spireServers.For(ctx, address)
-		},
+		Client:                  mgr.GetClient(),
+		APIReader:               mgr.GetAPIReader(),
+		Recorder:                mgr.GetEventRecorderFor("bootstrapconfig-controller"),
+		WatchFilter:             opts.WatchFilter,
+		Provisioner:             builtin.NewProvisioner(mgr.GetClient(), types.NamespacedName{Namespace: caNS, Name: caName}, td),
+		SPIREProvisioner:        spireServers.For,
+		SPIREServerAddress:      opts.SPIREAdminAddress,
 		SPIREAgentServerAddress: opts.SPIREAgentServerAddress,
 		SPIREServiceURL:         opts.SPIREBootstrapServiceURL,
 		ServiceURL:              opts.BootstrapServiceURL,

@@ -134,7 +134,7 @@ func (m *Manager) Bind(fs *flag.FlagSet, getenv func(string) string) func() erro
 	str(&m.BootstrapCASecret, setting{"bootstrap-ca-secret", "BOOTSTRAP_CA_SECRET", "namespace/name of the Secret holding the builtin identity CA (shared with the bootstrap service)"}, "hyperfleet-system/hyperfleet-bootstrap-ca")
 	str(&m.TrustDomain, setting{"trust-domain", "TRUST_DOMAIN", "SPIFFE trust domain of runner VMs"}, "hyperfleet.local")
 	str(&m.WorkloadReaderServiceAccount, setting{"workload-reader-service-account", "WORKLOAD_READER_SERVICE_ACCOUNT", "namespace/name of the node-reading ServiceAccount FleetControlPlane kubeconfigs use"}, "hyperfleet-system/hyperfleet-workload-reader")
-	str(&m.SPIREAdminAddress, setting{"spire-admin-address", "SPIRE_ADMIN_ADDRESS", "SPIRE server admin API for provider SPIRE (unix:///path or host:port); empty uses each BootstrapConfig's spireServerAddress"}, "")
+	str(&m.SPIREAdminAddress, setting{"spire-admin-address", "SPIRE_ADMIN_ADDRESS", "SPIRE server admin API for provider SPIRE (unix:///path or host:port), the only SPIRE server the manager dials; empty disables provider SPIRE"}, "")
 	str(&m.SPIREAgentServerAddress, setting{"spire-agent-server-address", "SPIRE_AGENT_SERVER_ADDRESS", "host:port of the SPIRE server as VMs' spire-agent reach it"}, "")
 	str(&m.SPIREBootstrapServiceURL, setting{"spire-bootstrap-service-url", "SPIRE_BOOTSTRAP_SERVICE_URL", "URL VMs attested by SPIRE reach the bootstrap service's SPIRE endpoint (its --spire-listen) at"}, "")
 	str(&m.SPIREWorkloadAPIAddress, setting{"spire-workload-api-address", "SPIRE_WORKLOAD_API_ADDRESS", "Workload API giving the manager its SVID for a SPIRE server over TCP; empty uses SPIFFE_ENDPOINT_SOCKET"}, "")

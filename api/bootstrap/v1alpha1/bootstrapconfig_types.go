@@ -59,7 +59,11 @@ type AttestationSpec struct {
 	// +optional
 	JoinTokenTTL *metav1.Duration `json:"joinTokenTTL,omitempty"`
 
-	// spireServerAddress is host:port of the SPIRE server's API, for provider SPIRE.
+	// spireServerAddress names the SPIRE server, for provider SPIRE. The manager administers only
+	// the SPIRE server of its own settings: this must be empty (that server) or one of that
+	// server's addresses in the manager's settings (its admin address, or the host:port VMs'
+	// spire-agent dial); any other address is refused with reason SPIREServerNotAllowed and never
+	// dialled.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	SPIREServerAddress string `json:"spireServerAddress,omitempty"`

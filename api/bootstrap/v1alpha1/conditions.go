@@ -21,6 +21,9 @@ const (
 	DataSecretFailedReason       = "DataSecretFailed"
 	TokenRedeemedReason          = "TokenRedeemed"
 	RunnerConfigFailedReason     = "RunnerConfigFailed"
+	// SPIREServerNotAllowedReason: spec.attestation.spireServerAddress names a SPIRE server other
+	// than the manager's own; the manager does not connect to it.
+	SPIREServerNotAllowedReason = "SPIREServerNotAllowed"
 	// SPIREReleaseFailedReason: the SPIRE server could not be told to forget a deleted Machine.
 	SPIREReleaseFailedReason = "SPIREReleaseFailed"
 )
