@@ -40,9 +40,12 @@ type RunnerPoolReconciler struct {
 	Client client.Client
 	// APIReader reads a runner's BootstrapConfig past the cache before the runner is removed; the
 	// cached Client when nil.
-	APIReader   client.Reader
-	Recorder    record.EventRecorder
-	Demand      *demand.Store
+	APIReader client.Reader
+	Recorder  record.EventRecorder
+	Demand    *demand.Store
+	// Claims gives each job one owning pool across namespaces (shared with the webhook receiver);
+	// nil leaves the repair loop to rank the pool's own namespace only.
+	Claims      *demand.Claims
 	Platforms   PlatformSource
 	WatchFilter string
 	// RepairInterval is how often demand is reconciled against the CI platform's API. Default 60s.
@@ -55,6 +58,9 @@ type RunnerPoolReconciler struct {
 // implementation (github.PoolClients); GitLab CI or Buildkite plug in here without controller changes.
 type PlatformSource interface {
 	Platform(ctx context.Context, pool *fleetv1.RunnerPool) (platform.Platform, platform.Scope, error)
+	// Installation is the installation the pool's credentials have proven to hold, the key of
+	// its job claims.
+	Installation(ctx context.Context, pool *fleetv1.RunnerPool) (int64, error)
 }
 
 // poolScope is what one reconcile of a RunnerPool works with.
@@ -229,6 +235,11 @@ func (r *RunnerPoolReconciler) reconcileDelete(ctx context.Context, s *poolScope
 		conditions.Set(s.pool, metav1.Condition{Type: fleetv1.ReadyCondition, Status: metav1.ConditionFalse,
 			Reason: "Deleting", Message: fmt.Sprintf("waiting for %d Machine(s) to be deleted", left)})
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
+	}
+	if r.Claims != nil {
+		if err := r.Claims.Release(ctx, s.pool); err != nil {
+			return ctrl.Result{}, fmt.Errorf("releasing job claims: %w", err)
+		}
 	}
 	controllerutil.RemoveFinalizer(s.pool, fleetv1.RunnerPoolFinalizer)
 	metrics.DeletePool(s.pool.Namespace, s.pool.Name)

@@ -49,6 +49,20 @@ func (r *RunnerPoolReconciler) reconcileRepair(ctx context.Context, s *poolScope
 		return ctrl.Result{}, err
 	}
 	mine := demand.JobsForPool(pools.Items, s.pool, jobs)
+	if r.Claims != nil {
+		// A job a pool of another namespace (or the webhook, for another pool) saw first is theirs.
+		installation, err := r.Platforms.Installation(ctx, s.pool)
+		if err != nil {
+			r.setGitHubUnavailable(s, err)
+			return ctrl.Result{}, nil
+		}
+		if mine, err = r.Claims.Owned(ctx, installation, s.pool, mine); err != nil {
+			return ctrl.Result{}, err
+		}
+		if _, err := r.Claims.Prune(ctx, s.pool, s.demand.Jobs); err != nil {
+			log.Error(err, "pruning job claims")
+		}
+	}
 	added, removed, err := r.Demand.Repair(ctx, s.pool, mine, repairMinAge)
 	if err != nil {
 		return ctrl.Result{}, err

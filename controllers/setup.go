@@ -65,6 +65,9 @@ type Options struct {
 	WorkloadReaderServiceAccount string
 	// RepairInterval is how often RunnerPool demand is checked against the GitHub API.
 	RepairInterval time.Duration
+	// JobClaimNamespace holds the job claims that give each job one pool cluster-wide (the
+	// manager's own namespace); empty turns claims off.
+	JobClaimNamespace string
 	// GitHubTransport is the base HTTP transport of GitHub clients (e.g. to trust a GHES CA).
 	GitHubTransport http.RoundTripper
 	// PoolWakeups lets the webhook receiver trigger a RunnerPool reconcile when demand changes.
@@ -183,10 +186,18 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		APIReader:      mgr.GetAPIReader(),
 		Recorder:       mgr.GetEventRecorderFor("runnerpool-controller"),
 		Demand:         demand.NewStore(mgr.GetClient()),
+		Claims:         jobClaims(mgr, opts),
 		Platforms:      &github.PoolClients{Reader: mgr.GetClient(), Transport: opts.GitHubTransport},
 		WatchFilter:    opts.WatchFilter,
 		RepairInterval: opts.RepairInterval,
 		Wakeups:        opts.PoolWakeups,
 	}
 	return pools.SetupWithManager(ctx, mgr, copts)
+}
+
+func jobClaims(mgr ctrl.Manager, opts Options) *demand.Claims {
+	if opts.JobClaimNamespace == "" {
+		return nil
+	}
+	return &demand.Claims{Client: mgr.GetClient(), Namespace: opts.JobClaimNamespace}
 }

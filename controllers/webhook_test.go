@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,11 +46,13 @@ func TestWebhooksScaleThePool(t *testing.T) {
 	capiFleet(t, ns, sim)
 	runnerTemplates(t, ns)
 	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github-app", Namespace: ns},
-		StringData: map[string]string{"app-id": "1", "private-key": string(gh.AppKeyPEM())}})).To(Succeed())
+		StringData: map[string]string{"app-id": fmt.Sprint(gh.AppID()), "private-key": string(gh.AppKeyPEM())}})).To(Succeed())
 	// An organization of its own: jobs are routed to one pool across all namespaces, and other
-	// tests leave pools for "acme" behind.
+	// tests leave pools for "acme" behind. The pool's credentials hold the App's installation on
+	// "hooks", which the deliveries name.
 	pool := builder.NewRunnerPool("linux", ns).WithCluster("fleet").WithBounds(0, 10).
-		WithGitHub(fleetv1.GitHubSpec{Organization: "hooks", Labels: []string{"linux"}, CredentialsRef: fleetv1.LocalObjectReference{Name: "github-app"}}).
+		WithGitHub(fleetv1.GitHubSpec{Organization: "hooks", Labels: []string{"linux"}, APIURL: gh.URL() + "/",
+			CredentialsRef: fleetv1.LocalObjectReference{Name: "github-app"}}).
 		WithTemplates("runner", "runner").Build()
 	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
 	g.Eventually(func(g Gomega) {
@@ -73,4 +76,56 @@ func TestWebhooksScaleThePool(t *testing.T) {
 	g.Consistently(func(g Gomega) {
 		g.Expect(poolMachines(g, pool)).To(HaveLen(3), "the forged delivery and duplicates add nothing")
 	}, 2*time.Second, 200*time.Millisecond).Should(Succeed())
+}
+
+// TestOneJobOneMachineAcrossNamespaces: two teams' pools in two namespaces hold the same GitHub
+// App installation and both match a job. Exactly one Machine is created for it, whether the
+// webhook or a pool's repair loop sees the job first: the first to see it claims it cluster-wide,
+// and the other path follows the claim.
+func TestOneJobOneMachineAcrossNamespaces(t *testing.T) {
+	for _, order := range []string{"webhook first", "repair first"} {
+		t.Run(order, func(t *testing.T) {
+			g := NewWithT(t)
+			startCAPI(t)
+			sim := pvesim.StartForTest(t, pvesim.Config{})
+			addr, secret := freeAddr(t), "one-job"
+			url := fmt.Sprintf("http://%s/webhooks/github", addr)
+			gh := fakegithub.StartForTest(t, fakegithub.Options{WebhookURL: url, WebhookSecret: secret})
+			startManagerWith(t, func(c *config.Manager) {
+				c.WebhookBindAddress, c.WebhookSecret, c.RepairInterval = addr, secret, time.Second
+			})
+			org := "onejob" + strings.ReplaceAll(order, " ", "")
+			pools := []*fleetv1.RunnerPool{
+				githubPool(t, newNamespace(t), org, 10, sim, gh),
+				githubPool(t, newNamespace(t), org, 10, sim, gh),
+			}
+			// Each pool has repaired once, so the next repair is a second away.
+			g.Eventually(func(g Gomega) {
+				for _, p := range pools {
+					g.Expect(get(g, p).Status.LastRepairTime).NotTo(BeNil())
+				}
+			}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+
+			machines := func(g Gomega) int {
+				n := 0
+				for _, p := range pools {
+					n += len(poolMachines(g, p))
+				}
+				return n
+			}
+			labels := []string{"self-hosted", "linux"}
+			if order == "webhook first" {
+				gh.CreateJob(org+"/app", labels)
+			} else {
+				job := gh.CreateJob(org+"/app", labels, fakegithub.WithoutQueuedWebhook())
+				g.Eventually(func(g Gomega) { g.Expect(machines(g)).To(Equal(1)) }, 30*time.Second, 100*time.Millisecond).Should(Succeed(), "a repair loop found the job")
+				g.Expect(gh.DeliverJobWebhook(job.ID)).To(Succeed())
+				g.Eventually(func() int { return len(gh.Deliveries()) }, 10*time.Second, 100*time.Millisecond).Should(Equal(1))
+			}
+			g.Eventually(func(g Gomega) { g.Expect(machines(g)).To(Equal(1)) }, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+			g.Consistently(func(g Gomega) {
+				g.Expect(machines(g)).To(Equal(1), "one job, one Machine, across both namespaces")
+			}, 5*time.Second, 250*time.Millisecond).Should(Succeed())
+		})
+	}
 }

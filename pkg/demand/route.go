@@ -21,19 +21,40 @@ import (
 //
 // Pools being deleted are skipped.
 func SelectPool(pools []fleetv1.RunnerPool, repository string, labels []string) *fleetv1.RunnerPool {
-	var best *fleetv1.RunnerPool
-	var bestRank poolRank
+	ranked := RankPools(pools, repository, labels)
+	if len(ranked) == 0 {
+		return nil
+	}
+	return ranked[0]
+}
+
+// RankPools returns the pools that could serve a job, best first by SelectPool's rules. The
+// webhook receiver walks them until one proves it holds the job's installation.
+func RankPools(pools []fleetv1.RunnerPool, repository string, labels []string) []*fleetv1.RunnerPool {
+	type ranked struct {
+		pool *fleetv1.RunnerPool
+		rank poolRank
+	}
+	var out []ranked
 	for i := range pools {
-		p := &pools[i]
-		rank, ok := rankPool(p, repository, labels)
-		if !ok {
-			continue
-		}
-		if best == nil || rank.less(bestRank) {
-			best, bestRank = p, rank
+		if rank, ok := rankPool(&pools[i], repository, labels); ok {
+			out = append(out, ranked{pool: &pools[i], rank: rank})
 		}
 	}
-	return best
+	slices.SortFunc(out, func(a, b ranked) int {
+		switch {
+		case a.rank.less(b.rank):
+			return -1
+		case b.rank.less(a.rank):
+			return 1
+		}
+		return 0
+	})
+	res := make([]*fleetv1.RunnerPool, len(out))
+	for i := range out {
+		res[i] = out[i].pool
+	}
+	return res
 }
 
 // JobsForPool returns the jobs SelectPool routes to pool among pools, for the repair loop:

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,6 +27,7 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/controllers"
 	"github.com/hyperfleet-io/hyperfleet/pkg/config"
 	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
 	"github.com/hyperfleet-io/hyperfleet/pkg/webhook"
 )
 
@@ -74,6 +77,7 @@ func New(ctx context.Context, restConfig *rest.Config, cfg *config.Manager, over
 		RepairInterval:               cfg.RepairInterval,
 		WorkloadReaderServiceAccount: cfg.WorkloadReaderServiceAccount,
 		PoolWakeups:                  wakeups,
+		JobClaimNamespace:            jobClaimNamespace(cfg),
 		SPIREAdminAddress:            cfg.SPIREAdminAddress,
 		SPIREAgentServerAddress:      cfg.SPIREAgentServerAddress,
 		SPIREWorkloadAPIAddress:      cfg.SPIREWorkloadAPIAddress,
@@ -85,7 +89,7 @@ func New(ctx context.Context, restConfig *rest.Config, cfg *config.Manager, over
 	if err := controllers.Setup(ctx, mgr, opts); err != nil {
 		return nil, err
 	}
-	if err := addWebhookReceiver(mgr, cfg, wakeups); err != nil {
+	if err := addWebhookReceiver(mgr, cfg, opts, wakeups); err != nil {
 		return nil, err
 	}
 	return mgr, nil
@@ -93,7 +97,7 @@ func New(ctx context.Context, restConfig *rest.Config, cfg *config.Manager, over
 
 // addWebhookReceiver serves GitHub's workflow_job webhooks on every replica (no leader election:
 // the job ledger in the API server arbitrates) and wakes the RunnerPool whose demand changed.
-func addWebhookReceiver(mgr manager.Manager, cfg *config.Manager, wakeups chan event.TypedGenericEvent[*fleetv1.RunnerPool]) error {
+func addWebhookReceiver(mgr manager.Manager, cfg *config.Manager, opts controllers.Options, wakeups chan event.TypedGenericEvent[*fleetv1.RunnerPool]) error {
 	if cfg.WebhookBindAddress == "0" || cfg.WebhookBindAddress == "" {
 		return nil
 	}
@@ -107,8 +111,11 @@ func addWebhookReceiver(mgr manager.Manager, cfg *config.Manager, wakeups chan e
 		default: // a wake-up is already pending; the pool reconciles on the ledger watch anyway
 		}
 	}
-	receiver := webhook.NewReceiver(mgr.GetClient(), demand.NewStore(mgr.GetClient()),
-		webhook.Config{Secret: []byte(cfg.WebhookSecret), Namespace: cfg.WatchNamespace}, notify)
+	receiver := webhook.NewReceiver(mgr.GetClient(), demand.NewStore(mgr.GetClient()), webhook.Config{
+		Secret: []byte(cfg.WebhookSecret), Namespace: cfg.WatchNamespace,
+		Installations: &github.PoolClients{Reader: mgr.GetClient(), Transport: opts.GitHubTransport},
+		Claims:        &demand.Claims{Client: mgr.GetClient(), Namespace: opts.JobClaimNamespace},
+	}, notify)
 	return mgr.Add(&webhookServer{receiver: receiver, addr: cfg.WebhookBindAddress})
 }
 
@@ -146,4 +153,19 @@ func cacheSynced(mgr manager.Manager) healthz.Checker {
 		}
 		return nil
 	}
+}
+
+// jobClaimNamespace is where job claims live: the manager's own namespace, which tenants cannot
+// write (the namespace of its identity CA Secret, or the pod's), or the one namespace it watches.
+func jobClaimNamespace(cfg *config.Manager) string {
+	if cfg.WatchNamespace != "" {
+		return cfg.WatchNamespace
+	}
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	if ns, _, ok := strings.Cut(cfg.BootstrapCASecret, "/"); ok && ns != "" {
+		return ns
+	}
+	return metav1.NamespaceDefault
 }

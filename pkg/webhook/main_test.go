@@ -19,6 +19,7 @@ import (
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
 	"github.com/hyperfleet-io/hyperfleet/pkg/webhook"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
@@ -26,6 +27,9 @@ import (
 )
 
 var env *testenv.Env
+
+// gh is the GitHub App whose installations sign the deliveries and whose key the pools hold.
+var gh *fakegithub.Server
 
 var secret = []byte("It's a Secret to Everybody")
 
@@ -35,7 +39,16 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	if gh, err = fakegithub.New(fakegithub.Options{}); err == nil {
+		err = gh.Start("127.0.0.1:0")
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		_ = env.Stop()
+		os.Exit(1)
+	}
 	code := m.Run()
+	gh.Close()
 	_ = env.Stop()
 	os.Exit(code)
 }
@@ -54,12 +67,29 @@ type harness struct {
 
 func startReceiver(t *testing.T, cfg webhook.Config, startWorkers bool) *harness {
 	t.Helper()
+	return startReceiverIn(t, cfg, startWorkers, false)
+}
+
+// startReceiverAllNamespaces starts a receiver that routes to pools in every namespace, as the
+// manager does.
+func startReceiverAllNamespaces(t *testing.T) *harness {
+	t.Helper()
+	return startReceiverIn(t, webhook.Config{}, true, true)
+}
+
+func startReceiverIn(t *testing.T, cfg webhook.Config, startWorkers, allNamespaces bool) *harness {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "webhook-"}}
 	NewWithT(t).Expect(env.Client.Create(ctx, ns)).To(Succeed())
 	h := &harness{ns: ns.Name, store: demand.NewStore(env.Client), notified: map[types.NamespacedName]int{},
 		client: &http.Client{Timeout: 10 * time.Second}}
-	cfg.Secret, cfg.Namespace = secret, ns.Name
+	NewWithT(t).Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github-app", Namespace: ns.Name},
+		StringData: map[string]string{"app-id": fmt.Sprint(gh.AppID()), "private-key": string(gh.AppKeyPEM())}})).To(Succeed())
+	cfg = h.config(cfg)
+	if allNamespaces {
+		cfg.Namespace = metav1.NamespaceAll
+	}
 	h.receiver = webhook.NewReceiver(env.Client, h.store, cfg, func(pool types.NamespacedName) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -77,6 +107,22 @@ func startReceiver(t *testing.T, cfg webhook.Config, startWorkers bool) *harness
 	return h
 }
 
+// config completes cfg for a receiver routing to the harness's namespace: its secret, the pools'
+// App installations proven against the fake GitHub, and job claims kept in the namespace.
+func (h *harness) config(cfg webhook.Config) webhook.Config {
+	cfg.Secret = secret
+	if cfg.Namespace == "" {
+		cfg.Namespace = h.ns
+	}
+	if cfg.Installations == nil {
+		cfg.Installations = &github.PoolClients{Reader: env.Client}
+	}
+	if cfg.Claims == nil {
+		cfg.Claims = &demand.Claims{Client: env.Client, Namespace: h.ns}
+	}
+	return cfg
+}
+
 func (h *harness) startWorkers(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -91,10 +137,11 @@ func (h *harness) notifications(pool *fleetv1.RunnerPool) int {
 }
 
 // createPool creates a RunnerPool in the harness's namespace.
-func (h *harness) createPool(t *testing.T, name string, gh fleetv1.GitHubSpec) *fleetv1.RunnerPool {
+func (h *harness) createPool(t *testing.T, name string, spec fleetv1.GitHubSpec) *fleetv1.RunnerPool {
 	t.Helper()
-	gh.CredentialsRef = fleetv1.LocalObjectReference{Name: "github-app"}
-	pool := builder.NewRunnerPool(name, h.ns).WithGitHub(gh).Build()
+	spec.CredentialsRef = fleetv1.LocalObjectReference{Name: "github-app"}
+	spec.APIURL = gh.URL() + "/"
+	pool := builder.NewRunnerPool(name, h.ns).WithGitHub(spec).Build()
 	NewWithT(t).Expect(env.Client.Create(context.Background(), pool)).To(Succeed())
 	return pool
 }
@@ -121,6 +168,8 @@ type job struct {
 	userOwned  bool   // owned by a user: GitHub then sends no organization
 	labels     []string
 	runner     string
+	// installation sent the delivery; default the fake App's installation on the owner.
+	installation int64
 }
 
 // payload renders j as GitHub sends it.
@@ -132,6 +181,9 @@ func (j job) payload() []byte {
 		j.labels = []string{"self-hosted", "linux"}
 	}
 	owner, name, _ := bytes.Cut([]byte(j.repository), []byte("/"))
+	if j.installation == 0 {
+		j.installation = gh.InstallationID(string(owner))
+	}
 	wj := map[string]any{
 		"id": j.id, "run_id": j.id * 10, "run_attempt": 1, "status": j.action, "conclusion": nil,
 		"name": "build", "workflow_name": "CI", "head_branch": "main", "labels": j.labels,
@@ -150,7 +202,7 @@ func (j job) payload() []byte {
 		"repository": map[string]any{"id": 1, "name": string(name), "full_name": j.repository,
 			"private": true, "owner": map[string]any{"login": string(owner), "type": "Organization"}},
 		"sender":       map[string]any{"login": "octocat", "type": "User"},
-		"installation": map[string]any{"id": 101},
+		"installation": map[string]any{"id": j.installation},
 	}
 	if !j.userOwned {
 		p["organization"] = map[string]any{"login": string(owner)}

@@ -46,6 +46,13 @@ type Config struct {
 	QueueSize int
 	// Namespace restricts routing to RunnerPools in one namespace; empty means all namespaces.
 	Namespace string
+	// Installations proves which App installation each pool's credentials hold. A job goes only
+	// to a pool holding the installation the signed delivery names (installation.id); without
+	// an InstallationSource no job is routed (fail closed).
+	Installations demand.InstallationSource
+	// Claims gives each job one owning pool across namespaces, shared with the pools' repair
+	// loops. Required for routing, like Installations.
+	Claims *demand.Claims
 	// OnProcessed, if set, is called by a worker after each job event, e.g. to observe the
 	// latency from receipt to ledger. It must not block.
 	OnProcessed func(Processed)

@@ -18,7 +18,7 @@ func TestServeRecordsAndStopsWithItsContext(t *testing.T) {
 	g := NewWithT(t)
 	h := startReceiver(t, webhook.Config{}, false)
 	pool := h.createPool(t, "linux", linuxPool)
-	receiver := webhook.NewReceiver(env.Client, demand.NewStore(env.Client), webhook.Config{Secret: secret, Namespace: h.ns}, nil)
+	receiver := webhook.NewReceiver(env.Client, demand.NewStore(env.Client), h.config(webhook.Config{}), nil)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	g.Expect(err).NotTo(HaveOccurred())
 	ctx, cancel := context.WithCancel(context.Background())

@@ -109,7 +109,16 @@ func (r *Receiver) process(ctx context.Context, item queuedEvent) {
 
 // record routes the event to its pool and applies it to that pool's ledger; pool is nil when
 // no pool serves the job.
+//
+// A job goes to the pool that owns it (demand.Claims): the first pool, by webhook or repair loop,
+// to have claimed it. An unclaimed job is claimed for the best-ranked pool (demand.RankPools)
+// whose credentials prove they hold the installation the signed delivery names: a pool of another
+// App or installation, in whatever namespace, never sees the job.
 func (r *Receiver) record(ctx context.Context, item queuedEvent) (*fleetv1.RunnerPool, bool, error) {
+	ev := item.event
+	if ev.InstallationID == 0 || r.cfg.Installations == nil || r.cfg.Claims == nil {
+		return nil, false, nil // only a GitHub App's delivery names its installation
+	}
 	pools := &fleetv1.RunnerPoolList{}
 	var opts []client.ListOption
 	if r.cfg.Namespace != "" {
@@ -118,13 +127,41 @@ func (r *Receiver) record(ctx context.Context, item queuedEvent) (*fleetv1.Runne
 	if err := r.client.List(ctx, pools, opts...); err != nil {
 		return nil, false, fmt.Errorf("listing RunnerPools: %w", err)
 	}
-	pool := demand.SelectPool(pools.Items, item.event.Repository, item.event.Labels)
+	var pool *fleetv1.RunnerPool
+	for _, candidate := range demand.RankPools(pools.Items, ev.Repository, ev.Labels) {
+		installation, err := r.cfg.Installations.Installation(ctx, candidate)
+		if err != nil {
+			ctrl.LoggerFrom(ctx).V(1).Info("Pool cannot prove its GitHub App installation; skipped", "pool", klog(candidate), "reason", err.Error())
+			continue
+		}
+		if installation == ev.InstallationID {
+			pool = candidate
+			break
+		}
+	}
 	if pool == nil {
 		return nil, false, nil
 	}
-	changed, err := r.store.Record(demand.WithObservedAt(ctx, item.receivedAt), pool, item.event)
+	owner, err := r.cfg.Claims.Claim(ctx, ev.InstallationID, ev.JobID, pool)
+	if err != nil {
+		return nil, false, err
+	}
+	if !owner.Is(pool) {
+		pool = nil
+		for i := range pools.Items {
+			if owner.Is(&pools.Items[i]) {
+				pool = &pools.Items[i]
+			}
+		}
+		if pool == nil {
+			return nil, false, fmt.Errorf("job %d is claimed by pool %s, which this receiver cannot see", ev.JobID, owner.NamespacedName)
+		}
+	}
+	changed, err := r.store.Record(demand.WithObservedAt(ctx, item.receivedAt), pool, ev)
 	if err != nil {
 		return pool, false, fmt.Errorf("recording in pool %s/%s: %w", pool.Namespace, pool.Name, err)
 	}
 	return pool, changed, nil
 }
+
+func klog(p *fleetv1.RunnerPool) string { return p.Namespace + "/" + p.Name }

@@ -38,6 +38,19 @@ func InRun(runID int64) JobOption { return func(o *jobOptions) { o.runID = runID
 // reconciling against the API can find the job.
 func WithoutQueuedWebhook() JobOption { return func(o *jobOptions) { o.noQueuedHook = true } }
 
+// DeliverJobWebhook sends the webhook of a job's current state again (a late or redelivered
+// delivery), e.g. after WithoutQueuedWebhook.
+func (s *Server) DeliverJobWebhook(id int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, ok := s.jobs[id]
+	if !ok {
+		return fmt.Errorf("fakegithub: no job %d", id)
+	}
+	s.enqueueJobHookLocked(string(j.Status), j)
+	return nil
+}
+
 // CreateJob queues a workflow job in repo ("owner/name") whose runs-on labels are labels, and
 // sends the queued webhook when one is configured. A malformed repo panics: it is a test bug.
 func (s *Server) CreateJob(repo string, labels []string, opts ...JobOption) Job {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/big"
 	"net"
 	"net/http"
 	"strings"
@@ -93,9 +94,10 @@ func New(opts Options) (*Server, error) {
 		opts.WebhookClient = &http.Client{Timeout: 10 * time.Second}
 	}
 	s := &Server{
-		opts:          opts,
-		log:           opts.Logger,
-		nextID:        map[string]int64{"installation": 100, "runner": 0, "job": 10000, "run": 5000, "label": 0},
+		opts: opts,
+		log:  opts.Logger,
+		// Installation IDs are unique across GitHub, so two fakes (two Apps) never share one.
+		nextID:        map[string]int64{"installation": installationBase(), "runner": 0, "job": 10000, "run": 5000, "label": 0},
 		installations: map[string]*Installation{},
 		repos:         map[string]string{},
 		tokens:        map[string]*installToken{},
@@ -285,4 +287,13 @@ func (s *Server) addRepoLocked(repo string) string {
 	s.repos[strings.ToLower(repo)] = repo
 	s.installLocked(scopeOwner(repo))
 	return repo
+}
+
+// installationBase starts a fake's installation IDs at a random multiple of 1000 (plus 100).
+func installationBase() int64 {
+	n, err := rand.Int(rand.Reader, big.NewInt(1_000_000))
+	if err != nil {
+		return 100
+	}
+	return 100 + 1000*(1+n.Int64())
 }

@@ -49,7 +49,8 @@ type Client struct {
 	limit   atomic.Int64 // X-RateLimit-Remaining of the last API response, -1 before any
 	mu      sync.Mutex
 	clients map[int64]*gh.Client // per installation
-	owners  map[string]int64     // lower-cased account -> installation ID
+	tokens  map[int64]*ghinstallation.Transport
+	owners  map[string]int64 // lower-cased account -> installation ID
 }
 
 var _ platform.Platform = (*Client)(nil)
@@ -76,7 +77,7 @@ func NewClient(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("github: App private key: %w", err)
 	}
 	appsTr.BaseURL = strings.TrimSuffix(cfg.BaseURL, "/")
-	c := &Client{cfg: cfg, appsTr: appsTr, clients: map[int64]*gh.Client{}, owners: map[string]int64{}}
+	c := &Client{cfg: cfg, appsTr: appsTr, clients: map[int64]*gh.Client{}, tokens: map[int64]*ghinstallation.Transport{}, owners: map[string]int64{}}
 	c.limit.Store(-1)
 	if c.apps, err = c.newGitHubClient(appsTr); err != nil {
 		return nil, err
@@ -141,8 +142,35 @@ func (c *Client) clientFor(ctx context.Context, scope platform.Scope) (*gh.Clien
 	if err != nil {
 		return nil, err
 	}
-	c.clients[id] = client
+	c.clients[id], c.tokens[id] = client, itr
 	return client, nil
+}
+
+// Installation returns the ID of the App installation serving scope, proven: the App key has
+// just minted (or holds an unexpired) installation token for it. Numbers written in a
+// credentials Secret prove nothing, since anyone can type another team's App and installation
+// IDs; only GitHub can say that a key belongs to the installation. Webhook routing relies on it.
+func (c *Client) Installation(ctx context.Context, scope platform.Scope) (int64, error) {
+	scope = scope.Effective()
+	if _, err := c.clientFor(ctx, scope); err != nil {
+		return 0, err
+	}
+	id, err := c.installationFor(ctx, scope)
+	if err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	itr := c.tokens[id]
+	c.mu.Unlock()
+	if itr == nil {
+		return 0, fmt.Errorf("github: installation %d has no client", id)
+	}
+	if _, err := itr.Token(ctx); err != nil {
+		err = classify(fmt.Sprintf("mint a token for installation %d", id), nil, err)
+		c.forgetInstallation(scope, err)
+		return 0, err
+	}
+	return id, nil
 }
 
 // installationFor resolves the App installation of the scope's account. An App has at most one
@@ -192,4 +220,5 @@ func (c *Client) forgetInstallation(scope platform.Scope, err error) {
 		delete(c.owners, owner)
 	}
 	delete(c.clients, id)
+	delete(c.tokens, id)
 }

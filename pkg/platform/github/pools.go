@@ -93,3 +93,13 @@ func (p *PoolClients) Platform(ctx context.Context, pool *fleetv1.RunnerPool) (p
 	}
 	return c, scope, nil
 }
+
+// Installation returns the proven GitHub App installation of pool's credentials (see
+// Client.Installation), for routing webhooks and claiming jobs.
+func (p *PoolClients) Installation(ctx context.Context, pool *fleetv1.RunnerPool) (int64, error) {
+	c, scope, err := p.For(ctx, pool)
+	if err != nil {
+		return 0, err
+	}
+	return c.Installation(ctx, scope)
+}
