@@ -70,15 +70,26 @@ func download(ctx context.Context, url string, w io.Writer, wantSHA256 string) e
 	return nil
 }
 
-// untar unpacks a gzipped tarball into dir, refusing entries that would land outside it.
+// maxEntries bounds the entries of a runner package; the real one has a few thousand.
+const maxEntries = 100000
+
+// untar unpacks a gzipped tarball into dir. Every write goes through an os.Root of dir, which
+// resolves each path on the real filesystem and refuses any that leaves dir, so no entry, symlink
+// (created earlier in the same archive or already there) or hard link can make the agent write
+// outside it. Symlinks must also point inside dir, so the runner never follows one out of it.
 func untar(r io.Reader, dir string) error {
 	gz, err := gzip.NewReader(r)
 	if err != nil {
 		return err
 	}
 	defer gz.Close()
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
 	tr := tar.NewReader(gz)
-	for {
+	for n := 0; ; n++ {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			return nil
@@ -86,44 +97,88 @@ func untar(r io.Reader, dir string) error {
 		if err != nil {
 			return err
 		}
-		target, err := within(dir, hdr.Name)
-		if err != nil {
-			return err
+		if n >= maxEntries {
+			return fmt.Errorf("runner package has more than %d entries", maxEntries)
 		}
-		switch hdr.Typeflag {
-		case tar.TypeDir:
-			err = os.MkdirAll(target, 0o755)
-		case tar.TypeReg:
-			err = writeFile(target, tr, hdr.FileInfo().Mode().Perm())
-		case tar.TypeSymlink:
-			if filepath.IsAbs(hdr.Linkname) {
-				return fmt.Errorf("runner package: absolute symlink %s", hdr.Name)
-			}
-			if _, err = within(dir, filepath.Join(filepath.Dir(hdr.Name), hdr.Linkname)); err == nil {
-				if err = os.MkdirAll(filepath.Dir(target), 0o755); err == nil {
-					err = os.Symlink(hdr.Linkname, target)
-				}
-			}
-		}
-		if err != nil {
+		if err := extract(root, hdr, tr); err != nil {
 			return fmt.Errorf("runner package: %s: %w", hdr.Name, err)
 		}
 	}
 }
 
-func within(dir, name string) (string, error) {
-	target := filepath.Join(dir, name)
-	if rel, err := filepath.Rel(dir, target); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return "", fmt.Errorf("runner package entry %q escapes %s", name, dir)
-	}
-	return target, nil
-}
-
-func writeFile(path string, r io.Reader, perm os.FileMode) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+// extract writes one entry under root. Other entry types (devices, FIFOs) are skipped.
+func extract(root *os.Root, hdr *tar.Header, r io.Reader) error {
+	name, err := entryPath(hdr.Name)
+	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, perm)
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		return root.MkdirAll(name, 0o755)
+	case tar.TypeReg:
+		return writeFile(root, name, r, hdr.FileInfo().Mode().Perm())
+	case tar.TypeSymlink:
+		if filepath.IsAbs(hdr.Linkname) {
+			return fmt.Errorf("absolute symlink to %s", hdr.Linkname)
+		}
+		if _, err := entryPath(filepath.Join(filepath.Dir(name), hdr.Linkname)); err != nil {
+			return fmt.Errorf("symlink to %s: %w", hdr.Linkname, err)
+		}
+		if err := mkdirParent(root, name); err != nil {
+			return err
+		}
+		return root.Symlink(hdr.Linkname, name)
+	case tar.TypeLink:
+		old, err := entryPath(hdr.Linkname)
+		if err != nil {
+			return fmt.Errorf("hard link to %s: %w", hdr.Linkname, err)
+		}
+		// Only to a regular file this archive (or the directory) already has inside root.
+		fi, err := root.Stat(old)
+		if err != nil {
+			return fmt.Errorf("hard link to %s: %w", hdr.Linkname, err)
+		}
+		if !fi.Mode().IsRegular() {
+			return fmt.Errorf("hard link to %s, which is not a regular file", hdr.Linkname)
+		}
+		if err := mkdirParent(root, name); err != nil {
+			return err
+		}
+		return root.Link(old, name)
+	}
+	return nil
+}
+
+// entryPath is name cleaned and relative, or an error when it is absolute or climbs out.
+func entryPath(name string) (string, error) {
+	if filepath.IsAbs(name) {
+		return "", fmt.Errorf("absolute path %q", name)
+	}
+	clean := filepath.Clean(name)
+	if clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
+		return "", fmt.Errorf("path %q escapes the runner directory", name)
+	}
+	return clean, nil
+}
+
+func mkdirParent(root *os.Root, name string) error {
+	if dir := filepath.Dir(name); dir != "." {
+		return root.MkdirAll(dir, 0o755)
+	}
+	return nil
+}
+
+func writeFile(root *os.Root, name string, r io.Reader, perm os.FileMode) error {
+	if err := mkdirParent(root, name); err != nil {
+		return err
+	}
+	// Never write through an existing link: replace whatever is there.
+	if fi, err := root.Lstat(name); err == nil && !fi.Mode().IsRegular() {
+		if err := root.Remove(name); err != nil {
+			return err
+		}
+	}
+	f, err := root.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, perm)
 	if err != nil {
 		return err
 	}
