@@ -26,6 +26,7 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/spire"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
+	"github.com/hyperfleet-io/hyperfleet/pkg/tenancy"
 )
 
 // reconcileDataSecret writes the bootstrap data Secret once. The join token's hash is recorded in
@@ -34,8 +35,11 @@ import (
 func (r *BootstrapConfigReconciler) reconcileDataSecret(ctx context.Context, s *bootstrapScope) (ctrl.Result, error) {
 	c := s.config
 	secret := &corev1.Secret{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Name}, secret)
+	err := tenancy.Check(r.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Name}, secret), c.Namespace)
 	switch {
+	case errors.Is(err, tenancy.ErrNamespaceNotEnabled):
+		setDataSecretCondition(c, metav1.ConditionFalse, bootstrapv1.NamespaceNotEnabledReason, err.Error())
+		return ctrl.Result{RequeueAfter: time.Minute}, nil
 	case err == nil:
 		if !metav1.IsControlledBy(secret, c) {
 			setDataSecretCondition(c, metav1.ConditionFalse, bootstrapv1.DataSecretFailedReason,

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	controlplanev1 "github.com/hyperfleet-io/hyperfleet/api/controlplane/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/tenancy"
 	"github.com/hyperfleet-io/hyperfleet/pkg/tracing"
 )
 
@@ -97,7 +99,12 @@ func (r *FleetControlPlaneReconciler) Reconcile(ctx context.Context, req ctrl.Re
 			Message: fmt.Sprintf("token for ServiceAccount %s/%s: %v", sa.Namespace, sa.Name, err)})
 		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
 	}
-	if err := r.writeKubeconfig(ctx, cp, cluster, token); err != nil {
+	if err := tenancy.Check(r.writeKubeconfig(ctx, cp, cluster, token), cp.Namespace); err != nil {
+		if errors.Is(err, tenancy.ErrNamespaceNotEnabled) {
+			conditions.Set(cp, metav1.Condition{Type: controlplanev1.AvailableCondition, Status: metav1.ConditionFalse,
+				Reason: controlplanev1.NamespaceNotEnabledReason, Message: err.Error()})
+			return ctrl.Result{RequeueAfter: time.Minute}, nil
+		}
 		return ctrl.Result{}, err
 	}
 	cp.Status.TokenExpirationTime = &metav1.Time{Time: expires}

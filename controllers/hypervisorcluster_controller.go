@@ -48,7 +48,8 @@ type HypervisorClusterReconciler struct {
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=hypervisorclusters,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=hypervisorclusters/status;hypervisorclusters/finalizers,verbs=get;update;patch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;clusters/status,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// Secrets: read uncached, per namespace, through the ClusterRole hyperfleet-tenant-manager an admin
+// binds in each namespace HyperFleet serves (config/tenant); no marker, which would grant it everywhere.
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // Reconcile checks one HypervisorCluster.
@@ -241,42 +242,16 @@ func failureDomains(nodes []hypervisor.Node) []clusterv1.FailureDomain {
 	return fds
 }
 
-// SetupWithManager registers the controller: it watches HypervisorClusters, their Secrets and Clusters.
+// SetupWithManager registers the controller: it watches HypervisorClusters and Clusters. Secrets
+// are not watched (that would need list and watch on every Secret of the cluster): a rotated
+// credentials Secret is read on the next health check, at the latest one interval later.
 func (r *HypervisorClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &infrav1.HypervisorCluster{}, secretRefIndex, func(o client.Object) []string {
-		hc := o.(*infrav1.HypervisorCluster)
-		names := []string{hc.Spec.CredentialsRef.Name}
-		if hc.Spec.CABundleRef != nil {
-			names = append(names, hc.Spec.CABundleRef.Name)
-		}
-		return names
-	}); err != nil {
-		return err
-	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&infrav1.HypervisorCluster{}).
 		WithOptions(opts).
 		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), r.WatchFilter)).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretToHypervisorClusters),
-			builder.WithPredicates(predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), ""))).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(
 			util.ClusterToInfrastructureMapFunc(ctx, infrav1.GroupVersion.WithKind("HypervisorCluster"), mgr.GetClient(), &infrav1.HypervisorCluster{})),
 			builder.WithPredicates(predicates.ClusterUnpaused(mgr.GetScheme(), ctrl.LoggerFrom(ctx)))).
 		Complete(tracing.Reconciler("hypervisorcluster", r))
 }
-
-// secretToHypervisorClusters reconciles the HypervisorClusters whose credentials or CA bundle changed,
-// so a rotated Secret is picked up without a restart.
-func (r *HypervisorClusterReconciler) secretToHypervisorClusters(ctx context.Context, o client.Object) []ctrl.Request {
-	list := &infrav1.HypervisorClusterList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{secretRefIndex: o.GetName()}); err != nil {
-		return nil
-	}
-	reqs := make([]ctrl.Request, 0, len(list.Items))
-	for _, hc := range list.Items {
-		reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&hc)})
-	}
-	return reqs
-}
-
-const secretRefIndex = "spec.secretRefs"

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -30,6 +31,7 @@ import (
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
+	"github.com/hyperfleet-io/hyperfleet/pkg/tenancy"
 	"github.com/hyperfleet-io/hyperfleet/pkg/tracing"
 )
 
@@ -303,6 +305,10 @@ func (r *MachineClaimReconciler) reconcileBootstrapData(ctx context.Context, s *
 	}
 	secret := &corev1.Secret{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.claim.Namespace, Name: *name}, secret); err != nil {
+		if err := tenancy.Check(err, s.claim.Namespace); errors.Is(err, tenancy.ErrNamespaceNotEnabled) {
+			setVMCondition(s.claim, metav1.ConditionFalse, infrav1.NamespaceNotEnabledReason, err.Error())
+			return ctrl.Result{RequeueAfter: time.Minute}, nil
+		}
 		if apierrors.IsNotFound(err) {
 			setVMCondition(s.claim, metav1.ConditionFalse, infrav1.WaitingForBootstrapDataReason,
 				fmt.Sprintf("bootstrap data Secret %s not found", *name))

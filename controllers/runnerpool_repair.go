@@ -15,6 +15,7 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
 	pinstrumented "github.com/hyperfleet-io/hyperfleet/pkg/platform/instrumented"
+	"github.com/hyperfleet-io/hyperfleet/pkg/tenancy"
 )
 
 // repairMinAge keeps the repair loop from undoing a webhook that arrived a moment ago.
@@ -111,7 +112,10 @@ func (r *RunnerPoolReconciler) removeStaleRunners(ctx context.Context, s *poolSc
 
 func (r *RunnerPoolReconciler) setGitHubUnavailable(s *poolScope, err error) {
 	reason := fleetv1.GitHubUnavailableReason
-	if errors.Is(err, github.ErrCredentials) {
+	switch {
+	case errors.Is(err, tenancy.ErrNamespaceNotEnabled):
+		reason = fleetv1.NamespaceNotEnabledReason
+	case errors.Is(err, github.ErrCredentials):
 		reason = fleetv1.GitHubCredentialsNotFoundReason
 	}
 	conditions.Set(s.pool, metav1.Condition{Type: fleetv1.GitHubAvailableCondition, Status: metav1.ConditionFalse,

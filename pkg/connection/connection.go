@@ -14,6 +14,7 @@ import (
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/proxmox"
+	"github.com/hyperfleet-io/hyperfleet/pkg/tenancy"
 )
 
 // Secret keys of the credentials Secret.
@@ -130,6 +131,9 @@ func (r *Registry) config(ctx context.Context, hc *infrav1.HypervisorCluster) (p
 	}
 	creds := &corev1.Secret{}
 	if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: hc.Namespace, Name: hc.Spec.CredentialsRef.Name}, creds); err != nil {
+		if err := tenancy.Check(err, hc.Namespace); errors.Is(err, tenancy.ErrNamespaceNotEnabled) {
+			return cfg, &Error{Reason: infrav1.NamespaceNotEnabledReason, Message: err.Error(), Err: err}
+		}
 		if apierrors.IsNotFound(err) {
 			return cfg, &Error{Reason: infrav1.HypervisorClusterCredentialsNotFoundReason,
 				Message: fmt.Sprintf("credentials Secret %s/%s not found", hc.Namespace, hc.Spec.CredentialsRef.Name), Err: err}
@@ -154,6 +158,9 @@ func (r *Registry) config(ctx context.Context, hc *infrav1.HypervisorCluster) (p
 		}
 		ca := &corev1.Secret{}
 		if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: hc.Namespace, Name: ref.Name}, ca); err != nil {
+			if err := tenancy.Check(err, hc.Namespace); errors.Is(err, tenancy.ErrNamespaceNotEnabled) {
+				return cfg, &Error{Reason: infrav1.NamespaceNotEnabledReason, Message: err.Error(), Err: err}
+			}
 			if apierrors.IsNotFound(err) {
 				return cfg, &Error{Reason: infrav1.HypervisorClusterCABundleNotFoundReason,
 					Message: fmt.Sprintf("CA bundle Secret %s/%s not found", hc.Namespace, ref.Name), Err: err}

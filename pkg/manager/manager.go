@@ -53,8 +53,10 @@ func New(ctx context.Context, restConfig *rest.Config, cfg *config.Manager, over
 		LeaderElectionReleaseOnCancel: true,
 		Cache:                         cacheOpts,
 		// Job ledgers (ConfigMaps) are read-modify-written by several replicas under optimistic
-		// concurrency; reading them from a cache would only produce conflicts.
-		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.ConfigMap{}}}},
+		// concurrency; reading them from a cache would only produce conflicts. Secrets are read
+		// uncached, one by name where an object references it: the manager may read Secrets only
+		// in namespaces enabled for HyperFleet and must not hold the cluster's Secrets in memory.
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}}}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hyperfleet-io/hyperfleet/api"
+	"github.com/hyperfleet-io/hyperfleet/controllers"
 	"github.com/hyperfleet-io/hyperfleet/pkg/config"
 	"github.com/hyperfleet-io/hyperfleet/pkg/logging"
 	"github.com/hyperfleet-io/hyperfleet/pkg/manager"
@@ -61,7 +62,7 @@ func startManager(t *testing.T) {
 		BootstrapServiceURL: "https://127.0.0.1:8443", RepairInterval: time.Hour,
 		WorkloadReaderServiceAccount: inst.WorkloadReader.String(),
 	}
-	mgr, err := manager.New(context.Background(), inst.Manager, cfg)
+	mgr, err := manager.New(context.Background(), inst.Manager, cfg, func(o *controllers.Options) { o.SkipNameValidation = true })
 	if err != nil {
 		t.Fatalf("manager: %v", err)
 	}
@@ -92,7 +93,10 @@ func userClient(t *testing.T, name, namespace string) client.Client {
 	return c
 }
 
-// enable creates namespace and lets HyperFleet serve it.
-func enable(ctx context.Context, namespace string) error {
+// enable creates namespace and lets HyperFleet serve it, as docs/install.md tells an admin to.
+func enable(ctx context.Context, namespace string) error { return env.EnableNamespace(ctx, namespace) }
+
+// createNamespace creates a namespace that is not enabled for HyperFleet.
+func createNamespace(ctx context.Context, namespace string) error {
 	return client.IgnoreAlreadyExists(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}))
 }

@@ -94,6 +94,17 @@ func (e *Env) Install(ctx context.Context, ttl time.Duration) (*Installation, er
 	return inst, nil
 }
 
+// EnableNamespace does what docs/install.md tells an admin to do to let HyperFleet serve a
+// namespace: apply config/tenant there.
+func (e *Env) EnableNamespace(ctx context.Context, namespace string) error {
+	if err := e.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); client.IgnoreAlreadyExists(err) != nil {
+		return err
+	}
+	_, err := e.kubectl(nil, "--kubeconfig", e.KubeconfigPath, "apply", "--server-side",
+		"--field-manager=hyperfleet-install", "-n", namespace, "-k", filepath.Join(e.RepoRoot, "config", "tenant"))
+	return err
+}
+
 // ServiceAccountConfig returns a client configuration that authenticates with a token of sa valid
 // for ttl (the API server's TokenRequest), and when the token expires.
 func (e *Env) ServiceAccountConfig(ctx context.Context, sa types.NamespacedName, ttl time.Duration) (*rest.Config, time.Time, error) {

@@ -26,4 +26,7 @@ const (
 	SPIREServerNotAllowedReason = "SPIREServerNotAllowed"
 	// SPIREReleaseFailedReason: the SPIRE server could not be told to forget a deleted Machine.
 	SPIREReleaseFailedReason = "SPIREReleaseFailed"
+	// NamespaceNotEnabledReason: HyperFleet may not read or write Secrets in this namespace because
+	// no admin has enabled it (docs/install.md, "Enabling a namespace").
+	NamespaceNotEnabledReason = "NamespaceNotEnabled"
 )

@@ -87,4 +87,7 @@ const (
 	KubeconfigReadyReason       = "KubeconfigReady"
 	ServiceAccountMissingReason = "ServiceAccountNotFound"
 	TokenRequestFailedReason    = "TokenRequestFailed"
+	// NamespaceNotEnabledReason: HyperFleet may not read or write Secrets in this namespace because
+	// no admin has enabled it (docs/install.md, "Enabling a namespace").
+	NamespaceNotEnabledReason = "NamespaceNotEnabled"
 )

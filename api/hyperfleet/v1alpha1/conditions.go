@@ -16,4 +16,7 @@ const (
 	GitHubCredentialsNotFoundReason = "CredentialsNotFound"
 	GitHubUnavailableReason         = "GitHubUnavailable"
 	GitHubAvailableReason           = "GitHubAvailable"
+	// NamespaceNotEnabledReason: HyperFleet may not read or write Secrets in this namespace because
+	// no admin has enabled it (docs/install.md, "Enabling a namespace").
+	NamespaceNotEnabledReason = "NamespaceNotEnabled"
 )

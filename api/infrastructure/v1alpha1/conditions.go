@@ -35,6 +35,9 @@ const (
 	// HypervisorClusterIdentityPendingReason: the installation ID is not recorded yet; no VM is
 	// touched without it.
 	HypervisorClusterIdentityPendingReason = "IdentityPending"
+	// NamespaceNotEnabledReason: HyperFleet may not read or write Secrets in this namespace because
+	// no admin has enabled it (docs/install.md, "Enabling a namespace").
+	NamespaceNotEnabledReason = "NamespaceNotEnabled"
 )
 
 // MachineClaim conditions and reasons.

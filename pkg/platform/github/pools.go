@@ -15,6 +15,7 @@ import (
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
+	"github.com/hyperfleet-io/hyperfleet/pkg/tenancy"
 )
 
 // Keys of a RunnerPool's GitHub App credentials Secret.
@@ -46,6 +47,9 @@ func (p *PoolClients) For(ctx context.Context, pool *fleetv1.RunnerPool) (*Clien
 	secret := &corev1.Secret{}
 	key := client.ObjectKey{Namespace: pool.Namespace, Name: spec.CredentialsRef.Name}
 	if err := p.Reader.Get(ctx, key, secret); err != nil {
+		if err := tenancy.Check(err, pool.Namespace); errors.Is(err, tenancy.ErrNamespaceNotEnabled) {
+			return nil, scope, err
+		}
 		if apierrors.IsNotFound(err) {
 			return nil, scope, fmt.Errorf("%w: Secret %s not found", ErrCredentials, key)
 		}
