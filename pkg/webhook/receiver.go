@@ -23,11 +23,17 @@ const Path = "/webhooks/github"
 
 // Defaults for Config's zero values.
 const (
-	// DefaultMaxBodyBytes is well above any workflow_job payload (a few KiB) and GitHub's own
-	// 25 MB cap is never needed for the events HyperFleet subscribes to.
-	DefaultMaxBodyBytes int64 = 1 << 20
+	// DefaultMaxBodyBytes is far above any workflow_job payload (a few KiB; GitHub's own 25 MB
+	// cap is never needed for the events HyperFleet subscribes to) and small enough that the
+	// bodies of DefaultMaxConcurrent requests fit in 16 MiB.
+	DefaultMaxBodyBytes int64 = 256 << 10
 	DefaultWorkers            = 4
 	DefaultQueueSize          = 1000
+	// DefaultMaxConcurrent bounds requests being read or handled at once; beyond it, 503.
+	DefaultMaxConcurrent = 64
+	// DefaultMaxConcurrentPerSource bounds one source address's requests in flight; beyond it,
+	// 429. Behind a proxy every request comes from the proxy: raise it, or set -1 to turn it off.
+	DefaultMaxConcurrentPerSource = 32
 	// recentDeliveryIDs is how many delivery ids are remembered for dedupe.
 	recentDeliveryIDs = 10000
 )
@@ -44,6 +50,13 @@ type Config struct {
 	// QueueSize bounds events accepted but not yet recorded; when full, deliveries answer 503.
 	// Zero means DefaultQueueSize.
 	QueueSize int
+	// MaxConcurrent bounds requests in flight (503 beyond); zero means DefaultMaxConcurrent.
+	MaxConcurrent int
+	// MaxConcurrentPerSource bounds requests in flight per source address (429 beyond); zero
+	// means DefaultMaxConcurrentPerSource, negative means no bound.
+	MaxConcurrentPerSource int
+	// Timeouts of the listener Serve runs; zero values mean the defaults of ServerTimeouts.
+	Timeouts ServerTimeouts
 	// Namespace restricts routing to RunnerPools in one namespace; empty means all namespaces.
 	Namespace string
 	// Installations proves which App installation each pool's credentials hold. A job goes only
@@ -87,6 +100,10 @@ type Stats struct {
 	Ignored uint64
 	// QueueFull were refused because the queue was full (503).
 	QueueFull uint64
+	// Busy were refused because MaxConcurrent requests were in flight (503).
+	Busy uint64
+	// Throttled were refused because their source had MaxConcurrentPerSource requests in flight (429).
+	Throttled uint64
 	// Unrouted job events matched no RunnerPool and were dropped.
 	Unrouted uint64
 	// Recorded job events moved a ledger forward.
@@ -98,7 +115,7 @@ type Stats struct {
 }
 
 type counters struct {
-	accepted, duplicates, unauthorized, malformed, tooLarge, ignored, queueFull,
+	accepted, duplicates, unauthorized, malformed, tooLarge, ignored, queueFull, busy, throttled,
 	unrouted, recorded, unchanged, failed atomic.Uint64
 }
 
@@ -117,6 +134,7 @@ type Receiver struct {
 	notify  func(types.NamespacedName)
 	queue   chan queuedEvent
 	recent  *recentDeliveries
+	limits  *limiter
 	stats   counters
 	started atomic.Bool
 	now     func() time.Time
@@ -135,10 +153,18 @@ func NewReceiver(c client.Client, store *demand.Store, cfg Config, notify func(t
 	if cfg.QueueSize <= 0 {
 		cfg.QueueSize = DefaultQueueSize
 	}
+	if cfg.MaxConcurrent <= 0 {
+		cfg.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if cfg.MaxConcurrentPerSource == 0 {
+		cfg.MaxConcurrentPerSource = DefaultMaxConcurrentPerSource
+	}
+	cfg.Timeouts = cfg.Timeouts.withDefaults()
 	return &Receiver{
 		client: c, store: store, cfg: cfg, notify: notify,
 		queue:  make(chan queuedEvent, cfg.QueueSize),
 		recent: newRecentDeliveries(recentDeliveryIDs),
+		limits: newLimiter(cfg.MaxConcurrent, cfg.MaxConcurrentPerSource),
 		now:    time.Now,
 	}
 }
@@ -149,7 +175,7 @@ func (r *Receiver) Stats() Stats {
 	return Stats{
 		Accepted: c.accepted.Load(), Duplicates: c.duplicates.Load(), Unauthorized: c.unauthorized.Load(),
 		Malformed: c.malformed.Load(), TooLarge: c.tooLarge.Load(), Ignored: c.ignored.Load(),
-		QueueFull: c.queueFull.Load(), Unrouted: c.unrouted.Load(), Recorded: c.recorded.Load(),
+		QueueFull: c.queueFull.Load(), Busy: c.busy.Load(), Throttled: c.throttled.Load(), Unrouted: c.unrouted.Load(), Recorded: c.recorded.Load(),
 		Unchanged: c.unchanged.Load(), Failed: c.failed.Load(),
 	}
 }
@@ -167,6 +193,11 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "only POST is allowed", http.StatusMethodNotAllowed)
 		return
 	}
+	release, ok := r.acquire(w, req)
+	if !ok {
+		return
+	}
+	defer release()
 	log := ctrl.LoggerFrom(req.Context()).WithValues("delivery", req.Header.Get(ghplatform.HeaderDelivery), "event", req.Header.Get(ghplatform.HeaderEvent))
 	received := r.now()
 

@@ -19,16 +19,47 @@ func (r *Receiver) ListenAndServe(ctx context.Context, addr string) error {
 	return r.Serve(ctx, l)
 }
 
+// ServerTimeouts bound how long a connection may take over each part of a request. Senders are
+// untrusted: a connection that dribbles its headers or body (slow loris) is cut, so it holds
+// neither memory nor a slot for long. GitHub abandons a delivery after 10 s anyway.
+type ServerTimeouts struct {
+	// ReadHeader bounds reading the request headers; default 5s.
+	ReadHeader time.Duration
+	// Read bounds reading the whole request, body included; default 10s.
+	Read time.Duration
+	// Write bounds writing the answer; default 10s.
+	Write time.Duration
+	// Idle bounds a kept-alive connection between requests; default 30s.
+	Idle time.Duration
+}
+
+func (t ServerTimeouts) withDefaults() ServerTimeouts {
+	or := func(d, def time.Duration) time.Duration {
+		if d > 0 {
+			return d
+		}
+		return def
+	}
+	return ServerTimeouts{
+		ReadHeader: or(t.ReadHeader, 5*time.Second), Read: or(t.Read, 10*time.Second),
+		Write: or(t.Write, 10*time.Second), Idle: or(t.Idle, 30*time.Second),
+	}
+}
+
+// maxHeaderBytes bounds a request's headers; GitHub's are well under 4 KiB.
+const maxHeaderBytes = 32 << 10
+
 // Serve serves the receiver on l and runs its workers until ctx is done, then shuts down
-// gracefully. Timeouts are tight because GitHub abandons a delivery after 10 s anyway.
+// gracefully.
 func (r *Receiver) Serve(ctx context.Context, l net.Listener) error {
+	t := r.cfg.Timeouts
 	srv := &http.Server{
 		Handler:           r,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      10 * time.Second,
-		IdleTimeout:       time.Minute,
-		MaxHeaderBytes:    64 << 10,
+		ReadHeaderTimeout: t.ReadHeader,
+		ReadTimeout:       t.Read,
+		WriteTimeout:      t.Write,
+		IdleTimeout:       t.Idle,
+		MaxHeaderBytes:    maxHeaderBytes,
 		// Requests carry ctx's logger but are not cancelled with it, so shutdown drains them.
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
