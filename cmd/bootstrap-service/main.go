@@ -63,6 +63,9 @@ func run(ctx context.Context, args []string) error {
 	spireWorkloadAPI := fs.String("spire-workload-api-address", "", "SPIRE Workload API giving the service its SVID for --spire-listen; empty uses SPIFFE_ENDPOINT_SOCKET")
 	ekCABundle := fs.String("tpm-ek-ca-bundle", "", "PEM file of the TPM manufacturers' CA certificates; TPMs presenting an EK certificate must chain to them")
 	requireEKCert := fs.Bool("tpm-require-ek-certificate", false, "refuse TPM attestation without an EK certificate that chains to --tpm-ek-ca-bundle")
+	attestRate := fs.Float64("attest-rate", service.DefaultPerClientRate, "attestation requests per second per client address (token bucket)")
+	attestBurst := fs.Int("attest-burst", service.DefaultPerClientBurst, "attestation requests a client address may make at once")
+	attestInFlight := fs.Int("attest-max-in-flight", service.DefaultMaxInFlight, "attestation requests served at once, all clients together")
 	var dnsNames, ips listFlag
 	fs.Var(&dnsNames, "dns-name", "DNS name for the service certificate (repeatable)")
 	fs.Var(&ips, "ip", "IP address for the service certificate (repeatable)")
@@ -113,6 +116,7 @@ func run(ctx context.Context, args []string) error {
 		TPM: &tpm.Attestor{Client: c, CA: ca, SVIDTTL: *svidTTL, Namespace: ns,
 			EKRoots: ekRoots, RequireEKCertificate: *requireEKCert},
 		DNSNames: dnsNames, IPs: ipList, Logger: log.WithName("bootstrap-service"),
+		Limits: service.Limits{PerClientRate: *attestRate, PerClientBurst: *attestBurst, MaxInFlight: *attestInFlight},
 	})
 	if err != nil {
 		return err
@@ -209,7 +213,8 @@ func serveHealth(ctx context.Context, addr string) {
 	mux.HandleFunc("/readyz", ok)
 	// Attestation counts and Go runtime metrics, on the plain health port (no VM reaches it).
 	mux.Handle("/metrics", promhttp.HandlerFor(crmetrics.Registry, promhttp.HandlerOpts{}))
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10}
 	go func() { <-ctx.Done(); _ = srv.Close() }()
 	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		ctrl.Log.Error(err, "health endpoint stopped")

@@ -48,8 +48,11 @@ func (s *Server) claimRunnerConfig(ctx context.Context, t *target) error {
 	return fmt.Errorf("claiming the runner config of %s: too much contention", t.id)
 }
 
-// releaseRunnerConfig undoes a claim whose platform call failed, so the VM's retry can succeed.
+// releaseRunnerConfig undoes a claim whose platform call failed, so the VM's retry can succeed. It
+// runs even when the request's context ended, within Options.APITimeout.
 func (s *Server) releaseRunnerConfig(ctx context.Context, t *target, cause error) {
+	ctx, cancel := s.detached(ctx)
+	defer cancel()
 	err := s.updateStatus(ctx, t.config, func(c *bootstrapv1.BootstrapConfig) {
 		c.Status.RunnerConfigTime = nil
 		conditions.Set(c, metav1.Condition{Type: bootstrapv1.AttestedCondition, Status: metav1.ConditionFalse,
@@ -61,8 +64,11 @@ func (s *Server) releaseRunnerConfig(ctx context.Context, t *target, cause error
 	}
 }
 
-// recordAttested marks bootstrap complete: the MachineClaim controller reads it to turn Ready.
+// recordAttested marks bootstrap complete: the MachineClaim controller reads it to turn Ready. It
+// runs even when the request's context ended, within Options.APITimeout.
 func (s *Server) recordAttested(ctx context.Context, t *target) error {
+	ctx, cancel := s.detached(ctx)
+	defer cancel()
 	return s.updateStatus(ctx, t.config, func(c *bootstrapv1.BootstrapConfig) {
 		now := metav1.NewTime(s.opts.Now())
 		c.Status.AttestedTime = &now
@@ -70,6 +76,12 @@ func (s *Server) recordAttested(ctx context.Context, t *target) error {
 			Reason: bootstrapv1.AttestedReason, Message: "the VM attested as " + t.id.String() + " and received its runner config",
 			ObservedGeneration: c.Generation})
 	})
+}
+
+// detached is ctx without its cancellation but with a deadline of its own: a write that must
+// outlive the request still cannot hang on a stalled API server.
+func (s *Server) detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), s.opts.APITimeout)
 }
 
 func (s *Server) updateStatus(ctx context.Context, c *bootstrapv1.BootstrapConfig, mutate func(*bootstrapv1.BootstrapConfig)) error {

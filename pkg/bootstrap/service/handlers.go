@@ -79,11 +79,11 @@ func (s *Server) handleRunnerConfig(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		// Give the claim back so the VM's retry can succeed; GitHub never answered it.
-		s.releaseRunnerConfig(context.WithoutCancel(ctx), t, err)
+		s.releaseRunnerConfig(ctx, t, err)
 		s.refuse(w, r, id, &statusError{code: platformStatus(err), err: err})
 		return
 	}
-	if err := s.recordAttested(context.WithoutCancel(ctx), t); err != nil {
+	if err := s.recordAttested(ctx, t); err != nil {
 		// The runner is registered and the VM is genuine: hand the config out anyway, and let the
 		// pool's bootstrap timeout judge a VM whose completion could not be recorded.
 		s.log.Error(err, "recording attestation", "spiffeID", id.String())

@@ -59,8 +59,9 @@ type harness struct {
 
 func startService(t *testing.T) *harness { return startServiceWith(t, nil) }
 
-// startServiceWith lets tune change the TPM attestor before the service starts.
-func startServiceWith(t *testing.T, tune func(*tpm.Attestor)) *harness {
+// startServiceWith lets tune change the TPM attestor, and each of opts the service's options,
+// before the service starts.
+func startServiceWith(t *testing.T, tune func(*tpm.Attestor), opts ...func(*service.Options)) *harness {
 	t.Helper()
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -76,8 +77,11 @@ func startServiceWith(t *testing.T, tune func(*tpm.Attestor)) *harness {
 	if tune != nil {
 		tune(h.tpm)
 	}
-	srv, err := service.New(service.Options{Client: env.Client, CA: h.ca, Attestor: &builtin.Attestor{Client: env.Client, CA: h.ca},
-		TPM: h.tpm})
+	o := service.Options{Client: env.Client, CA: h.ca, Attestor: &builtin.Attestor{Client: env.Client, CA: h.ca}, TPM: h.tpm}
+	for _, f := range opts {
+		f(&o)
+	}
+	srv, err := service.New(o)
 	g.Expect(err).NotTo(HaveOccurred())
 	h.url, err = srv.Start(ctx, "127.0.0.1:0")
 	g.Expect(err).NotTo(HaveOccurred())

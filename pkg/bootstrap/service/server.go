@@ -25,6 +25,9 @@ import (
 // serverSVIDTTL is the life of the service's own certificate; it is renewed at half-life.
 const serverSVIDTTL = 24 * time.Hour
 
+// DefaultAPITimeout is Options.APITimeout's default.
+const DefaultAPITimeout = 15 * time.Second
+
 // Options configure a bootstrap service.
 type Options struct {
 	// Client reads and writes the API server directly. It must not be a cache: single-use
@@ -46,6 +49,12 @@ type Options struct {
 	// DNSNames and IPs are added to the service certificate for clients verifying by host name.
 	DNSNames []string
 	IPs      []net.IP
+	// Limits rate-limit the endpoints unattested callers reach; zero fields take the defaults.
+	Limits Limits
+	// APITimeout bounds each status write that must finish after the request's own context ended
+	// (recording the attestation, giving back a failed runner-config claim); DefaultAPITimeout
+	// when zero.
+	APITimeout time.Duration
 	// Logger; discards when zero.
 	Logger logr.Logger
 	// Now defaults to time.Now.
@@ -68,6 +77,7 @@ type Server struct {
 	log       logr.Logger
 	mux       *http.ServeMux
 	platforms PlatformFactory
+	limiter   *limiter
 }
 
 // New validates opts and builds the service; it does not listen yet.
@@ -84,7 +94,11 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
 	}
-	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux(), platforms: opts.Platforms}
+	if opts.APITimeout <= 0 {
+		opts.APITimeout = DefaultAPITimeout
+	}
+	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux(), platforms: opts.Platforms,
+		limiter: newLimiter(opts.Limits, time.Now)}
 	if s.platforms == nil {
 		s.platforms = NewGitHubPlatforms(opts.Client, nil)
 	}
@@ -98,11 +112,11 @@ func New(opts Options) (*Server, error) {
 		if _, err := s.svid.GetX509SVID(); err != nil {
 			return nil, fmt.Errorf("issuing the service certificate: %w", err)
 		}
-		s.mux.HandleFunc("POST "+protocol.AttestPath, s.handleAttest)
+		s.mux.HandleFunc("POST "+protocol.AttestPath, s.limiter.wrap(s.handleAttest))
 	}
 	if opts.TPM != nil && !s.spire {
-		s.mux.HandleFunc("POST "+protocol.TPMAttestPath, s.handleTPMAttest)
-		s.mux.HandleFunc("POST "+protocol.TPMActivatePath, s.handleTPMActivate)
+		s.mux.HandleFunc("POST "+protocol.TPMAttestPath, s.limiter.wrap(s.handleTPMAttest))
+		s.mux.HandleFunc("POST "+protocol.TPMActivatePath, s.limiter.wrap(s.handleTPMActivate))
 	}
 	s.mux.HandleFunc("GET "+protocol.RunnerConfigPath, s.handleRunnerConfig)
 	s.mux.HandleFunc("DELETE "+protocol.RunnerPath, s.handleDeleteRunner)
@@ -131,7 +145,7 @@ func (s *Server) useSPIRE(src SVIDSource) error {
 func (s *Server) TrustDomain() spiffeid.TrustDomain { return s.td }
 
 // Handler is the HTTP handler; it expects TLS connections configured by TLSConfig.
-func (s *Server) Handler() http.Handler { return s.mux }
+func (s *Server) Handler() http.Handler { return limitBody(s.mux) }
 
 // TLSConfig is go-spiffe's mTLS server configuration with one relaxation: a client certificate is
 // optional at the handshake, because a VM calls /v1/attest before it has one. Any certificate that
@@ -161,8 +175,10 @@ func (s *Server) authorizeMachine(id spiffeid.ID, _ [][]*x509.Certificate) error
 
 // Serve serves TLS on l until ctx ends.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
-	srv := &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-		WriteTimeout: 2 * time.Minute, IdleTimeout: time.Minute}
+	// Every limit on a connection: slow or oversized requests cannot hold the service's memory or
+	// its in-flight slots. WriteTimeout leaves room for requestTimeout (GitHub calls).
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 2 * time.Minute, IdleTimeout: time.Minute, MaxHeaderBytes: maxHeaderBytes}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(tls.NewListener(l, s.TLSConfig())) }()
 	select {
