@@ -87,7 +87,7 @@ func (r *BootstrapConfigReconciler) reconcileDataSecret(ctx context.Context, s *
 	}
 	ttl := bootstrap.DefaultJoinTokenTTL
 	if c.Spec.Attestation.JoinTokenTTL != nil && c.Spec.Attestation.JoinTokenTTL.Duration > 0 {
-		ttl = c.Spec.Attestation.JoinTokenTTL.Duration
+		ttl = min(c.Spec.Attestation.JoinTokenTTL.Duration, bootstrap.MaxJoinTokenTTL)
 	}
 	if stale, err := r.staleCopy(ctx, c); err != nil || stale {
 		return ctrl.Result{}, err // the newer version's event brings us back

@@ -23,6 +23,9 @@ const (
 	AgentUnitPath          = "/etc/systemd/system/hyperfleet-agent.service"
 	// DefaultJoinTokenTTL bounds how long a VM may take from rendering to attestation.
 	DefaultJoinTokenTTL = 15 * time.Minute
+	// MaxJoinTokenTTL caps spec.attestation.joinTokenTTL (the API refuses more; objects stored
+	// before that rule are capped here).
+	MaxJoinTokenTTL = 24 * time.Hour
 )
 
 // Format is the data Secret's format key value.

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -139,6 +140,23 @@ func TestValidationRules(t *testing.T) {
 			name:    "BootstrapConfig plain-http bootstrap service",
 			obj:     builder.NewBootstrapConfig("http", ns).WithServiceURL("http://bootstrap:8443").Build(),
 			message: "bootstrapServiceURL must be an https:// URL",
+		},
+		{
+			name: "BootstrapConfig join token good for a week",
+			obj: builder.NewBootstrapConfig("ttl", ns).WithAttestation(bootstrapv1.AttestationSpec{
+				JoinTokenTTL: &metav1.Duration{Duration: 7 * 24 * time.Hour}}).Build(),
+			message: "joinTokenTTL must be more than 0s and at most 24h",
+		},
+		{
+			name: "BootstrapConfig join token that never works",
+			obj: builder.NewBootstrapConfig("ttl0", ns).WithAttestation(bootstrapv1.AttestationSpec{
+				JoinTokenTTL: &metav1.Duration{Duration: -time.Minute}}).Build(),
+			message: "joinTokenTTL must be more than 0s and at most 24h",
+		},
+		{
+			name: "valid BootstrapConfig with a day-long join token",
+			obj: builder.NewBootstrapConfig("ttl24", ns).WithAttestation(bootstrapv1.AttestationSpec{
+				JoinTokenTTL: &metav1.Duration{Duration: 24 * time.Hour}}).Build(),
 		},
 		{
 			name: "BootstrapConfig bad runner checksum",

@@ -55,15 +55,16 @@ type AttestationSpec struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9._-]+$`
 	TrustDomain string `json:"trustDomain,omitempty"`
 
-	// joinTokenTTL bounds how long a join token can be redeemed. Default 15m.
+	// joinTokenTTL bounds how long a join token can be redeemed. Default 15m, at most 24h: a
+	// leaked token must not stay good for long.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('24h')",message="joinTokenTTL must be more than 0s and at most 24h"
 	JoinTokenTTL *metav1.Duration `json:"joinTokenTTL,omitempty"`
 
 	// spireServerAddress names the SPIRE server, for provider SPIRE. The manager administers only
-	// the SPIRE server of its own settings: this must be empty (that server) or one of that
-	// server's addresses in the manager's settings (its admin address, or the host:port VMs'
-	// spire-agent dial); any other address is refused with reason SPIREServerNotAllowed and never
-	// dialled.
+	// the SPIRE server of its own settings: this must be one of that server's addresses in the
+	// manager's settings (its admin address, or the host:port VMs' spire-agent dial); any other
+	// address is refused with reason SPIREServerNotAllowed and never dialled.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	SPIREServerAddress string `json:"spireServerAddress,omitempty"`
