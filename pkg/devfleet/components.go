@@ -23,20 +23,12 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// What an installation provides in hyperfleet-system: the identity CA the manager and the bootstrap
-// service share, and the Node-reading ServiceAccount FleetControlPlane kubeconfigs use.
-const (
-	systemNamespace = "hyperfleet-system"
-	caName          = "hyperfleet-bootstrap-ca"
-	workloadReader  = "hyperfleet-workload-reader"
-)
+// TokenLifetime is how long the manager's and the bootstrap service's ServiceAccount tokens last: a
+// fleet running longer stops being allowed anything and must be restarted.
+const TokenLifetime = 24 * time.Hour
 
 func (f *Fleet) fileLogger(name string) (*slog.Logger, error) {
 	w, err := f.logFile(name)
@@ -100,13 +92,11 @@ func (f *Fleet) startSimulator(agentBin string) error {
 }
 
 func (f *Fleet) startBootstrapService(ctx, runCtx context.Context) error {
-	c := f.Env.Client
-	for _, o := range installObjects() {
-		if err := c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
-		}
+	c, err := f.bootstrapServiceClient()
+	if err != nil {
+		return err
 	}
-	ca, err := builtin.LoadOrCreateCA(ctx, c, types.NamespacedName{Namespace: systemNamespace, Name: caName}, spiffeid.RequireTrustDomainFromString(TrustDomain))
+	ca, err := builtin.LoadOrCreateCA(ctx, c, f.Installation.CASecret, spiffeid.RequireTrustDomainFromString(TrustDomain))
 	if err != nil {
 		return err
 	}
@@ -138,8 +128,8 @@ func (f *Fleet) startManager(ctx, runCtx context.Context, webhookSecret string) 
 		LeaderElectionID: "hyperfleet-dev", Concurrency: 4, SyncPeriod: 10 * time.Minute,
 		SweepInterval: f.opts.SweepInterval, OrphanGracePeriod: time.Minute, ProviderTimeout: 10 * time.Second,
 		WebhookBindAddress: hooks, WebhookSecret: webhookSecret, BootstrapServiceURL: f.State.Bootstrap.URL,
-		WorkloadReaderServiceAccount: systemNamespace + "/" + workloadReader,
-		BootstrapCASecret:            systemNamespace + "/" + caName, TrustDomain: TrustDomain, RepairInterval: 30 * time.Second,
+		WorkloadReaderServiceAccount: f.Installation.WorkloadReader.String(),
+		BootstrapCASecret:            f.Installation.CASecret.String(), TrustDomain: TrustDomain, RepairInterval: 30 * time.Second,
 	}
 	if s := f.State.SPIRE; s != nil {
 		cfg.SPIREAdminAddress, cfg.SPIREAgentServerAddress = s.AdminAddress, s.AgentServerAddress
@@ -148,7 +138,7 @@ func (f *Fleet) startManager(ctx, runCtx context.Context, webhookSecret string) 
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	mgr, err := manager.New(ctx, f.Env.Config, cfg, func(o *controllers.Options) {
+	mgr, err := manager.New(ctx, f.Installation.Manager, cfg, func(o *controllers.Options) {
 		// The fleet's VMs run their agent as this user, not as root.
 		o.SPIRESelectors = []string{spirelocal.UIDSelectorString()}
 		// A person watching wants VMs to appear within a second, not at production's pace.
@@ -178,6 +168,10 @@ func (f *Fleet) startManager(ctx, runCtx context.Context, webhookSecret string) 
 }
 
 func (f *Fleet) applySample(ctx context.Context) error {
+	// As docs/install.md tells an admin: enable the team's namespace, then create its fleet.
+	if err := f.Env.EnableNamespace(ctx, f.opts.Namespace); err != nil {
+		return err
+	}
 	p := f.State.Proxmox
 	objs := sampleFleet(sampleInput{
 		namespace: f.opts.Namespace, pool: f.opts.Pool,
@@ -189,6 +183,9 @@ func (f *Fleet) applySample(ctx context.Context) error {
 		spire: f.State.SPIRE,
 	})
 	for _, o := range objs {
+		if _, isNamespace := o.(*corev1.Namespace); isNamespace {
+			continue // created when it was enabled
+		}
 		if err := f.Env.Client.Create(ctx, o); err != nil {
 			return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
 		}
@@ -196,21 +193,9 @@ func (f *Fleet) applySample(ctx context.Context) error {
 	return nil
 }
 
-// installObjects are what HyperFleet's installation (kustomize or Helm) creates besides the
-// Deployments: its namespace and the workload-reader identity (config/rbac/workload_reader.yaml).
-func installObjects() []client.Object {
-	return []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: systemNamespace}},
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: workloadReader, Namespace: systemNamespace}},
-		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: workloadReader}, Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
-			// Cluster API's connection health probe is GET /.
-			{NonResourceURLs: []string{"/"}, Verbs: []string{"get"}},
-		}},
-		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: workloadReader},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: workloadReader},
-			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: workloadReader, Namespace: systemNamespace}}},
-	}
+// bootstrapServiceClient talks to the API server as the installation's bootstrap service.
+func (f *Fleet) bootstrapServiceClient() (client.Client, error) {
+	return client.New(f.Installation.BootstrapService, client.Options{Scheme: f.Env.Scheme})
 }
 
 // waitListening waits until something accepts connections on addr.

@@ -66,6 +66,9 @@ type Fleet struct {
 	AppliedAt time.Time
 	// SPIREServer is the fleet's SPIRE server (Identity SPIRE only).
 	SPIREServer *spirelocal.Server
+	// Installation is HyperFleet's shipped RBAC in the API server; the manager and the bootstrap
+	// service run with its ServiceAccounts' tokens, never as an admin.
+	Installation *testenv.Installation
 
 	opts     Options
 	log      logr.Logger
@@ -200,6 +203,12 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 		return nil, err
 	}
 
+	// The manager and the bootstrap service get exactly the permissions an installation gives them,
+	// so a missing or an excess permission shows up here rather than on a user's cluster.
+	if f.Installation, err = f.Env.Install(ctx, TokenLifetime); err != nil {
+		return nil, err
+	}
+
 	progress("starting the Cluster API core manager")
 	if f.capi, err = f.Env.StartCAPIManager(ctx); err != nil {
 		return nil, err
@@ -231,7 +240,7 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	}
 	f.GitHub.SetWebhook(f.State.Webhook.URL, webhookSecret)
 
-	progress("applying the sample fleet in namespace %s", opts.Namespace)
+	progress("enabling namespace %s for HyperFleet and applying the sample fleet there", opts.Namespace)
 	if err := f.applySample(ctx); err != nil {
 		return nil, err
 	}

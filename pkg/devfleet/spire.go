@@ -84,7 +84,11 @@ func (f *Fleet) startSPIRE(ctx, runCtx context.Context) error {
 		return fmt.Errorf("the bootstrap service's SVID from the node's spire-agent: %w", err)
 	}
 	f.stops = append(f.stops, func() { _ = source.Close() })
-	srv, err := service.New(service.Options{Client: f.Env.Client, SPIRE: source, Logger: f.log.WithName("bootstrap-service-spire")})
+	c, err := f.bootstrapServiceClient()
+	if err != nil {
+		return err
+	}
+	srv, err := service.New(service.Options{Client: c, SPIRE: source, Logger: f.log.WithName("bootstrap-service-spire")})
 	if err != nil {
 		return err
 	}
