@@ -11,10 +11,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/hyperfleet-io/hyperfleet/api"
 	controlplanev1 "github.com/hyperfleet-io/hyperfleet/api/controlplane/v1alpha1"
@@ -199,4 +202,60 @@ func TestNoCrossNamespaceSecretReferences(t *testing.T) {
 		g.Expect(conditions.GetReason(got, infrav1.ReadyCondition)).To(Equal(infrav1.HypervisorClusterCredentialsNotFoundReason))
 	}, 2*time.Second, 200*time.Millisecond).Should(Succeed(), "team-a's credentials never reach team-b's cluster")
 	g.Expect(sim.Requests()).To(BeEmpty(), "no request reached Proxmox with team-a's token")
+}
+
+// TestSecretReferencesStayInTheirNamespace: every Secret reference a namespace user can write is a
+// bare Secret name. A namespace field is refused (strict) and a name that would be a path ("../",
+// "ns/name") is invalid, so no reference can leave the object's namespace.
+func TestSecretReferencesStayInTheirNamespace(t *testing.T) {
+	ctx := context.Background()
+	const ns = "xns-refs"
+	NewWithT(t).Expect(enable(ctx, ns)).To(Succeed())
+	bob := userClient(t, "bob-refs", ns)
+	toUnstructured := func(obj client.Object) *unstructured.Unstructured {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		NewWithT(t).Expect(err).NotTo(HaveOccurred())
+		u := &unstructured.Unstructured{Object: m}
+		u.SetGroupVersionKind(mustGVK(t, obj))
+		return u
+	}
+	hc := func(name string) *unstructured.Unstructured {
+		return toUnstructured(builder.NewHypervisorCluster(name, ns).WithCABundle("ca", "").Build())
+	}
+	pool := func(name string) *unstructured.Unstructured {
+		return toUnstructured(builder.NewRunnerPool(name, ns).Build())
+	}
+	claim := func(name string) *unstructured.Unstructured {
+		return toUnstructured(builder.NewMachineClaim(name, ns).WithBootstrapSecret("data").Build())
+	}
+	for _, tc := range []struct {
+		name  string
+		obj   *unstructured.Unstructured
+		field []string
+		value any
+	}{
+		{"HypervisorCluster credentials in another namespace", hc("hc-ns"), []string{"spec", "credentialsRef", "namespace"}, "xns-team-a"},
+		{"HypervisorCluster credentials by path", hc("hc-path"), []string{"spec", "credentialsRef", "name"}, "../xns-team-a/pve-credentials"},
+		{"HypervisorCluster CA bundle by path", hc("hc-ca"), []string{"spec", "caBundleRef", "name"}, "xns-team-a/pve-ca"},
+		{"RunnerPool GitHub App in another namespace", pool("pool-ns"), []string{"spec", "github", "credentialsRef", "namespace"}, "xns-team-a"},
+		{"RunnerPool GitHub App by path", pool("pool-path"), []string{"spec", "github", "credentialsRef", "name"}, "xns-team-a/github-app"},
+		{"MachineClaim bootstrap data by path", claim("claim-path"), []string{"spec", "bootstrap", "dataSecretName"}, "../xns-team-a/data"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			g.Expect(unstructured.SetNestedField(tc.obj.Object, tc.value, tc.field...)).To(Succeed())
+			err := bob.Create(ctx, tc.obj, client.FieldValidation("Strict"))
+			g.Expect(err).To(HaveOccurred(), "the API must refuse a Secret reference outside the namespace")
+			g.Expect(err.Error()).To(ContainSubstring(strings.Join(tc.field[1:], ".")))
+		})
+	}
+}
+
+func mustGVK(t *testing.T, obj client.Object) schema.GroupVersionKind {
+	t.Helper()
+	gvk, err := apiutil.GVKForObject(obj, api.NewScheme())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gvk
 }
