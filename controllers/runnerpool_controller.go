@@ -50,6 +50,8 @@ type RunnerPoolReconciler struct {
 	WatchFilter string
 	// RepairInterval is how often demand is reconciled against the CI platform's API. Default 60s.
 	RepairInterval time.Duration
+	// RunnerName names a new runner of pool; nil appends a random suffix to the pool's name.
+	RunnerName func(pool string) string
 	// Wakeups receives pools whose demand changed (from the webhook receiver).
 	Wakeups <-chan event.TypedGenericEvent[*fleetv1.RunnerPool]
 }

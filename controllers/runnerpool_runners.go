@@ -82,8 +82,16 @@ func bootstrapConfigName(m *clusterv1.Machine) string {
 	return m.Name
 }
 
+// runnerNameAttempts bounds how many names a new runner tries when the ones generated are taken.
+const runnerNameAttempts = 3
+
+// errRunnerNameTaken means an object of the name generated for a new runner already exists.
+var errRunnerNameTaken = errors.New("runner name taken")
+
 // createRunner creates one runner: its BootstrapConfig and MachineClaim from the pool's templates,
-// then the Machine that ties them together. Objects are written with server-side apply.
+// then the Machine that ties them together. A generated name may be taken by someone else's
+// object: objects are created (never applied with forced ownership, which would take the other
+// object over), and a taken name is given up for another.
 func (r *RunnerPoolReconciler) createRunner(ctx context.Context, s *poolScope) (string, error) {
 	pool := s.pool
 	bct := &bootstrapv1.BootstrapConfigTemplate{}
@@ -94,7 +102,33 @@ func (r *RunnerPoolReconciler) createRunner(ctx context.Context, s *poolScope) (
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: pool.Spec.Template.InfrastructureRef.Name}, mct); err != nil {
 		return "", r.templateError(s, "MachineClaimTemplate", pool.Spec.Template.InfrastructureRef.Name, err)
 	}
-	name := names.SimpleNameGenerator.GenerateName(pool.Name + "-")
+	var err error
+	for range runnerNameAttempts {
+		name := r.runnerName(pool.Name)
+		err = r.createRunnerNamed(ctx, pool, bct, mct, name)
+		if err == nil {
+			ctrl.LoggerFrom(ctx).Info("created runner", "Machine", name)
+			r.Recorder.Eventf(pool, corev1.EventTypeNormal, "RunnerCreated", "created Machine %s", name)
+			return name, nil
+		}
+		if !errors.Is(err, errRunnerNameTaken) {
+			return "", err
+		}
+		ctrl.LoggerFrom(ctx).Info("runner name is taken by another object; trying another", "name", name, "reason", err.Error())
+		r.Recorder.Eventf(pool, corev1.EventTypeWarning, "RunnerNameTaken", "not creating runner %s: %v", name, err)
+	}
+	return "", err
+}
+
+func (r *RunnerPoolReconciler) runnerName(pool string) string {
+	if r.RunnerName != nil {
+		return r.RunnerName(pool)
+	}
+	return names.SimpleNameGenerator.GenerateName(pool + "-")
+}
+
+func (r *RunnerPoolReconciler) createRunnerNamed(ctx context.Context, pool *fleetv1.RunnerPool, bct *bootstrapv1.BootstrapConfigTemplate,
+	mct *infrav1.MachineClaimTemplate, name string) error {
 	labels := map[string]string{}
 	for k, v := range pool.Spec.Template.ObjectMeta.Labels {
 		labels[k] = v
@@ -114,19 +148,16 @@ func (r *RunnerPoolReconciler) createRunner(ctx context.Context, s *poolScope) (
 	}
 
 	config := &bootstrapv1.BootstrapConfig{
-		TypeMeta:   metav1.TypeMeta{APIVersion: bootstrapv1.GroupVersion.String(), Kind: "BootstrapConfig"},
 		ObjectMeta: meta(bct.Spec.Template.ObjectMeta.Labels),
 		Spec:       bct.Spec.Template.Spec,
 	}
 	claim := &infrav1.MachineClaim{
-		TypeMeta:   metav1.TypeMeta{APIVersion: infrav1.GroupVersion.String(), Kind: "MachineClaim"},
 		ObjectMeta: meta(mct.Spec.Template.ObjectMeta.Labels),
 		Spec:       mct.Spec.Template.Spec,
 	}
 	machineMeta := meta(nil)
 	machineMeta.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(pool, fleetv1.GroupVersion.WithKind("RunnerPool"))}
 	machine := &clusterv1.Machine{
-		TypeMeta:   metav1.TypeMeta{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine"},
 		ObjectMeta: machineMeta,
 		Spec: clusterv1.MachineSpec{
 			ClusterName: pool.Spec.ClusterName,
@@ -137,18 +168,25 @@ func (r *RunnerPoolReconciler) createRunner(ctx context.Context, s *poolScope) (
 			FailureDomain: pool.Spec.Template.FailureDomain,
 		},
 	}
+	var created []client.Object
 	for _, obj := range []client.Object{config, claim, machine} {
-		if err := r.Client.Patch(ctx, obj, client.Apply, runnerPoolFieldOwner, client.ForceOwnership); err != nil {
-			// Leave nothing half-made: a Machine-less claim or config would never be cleaned up.
-			for _, made := range []client.Object{config, claim} {
-				_ = client.IgnoreNotFound(r.Client.Delete(ctx, made))
-			}
-			return "", fmt.Errorf("creating runner %s: %w", name, err)
+		err := r.Client.Create(ctx, obj, runnerPoolFieldOwner)
+		if err == nil {
+			created = append(created, obj)
+			continue
 		}
+		// Leave nothing half-made (a Machine-less claim or config would never be cleaned up), and
+		// delete only what this call created: an object that was already there is someone else's.
+		for _, made := range created {
+			uid := made.GetUID()
+			_ = client.IgnoreNotFound(r.Client.Delete(ctx, made, client.Preconditions{UID: &uid}))
+		}
+		if apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("%w: %T %s/%s already exists", errRunnerNameTaken, obj, pool.Namespace, name)
+		}
+		return fmt.Errorf("creating runner %s: %w", name, err)
 	}
-	ctrl.LoggerFrom(ctx).Info("created runner", "Machine", name)
-	r.Recorder.Eventf(pool, corev1.EventTypeNormal, "RunnerCreated", "created Machine %s", name)
-	return name, nil
+	return nil
 }
 
 // sparesJobs tells the removals that must never kill a job: the pool has too many runners, one

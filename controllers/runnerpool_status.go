@@ -40,7 +40,7 @@ func (r *RunnerPoolReconciler) updateStatus(s *poolScope) {
 
 	if s.plan.Limited {
 		conditions.Set(p, metav1.Condition{Type: fleetv1.ScalingLimitedCondition, Status: metav1.ConditionTrue,
-			Reason: fleetv1.MaxReplicasReachedReason, Message: fmt.Sprintf("demand exceeds maxReplicas %d", p.Spec.MaxReplicas)})
+			Reason: fleetv1.MaxReplicasReachedReason, Message: fmt.Sprintf("demand exceeds maxReplicas %d (runners being deleted count toward it)", p.Spec.MaxReplicas)})
 	} else {
 		conditions.Set(p, metav1.Condition{Type: fleetv1.ScalingLimitedCondition, Status: metav1.ConditionFalse,
 			Reason: fleetv1.ScaledReason})

@@ -65,6 +65,9 @@ type Options struct {
 	WorkloadReaderServiceAccount string
 	// RepairInterval is how often RunnerPool demand is checked against the GitHub API.
 	RepairInterval time.Duration
+	// RunnerName names a pool's new runner (Machine, MachineClaim and BootstrapConfig); nil
+	// appends a random suffix to the pool's name. Tests make it predictable.
+	RunnerName func(pool string) string
 	// JobClaimNamespace holds the job claims that give each job one pool cluster-wide (the
 	// manager's own namespace); empty turns claims off.
 	JobClaimNamespace string
@@ -191,6 +194,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		WatchFilter:    opts.WatchFilter,
 		RepairInterval: opts.RepairInterval,
 		Wakeups:        opts.PoolWakeups,
+		RunnerName:     opts.RunnerName,
 	}
 	return pools.SetupWithManager(ctx, mgr, copts)
 }

@@ -69,6 +69,8 @@ func TestMain(m *testing.M) {
 type testTiming struct {
 	sweep       time.Duration
 	orphanGrace time.Duration
+	// runnerName, if set, names the RunnerPools' new runners instead of the random generator.
+	runnerName func(pool string) string
 }
 
 // startManager runs HyperFleet's manager, as the binary would, until the test ends or stop is called.
@@ -107,6 +109,7 @@ func startManagerOn(t *testing.T, e *testenv.Env, mutate func(*config.Manager), 
 		o.TaskPollInterval = 100 * time.Millisecond
 		o.SkipNameValidation = true
 		o.TemplateCheckInterval = time.Second
+		o.RunnerName = tm.runnerName
 		o.Builder = func(c proxmox.Config) (hypervisorProvider, error) {
 			c.TaskPollInterval = 20 * time.Millisecond
 			return connection.DefaultBuilder(c)

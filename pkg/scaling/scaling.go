@@ -35,7 +35,8 @@ type Runner struct {
 	ReadySince time.Time
 	// Busy runners run a job and are never removed by scale-down.
 	Busy bool
-	// Deleting runners are already going away and count for nothing.
+	// Deleting runners are going away: they count toward Max until they are gone (their VM may
+	// still run, and a destroy can fail for a long time), but not toward the desired size.
 	Deleting bool
 	// Unhealthy runners were marked for remediation (MachineHealthCheck) and are replaced.
 	Unhealthy bool
@@ -61,7 +62,8 @@ type Removal struct {
 // Plan is what to do now.
 type Plan struct {
 	Desired int
-	// Limited is true when demand exceeds Max.
+	// Limited is true when demand exceeds Max, or runners still being deleted hold places the
+	// pool would otherwise fill.
 	Limited bool
 	Create  int
 	Remove  []Removal
@@ -81,8 +83,10 @@ func DesiredReplicas(p Policy, d Demand) (desired int, limited bool) {
 }
 
 // Decide plans creations and removals. Runners that must be replaced (unhealthy, past their
-// lifetime, idle too long, never bootstrapped) are removed first and no longer count; then the pool
-// grows to the desired size or shrinks by removing runners without a job, in RemovalOrder.
+// lifetime, idle too long, never bootstrapped) are removed first and no longer count toward the
+// desired size; then the pool grows to the desired size or shrinks by removing runners without a
+// job, in RemovalOrder. Growth stops at Max counting every runner that still exists, deleting ones
+// included.
 func Decide(p Policy, d Demand, runners []Runner, now time.Time) Plan {
 	desired, limited := DesiredReplicas(p, d)
 	plan := Plan{Desired: desired, Limited: limited}
@@ -102,7 +106,13 @@ func Decide(p Policy, d Demand, runners []Runner, now time.Time) Plan {
 	}
 	switch n := len(keep); {
 	case n < desired:
-		plan.Create = desired - n
+		// Every Machine counts toward Max until it is gone, those being deleted and those this plan
+		// removes included: a pool whose deletions fail must not grow past its maximum.
+		room := max(0, p.Max-len(runners))
+		plan.Create = min(desired-n, room)
+		if plan.Create < desired-n {
+			plan.Limited = true
+		}
 	case n > desired:
 		for _, r := range RemovalOrder(keep)[:min(n-desired, idleCount(keep))] {
 			plan.Remove = append(plan.Remove, Removal{Name: r.Name, Reason: ReasonScaleDown})

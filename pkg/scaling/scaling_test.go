@@ -72,9 +72,19 @@ func TestDecide(t *testing.T) {
 		{name: "never bootstrapped removed", d: Demand{},
 			runners:    []Runner{booting("stuck", 11*time.Minute)},
 			wantCreate: 1, wantRemove: []Removal{{"stuck", ReasonBootstrapTimeout}}},
-		{name: "deleting runners do not count", d: Demand{},
+		{name: "deleting runners do not count toward the desired size", d: Demand{},
 			runners:    []Runner{{Name: "going", Deleting: true}},
 			wantCreate: 1},
+		{name: "deleting runners count toward max: failing destroys never grow the pool past it", d: Demand{Queued: 9},
+			runners:    []Runner{{Name: "stuck1", Deleting: true}, {Name: "stuck2", Deleting: true}, ready("r", time.Minute)},
+			wantCreate: 2},
+		{name: "all places held by deletions: nothing created", d: Demand{Queued: 9},
+			runners: []Runner{{Name: "s1", Deleting: true}, {Name: "s2", Deleting: true}, {Name: "s3", Deleting: true},
+				{Name: "s4", Deleting: true}, {Name: "s5", Deleting: true}}},
+		{name: "a replacement at max waits for the removal", d: Demand{Busy: 4, Queued: 1},
+			runners: []Runner{busy("b1", time.Minute), busy("b2", time.Minute), busy("b3", time.Minute), busy("b4", time.Minute),
+				{Name: "sick", Created: now.Add(-time.Minute), Unhealthy: true}},
+			wantRemove: []Removal{{"sick", ReasonUnhealthy}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -133,7 +143,7 @@ func TestDecideProperties(t *testing.T) {
 		"AgeMin":    gen.IntRange(0, 3000),
 	}))
 
-	properties.Property("plans respect bounds and never scale down busy runners", prop.ForAll(
+	properties.Property("plans respect bounds, count deleting runners toward max and never scale down busy runners", prop.ForAll(
 		func(min, span, idle, queued int, rs []genRunner) bool {
 			p := Policy{Min: min, Max: min + span, Idle: idle, IdleTTL: 30 * time.Minute,
 				MaxLifetime: 24 * time.Hour, BootstrapTimeout: 10 * time.Minute}
@@ -174,7 +184,11 @@ func TestDecideProperties(t *testing.T) {
 					}
 				}
 			}
-			if after != plan.Desired && !(after > plan.Desired && after == busyLeft) {
+			if plan.Create > 0 && len(runners)+plan.Create > p.Max {
+				return fail(t, fmt.Sprintf("%d runners exist (deleting included), %d created: over max %d", len(runners), plan.Create, p.Max))
+			}
+			capped := plan.Create == max(0, p.Max-len(runners))
+			if after != plan.Desired && !(after > plan.Desired && after == busyLeft) && !(after < plan.Desired && capped && plan.Limited) {
 				return fail(t, fmt.Sprintf("after plan %d runners, desired %d (busy left %d)", after, plan.Desired, busyLeft))
 			}
 			return true

@@ -103,7 +103,7 @@ type RunnerPoolSpec struct {
 	// +kubebuilder:default=0
 	MinReplicas int32 `json:"minReplicas"`
 
-	// maxReplicas is never exceeded.
+	// maxReplicas is never exceeded; runners being deleted count toward it until they are gone.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=10000
 	MaxReplicas int32 `json:"maxReplicas"`
