@@ -114,8 +114,9 @@ func (s *Simulator) getResources(rq *request) (any, *apiError) {
 		}
 	}
 	if typ == "" || typ == "vm" {
+		omitted := s.omittedNodes("GET /cluster/resources")
 		for _, vm := range s.sortedVMs() {
-			if !rq.auth.has("VM.Audit") {
+			if !rq.auth.has("VM.Audit") || omitted[vm.node] {
 				continue
 			}
 			st := s.vmStatus(vm, false)

@@ -33,6 +33,9 @@ type Fault struct {
 	TaskExitStatus string `json:"taskExitStatus,omitempty"`
 	// TaskDuration overrides how long the started task runs.
 	TaskDuration time.Duration `json:"taskDuration,omitempty"`
+	// OmitNodes makes a GET /cluster/resources answer leave out the VMs of these nodes, as an
+	// incomplete listing does (a node whose status did not reach the cluster in time).
+	OmitNodes []string `json:"omitNodes,omitempty"`
 }
 
 type faultState struct {
@@ -44,6 +47,11 @@ type faultState struct {
 // isTaskFault reports whether the fault acts on the task rather than the answer.
 func (f *Fault) isTaskFault() bool {
 	return f.Status == 0 && !f.Hang && f.Latency == 0 && (f.TaskExitStatus != "" || f.TaskDuration > 0)
+}
+
+// isListingFault reports whether the fault shapes a listing's content rather than the answer.
+func (f *Fault) isListingFault() bool {
+	return f.Status == 0 && !f.Hang && f.Latency == 0 && len(f.OmitNodes) > 0
 }
 
 // InjectFault installs f and returns its ID (for the admin endpoint's DELETE).
@@ -130,7 +138,7 @@ func (s *Simulator) applyFaults(w http.ResponseWriter, r *http.Request, key stri
 	s.mu.Lock()
 	var hitFault *Fault
 	for _, f := range append([]*faultState(nil), s.faults...) {
-		if f.isTaskFault() {
+		if f.isTaskFault() || f.isListingFault() {
 			continue
 		}
 		if s.hit(f, key) {
@@ -170,6 +178,21 @@ func (s *Simulator) applyFaults(w http.ResponseWriter, r *http.Request, key stri
 		msg += "\n"
 	}
 	return &apiError{Code: hitFault.Status, Message: msg, Errors: hitFault.Errors}, true
+}
+
+// omittedNodes returns the nodes a listing fault hides from a listing answered for key. Called
+// with s.mu held.
+func (s *Simulator) omittedNodes(key string) map[string]bool {
+	out := map[string]bool{}
+	for _, f := range append([]*faultState(nil), s.faults...) {
+		if !f.isListingFault() || !s.hit(f, key) {
+			continue
+		}
+		for _, n := range f.OmitNodes {
+			out[n] = true
+		}
+	}
+	return out
 }
 
 // taskFault returns the exit status and duration a task-level fault imposes

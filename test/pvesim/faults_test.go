@@ -82,6 +82,27 @@ func TestFaultInjection(t *testing.T) {
 		g.Expect(time.Since(start)).To(BeNumerically("<", 2*time.Second))
 	})
 
+	t.Run("incomplete listing", func(t *testing.T) {
+		g := NewWithT(t)
+		s := StartForTest(t, Config{})
+		cl := (&proxmox.Cluster{}).New(tokenClient(t, s))
+		nodesOf := func() map[string]bool {
+			rs, err := cl.Resources(testCtx(t), "vm")
+			g.Expect(err).NotTo(HaveOccurred())
+			out := map[string]bool{}
+			for _, r := range rs {
+				out[r.Node] = true
+			}
+			return out
+		}
+		g.Expect(nodesOf()).To(HaveKey("pve1"))
+		s.InjectFault(Fault{Endpoint: "GET /cluster/resources", Count: 1, OmitNodes: []string{"pve1"}})
+		g.Expect(nodesOf()).NotTo(HaveKey("pve1"), "the faulty listing misses pve1's VMs")
+		g.Expect(nodesOf()).To(HaveKey("pve1"), "the next one is complete")
+		_, exists := s.VM(9000)
+		g.Expect(exists).To(BeTrue(), "the VMs themselves are untouched")
+	})
+
 	t.Run("failing task", func(t *testing.T) {
 		g := NewWithT(t)
 		s := StartForTest(t, Config{})

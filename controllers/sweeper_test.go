@@ -1,0 +1,159 @@
+package controllers_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/proxmox"
+	"github.com/hyperfleet-io/hyperfleet/test/builder"
+	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
+	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
+)
+
+// TestIncompleteListingRetiresNothing: the sweep's one VM listing misses a node (its status did
+// not reach the cluster), then the node stops answering direct reads too. A runner whose VM runs
+// on that node is neither retired nor deleted; once the node is back, a VM that really stopped is.
+func TestIncompleteListingRetiresNothing(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	sim := pvesim.StartForTest(t, pvesim.Config{})
+	startManager(t, testTiming{sweep: 300 * time.Millisecond, orphanGrace: time.Second})
+	ns := newNamespace(t)
+	proxmoxCluster(t, ns, "pve", sim)
+	claim := builder.NewMachineClaim("runner-0", ns).WithHypervisorCluster("pve").Build()
+	g.Expect(env.Client.Create(ctx, claim)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(get(g, claim).Status.Phase).To(Equal(infrav1.MachineClaimPhaseReady))
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	vmid, node := int(claim.Status.VMID), claim.Status.Node
+
+	stillThere := func(why string) {
+		g.Consistently(func(g Gomega) {
+			got := &infrav1.MachineClaim{}
+			g.Expect(env.Client.Get(ctx, keyOf(claim), got)).To(Succeed(), why)
+			g.Expect(got.DeletionTimestamp.IsZero()).To(BeTrue(), why)
+			vm, ok := sim.VM(vmid)
+			g.Expect(ok).To(BeTrue(), why)
+			g.Expect(vm.Status).To(Equal("running"), why)
+		}, 3*time.Second, 100*time.Millisecond).Should(Succeed())
+	}
+	omit := sim.InjectFault(pvesim.Fault{Endpoint: "GET /cluster/resources", OmitNodes: []string{node}})
+	stillThere("a VM missing from the listing but readable is not gone")
+	unreachable := sim.InjectFault(pvesim.Fault{Endpoint: "GET /nodes/{node}/qemu/{vmid}/status/current", Status: 595, Message: "No route to host"})
+	stillThere("a VM whose node does not answer is not gone")
+	sim.RemoveFault(omit)
+	sim.RemoveFault(unreachable)
+
+	g.Expect(sim.PowerOff(vmid)).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, keyOf(claim), &infrav1.MachineClaim{}))
+	}, 30*time.Second, 100*time.Millisecond).Should(BeTrue(), "a VM that really stopped is still swept")
+}
+
+// TestSweepNeverRemovesABusyRunner: the sweep sees a runner's VM stopped while GitHub says the
+// runner is running a job (the sighting may be wrong, or the job's end not reported yet). The
+// sweep must not delete the Machine itself: it marks it, and the pool, which asks GitHub first,
+// keeps a busy runner. Once the job is over the pool removes it.
+func TestSweepNeverRemovesABusyRunner(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	gh := fakegithub.StartForTest(t, fakegithub.Options{})
+	gh.AddRepository("sweeps/app")
+	sim := pvesim.StartForTest(t, pvesim.Config{})
+	startManager(t, testTiming{sweep: 300 * time.Millisecond, orphanGrace: time.Second})
+	ns := newNamespace(t)
+	pool := githubPool(t, ns, "sweeps", 1, sim, gh)
+	got := get(g, pool)
+	floor := client.MergeFrom(got.DeepCopy())
+	got.Spec.MinReplicas = 1
+	g.Expect(env.Client.Patch(ctx, got, floor)).To(Succeed())
+	var name string
+	g.Eventually(func(g Gomega) {
+		ms := poolMachines(g, pool)
+		g.Expect(ms).To(HaveLen(1))
+		name = ms[0].Name
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+
+	// The runner registered and took a job, as the bootstrap service and the runner would.
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		bc := &bootstrapv1.BootstrapConfig{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, bc); err != nil {
+			return err
+		}
+		bc.Status.RunnerConfigTime = &metav1.Time{Time: time.Now().Add(-10 * time.Minute)}
+		return env.Client.Status().Update(ctx, bc)
+	})).To(Succeed())
+	jit := registerJITRunner(t, gh, "sweeps", name)
+	job := gh.CreateJob("sweeps/app", []string{"self-hosted", "linux"})
+	runner, err := fakegithub.NewRunnerClient(jit, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(runner.Online(ctx)).To(Succeed())
+	g.Expect(runner.Acquire(ctx)).To(Equal(job.ID))
+
+	// Its VM, as the claim controller made it (Cluster API does not run here: the test links the
+	// claim to its Machine as Cluster API would, and makes the VM the claim would have made with
+	// bootstrap data), now powered off.
+	machine := &clusterv1.Machine{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, machine)).To(Succeed())
+	claim := &infrav1.MachineClaim{}
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, claim); err != nil {
+			return err
+		}
+		claim.OwnerReferences = append(claim.OwnerReferences, metav1.OwnerReference{
+			APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: machine.Name, UID: machine.UID})
+		return env.Client.Update(ctx, claim)
+	})).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, claim)).To(Succeed())
+		g.Expect(claim.Spec.ClaimID).NotTo(BeEmpty(), "%+v", claim.Status.Conditions)
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	hc := get(g, &infrav1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pve"}})
+	p, err := proxmox.New(proxmox.Config{Endpoint: sim.URL(), TokenID: pvesim.TestTokenID, TokenSecret: pvesim.TestTokenSecret,
+		CABundle: sim.CACertPEM(), Cluster: ns + "/pve", InstallationID: hc.Spec.InstallationID, Timeout: 5 * time.Second})
+	g.Expect(err).NotTo(HaveOccurred())
+	ref := hypervisor.VMRef{Node: "pve1", ID: 1900}
+	task, err := p.Clone(ctx, hypervisor.CloneSpec{Source: hypervisor.VMRef{Node: "pve1", ID: 9000}, Target: ref, Name: name,
+		Owner: hypervisor.Ownership{ClaimNamespace: ns, ClaimName: name, ClaimID: claim.Spec.ClaimID}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() bool { s, _ := p.TaskStatus(ctx, "", task); return s.Done }, 10*time.Second, 20*time.Millisecond).Should(BeTrue())
+	_, err = p.Configure(ctx, ref, hypervisor.ConfigSpec{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		c := &infrav1.MachineClaim{}
+		if err := env.Client.Get(ctx, keyOf(claim), c); err != nil {
+			return err
+		}
+		c.Status.VMID, c.Status.Node, c.Status.CompletedStep = int32(ref.ID), ref.Node, infrav1.StepStarted
+		return env.Client.Status().Update(ctx, c)
+	})).To(Succeed())
+
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, machine)).To(Succeed())
+		g.Expect(machine.Annotations).To(HaveKey(infrav1.VMStoppedAnnotation))
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed(), "the sweep reports the stopped VM to the pool")
+	g.Consistently(func(g Gomega) {
+		g.Expect(poolMachines(g, pool)).To(ConsistOf(HaveField("Name", name)))
+	}, 5*time.Second, 250*time.Millisecond).Should(Succeed(), "the busy runner's Machine survives the sweeps")
+
+	g.Expect(runner.Complete(ctx, job.ID, "success")).To(Succeed())
+	// The job's completed webhook wakes the pool (no webhook receiver runs here).
+	wake := get(g, pool)
+	woken := client.MergeFrom(wake.DeepCopy())
+	wake.Annotations = map[string]string{"test/wake": "job-completed"}
+	g.Expect(env.Client.Patch(ctx, wake, woken)).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &clusterv1.Machine{}))
+	}, 30*time.Second, 100*time.Millisecond).Should(BeTrue(), "once the job is over the pool replaces the runner")
+}
