@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -81,7 +82,8 @@ func (r *HypervisorClusterReconciler) Reconcile(ctx context.Context, req ctrl.Re
 	defer func() {
 		r.setReady(hc)
 		if err := helper.Patch(ctx, hc, patch.WithOwnedConditions{Conditions: []string{
-			infrav1.ReadyCondition, infrav1.HypervisorClusterAvailableCondition, infrav1.PausedCondition,
+			infrav1.ReadyCondition, infrav1.HypervisorClusterAvailableCondition, infrav1.HypervisorClusterInsecureTransportCondition,
+			infrav1.PausedCondition,
 		}}); err != nil {
 			reterr = kerrors.NewAggregate([]error{reterr, err})
 		}
@@ -159,8 +161,8 @@ func (r *HypervisorClusterReconciler) reconcileConnection(ctx context.Context, h
 			fmt.Sprintf("none of the allowed nodes %v is online", hc.Spec.AllowedNodes), fmt.Errorf("no nodes"))
 	}
 	reason, msg := infrav1.HypervisorClusterAvailableReason, fmt.Sprintf("%s %s, %d node(s)", hc.Spec.Provider, version, hc.Status.Nodes)
-	if hc.Spec.InsecureSkipTLSVerify {
-		reason, msg = infrav1.HypervisorClusterInsecureReason, msg+"; TLS verification is disabled (insecureSkipTLSVerify)"
+	if insecure := r.reconcileTransport(ctx, hc); insecure != "" {
+		reason, msg = infrav1.HypervisorClusterInsecureReason, msg+"; "+insecure
 	}
 	if !conditions.IsTrue(hc, infrav1.HypervisorClusterAvailableCondition) {
 		r.Recorder.Event(hc, corev1.EventTypeNormal, reason, msg)
@@ -173,6 +175,30 @@ func (r *HypervisorClusterReconciler) reconcileConnection(ctx context.Context, h
 	hc.Status.Initialization.Provisioned = ptr.To(true)
 	hc.Status.ObservedGeneration = hc.Generation
 	return provider, nil
+}
+
+// reconcileTransport owns the InsecureTransport condition. Credentials sent over http:// or to an
+// unverified server are exposed, so every connection that does so is reported loudly: a Warning
+// Event and a log line each time, not only when the setting changes. It returns what is insecure,
+// empty when nothing is.
+func (r *HypervisorClusterReconciler) reconcileTransport(ctx context.Context, hc *infrav1.HypervisorCluster) string {
+	var reason, msg string
+	switch {
+	case strings.HasPrefix(strings.ToLower(hc.Spec.Endpoint), "http://"):
+		reason, msg = infrav1.HypervisorClusterPlainHTTPReason,
+			fmt.Sprintf("the API token goes to %s in clear text over plain HTTP (allowInsecureHTTP)", hc.Spec.Endpoint)
+	case hc.Spec.InsecureSkipTLSVerify:
+		reason, msg = infrav1.HypervisorClusterTLSUnverifiedReason, "TLS verification is disabled (insecureSkipTLSVerify)"
+	default:
+		conditions.Set(hc, metav1.Condition{Type: infrav1.HypervisorClusterInsecureTransportCondition, Status: metav1.ConditionFalse,
+			Reason: infrav1.HypervisorClusterSecureTransportReason, Message: "https:// with a verified certificate"})
+		return ""
+	}
+	conditions.Set(hc, metav1.Condition{Type: infrav1.HypervisorClusterInsecureTransportCondition, Status: metav1.ConditionTrue,
+		Reason: reason, Message: msg})
+	r.Recorder.Event(hc, corev1.EventTypeWarning, infrav1.HypervisorClusterInsecureTransportCondition, msg)
+	ctrl.LoggerFrom(ctx).Info("WARNING: insecure connection to the hypervisor API", "reason", reason, "detail", msg)
+	return msg
 }
 
 // reconcileEndpoint fills controlPlaneEndpoint: Cluster API copies it to the Cluster, and a runner

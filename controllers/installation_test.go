@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
@@ -208,4 +209,45 @@ func TestUpgradeAdoptsLegacyVMs(t *testing.T) {
 	g.Expect(exists).To(BeFalse())
 	_, exists = sim.VM(1501)
 	g.Expect(exists).To(BeTrue())
+}
+
+// TestPlainHTTPIsReportedOnEveryConnect: a HypervisorCluster whose owner allowed an http://
+// endpoint works, but says so where people look: the InsecureTransport condition, the Ready
+// reason, and a Warning Event on every connection, not just the first.
+func TestPlainHTTPIsReportedOnEveryConnect(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	sim := pvesim.StartForTest(t, pvesim.Config{PlainHTTP: true})
+	startManager(t, testTiming{sweep: 300 * time.Millisecond, orphanGrace: time.Minute})
+	ns := newNamespace(t)
+	g.Expect(env.Client.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "pve-credentials", Namespace: ns},
+		StringData: map[string]string{connection.KeyTokenID: pvesim.TestTokenID, connection.KeyTokenSecret: pvesim.TestTokenSecret},
+	})).To(Succeed())
+	hc := builder.NewHypervisorCluster("pve", ns).WithEndpoint(strings.TrimSuffix(sim.URL(), "/api2/json")).Build()
+	g.Expect(hc.Spec.Endpoint).To(HavePrefix("http://"))
+	hc.Spec.AllowInsecureHTTP = true
+	g.Expect(env.Client.Create(ctx, hc)).To(Succeed())
+
+	g.Eventually(func(g Gomega) {
+		got := get(g, hc)
+		c := conditions.Get(got, infrav1.HypervisorClusterInsecureTransportCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(c.Reason).To(Equal(infrav1.HypervisorClusterPlainHTTPReason))
+		g.Expect(c.Message).To(ContainSubstring("clear text"))
+		g.Expect(conditions.GetReason(got, infrav1.ReadyCondition)).To(Equal(infrav1.HypervisorClusterInsecureReason))
+		g.Expect(conditions.IsTrue(got, infrav1.ReadyCondition)).To(BeTrue(), "it works, loudly")
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		events := &corev1.EventList{}
+		g.Expect(env.Client.List(ctx, events, client.InNamespace(ns))).To(Succeed())
+		var count int32
+		for _, e := range events.Items {
+			if e.InvolvedObject.Name == "pve" && e.Type == corev1.EventTypeWarning && e.Reason == infrav1.HypervisorClusterInsecureTransportCondition {
+				count += max(e.Count, 1)
+			}
+		}
+		g.Expect(count).To(BeNumerically(">=", 3), "a Warning Event on every connection")
+	}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
 }

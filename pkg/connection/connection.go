@@ -112,6 +112,7 @@ func (r *Registry) config(ctx context.Context, hc *infrav1.HypervisorCluster) (p
 	cfg := proxmox.Config{
 		Endpoint:           hc.Spec.Endpoint,
 		InsecureSkipVerify: hc.Spec.InsecureSkipTLSVerify,
+		AllowInsecureHTTP:  hc.Spec.AllowInsecureHTTP,
 		Timeout:            r.Timeout,
 		Cluster:            Key(hc),
 		InstallationID:     hc.Spec.InstallationID,

@@ -43,6 +43,9 @@ type Config struct {
 	AuthFailureDelay time.Duration
 	// TLSCertificate replaces the self-signed certificate when set.
 	TLSCertificate *tls.Certificate
+	// PlainHTTP serves http:// instead of https://, as a lab behind a TLS-less proxy would: for
+	// tests of how clients treat credentials sent in clear text.
+	PlainHTTP bool
 	// Logger receives request and task logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -161,6 +164,9 @@ func (s *Simulator) Start(addr string) error {
 	}
 	s.ln = ln
 	s.base = "https://" + ln.Addr().String()
+	if s.cfg.PlainHTTP {
+		s.base = "http://" + ln.Addr().String()
+	}
 	s.url = s.base + "/api2/json"
 	s.srv = &http.Server{
 		Handler:           s,
@@ -178,7 +184,11 @@ func (s *Simulator) Start(addr string) error {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		if err := s.srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		serve := func() error { return s.srv.ServeTLS(ln, "", "") }
+		if s.cfg.PlainHTTP {
+			serve = func() error { return s.srv.Serve(ln) }
+		}
+		if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("pvesim server stopped", "err", err)
 		}
 	}()

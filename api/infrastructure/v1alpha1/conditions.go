@@ -32,6 +32,15 @@ const (
 	HypervisorClusterInsecureReason            = "AvailableInsecure"
 	HypervisorClusterUnsupportedProviderReason = "UnsupportedProvider"
 	HypervisorClusterUnsupportedSettingReason  = "UnsupportedSetting"
+	// HypervisorClusterInsecureTransportCondition is True while the hypervisor API is reached over
+	// plain http:// (credentials in clear text) or without TLS verification.
+	HypervisorClusterInsecureTransportCondition = "InsecureTransport"
+	// HypervisorClusterPlainHTTPReason: the endpoint is http:// (allowInsecureHTTP).
+	HypervisorClusterPlainHTTPReason = "PlainHTTP"
+	// HypervisorClusterTLSUnverifiedReason: TLS verification is off (insecureSkipTLSVerify).
+	HypervisorClusterTLSUnverifiedReason = "TLSUnverified"
+	// HypervisorClusterSecureTransportReason: https:// with a verified certificate.
+	HypervisorClusterSecureTransportReason = "VerifiedTLS"
 	// HypervisorClusterIdentityPendingReason: the installation ID is not recorded yet; no VM is
 	// touched without it.
 	HypervisorClusterIdentityPendingReason = "IdentityPending"

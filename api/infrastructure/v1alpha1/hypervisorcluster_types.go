@@ -10,6 +10,7 @@ const HypervisorClusterFinalizer = "hypervisorcluster.infrastructure.cluster.x-k
 
 // HypervisorClusterSpec describes how to reach one hypervisor cluster.
 // +kubebuilder:validation:XValidation:rule="!has(self.insecureSkipTLSVerify) || !self.insecureSkipTLSVerify || !has(self.caBundleRef)",message="set either caBundleRef or insecureSkipTLSVerify, not both"
+// +kubebuilder:validation:XValidation:rule="!self.endpoint.startsWith('http://') || (has(self.allowInsecureHTTP) && self.allowInsecureHTTP)",message="endpoint is http://: the API token would travel in clear text; use https:// or, for a lab, set allowInsecureHTTP: true"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.installationID) || (has(self.installationID) && self.installationID == oldSelf.installationID)",message="installationID cannot be changed or removed once set: every VM HyperFleet made on this cluster carries it"
 type HypervisorClusterSpec struct {
 	// installationID identifies this HypervisorCluster's installation of HyperFleet on the
@@ -50,6 +51,12 @@ type HypervisorClusterSpec struct {
 	// insecureSkipTLSVerify turns off TLS verification. The Ready condition says so while it is set.
 	// +optional
 	InsecureSkipTLSVerify bool `json:"insecureSkipTLSVerify,omitempty"`
+
+	// allowInsecureHTTP lets endpoint be an http:// URL, over which the credentials travel in clear
+	// text. Only for labs: while the endpoint is http:// the InsecureTransport condition is True,
+	// and every connection logs a warning and records a Warning Event.
+	// +optional
+	AllowInsecureHTTP bool `json:"allowInsecureHTTP,omitempty"`
 
 	// allowedNodes restricts placement to these hypervisor nodes; each becomes a failure domain.
 	// Empty allows every online node.
@@ -121,7 +128,8 @@ type HypervisorClusterStatus struct {
 	// +optional
 	Initialization *HypervisorClusterInitializationStatus `json:"initialization,omitempty"`
 
-	// conditions: Ready (summary), Available (API reachable and authorized), Paused.
+	// conditions: Ready (summary), Available (API reachable and authorized), InsecureTransport
+	// (True while the API is reached over http:// or without TLS verification), Paused.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

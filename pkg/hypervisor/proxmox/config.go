@@ -35,6 +35,9 @@ type Config struct {
 	CABundle []byte
 	// InsecureSkipVerify turns TLS verification off. Only for labs.
 	InsecureSkipVerify bool
+	// AllowInsecureHTTP accepts an http:// Endpoint, over which the credentials travel in clear
+	// text. Only for labs; without it an http:// endpoint is refused.
+	AllowInsecureHTTP bool
 	// Timeout bounds every API call (and every internal wait for a task). Default 30s.
 	Timeout time.Duration
 	// Cluster is the owning HypervisorCluster ("namespace/name").
@@ -65,12 +68,12 @@ func (c Config) Hash() string {
 	fp := struct {
 		Endpoint, TokenID, TokenSecret, Username, Password   string
 		CABundle                                             []byte
-		InsecureSkipVerify                                   bool
+		InsecureSkipVerify, AllowInsecureHTTP                bool
 		Timeout, TaskPollInterval                            time.Duration
 		Cluster, InstallationID, ISOStorage, CloudInitDevice string
 		AllowedNodes                                         []string
 		HTTPClient                                           string
-	}{c.Endpoint, c.TokenID, c.TokenSecret, c.Username, c.Password, c.CABundle, c.InsecureSkipVerify,
+	}{c.Endpoint, c.TokenID, c.TokenSecret, c.Username, c.Password, c.CABundle, c.InsecureSkipVerify, c.AllowInsecureHTTP,
 		c.Timeout, c.TaskPollInterval, c.Cluster, c.InstallationID, c.ISOStorage, c.CloudInitDevice,
 		c.AllowedNodes, fmt.Sprintf("%p", c.HTTPClient)}
 	_ = json.NewEncoder(h).Encode(fp)
@@ -83,6 +86,8 @@ func (c Config) withDefaults() (Config, error) {
 	ep, err := normalizeEndpoint(c.Endpoint)
 	if err != nil {
 		errs = append(errs, err)
+	} else if strings.HasPrefix(ep, "http://") && !c.AllowInsecureHTTP {
+		errs = append(errs, fmt.Errorf("endpoint %q is plain http: the credentials would travel in clear text; use https or allow insecure HTTP explicitly", c.Endpoint))
 	}
 	c.Endpoint = ep
 	switch {

@@ -150,6 +150,9 @@ func TestConfigValidationAndEndpoint(t *testing.T) {
 		{"bad token id", Config{Endpoint: "https://pve:8006", TokenID: "token", TokenSecret: "s", Cluster: "c", InstallationID: "i"}, true, ""},
 		{"no cluster", Config{Endpoint: "https://pve:8006", TokenID: "a@pve!t", TokenSecret: "s", InstallationID: "i"}, true, ""},
 		{"no installation ID", Config{Endpoint: "https://pve:8006", TokenID: "a@pve!t", TokenSecret: "s", Cluster: "c"}, true, ""},
+		{"plain http", Config{Endpoint: "http://pve:8006", TokenID: "a@pve!t", TokenSecret: "s", Cluster: "c", InstallationID: "i"}, true, ""},
+		{"plain http allowed", Config{Endpoint: "http://pve:8006", TokenID: "a@pve!t", TokenSecret: "s", Cluster: "c", InstallationID: "i",
+			AllowInsecureHTTP: true}, false, "http://pve:8006/api2/json"},
 		{"not a url", Config{Endpoint: "pve:8006", TokenID: "a@pve!t", TokenSecret: "s", Cluster: "c", InstallationID: "i"}, true, ""},
 		{"bad CA", Config{Endpoint: "https://pve:8006", TokenID: "a@pve!t", TokenSecret: "s", Cluster: "c", InstallationID: "i", CABundle: []byte("nope")}, true, ""},
 	} {
