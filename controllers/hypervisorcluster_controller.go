@@ -49,6 +49,7 @@ type HypervisorClusterReconciler struct {
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=hypervisorclusters,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=hypervisorclusters/status;hypervisorclusters/finalizers,verbs=get;update;patch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;clusters/status,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get;list;watch;patch;delete
 // Secrets: read uncached, per namespace, through the ClusterRole hyperfleet-tenant-manager an admin
 // binds in each namespace HyperFleet serves (config/tenant); no marker, which would grant it everywhere.
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
