@@ -11,6 +11,7 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
 	pinstrumented "github.com/hyperfleet-io/hyperfleet/pkg/platform/instrumented"
+	"github.com/hyperfleet-io/hyperfleet/pkg/tenancy"
 )
 
 // Runners is where one pool registers its runners.
@@ -36,12 +37,13 @@ func NewGitHubPlatforms(c client.Reader, transport http.RoundTripper) *GitHubPla
 	return &GitHubPlatforms{clients: github.PoolClients{Reader: c, Transport: transport}}
 }
 
-// For returns the GitHub registry and scope of pool. Unusable credentials are the service's
-// problem, not the VM's: they answer 503 so the agent retries while an operator fixes them.
+// For returns the GitHub registry and scope of pool. Unusable credentials, or a namespace no admin
+// enabled for HyperFleet, are the service's problem, not the VM's: they answer 503 so the agent
+// retries while an operator fixes them.
 func (g *GitHubPlatforms) For(ctx context.Context, pool *fleetv1.RunnerPool) (Runners, error) {
 	c, scope, err := g.clients.For(ctx, pool)
 	if err != nil {
-		if errors.Is(err, github.ErrCredentials) {
+		if errors.Is(err, github.ErrCredentials) || errors.Is(err, tenancy.ErrNamespaceNotEnabled) {
 			return Runners{}, refusal(http.StatusServiceUnavailable, err)
 		}
 		return Runners{}, err
