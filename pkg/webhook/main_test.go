@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -34,6 +35,10 @@ var gh *fakegithub.Server
 var secret = []byte("It's a Secret to Everybody")
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if fuzzing() {
+		os.Exit(m.Run()) // the fuzz target needs no API server; its workers start often
+	}
 	var err error
 	if env, err = testenv.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -51,6 +56,16 @@ func TestMain(m *testing.M) {
 	gh.Close()
 	_ = env.Stop()
 	os.Exit(code)
+}
+
+// fuzzing reports whether this process explores a fuzz target (go test -fuzz, or one of its
+// workers) rather than running tests and seed corpora.
+func fuzzing() bool {
+	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
+		return true
+	}
+	f := flag.Lookup("test.fuzzworker")
+	return f != nil && f.Value.String() == "true"
 }
 
 // harness is a receiver served on 127.0.0.1 whose routing sees only its own namespace.
