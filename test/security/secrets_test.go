@@ -7,6 +7,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +24,7 @@ import (
 	controlplanev1 "github.com/hyperfleet-io/hyperfleet/api/controlplane/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
+	"github.com/hyperfleet-io/hyperfleet/pkg/identity/builtin"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 )
@@ -40,8 +42,10 @@ func TestSecretsOnlyWhereEnabled(t *testing.T) {
 		g.Expect(client.IgnoreAlreadyExists(env.Client.Create(ctx, &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: ns}, StringData: map[string]string{"k": "v"}}))).To(Succeed())
 	}
-	g.Expect(client.IgnoreAlreadyExists(env.Client.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: inst.CASecret.Name, Namespace: inst.Namespace}}))).To(Succeed())
+	bootstrapClient, err := client.New(inst.BootstrapService, client.Options{Scheme: api.NewScheme()})
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = builtin.LoadOrCreateCA(ctx, bootstrapClient, inst.CASecret, spiffeid.RequireTrustDomainFromString("hyperfleet.local"))
+	g.Expect(err).NotTo(HaveOccurred())
 
 	clientOf := func(cfg *rest.Config) client.Client {
 		c, err := client.New(cfg, client.Options{Scheme: api.NewScheme()})

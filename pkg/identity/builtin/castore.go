@@ -46,6 +46,11 @@ func LoadOrCreateCA(ctx context.Context, c client.Client, key types.NamespacedNa
 		if err = c.Create(ctx, secret); err == nil {
 			return ca, nil
 		}
+		if apierrors.IsForbidden(err) {
+			// The manager may only read the CA; the bootstrap service creates it.
+			return nil, fmt.Errorf("CA Secret %s does not exist yet and only the bootstrap service may create it "+
+				"(it does on its first start): %w", key, err)
+		}
 		if !apierrors.IsAlreadyExists(err) {
 			return nil, fmt.Errorf("creating CA Secret %s: %w", key, err)
 		}
