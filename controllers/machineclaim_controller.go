@@ -47,6 +47,20 @@ type MachineClaimReconciler struct {
 	WatchFilter string
 	// PollInterval is how often an in-flight hypervisor task is polled. Default 2s.
 	PollInterval time.Duration
+	// TaskDeadline is how long a deleting claim waits for one hypervisor task before it looks at
+	// the VM again and acts anew. Default DefaultTaskDeadline.
+	TaskDeadline time.Duration
+}
+
+// DefaultTaskDeadline bounds a stop or destroy task: Proxmox ends them within minutes even for
+// large disks, so one still running after this is taken as hung.
+const DefaultTaskDeadline = 15 * time.Minute
+
+func (r *MachineClaimReconciler) taskDeadline() time.Duration {
+	if r.TaskDeadline > 0 {
+		return r.TaskDeadline
+	}
+	return DefaultTaskDeadline
 }
 
 // claimScope is what one reconcile of a MachineClaim works with.

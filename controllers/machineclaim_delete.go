@@ -60,12 +60,39 @@ func (r *MachineClaimReconciler) reconcileDelete(ctx context.Context, s *claimSc
 			c.Status.Task = nil
 		}
 	}
+	var overdue string
+	if t := c.Status.Task; t != nil && time.Since(t.StartTime.Time) > r.taskDeadline() {
+		// A task that never ends (a hung node, a stuck storage) must not hold the claim, or its VM,
+		// for ever: forget it, look at the VM again and act anew. Nothing is released before the
+		// VM is seen gone.
+		overdue = fmt.Sprintf("%s task %s on %s ran for %s, past the %s deadline", t.Operation, t.ID, t.Node,
+			time.Since(t.StartTime.Time).Round(time.Second), r.taskDeadline())
+		r.Recorder.Event(c, corev1.EventTypeWarning, infrav1.TaskTimedOutReason, overdue+"; checking the VM and acting anew")
+		ctrl.LoggerFrom(ctx).Info("in-flight task overdue; acting anew", "operation", t.Operation, "task", t.ID)
+		c.Status.Task, read = nil, false
+	}
 	if c.Status.Task != nil {
 		if res, err := r.reconcileInFlightTask(ctx, s); err != nil || !res.IsZero() {
 			return res, err
 		}
 		read = false // the task has just ended: look again
 	}
+	if overdue != "" {
+		res, err := r.reconcileDeleteVM(ctx, s, ref, vm, err, read)
+		if c.DeletionTimestamp != nil && controllerutil.ContainsFinalizer(c, infrav1.MachineClaimFinalizer) {
+			setVMCondition(c, metav1.ConditionFalse, infrav1.TaskTimedOutReason,
+				overdue+"; "+conditions.GetMessage(c, infrav1.MachineClaimVMProvisionedCondition))
+		}
+		return res, err
+	}
+	return r.reconcileDeleteVM(ctx, s, ref, vm, err, read)
+}
+
+// reconcileDeleteVM looks at the VM (unless read already did) and takes the next step: stop it,
+// destroy it, or release the claim once it is gone.
+func (r *MachineClaimReconciler) reconcileDeleteVM(ctx context.Context, s *claimScope, ref hypervisor.VMRef,
+	vm hypervisor.VM, err error, read bool) (ctrl.Result, error) {
+	c := s.claim
 
 	if wait := r.backoffRemaining(c); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil

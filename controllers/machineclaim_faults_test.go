@@ -8,6 +8,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
@@ -136,4 +137,38 @@ func TestFailedStartIsReportedAndRetried(t *testing.T) {
 		}
 		g.Expect(warnings).To(ContainElement(ContainSubstring(startFailure)))
 	}, 10*time.Second, 200*time.Millisecond).Should(Succeed())
+}
+
+// TestHungTaskDoesNotBlockDeletion: the stop task of a deleting claim never ends (a hung node).
+// Past the task deadline the claim says so, looks at the VM again and stops and destroys it anew;
+// it is released only once the VM is gone, so nothing leaks.
+func TestHungTaskDoesNotBlockDeletion(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	sim := pvesim.StartForTest(t, pvesim.Config{})
+	startManager(t, testTiming{sweep: time.Second, orphanGrace: time.Minute, taskDeadline: 2 * time.Second})
+	ns := newNamespace(t)
+	proxmoxCluster(t, ns, "pve", sim)
+	claims := createClaims(t, ns, 1)
+	expectOneVMPerClaim(t, sim, claims, 60*time.Second)
+	claim := get(g, claims[0])
+	vmid := int(claim.Status.VMID)
+
+	sim.InjectFault(pvesim.Fault{Endpoint: "POST /nodes/{node}/qemu/{vmid}/status/stop", Count: 1, TaskDuration: time.Hour})
+	g.Expect(env.Client.Delete(ctx, claim)).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, keyOf(claim), claim))
+	}, 30*time.Second, 100*time.Millisecond).Should(BeTrue(), "the hung stop task does not hold the claim")
+	_, exists := sim.VM(vmid)
+	g.Expect(exists).To(BeFalse(), "the VM is destroyed before the claim is released")
+	g.Expect(sim.Requests()["POST /nodes/{node}/qemu/{vmid}/status/stop"]).To(BeNumerically(">=", 2), "the stop was issued anew")
+	events := &corev1.EventList{}
+	g.Expect(env.Client.List(ctx, events, client.InNamespace(ns))).To(Succeed())
+	var reasons []string
+	for _, e := range events.Items {
+		if e.InvolvedObject.Name == claim.Name && e.Type == corev1.EventTypeWarning {
+			reasons = append(reasons, e.Reason+": "+e.Message)
+		}
+	}
+	g.Expect(reasons).To(ContainElement(ContainSubstring(infrav1.TaskTimedOutReason + ": Stop task")))
 }

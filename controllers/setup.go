@@ -35,6 +35,9 @@ type Options struct {
 	ProviderTimeout   time.Duration
 	// TaskPollInterval is how often in-flight hypervisor tasks are polled. Default 2s.
 	TaskPollInterval time.Duration
+	// TaskDeadline is how long a deleting MachineClaim waits for one hypervisor task before acting
+	// anew. Default DefaultTaskDeadline.
+	TaskDeadline time.Duration
 	// Builder overrides how hypervisor clients are built (tests inject HTTP clients this way).
 	Builder connection.Builder
 	// TemplateCheckInterval is how often MachineClaimTemplates are re-checked. Default 1m.
@@ -120,6 +123,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Registry:     registry,
 		WatchFilter:  opts.WatchFilter,
 		PollInterval: opts.TaskPollInterval,
+		TaskDeadline: opts.TaskDeadline,
 	}
 	if err := claims.SetupWithManager(ctx, mgr, copts); err != nil {
 		return err

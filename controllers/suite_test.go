@@ -71,6 +71,8 @@ type testTiming struct {
 	orphanGrace time.Duration
 	// runnerName, if set, names the RunnerPools' new runners instead of the random generator.
 	runnerName func(pool string) string
+	// taskDeadline, when set, bounds a deleting claim's wait for one task.
+	taskDeadline time.Duration
 }
 
 // startManager runs HyperFleet's manager, as the binary would, until the test ends or stop is called.
@@ -107,6 +109,7 @@ func startManagerOn(t *testing.T, e *testenv.Env, mutate func(*config.Manager), 
 	}
 	mgr, err := manager.New(context.Background(), e.Config, cfg, func(o *controllers.Options) {
 		o.TaskPollInterval = 100 * time.Millisecond
+		o.TaskDeadline = tm.taskDeadline
 		o.SkipNameValidation = true
 		o.TemplateCheckInterval = time.Second
 		o.RunnerName = tm.runnerName

@@ -72,6 +72,9 @@ const (
 	VMRunningReason                       = "VMRunning"
 	VMStoppedReason                       = "VMStopped"
 	VMNotFoundReason                      = "VMNotFound"
+	// TaskTimedOutReason: a hypervisor task of a deleting claim ran past its deadline; the claim
+	// looked at the VM again and acted anew.
+	TaskTimedOutReason = "TaskTimedOut"
 	// VMAdoptedReason: the claim's VM still carried the ownership marks of a HyperFleet release
 	// before installation identities and was re-marked.
 	VMAdoptedReason          = "VMAdopted"
