@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -89,10 +90,11 @@ func untar(r io.Reader, dir string) error {
 	}
 	defer root.Close()
 	tr := tar.NewReader(gz)
+	var symlinks []string
 	for n := 0; ; n++ {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			return nil
+			return checkSymlinks(root, symlinks)
 		}
 		if err != nil {
 			return err
@@ -101,9 +103,33 @@ func untar(r io.Reader, dir string) error {
 			return fmt.Errorf("runner package has more than %d entries", maxEntries)
 		}
 		if err := extract(root, hdr, tr); err != nil {
-			return fmt.Errorf("runner package: %s: %w", hdr.Name, err)
+			return errors.Join(fmt.Errorf("runner package: %s: %w", hdr.Name, err), checkSymlinks(root, symlinks))
+		}
+		if hdr.Typeflag == tar.TypeSymlink {
+			symlinks = append(symlinks, filepath.Clean(hdr.Name))
 		}
 	}
+}
+
+// checkSymlinks removes every symlink of the package that, now that all entries are in place,
+// leads out of root (each looked harmless when made, but a later one can change where an earlier
+// one goes), and refuses the package if there was one. Dangling links inside are harmless.
+func checkSymlinks(root *os.Root, names []string) error {
+	var errs []error
+	for _, name := range names {
+		fi, err := root.Lstat(name)
+		if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			continue // replaced by a later entry
+		}
+		if _, err := root.Stat(name); err == nil || errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		errs = append(errs, fmt.Errorf("runner package: symlink %s leads out of the runner directory", name))
+		if err := root.Remove(name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // extract writes one entry under root. Other entry types (devices, FIFOs) are skipped.

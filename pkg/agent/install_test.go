@@ -19,6 +19,14 @@ type entry struct {
 
 func tarball(t testing.TB, entries []entry) []byte {
 	t.Helper()
+	b, err := buildTarball(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func buildTarball(entries []entry) ([]byte, error) {
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(gz)
@@ -33,21 +41,21 @@ func tarball(t testing.TB, entries []entry) []byte {
 			hdr.Typeflag, hdr.Linkname, hdr.Size = tar.TypeLink, e.hardlink, 0
 		}
 		if err := tw.WriteHeader(hdr); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		if hdr.Size > 0 {
 			if _, err := tw.Write([]byte(e.body)); err != nil {
-				t.Fatal(err)
+				return nil, err
 			}
 		}
 	}
 	if err := tw.Close(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if err := gz.Close(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	return buf.Bytes()
+	return buf.Bytes(), nil
 }
 
 // TestUntarStaysInside plays a runner package crafted to make the agent (root in the VM) write

@@ -28,6 +28,10 @@ func NewJoinToken(ref JoinTokenRef) (string, error) {
 	if ref.Namespace == "" || ref.Name == "" {
 		return "", errors.New("join token needs a namespace and a name")
 	}
+	if strings.Contains(ref.Namespace+ref.Name, "_") {
+		// Kubernetes names never contain one; a token that could not be parsed back is refused.
+		return "", fmt.Errorf("join token for %s/%s: names must not contain _", ref.Namespace, ref.Name)
+	}
 	secret := make([]byte, 32)
 	if _, err := rand.Read(secret); err != nil {
 		return "", err

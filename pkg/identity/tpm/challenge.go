@@ -8,6 +8,7 @@ import (
 	"crypto/subtle"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -45,6 +46,19 @@ const (
 
 var macKeys = []string{keyChallengeID, keyConfig, keyConfigUID, keyTokenSHA256, keySecretSHA256, keyCSR,
 	keySPIFFEID, keyExpiresAt, keyEKSHA256}
+
+// ParseChallengeID returns the BootstrapConfig a challenge ID names: hftc_<namespace>_<name>_<32
+// hex digits>. It proves nothing; the challenge state decides.
+func ParseChallengeID(id string) (namespace, name string, err error) {
+	parts := strings.Split(id, "_")
+	if len(parts) != 4 || parts[0] != challengeIDPrefix || parts[1] == "" || parts[2] == "" || len(parts[3]) != 32 {
+		return "", "", errors.New("malformed challenge ID")
+	}
+	if _, err := hex.DecodeString(parts[3]); err != nil {
+		return "", "", errors.New("malformed challenge ID")
+	}
+	return parts[1], parts[2], nil
+}
 
 // ChallengeSecretName is the Secret, in the service's namespace, holding the pending challenge of
 // the BootstrapConfig with this UID. The UID (not the name) means a BootstrapConfig deleted and
@@ -106,16 +120,16 @@ func (a *Attestor) storeChallenge(ctx context.Context, bc *bootstrapv1.Bootstrap
 // Activate checks the answer to a challenge, once, and signs the CSR that came with it. A wrong
 // answer ends the challenge: the VM has no second try, as with the join token.
 func (a *Attestor) Activate(ctx context.Context, challengeID string, answer []byte) (*identity.Attested, error) {
-	parts := strings.Split(challengeID, "_")
-	if len(parts) != 4 || parts[0] != challengeIDPrefix || parts[1] == "" || parts[2] == "" {
-		return nil, fmt.Errorf("%w: malformed challenge ID", identity.ErrInvalidEvidence)
+	ns, name, err := ParseChallengeID(challengeID)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", identity.ErrInvalidEvidence, err)
 	}
 	if a.Namespace == "" {
 		return nil, fmt.Errorf("TPM attestor needs its namespace")
 	}
 	unknown := fmt.Errorf("%w: unknown or finished challenge", identity.ErrInvalidEvidence)
 	bc := &bootstrapv1.BootstrapConfig{}
-	if err := a.Client.Get(ctx, client.ObjectKey{Namespace: parts[1], Name: parts[2]}, bc); err != nil {
+	if err := a.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, bc); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, unknown
 		}
@@ -165,8 +179,8 @@ func (a *Attestor) Activate(ctx context.Context, challengeID string, answer []by
 	if err != nil {
 		return nil, fmt.Errorf("signing SVID for %s: %w", id, err)
 	}
-	ns, name, _ := identity.ParseMachineID(id.TrustDomain(), id)
-	return &identity.Attested{ID: id, Machine: identity.Machine{Namespace: ns, Name: name, BootstrapConfig: bc.Name}, Chain: chain}, nil
+	mns, mname, _ := identity.ParseMachineID(id.TrustDomain(), id)
+	return &identity.Attested{ID: id, Machine: identity.Machine{Namespace: mns, Name: mname, BootstrapConfig: bc.Name}, Chain: chain}, nil
 }
 
 // checkChallenge accepts s only if this service wrote it (its MAC), for this challenge, for this
