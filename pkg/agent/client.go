@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,6 +28,17 @@ type refusedError struct {
 }
 
 func (e *refusedError) Error() string { return fmt.Sprintf("refused (%d): %s", e.status, e.msg) }
+
+// busyError is a 429 or 503: the service asks us to come back after a while.
+type busyError struct {
+	status string
+	after  time.Duration
+}
+
+func (e *busyError) Error() string { return fmt.Sprintf("%s: retry after %s", e.status, e.after) }
+
+// maxRetryAfter bounds how long one Retry-After may make us wait.
+const maxRetryAfter = time.Minute
 
 // credentials are the VM's X509-SVID and the trust bundle it checks the bootstrap service with.
 type credentials struct {
@@ -121,7 +133,8 @@ func (a *Agent) deregister(ctx context.Context, client *http.Client) {
 	a.log.Info("runner deregistered")
 }
 
-// call does one request, retrying network errors and 5xx until deadline; 4xx is final.
+// call does one request, retrying network errors, 5xx and 429 (after the Retry-After the service
+// asks for) until deadline; any other 4xx is final.
 func (a *Agent) call(ctx context.Context, client *http.Client, method, path string, body []byte, out any, deadline time.Time) error {
 	url := strings.TrimRight(a.cfg.ServiceURL, "/") + path
 	for attempt := 1; ; attempt++ {
@@ -134,14 +147,19 @@ func (a *Agent) call(ctx context.Context, client *http.Client, method, path stri
 		if err == nil || errors.As(err, &re) {
 			return err
 		}
-		if !time.Now().Add(a.opts.RetryInterval).Before(deadline) {
+		wait := a.opts.RetryInterval
+		var be *busyError
+		if errors.As(err, &be) {
+			wait = max(wait, be.after)
+		}
+		if !time.Now().Add(wait).Before(deadline) {
 			return fmt.Errorf("giving up after %d attempts: %w", attempt, err)
 		}
 		a.log.Warn("request failed; retrying", "path", path, "attempt", attempt, "err", err)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(a.opts.RetryInterval):
+		case <-time.After(wait):
 		}
 	}
 }
@@ -161,6 +179,9 @@ func (a *Agent) callOnce(ctx context.Context, client *http.Client, method, url s
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	switch {
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable:
+		after, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+		return &busyError{status: resp.Status, after: min(time.Duration(max(after, 0))*time.Second, maxRetryAfter)}
 	case resp.StatusCode >= 500:
 		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(data)))
 	case resp.StatusCode >= 400:
