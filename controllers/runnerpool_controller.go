@@ -118,7 +118,8 @@ func (r *RunnerPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	defer func() {
 		r.updateStatus(s)
 		if err := helper.Patch(ctx, pool, patch.WithOwnedConditions{Conditions: []string{
-			fleetv1.ReadyCondition, fleetv1.ScalingLimitedCondition, fleetv1.GitHubAvailableCondition, clusterv1.PausedCondition,
+			fleetv1.ReadyCondition, fleetv1.ScalingLimitedCondition, fleetv1.GitHubAvailableCondition, fleetv1.InsecureTransportCondition,
+			clusterv1.PausedCondition,
 		}}); err != nil {
 			reterr = kerrors.NewAggregate([]error{reterr, err})
 		}
@@ -150,6 +151,7 @@ func (r *RunnerPoolReconciler) reconcileNormal(ctx context.Context, s *poolScope
 		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
 	}
 	for _, step := range []func(context.Context, *poolScope) (ctrl.Result, error){
+		r.reconcileTransport,
 		r.reconcileRunners,
 		r.reconcileOrphans,
 		r.reconcileDemand,

@@ -43,7 +43,7 @@ func githubPool(t *testing.T, ns, org string, max int32, sim *pvesim.Simulator, 
 	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github-app", Namespace: ns},
 		StringData: map[string]string{"app-id": fmt.Sprint(gh.AppID()), "private-key": string(gh.AppKeyPEM())}})).To(Succeed())
 	pool := builder.NewRunnerPool("linux", ns).WithCluster("fleet").WithBounds(0, max).
-		WithGitHub(fleetv1.GitHubSpec{Organization: org, Labels: []string{"linux"}, APIURL: gh.URL() + "/",
+		WithGitHub(fleetv1.GitHubSpec{Organization: org, Labels: []string{"linux"}, APIURL: gh.URL() + "/", AllowInsecureHTTP: true,
 			CredentialsRef: fleetv1.LocalObjectReference{Name: "github-app"}}).
 		WithTemplates("runner", "runner").Build()
 	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())

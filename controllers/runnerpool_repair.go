@@ -117,6 +117,8 @@ func (r *RunnerPoolReconciler) setGitHubUnavailable(s *poolScope, err error) {
 		reason = fleetv1.NamespaceNotEnabledReason
 	case errors.Is(err, github.ErrCredentials):
 		reason = fleetv1.GitHubCredentialsNotFoundReason
+	case errors.Is(err, github.ErrInsecureURL):
+		reason = fleetv1.InsecureURLRefusedReason
 	}
 	conditions.Set(s.pool, metav1.Condition{Type: fleetv1.GitHubAvailableCondition, Status: metav1.ConditionFalse,
 		Reason: reason, Message: err.Error()})

@@ -1,13 +1,18 @@
 package controllers
 
 import (
+	"context"
 	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/metrics"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
 )
 
 // updateStatus reports the pool at a glance: desired, replicas, ready, idle, busy, queued.
@@ -57,4 +62,25 @@ func (r *RunnerPoolReconciler) updateStatus(s *poolScope) {
 		reason = fleetv1.ScalingDownReason
 	}
 	conditions.Set(p, metav1.Condition{Type: fleetv1.ReadyCondition, Status: metav1.ConditionTrue, Reason: reason, Message: msg})
+}
+
+// reconcileTransport reports loudly when the GitHub API is reached over plain http://: the
+// InsecureTransport condition is True and a Warning Event is recorded when it becomes so.
+func (r *RunnerPoolReconciler) reconcileTransport(_ context.Context, s *poolScope) (ctrl.Result, error) {
+	p := s.pool
+	if !github.IsPlainHTTP(p.Spec.GitHub.APIURL) {
+		conditions.Set(p, metav1.Condition{Type: fleetv1.InsecureTransportCondition, Status: metav1.ConditionFalse,
+			Reason: fleetv1.HTTPSReason})
+		return ctrl.Result{}, nil
+	}
+	msg := fmt.Sprintf("the GitHub API %s is reached over plain http://: the App's tokens travel in clear text", p.Spec.GitHub.APIURL)
+	if !p.Spec.GitHub.AllowInsecureHTTP {
+		msg = fmt.Sprintf("the GitHub API %s is http:// and allowInsecureHTTP is not set: nothing is sent there", p.Spec.GitHub.APIURL)
+	}
+	if !conditions.IsTrue(p, fleetv1.InsecureTransportCondition) {
+		r.Recorder.Event(p, corev1.EventTypeWarning, fleetv1.PlainHTTPReason, msg)
+	}
+	conditions.Set(p, metav1.Condition{Type: fleetv1.InsecureTransportCondition, Status: metav1.ConditionTrue,
+		Reason: fleetv1.PlainHTTPReason, Message: msg})
+	return ctrl.Result{}, nil
 }

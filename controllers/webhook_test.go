@@ -51,7 +51,7 @@ func TestWebhooksScaleThePool(t *testing.T) {
 	// tests leave pools for "acme" behind. The pool's credentials hold the App's installation on
 	// "hooks", which the deliveries name.
 	pool := builder.NewRunnerPool("linux", ns).WithCluster("fleet").WithBounds(0, 10).
-		WithGitHub(fleetv1.GitHubSpec{Organization: "hooks", Labels: []string{"linux"}, APIURL: gh.URL() + "/",
+		WithGitHub(fleetv1.GitHubSpec{Organization: "hooks", Labels: []string{"linux"}, APIURL: gh.URL() + "/", AllowInsecureHTTP: true,
 			CredentialsRef: fleetv1.LocalObjectReference{Name: "github-app"}}).
 		WithTemplates("runner", "runner").Build()
 	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())

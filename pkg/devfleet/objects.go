@@ -137,6 +137,8 @@ func sampleFleet(in sampleInput) []client.Object {
 			GitHub: fleetv1.GitHubSpec{
 				Organization: p.Organization, Repository: p.Repository, Labels: p.Labels,
 				CredentialsRef: fleetv1.LocalObjectReference{Name: GitHubSecretName}, APIURL: in.githubURL + "/",
+				// The local fake GitHub serves plain HTTP on 127.0.0.1; the pool says so (InsecureTransport).
+				AllowInsecureHTTP: strings.HasPrefix(in.githubURL, "http://"),
 			},
 			Template: fleetv1.RunnerMachineTemplate{
 				InfrastructureRef: clusterv1.ContractVersionedObjectReference{

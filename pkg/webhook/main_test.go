@@ -155,7 +155,7 @@ func (h *harness) notifications(pool *fleetv1.RunnerPool) int {
 func (h *harness) createPool(t *testing.T, name string, spec fleetv1.GitHubSpec) *fleetv1.RunnerPool {
 	t.Helper()
 	spec.CredentialsRef = fleetv1.LocalObjectReference{Name: "github-app"}
-	spec.APIURL = gh.URL() + "/"
+	spec.APIURL, spec.AllowInsecureHTTP = gh.URL()+"/", true // the fake serves plain HTTP
 	pool := builder.NewRunnerPool(name, h.ns).WithGitHub(spec).Build()
 	NewWithT(t).Expect(env.Client.Create(context.Background(), pool)).To(Succeed())
 	return pool

@@ -8,6 +8,9 @@ const (
 	ScalingLimitedCondition = "ScalingLimited"
 	// GitHubAvailableCondition is True while the GitHub API answers with the pool's credentials.
 	GitHubAvailableCondition = "GitHubAvailable"
+	// InsecureTransportCondition is True while the GitHub API is reached over plain http://
+	// (spec.github.allowInsecureHTTP): credentials and tokens travel in clear text.
+	InsecureTransportCondition = "InsecureTransport"
 
 	ScaledReason                    = "Scaled"
 	ScalingUpReason                 = "ScalingUp"
@@ -19,4 +22,10 @@ const (
 	// NamespaceNotEnabledReason: HyperFleet may not read or write Secrets in this namespace because
 	// no admin has enabled it (docs/install.md, "Enabling a namespace").
 	NamespaceNotEnabledReason = "NamespaceNotEnabled"
+	// PlainHTTPReason: spec.github.apiURL is http://.
+	PlainHTTPReason = "PlainHTTP"
+	// HTTPSReason: the GitHub API is reached over https://.
+	HTTPSReason = "HTTPS"
+	// InsecureURLRefusedReason: apiURL is http:// without allowInsecureHTTP; nothing is sent there.
+	InsecureURLRefusedReason = "InsecureURLRefused"
 )

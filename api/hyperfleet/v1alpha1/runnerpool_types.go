@@ -13,6 +13,7 @@ const RunnerPoolNameLabel = "hyperfleet.io/runner-pool"
 
 // GitHubSpec is where the pool's runners register and which jobs they take.
 // +kubebuilder:validation:XValidation:rule="has(self.organization) || has(self.repository)",message="set github.organization or github.repository (repository wins when both are set)"
+// +kubebuilder:validation:XValidation:rule="!has(self.apiURL) || !self.apiURL.startsWith('http://') || (has(self.allowInsecureHTTP) && self.allowInsecureHTTP)",message="apiURL is http://: the App's tokens would travel in clear text; use https:// or, for a lab, set allowInsecureHTTP: true"
 type GitHubSpec struct {
 	// organization whose jobs the runners take (organization-level runners).
 	// +optional
@@ -48,6 +49,12 @@ type GitHubSpec struct {
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://')",message="apiURL must be an http:// or https:// URL"
 	APIURL string `json:"apiURL,omitempty"`
+
+	// allowInsecureHTTP lets apiURL be an http:// URL, over which the App's JWT and installation
+	// tokens travel in clear text. Only for labs: while apiURL is http:// the pool's
+	// InsecureTransport condition is True (reason PlainHTTP) and a Warning Event says so.
+	// +optional
+	AllowInsecureHTTP bool `json:"allowInsecureHTTP,omitempty"`
 
 	// httpTimeout bounds each GitHub API call. Default 30s.
 	// +optional

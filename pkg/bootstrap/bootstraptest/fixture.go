@@ -53,7 +53,7 @@ func NewFleet(t testing.TB, c client.Client, gh *fakegithub.Server) *Fleet {
 	}))
 	f.Pool = builder.NewRunnerPool("pool", f.Namespace).WithCluster(ClusterName).WithGitHub(fleetv1.GitHubSpec{
 		Repository: f.Repo, Labels: f.Labels, CredentialsRef: fleetv1.LocalObjectReference{Name: "github-app"},
-		APIURL: gh.URL() + "/", HTTPTimeout: &metav1.Duration{Duration: 10 * time.Second},
+		APIURL: gh.URL() + "/", AllowInsecureHTTP: true, HTTPTimeout: &metav1.Duration{Duration: 10 * time.Second},
 	}).Build()
 	must(t, c.Create(ctx, f.Pool))
 	return f

@@ -28,6 +28,15 @@ const (
 // ErrCredentials means a pool's GitHub App Secret is missing or unusable.
 var ErrCredentials = errors.New("GitHub App credentials")
 
+// ErrInsecureURL means a pool's apiURL is http:// and the pool does not allow it: the App's
+// tokens would travel in clear text, so nothing is sent there.
+var ErrInsecureURL = errors.New("GitHub API URL is http:// and allowInsecureHTTP is not set")
+
+// IsPlainHTTP reports whether a GitHub API URL is http://.
+func IsPlainHTTP(apiURL string) bool {
+	return len(apiURL) >= 7 && strings.EqualFold(apiURL[:7], "http://")
+}
+
 // PoolClients builds GitHub App clients from RunnerPools' credentials Secrets and reuses a client
 // (with its cached installation token) while the Secret and API settings are unchanged, so a
 // rotated Secret takes effect on the next call.
@@ -44,6 +53,10 @@ type PoolClients struct {
 func (p *PoolClients) For(ctx context.Context, pool *fleetv1.RunnerPool) (*Client, platform.Scope, error) {
 	spec := pool.Spec.GitHub
 	scope := platform.Scope{Organization: spec.Organization, Repository: spec.Repository}.Effective()
+	if IsPlainHTTP(spec.APIURL) && !spec.AllowInsecureHTTP {
+		// The API server refuses such a pool; this covers pools stored before that rule.
+		return nil, scope, fmt.Errorf("%w: %s", ErrInsecureURL, spec.APIURL)
+	}
 	secret := &corev1.Secret{}
 	key := client.ObjectKey{Namespace: pool.Namespace, Name: spec.CredentialsRef.Name}
 	if err := p.Reader.Get(ctx, key, secret); err != nil {
