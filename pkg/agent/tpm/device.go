@@ -30,15 +30,21 @@ type Device struct {
 	key tpm2.NamedHandle
 
 	ekPublic, akPublic, keyPublic []byte
-	pub                           *ecdsa.PublicKey
+	// ekCert is the manufacturer's certificate of the EK (DER), when the TPM has one.
+	ekCert []byte
+	pub    *ecdsa.PublicKey
 }
 
 // NewDevice creates the EK (TCG ECC P-256 template), a fresh AK and a fresh SVID key in t. It takes
 // ownership of t: Close closes it.
 func NewDevice(t transport.TPMCloser) (*Device, error) {
 	d := &Device{tpm: t}
-	var err error
-	if d.ek, d.ekPublic, err = d.createPrimary(tpm2.TPMRHEndorsement, tpm2.ECCEKTemplate); err != nil {
+	template, cert, err := chooseEK(t)
+	if err != nil {
+		return nil, errors.Join(err, d.Close())
+	}
+	d.ekCert = cert
+	if d.ek, d.ekPublic, err = d.createPrimary(tpm2.TPMRHEndorsement, template); err != nil {
 		return nil, errors.Join(fmt.Errorf("creating the endorsement key: %w", err), d.Close())
 	}
 	akTemplate, err := signingTemplate(true)
@@ -125,12 +131,8 @@ func (d *Device) Evidence(joinToken string) (*protocol.TPMEvidence, error) {
 	if err != nil {
 		return nil, fmt.Errorf("certifying the SVID key with the attestation key: %w", err)
 	}
-	ekCert, err := ReadEKCertificate(d.tpm)
-	if err != nil {
-		return nil, err
-	}
 	return &protocol.TPMEvidence{
-		EKCertificate:    ekCert,
+		EKCertificate:    d.ekCert,
 		CSR:              pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: csr}),
 		EKPublic:         d.ekPublic,
 		AKPublic:         d.akPublic,

@@ -146,6 +146,45 @@ func TestTPMEnrolmentIsCheckedAtActivation(t *testing.T) {
 	g.Expect(svid).To(BeNil())
 }
 
+// TestTPMEKCertificateFromSwtpmLocalCA runs the EK certificate check against a swtpm provisioned
+// by swtpm_setup with its local CA (RSA 2048 EK): trusted when that CA is the bundle, refused when
+// the bundle is another manufacturer's.
+func TestTPMEKCertificateFromSwtpmLocalCA(t *testing.T) {
+	otherManufacturer, _ := testCA(t, "another manufacturer")
+	for _, tt := range []struct {
+		name       string
+		trustLocal bool
+		want       int
+	}{
+		{name: "bundle holds swtpm's local CA", trustLocal: true, want: http.StatusOK},
+		{name: "bundle holds another manufacturer's CA", trustLocal: false, want: http.StatusUnauthorized},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			addr, localCA := tpmtest.StartManufactured(t)
+			roots := x509.NewCertPool()
+			if tt.trustLocal {
+				g.Expect(roots.AppendCertsFromPEM(localCA)).To(BeTrue())
+			} else {
+				roots.AddCert(otherManufacturer)
+			}
+			h := startServiceWith(t, func(a *tpm.Attestor) { a.EKRoots, a.RequireEKCertificate = roots, true })
+			m := h.machine(t, "tpm-localca", time.Minute)
+			setMethod(t, m, bootstrapv1.AttestationTPM)
+			tr, err := agenttpm.Open(addr)
+			g.Expect(err).NotTo(HaveOccurred())
+			vm, err := agenttpm.NewDevice(tr)
+			g.Expect(err).NotTo(HaveOccurred())
+			t.Cleanup(func() { _ = vm.Close() })
+			svid, status := h.attestTPM(t, m.Token, vm, vm)
+			g.Expect(status).To(Equal(tt.want))
+			if tt.want == http.StatusOK {
+				g.Expect(svid.ID).To(Equal(m.ID))
+			}
+		})
+	}
+}
+
 // TestTPMEKCertificate: with a manufacturer CA bundle configured, a TPM must present an EK
 // certificate that chains to it and certifies its own EK.
 func TestTPMEKCertificate(t *testing.T) {

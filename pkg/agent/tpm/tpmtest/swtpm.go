@@ -18,6 +18,12 @@ const InstallHint = "swtpm is not installed: run `apt-get update && apt-get inst
 // address for tpm.Open. The process is killed when the test ends.
 func Start(t testing.TB) string {
 	t.Helper()
+	return startWithState(t, t.TempDir())
+}
+
+// startWithState runs swtpm on the TPM state in dir.
+func startWithState(t testing.TB, dir string) string {
+	t.Helper()
 	bin, err := exec.LookPath("swtpm")
 	if err != nil {
 		t.Fatal(InstallHint)
@@ -30,7 +36,7 @@ func Start(t testing.TB) string {
 		cmd := exec.Command(bin, "socket", "--tpm2",
 			"--server", "type=tcp,bindaddr=127.0.0.1,port="+strconv.Itoa(port),
 			"--ctrl", "type=tcp,bindaddr=127.0.0.1,port="+strconv.Itoa(port+1),
-			"--tpmstate", "dir="+t.TempDir(),
+			"--tpmstate", "dir="+dir,
 			"--flags", "not-need-init,startup-clear")
 		if err := cmd.Start(); err != nil {
 			t.Fatalf("starting swtpm: %v", err)
