@@ -194,6 +194,7 @@ func (r *MachineClaimReconciler) reconcileNormal(ctx context.Context, s *claimSc
 		r.reconcileBootstrapData,
 		r.reconcileVM,
 		r.reconcileBootstrapped,
+		r.reconcileSpentSeed,
 	} {
 		if res, err := step(ctx, s); err != nil || !res.IsZero() {
 			return res, err

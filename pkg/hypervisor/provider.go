@@ -33,6 +33,10 @@ type Provider interface {
 	Stop(ctx context.Context, ref VMRef) (TaskID, error)
 	// Shutdown asks an owned VM's guest to power off.
 	Shutdown(ctx context.Context, ref VMRef) (TaskID, error)
+	// EjectCloudInit removes an owned VM's cloud-init seed once it is spent (its join token
+	// redeemed or expired): the ISO is ejected from the VM's CD-ROM and deleted from storage. The
+	// VM keeps running. A VM without a seed is left as it is.
+	EjectCloudInit(ctx context.Context, ref VMRef) error
 	// Delete destroys a stopped, owned VM with its disks and cloud-init image. Stop it first:
 	// deleting a running VM fails with ErrBusy.
 	Delete(ctx context.Context, ref VMRef) (TaskID, error)

@@ -289,6 +289,11 @@ type MachineClaimStatus struct {
 	// +optional
 	LastFailureTime *metav1.Time `json:"lastFailureTime,omitempty"`
 
+	// cloudInitEjectedTime is when the VM's cloud-init seed was ejected and deleted, once the join
+	// token it holds was redeemed or expired.
+	// +optional
+	CloudInitEjectedTime *metav1.Time `json:"cloudInitEjectedTime,omitempty"`
+
 	// bootstrappedTime is when the VM's agent proved its identity and fetched its configuration.
 	// +optional
 	BootstrappedTime *metav1.Time `json:"bootstrappedTime,omitempty"`

@@ -470,6 +470,10 @@ func (in *MachineClaimStatus) DeepCopyInto(out *MachineClaimStatus) {
 		in, out := &in.LastFailureTime, &out.LastFailureTime
 		*out = (*in).DeepCopy()
 	}
+	if in.CloudInitEjectedTime != nil {
+		in, out := &in.CloudInitEjectedTime, &out.CloudInitEjectedTime
+		*out = (*in).DeepCopy()
+	}
 	if in.BootstrappedTime != nil {
 		in, out := &in.BootstrappedTime, &out.BootstrappedTime
 		*out = (*in).DeepCopy()

@@ -224,6 +224,13 @@ func (p *provider) OwnedVMs(ctx context.Context) ([]hypervisor.VM, error) {
 	return vms, err
 }
 
+func (p *provider) EjectCloudInit(ctx context.Context, ref hypervisor.VMRef) error {
+	ctx, c := p.begin(ctx, "EjectCloudInit", refAttrs(ref)...)
+	err := p.next.EjectCloudInit(ctx, ref)
+	c.end(err)
+	return err
+}
+
 func (p *provider) Adopt(ctx context.Context, ref hypervisor.VMRef, owner hypervisor.Ownership, legacyClaimUID string) error {
 	ctx, c := p.begin(ctx, "Adopt", refAttrs(ref)...)
 	err := p.next.Adopt(ctx, ref, owner, legacyClaimUID)

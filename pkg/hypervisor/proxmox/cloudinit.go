@@ -51,6 +51,34 @@ func (p *Provider) isoVolume(ref hypervisor.VMRef) string {
 	return p.cfg.ISOStorage + ":iso/" + p.isoName(ref)
 }
 
+// EjectCloudInit ejects the VM's cloud-init ISO (the CD-ROM stays, empty: PVE changes the medium
+// of a running VM at once, while removing the drive would wait for a reboot) and deletes the ISO,
+// so the spent join token it holds is gone from the VM and from storage. Only our own ISO is
+// ejected; anything else in that slot is left alone.
+func (p *Provider) EjectCloudInit(ctx context.Context, ref hypervisor.VMRef) error {
+	op := opName("eject cloud-init of", ref)
+	if _, err := p.ensureOwned(ctx, op, ref); err != nil {
+		return err
+	}
+	cfg, err := p.config(ctx, op, ref)
+	if err != nil {
+		return err
+	}
+	if drive := cfg[p.cfg.CloudInitDevice]; strings.HasPrefix(drive, p.isoVolume(ref)+",") || drive == p.isoVolume(ref) {
+		if err := p.put(ctx, op, vmPath(ref, "/config"), map[string]any{p.cfg.CloudInitDevice: "none,media=cdrom"}, nil); err != nil {
+			return err
+		}
+	}
+	id, err := p.startDeleteISO(ctx, op, ref)
+	if err != nil || id == "" {
+		return err
+	}
+	if err := p.waitTask(ctx, op, id); err != nil && !strings.Contains(errorText(err), "does not exist") {
+		return err // an ISO already removed is what we want
+	}
+	return nil
+}
+
 func (p *Provider) uploadISO(ctx context.Context, op string, ref hypervisor.VMRef, iso []byte) error {
 	path := fmt.Sprintf("/nodes/%s/storage/%s/upload", ref.Node, p.cfg.ISOStorage)
 	var id string

@@ -53,11 +53,17 @@ func (p *Provider) stopAndWait(ctx context.Context, op string, ref hypervisor.VM
 
 // deleteISO removes the VM's cloud-init ISO; one that was never uploaded is fine.
 func (p *Provider) deleteISO(ctx context.Context, op string, ref hypervisor.VMRef) error {
+	_, err := p.startDeleteISO(ctx, op, ref)
+	return err
+}
+
+// startDeleteISO starts removing the ISO and returns the removal task, empty when there was none.
+func (p *Provider) startDeleteISO(ctx context.Context, op string, ref hypervisor.VMRef) (string, error) {
 	volid := p.isoVolume(ref)
 	var id string
 	err := p.delete(ctx, op, fmt.Sprintf("/nodes/%s/storage/%s/content/%s", ref.Node, p.cfg.ISOStorage, volid), &id)
 	if errors.Is(err, hypervisor.ErrNotFound) {
-		return nil
+		return "", nil
 	}
-	return err
+	return id, err
 }

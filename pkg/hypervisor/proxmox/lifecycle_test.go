@@ -209,3 +209,34 @@ func TestTLSVerification(t *testing.T) {
 	_, err = insecure.Verify(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
 }
+
+// TestEjectCloudInitRemovesTheSpentSeed: once the join token is spent, the NoCloud ISO holding it
+// is ejected and deleted while the VM keeps running; a VM of another installation is refused.
+func TestEjectCloudInitRemovesTheSpentSeed(t *testing.T) {
+	g := NewWithT(t)
+	sim := startSim(t, pvesim.Config{})
+	p := newTestProvider(t, sim, clusterA)
+	ctx := testCtx(t)
+	ref := cloneOwned(t, p, 420, ownerFor(clusterA, "seeded"))
+	_, err := p.Configure(ctx, ref, hypervisor.ConfigSpec{CloudInit: &hypervisor.CloudInitData{UserData: "#cloud-config\n# join token: secret\n"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	task, err := p.Start(ctx, ref)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(waitTaskDone(t, p, task)).To(Succeed())
+	iso := p.isoVolume(ref)
+	_, ok := sim.StorageFile("pve1", iso)
+	g.Expect(ok).To(BeTrue())
+
+	twin := newTestProvider(t, sim, clusterA, func(c *Config) { c.InstallationID = "fedcba9876543210" })
+	g.Expect(twin.EjectCloudInit(ctx, ref)).To(MatchError(hypervisor.ErrNotOwned))
+	_, ok = sim.StorageFile("pve1", iso)
+	g.Expect(ok).To(BeTrue(), "another installation cannot remove our seed")
+
+	g.Expect(p.EjectCloudInit(ctx, ref)).To(Succeed())
+	_, ok = sim.StorageFile("pve1", iso)
+	g.Expect(ok).To(BeFalse(), "the ISO with the spent token is gone from storage")
+	vm := simVM(t, sim, ref.ID)
+	g.Expect(vm.Disks[DefaultCloudInitDevice]).To(Equal("none,media=cdrom"), "and from the VM")
+	g.Expect(vm.Status).To(Equal("running"))
+	g.Expect(p.EjectCloudInit(ctx, ref)).To(Succeed(), "again is a no-op")
+}
