@@ -207,7 +207,8 @@ func (r *RunnerPoolReconciler) reconcileReplicas(ctx context.Context, s *poolSco
 			removed++
 		case rm.Reason != scaling.ReasonScaleDown && create > 0:
 			// A runner to be replaced stays (it has a job, or is being registered): it keeps its
-			// place, or the pool would outgrow its maximum.
+			// place, so the pool does not grow beside it (the plan already counts it toward the
+			// maximum; this keeps the pool at its desired size too).
 			create--
 		}
 	}
