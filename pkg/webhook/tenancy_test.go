@@ -127,3 +127,28 @@ func TestJobHasOneOwnerAcrossNamespaces(t *testing.T) {
 		})
 	}
 }
+
+// TestBogusCredentialsDoNotAmplifyDeliveries: a pool whose credentials GitHub refuses (another
+// team's installation ID typed in with a key of no App) ranks first for a job. Its refusal is
+// remembered, so every later delivery does not turn into another call to GitHub for it.
+func TestBogusCredentialsDoNotAmplifyDeliveries(t *testing.T) {
+	g := NewWithT(t)
+	org := "amplify"
+	h := startReceiverAllNamespaces(t)
+	teamA := h.createPool(t, "linux", fleetv1.GitHubSpec{Organization: org, Labels: []string{"linux"}})
+	otherTeam(t, "linux", fleetv1.GitHubSpec{Repository: org + "/api", Labels: []string{"linux"}},
+		map[string]string{"app-id": fmt.Sprint(gh.AppID()), "private-key": foreignKeyPEM(t), "installation-id": fmt.Sprint(gh.InstallationID(org))})
+
+	deliver := func(id int64) {
+		g.Expect(h.post(g, fakegithub.NewDeliveryID(), job{id: id, action: "queued", repository: org + "/api"}.payload())).
+			To(Equal(http.StatusAccepted))
+		h.waitIdle(g)
+	}
+	deliver(900) // both pools prove (or fail to prove) their installation once
+	tokenCalls := gh.Requests(fakegithub.EndpointAccessToken)
+	for id := int64(901); id < 911; id++ {
+		deliver(id)
+	}
+	g.Expect(gh.Requests(fakegithub.EndpointAccessToken)).To(Equal(tokenCalls), "no token request per delivery")
+	g.Expect(h.snapshot(g, teamA).Queued).To(Equal(11))
+}

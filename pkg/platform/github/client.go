@@ -50,6 +50,8 @@ type Client struct {
 	mu      sync.Mutex
 	clients map[int64]*gh.Client // per installation
 	tokens  map[int64]*ghinstallation.Transport
+	// refused remembers, per account, a failed proof of installation for a while.
+	refused map[string]refusal
 	owners  map[string]int64 // lower-cased account -> installation ID
 }
 
@@ -77,7 +79,7 @@ func NewClient(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("github: App private key: %w", err)
 	}
 	appsTr.BaseURL = strings.TrimSuffix(cfg.BaseURL, "/")
-	c := &Client{cfg: cfg, appsTr: appsTr, clients: map[int64]*gh.Client{}, tokens: map[int64]*ghinstallation.Transport{}, owners: map[string]int64{}}
+	c := &Client{cfg: cfg, appsTr: appsTr, clients: map[int64]*gh.Client{}, tokens: map[int64]*ghinstallation.Transport{}, owners: map[string]int64{}, refused: map[string]refusal{}}
 	c.limit.Store(-1)
 	if c.apps, err = c.newGitHubClient(appsTr); err != nil {
 		return nil, err
@@ -146,12 +148,43 @@ func (c *Client) clientFor(ctx context.Context, scope platform.Scope) (*gh.Clien
 	return client, nil
 }
 
+// refusal is a failed proof of installation and when it happened.
+type refusal struct {
+	err error
+	at  time.Time
+}
+
+// RefusalTTL is how long a failed proof of installation is remembered: webhook routing asks for
+// every delivery, and credentials that GitHub refuses (another team's IDs typed in, a wrong key)
+// must not turn each delivery into calls to GitHub. A rotated Secret gets a new Client, so a fix
+// takes effect at once.
+const RefusalTTL = time.Minute
+
 // Installation returns the ID of the App installation serving scope, proven: the App key has
 // just minted (or holds an unexpired) installation token for it. Numbers written in a
 // credentials Secret prove nothing, since anyone can type another team's App and installation
 // IDs; only GitHub can say that a key belongs to the installation. Webhook routing relies on it.
 func (c *Client) Installation(ctx context.Context, scope platform.Scope) (int64, error) {
 	scope = scope.Effective()
+	owner := strings.ToLower(scope.Owner())
+	c.mu.Lock()
+	r, ok := c.refused[owner]
+	c.mu.Unlock()
+	if ok && time.Since(r.at) < RefusalTTL {
+		return 0, r.err
+	}
+	id, err := c.proveInstallation(ctx, scope)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		c.refused[owner] = refusal{err: err, at: time.Now()}
+	} else {
+		delete(c.refused, owner)
+	}
+	return id, err
+}
+
+func (c *Client) proveInstallation(ctx context.Context, scope platform.Scope) (int64, error) {
 	if _, err := c.clientFor(ctx, scope); err != nil {
 		return 0, err
 	}
