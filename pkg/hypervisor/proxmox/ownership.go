@@ -188,8 +188,10 @@ func (p *Provider) describe(o hypervisor.Ownership, text string) string {
 }
 
 // descriptionBlock parses the ownership block of a VM description into its keys; nil when absent.
+// The block is the last one: describe appends it after the caller's text, which must not be able
+// to pass for it.
 func descriptionBlock(desc string) map[string]string {
-	start := strings.Index(desc, descBlockStart+"\n")
+	start := strings.LastIndex(desc, descBlockStart+"\n")
 	if start < 0 {
 		return nil
 	}
