@@ -118,7 +118,9 @@ func (f *fakeProvider) Addresses(ctx context.Context, _ hypervisor.VMRef) ([]hyp
 	return nil, f.saw(ctx)
 }
 func (f *fakeProvider) OwnedVMs(ctx context.Context) ([]hypervisor.VM, error) { return nil, f.saw(ctx) }
-func (f *fakeProvider) EjectCloudInit(ctx context.Context, _ hypervisor.VMRef) error { return f.saw(ctx) }
+func (f *fakeProvider) EjectCloudInit(ctx context.Context, _ hypervisor.VMRef) error {
+	return f.saw(ctx)
+}
 func (f *fakeProvider) Adopt(ctx context.Context, _ hypervisor.VMRef, _ hypervisor.Ownership, _ string) error {
 	return f.saw(ctx)
 }
