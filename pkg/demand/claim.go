@@ -96,6 +96,19 @@ func (c *Claims) setOwner(cm *corev1.ConfigMap, jobID int64, pool *fleetv1.Runne
 	}
 }
 
+// Owner returns the pool that claimed a job, if any (alive or not).
+func (c *Claims) Owner(ctx context.Context, installation, jobID int64) (Owner, bool, error) {
+	cm := &corev1.ConfigMap{}
+	err := c.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: ClaimName(installation, jobID)}, cm)
+	switch {
+	case apierrors.IsNotFound(err):
+		return Owner{}, false, nil
+	case err != nil:
+		return Owner{}, false, fmt.Errorf("reading the claim of job %d: %w", jobID, err)
+	}
+	return ownerOf(cm), true, nil
+}
+
 // Claim returns the owner of a job, making pool its owner when the job has none yet, or when its
 // owner was deleted (or is being deleted) since. Callers record the job only in the owner's
 // ledger.

@@ -127,6 +127,20 @@ func (r *Receiver) record(ctx context.Context, item queuedEvent) (*fleetv1.Runne
 	if err := r.client.List(ctx, pools, opts...); err != nil {
 		return nil, false, fmt.Errorf("listing RunnerPools: %w", err)
 	}
+	// A job already claimed goes to its owner: it proved the installation when it claimed.
+	if owner, found, err := r.cfg.Claims.Owner(ctx, ev.InstallationID, ev.JobID); err != nil {
+		return nil, false, err
+	} else if found {
+		for i := range pools.Items {
+			if p := &pools.Items[i]; owner.Is(p) && p.DeletionTimestamp.IsZero() {
+				changed, err := r.store.Record(demand.WithObservedAt(ctx, item.receivedAt), p, ev)
+				if err != nil {
+					return p, false, fmt.Errorf("recording in pool %s/%s: %w", p.Namespace, p.Name, err)
+				}
+				return p, changed, nil
+			}
+		}
+	}
 	var pool *fleetv1.RunnerPool
 	for _, candidate := range demand.RankPools(pools.Items, ev.Repository, ev.Labels) {
 		installation, err := r.cfg.Installations.Installation(ctx, candidate)
