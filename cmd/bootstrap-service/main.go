@@ -113,7 +113,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	srv, err := service.New(service.Options{
 		Client: c, CA: ca, Attestor: &builtin.Attestor{Client: c, CA: ca, SVIDTTL: *svidTTL},
-		TPM: &tpm.Attestor{Client: c, CA: ca, SVIDTTL: *svidTTL, Namespace: ns,
+		TPM: &tpm.Attestor{Client: c, CA: ca, SVIDTTL: *svidTTL,
 			EKRoots: ekRoots, RequireEKCertificate: *requireEKCert},
 		DNSNames: dnsNames, IPs: ipList, Logger: log.WithName("bootstrap-service"),
 		Limits: service.Limits{PerClientRate: *attestRate, PerClientBurst: *attestBurst, MaxInFlight: *attestInFlight},

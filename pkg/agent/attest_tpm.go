@@ -51,7 +51,7 @@ func (a *Agent) attestTPM(ctx context.Context) (*x509svid.SVID, error) {
 	if err != nil {
 		return nil, &refusedError{msg: err.Error()} // not our TPM's challenge: retrying cannot help
 	}
-	body, _ = json.Marshal(protocol.TPMActivateRequest{ChallengeID: ch.ChallengeID, Secret: secret})
+	body, _ = json.Marshal(protocol.TPMActivateRequest{ChallengeID: ch.ChallengeID, Secret: secret, State: ch.State})
 	if ch.ExpiresAt.Before(deadline) {
 		deadline = ch.ExpiresAt
 	}

@@ -45,6 +45,7 @@ func FuzzParseAgentConfig(f *testing.F) {
 func FuzzTPMRequests(f *testing.F) {
 	f.Add([]byte(`{"joinToken":"hfjt_a_b_c","csr":"-----BEGIN","ekPublic":"AAE=","akPublic":"","keyPublic":null,"certifyInfo":"/w==","certifySignature":"AA==","ekCertificate":"MA=="}`))
 	f.Add([]byte(`{"challengeID":"hftc_ns_name_00112233445566778899aabbccddeeff","secret":"c2VjcmV0"}`))
+	f.Add([]byte(`{"challengeID":"hftc_ns_name_00112233445566778899aabbccddeeff","secret":"c2VjcmV0","state":"AQID"}`))
 	f.Add([]byte(`{"joinToken":"x","csr":"y"}`))
 	f.Add([]byte(`{"ekPublic":"not base64"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {

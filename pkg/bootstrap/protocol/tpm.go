@@ -38,12 +38,17 @@ type TPMChallenge struct {
 	CredentialBlob  []byte    `json:"credentialBlob"`
 	EncryptedSecret []byte    `json:"encryptedSecret"`
 	ExpiresAt       time.Time `json:"expiresAt"`
+	// State is the challenge's state, sealed by the service for itself: opaque to the VM, which
+	// sends it back unchanged in TPMActivateRequest. The service keeps no copy.
+	State []byte `json:"state"`
 }
 
 // TPMActivateRequest answers a TPMChallenge with the decrypted secret.
 type TPMActivateRequest struct {
 	ChallengeID string `json:"challengeID"`
 	Secret      []byte `json:"secret"`
+	// State is TPMChallenge.State, unchanged.
+	State []byte `json:"state"`
 }
 
 // TPMEvidence is what the VM sends to start a TPM attestation. Public areas are marshalled

@@ -73,7 +73,7 @@ func startServiceWith(t *testing.T, tune func(*tpm.Attestor), opts ...func(*serv
 	h.ca, err = builtin.LoadOrCreateCA(ctx, env.Client, h.caKey, td)
 	g.Expect(err).NotTo(HaveOccurred())
 	h.prov = builtin.NewProvisioner(env.Client, h.caKey, td)
-	h.tpm = &tpm.Attestor{Client: env.Client, CA: h.ca, Namespace: ns.Name}
+	h.tpm = &tpm.Attestor{Client: env.Client, CA: h.ca}
 	if tune != nil {
 		tune(h.tpm)
 	}

@@ -15,7 +15,7 @@ import (
 // TPMAttestor runs the two steps of TPM attestation (tpm.Attestor).
 type TPMAttestor interface {
 	Challenge(ctx context.Context, joinToken string, ev *protocol.TPMEvidence) (*tpm.Challenge, error)
-	Activate(ctx context.Context, challengeID string, secret []byte) (*identity.Attested, error)
+	Activate(ctx context.Context, challengeID string, state, secret []byte) (*identity.Attested, error)
 }
 
 // handleTPMAttest redeems a join token presented with TPM evidence and returns the challenge.
@@ -39,7 +39,7 @@ func (s *Server) handleTPMAttest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, protocol.TPMChallenge{ChallengeID: ch.ID, CredentialBlob: ch.CredentialBlob,
-		EncryptedSecret: ch.EncryptedSecret, ExpiresAt: ch.ExpiresAt})
+		EncryptedSecret: ch.EncryptedSecret, ExpiresAt: ch.ExpiresAt, State: ch.State})
 }
 
 // handleTPMActivate checks the answer to a challenge and issues the SVID.
@@ -51,7 +51,7 @@ func (s *Server) handleTPMActivate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "request body is not a TPM activate request")
 		return
 	}
-	attested, err := s.opts.TPM.Activate(ctx, req.ChallengeID, req.Secret)
+	attested, err := s.opts.TPM.Activate(ctx, req.ChallengeID, req.State, req.Secret)
 	metrics.Attestation(attestationResult(err))
 	if err != nil {
 		status := attestStatus(err)

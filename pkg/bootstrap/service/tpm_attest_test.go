@@ -7,15 +7,19 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"io"
 	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
@@ -23,6 +27,7 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/agent/tpm/tpmtest"
 	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/bootstraptest"
 	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/protocol"
+	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/tpm"
 )
 
@@ -114,23 +119,56 @@ func TestAttestationMethods(t *testing.T) {
 	}
 }
 
+// TestTPMChallengeIsAnsweredOnceAndLeavesNoState replays a genuine answer (same state, same
+// secret), one after the other and all at once: exactly one SVID comes of it, and the service
+// keeps nothing of the challenge in its namespace but its CA Secret.
 func TestTPMChallengeIsAnsweredOnceAndLeavesNoState(t *testing.T) {
-	g := NewWithT(t)
 	h := startService(t)
-	m := h.machine(t, "tpm-once", time.Minute)
-	setMethod(t, m, bootstrapv1.AttestationTPM)
-	vm := openTPM(t)
-	ch, status := h.tpmChallenge(t, m.Token, vm)
-	g.Expect(status).To(Equal(http.StatusOK))
-	secret, err := vm.ActivateCredential(ch.CredentialBlob, ch.EncryptedSecret)
-	g.Expect(err).NotTo(HaveOccurred())
-	_, status = h.tpmActivate(t, ch.ChallengeID, secret, vm)
-	g.Expect(status).To(Equal(http.StatusOK))
-	_, status = h.tpmActivate(t, ch.ChallengeID, secret, vm)
-	g.Expect(status).To(Equal(http.StatusUnauthorized), "a replayed answer finds no challenge")
-	cfg := bootstraptest.Get(t, env.Client, m.Config)
-	err = env.Client.Get(context.Background(), client.ObjectKey{Namespace: h.caKey.Namespace, Name: tpm.ChallengeSecretName(string(cfg.UID))}, &corev1.Secret{})
-	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the challenge Secret is gone once answered")
+	for _, tt := range []struct {
+		name       string
+		concurrent int
+	}{{name: "replayed after the answer"}, {name: "four answers at once", concurrent: 4}} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ctx := context.Background()
+			m := h.machine(t, "tpm-once-"+strconv.Itoa(tt.concurrent), time.Minute)
+			setMethod(t, m, bootstrapv1.AttestationTPM)
+			vm := openTPM(t)
+			ch, status := h.tpmChallenge(t, m.Token, vm)
+			g.Expect(status).To(Equal(http.StatusOK))
+			secret, err := vm.ActivateCredential(ch.CredentialBlob, ch.EncryptedSecret)
+			g.Expect(err).NotTo(HaveOccurred())
+			if tt.concurrent == 0 {
+				_, status = h.tpmActivate(t, ch, secret, vm)
+				g.Expect(status).To(Equal(http.StatusOK))
+				svid, status := h.tpmActivate(t, ch, secret, vm)
+				g.Expect(status).To(Equal(http.StatusConflict), "a replayed answer is spent")
+				g.Expect(svid).To(BeNil())
+			} else {
+				var wg sync.WaitGroup
+				var issued atomic.Int32
+				for range tt.concurrent {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						if _, err := h.tpm.Activate(ctx, ch.ChallengeID, ch.State, secret); err == nil {
+							issued.Add(1)
+						} else if !errors.Is(err, identity.ErrAlreadyRedeemed) {
+							t.Errorf("a concurrent answer failed otherwise than as already answered: %v", err)
+						}
+					}()
+				}
+				wg.Wait()
+				g.Expect(issued.Load()).To(Equal(int32(1)), "exactly one SVID for one challenge")
+			}
+			cfg := bootstraptest.Get(t, env.Client, m.Config)
+			g.Expect(conditions.GetReason(cfg, bootstrapv1.AttestedCondition)).To(Equal(tpm.CredentialActivatedReason))
+			secrets := &corev1.SecretList{}
+			g.Expect(env.Client.List(ctx, secrets, client.InNamespace(h.caKey.Namespace))).To(Succeed())
+			g.Expect(secrets.Items).To(HaveLen(1), "no challenge state is stored")
+			g.Expect(secrets.Items[0].Name).To(Equal(h.caKey.Name))
+		})
+	}
 }
 
 func TestTPMEnrolledEndorsementKey(t *testing.T) {
@@ -185,7 +223,7 @@ func (h *harness) attestTPM(t *testing.T, token string, vm, answerer *agenttpm.D
 		secret = make([]byte, 32)
 		_, _ = rand.Read(secret)
 	}
-	return h.tpmActivate(t, ch.ChallengeID, secret, vm)
+	return h.tpmActivate(t, ch, secret, vm)
 }
 
 func (h *harness) tpmChallenge(t *testing.T, token string, vm *agenttpm.Device) (*protocol.TPMChallenge, int) {
@@ -201,10 +239,10 @@ func (h *harness) tpmChallenge(t *testing.T, token string, vm *agenttpm.Device) 
 	return ch, status
 }
 
-func (h *harness) tpmActivate(t *testing.T, challengeID string, secret []byte, vm *agenttpm.Device) (*x509svid.SVID, int) {
+func (h *harness) tpmActivate(t *testing.T, ch *protocol.TPMChallenge, secret []byte, vm *agenttpm.Device) (*x509svid.SVID, int) {
 	t.Helper()
 	var out protocol.AttestResponse
-	status := h.post(t, protocol.TPMActivatePath, protocol.TPMActivateRequest{ChallengeID: challengeID, Secret: secret}, &out)
+	status := h.post(t, protocol.TPMActivatePath, protocol.TPMActivateRequest{ChallengeID: ch.ChallengeID, Secret: secret, State: ch.State}, &out)
 	if status != http.StatusOK {
 		return nil, status
 	}

@@ -1,6 +1,7 @@
 package service_test
 
 import (
+	"bytes"
 	"context"
 	"crypto"
 	"crypto/ecdsa"
@@ -10,15 +11,17 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
+	"errors"
 	"math/big"
 	"net/http"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,23 +32,27 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/bootstraptest"
 	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/protocol"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
+	"github.com/hyperfleet-io/hyperfleet/pkg/identity/builtin"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/tpm"
 )
 
-// secretWriter is a client for a user who may write Secrets in namespace ns and nothing else
-// (RBAC is on in the test API server).
-func secretWriter(t *testing.T, ns string) client.Client {
+// secretWriter is a client for a user who may write Secrets in each of namespaces, and read them
+// in none: reading the service's would hand them the CA key itself (RBAC is on in the test API
+// server).
+func secretWriter(t *testing.T, name string, namespaces ...string) client.Client {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
-	user := "secret-writer-" + ns
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "secret-writer"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"},
-			Verbs: []string{"get", "list", "create", "update", "patch", "delete"}}}}
-	g.Expect(env.Client.Create(ctx, role)).To(Succeed())
-	g.Expect(env.Client.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "secret-writer"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}})).To(Succeed())
+	user := "secret-writer-" + name
+	for _, ns := range namespaces {
+		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "secret-writer"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"},
+				Verbs: []string{"create", "update", "patch", "delete"}}}}
+		g.Expect(env.Client.Create(ctx, role)).To(Succeed())
+		g.Expect(env.Client.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "secret-writer"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}})).To(Succeed())
+	}
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
 	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
@@ -53,16 +60,17 @@ func secretWriter(t *testing.T, ns string) client.Client {
 	return c
 }
 
-// TestTPMForgedChallengeIsRefused plays a user who may write Secrets in the runner namespace but
-// holds neither the join token nor the TPM: they write challenge state of their own making and
-// answer it. No SVID may come of it.
+// TestTPMForgedChallengeIsRefused plays a user who may write Secrets in the runner namespace and in
+// the service's own, but holds neither the join token nor the TPM: they write challenge state of
+// their own making where the service once kept it, and answer with state they made up. No SVID
+// may come of it, and the token stays unspent.
 func TestTPMForgedChallengeIsRefused(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	h := startService(t)
 	m := h.machine(t, "tpm-forged", time.Minute)
 	setMethod(t, m, bootstrapv1.AttestationTPM)
-	attacker := secretWriter(t, h.fleet.Namespace)
+	attacker := secretWriter(t, "forger", h.fleet.Namespace, h.caKey.Namespace)
 	cfg := bootstraptest.Get(t, env.Client, m.Config)
 
 	_, csrPEM, err := identity.NewKeyAndCSR()
@@ -76,20 +84,24 @@ func TestTPMForgedChallengeIsRefused(t *testing.T) {
 		"bootstrap-config": []byte(cfg.Namespace + "/" + cfg.Name), "bootstrap-config-uid": []byte(cfg.UID),
 		"join-token-sha256": []byte(cfg.Status.JoinToken.SHA256), "mac": []byte("guessed"),
 	}
-	// Under every name the service used or uses, in the namespace the attacker controls...
-	for _, name := range []string{cfg.Name + "-tpm-challenge", tpm.ChallengeSecretName(string(cfg.UID))} {
-		g.Expect(attacker.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: cfg.Namespace, Name: name},
-			Type: tpm.ChallengeSecretType, Data: data})).To(Succeed())
+	// Under every name any version of the service used, in both namespaces.
+	for _, key := range []client.ObjectKey{{Namespace: cfg.Namespace, Name: cfg.Name + "-tpm-challenge"},
+		{Namespace: cfg.Namespace, Name: "tpm-challenge-" + string(cfg.UID)}, {Namespace: h.caKey.Namespace, Name: "tpm-challenge-" + string(cfg.UID)}} {
+		g.Expect(attacker.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
+			Type: "bootstrap.hyperfleet.io/tpm-challenge", Data: data})).To(Succeed())
 	}
-	// ...and not in the service's namespace, which the attacker cannot write.
-	err = attacker.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: h.caKey.Namespace,
-		Name: tpm.ChallengeSecretName(string(cfg.UID))}, Type: tpm.ChallengeSecretType, Data: data})
-	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "RBAC keeps the attacker out of the service's namespace: %v", err)
-
-	var out protocol.AttestResponse
-	status := h.post(t, protocol.TPMActivatePath, protocol.TPMActivateRequest{ChallengeID: challengeID, Secret: answer}, &out)
-	g.Expect(status).To(Equal(http.StatusUnauthorized))
-	g.Expect(out.SVID).To(BeEmpty(), "no SVID for forged challenge state")
+	// State in the sealed format under keys the attacker can have: none, a guessed one, and the
+	// key of a CA of their own.
+	guessed := make([]byte, 1+12+400)
+	guessed[0] = 1
+	_, _ = rand.Read(guessed[1:])
+	states := map[string][]byte{"no state": nil, "random state": guessed, "old MAC as state": []byte("guessed")}
+	for name, state := range states {
+		var out protocol.AttestResponse
+		status := h.post(t, protocol.TPMActivatePath, protocol.TPMActivateRequest{ChallengeID: challengeID, Secret: answer, State: state}, &out)
+		g.Expect(status).To(Equal(http.StatusUnauthorized), name)
+		g.Expect(out.SVID).To(BeEmpty(), "no SVID for forged challenge state")
+	}
 	g.Expect(bootstraptest.Get(t, env.Client, m.Config).Status.JoinToken.RedeemedTime).To(BeNil(), "the token is untouched")
 
 	// The real VM still attests.
@@ -99,9 +111,9 @@ func TestTPMForgedChallengeIsRefused(t *testing.T) {
 	g.Expect(svid.ID).To(Equal(m.ID))
 }
 
-// TestTPMChallengeStateIsAuthenticated plays someone who can edit the service's own challenge
-// state (a leaked Secret-write right there, or a restored backup): changing any field, e.g. the
-// expected answer to one they know, makes the challenge refused.
+// TestTPMChallengeStateIsAuthenticated plays the VM (or anyone on its path) editing the sealed
+// state it carries, e.g. to move its expiry or the config it names: every single-bit change of
+// every byte is refused, and the untouched state still works afterwards.
 func TestTPMChallengeStateIsAuthenticated(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -111,17 +123,134 @@ func TestTPMChallengeStateIsAuthenticated(t *testing.T) {
 	vm := openTPM(t)
 	ch, status := h.tpmChallenge(t, m.Token, vm)
 	g.Expect(status).To(Equal(http.StatusOK))
+	secret, err := vm.ActivateCredential(ch.CredentialBlob, ch.EncryptedSecret)
+	g.Expect(err).NotTo(HaveOccurred())
 
-	cfg := bootstraptest.Get(t, env.Client, m.Config)
-	s := &corev1.Secret{}
-	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: h.caKey.Namespace, Name: tpm.ChallengeSecretName(string(cfg.UID))}, s)).To(Succeed())
-	answer := []byte("a known answer")
-	sum := sha256.Sum256(answer)
-	s.Data["secret-sha256"] = []byte(hex.EncodeToString(sum[:]))
-	g.Expect(env.Client.Update(ctx, s)).To(Succeed())
+	tampered := [][]byte{ch.State[:len(ch.State)-1], append(bytes.Clone(ch.State), 0), ch.State[1:]}
+	for i := range ch.State {
+		for _, bit := range []byte{0x01, 0x80} {
+			s := bytes.Clone(ch.State)
+			s[i] ^= bit
+			tampered = append(tampered, s)
+		}
+	}
+	for i, s := range tampered {
+		_, err := h.tpm.Activate(ctx, ch.ChallengeID, s, secret)
+		g.Expect(errors.Is(err, identity.ErrInvalidEvidence)).To(BeTrue(), "tampered state %d was not refused as forged: %v", i, err)
+	}
+	svid, status := h.tpmActivate(t, ch, secret, vm)
+	g.Expect(status).To(Equal(http.StatusOK), "the genuine state still works")
+	g.Expect(svid.ID).To(Equal(m.ID))
+}
 
-	_, status = h.tpmActivate(t, ch.ChallengeID, answer, vm)
-	g.Expect(status).To(Equal(http.StatusUnauthorized))
+// TestTPMChallengeStateIsBoundToItsConfig plays the owner of one VM (its token, its TPM) who also
+// holds another VM's challenge: neither state answers for the other BootstrapConfig, in either
+// order, and a state sealed by another installation, or expired, is refused.
+func TestTPMChallengeStateIsBoundToItsConfig(t *testing.T) {
+	var clock atomic.Int64 // seconds added to the attestor's clock
+	h := startServiceWith(t, func(a *tpm.Attestor) {
+		a.Now = func() time.Time { return time.Now().Add(time.Duration(clock.Load()) * time.Second) }
+	})
+	other := startService(t) // a second installation, its own CA, on the same cluster
+	ctx := context.Background()
+	type challenged struct {
+		m      *bootstraptest.Machine
+		vm     *agenttpm.Device
+		ch     *protocol.TPMChallenge
+		answer []byte
+	}
+	challenge := func(t *testing.T, name string) challenged {
+		g := NewWithT(t)
+		m := h.machine(t, name, time.Minute)
+		setMethod(t, m, bootstrapv1.AttestationTPM)
+		vm := openTPM(t)
+		ch, status := h.tpmChallenge(t, m.Token, vm)
+		g.Expect(status).To(Equal(http.StatusOK))
+		answer, err := vm.ActivateCredential(ch.CredentialBlob, ch.EncryptedSecret)
+		g.Expect(err).NotTo(HaveOccurred())
+		return challenged{m: m, vm: vm, ch: ch, answer: answer}
+	}
+	for i, tt := range []struct {
+		name string
+		// attack answers a's challenge, with b's help, and returns the attestor's verdict.
+		attack func(a, b challenged) error
+		want   error
+	}{
+		{name: "another config's ID with my state and answer", want: identity.ErrInvalidEvidence,
+			attack: func(a, b challenged) error {
+				_, err := h.tpm.Activate(ctx, b.ch.ChallengeID, a.ch.State, a.answer)
+				return err
+			}},
+		{name: "my ID with another config's state and my answer", want: identity.ErrInvalidEvidence,
+			attack: func(a, b challenged) error {
+				_, err := h.tpm.Activate(ctx, a.ch.ChallengeID, b.ch.State, a.answer)
+				return err
+			}},
+		{name: "another installation opens my state", want: identity.ErrInvalidEvidence,
+			attack: func(a, _ challenged) error {
+				_, err := other.tpm.Activate(ctx, a.ch.ChallengeID, a.ch.State, a.answer)
+				return err
+			}},
+		{name: "config deleted and recreated under its name", want: identity.ErrInvalidEvidence,
+			attack: func(a, _ challenged) error {
+				old := bootstraptest.Get(t, env.Client, a.m.Config)
+				if err := env.Client.Delete(ctx, old); err != nil {
+					return err
+				}
+				fresh := &bootstrapv1.BootstrapConfig{ObjectMeta: metav1.ObjectMeta{Namespace: old.Namespace, Name: old.Name,
+					Labels: old.Labels, OwnerReferences: old.OwnerReferences}, Spec: old.Spec}
+				if err := env.Client.Create(ctx, fresh); err != nil {
+					return err
+				}
+				fresh.Status = old.Status
+				if err := env.Client.Status().Update(ctx, fresh); err != nil {
+					return err
+				}
+				_, err := h.tpm.Activate(ctx, a.ch.ChallengeID, a.ch.State, a.answer)
+				return err
+			}},
+		{name: "answered after its expiry", want: identity.ErrExpired,
+			attack: func(a, _ challenged) error {
+				clock.Store(int64(tpm.DefaultChallengeTTL/time.Second) + 1)
+				defer clock.Store(0)
+				_, err := h.tpm.Activate(ctx, a.ch.ChallengeID, a.ch.State, a.answer)
+				return err
+			}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			a, b := challenge(t, "tpm-bound-a-"+strconv.Itoa(i)), challenge(t, "tpm-bound-b-"+strconv.Itoa(i))
+			err := tt.attack(a, b)
+			g.Expect(errors.Is(err, tt.want)).To(BeTrue(), "want %v, got %v", tt.want, err)
+			// b was not spent by the attack: its own VM still gets its SVID.
+			svid, status := h.tpmActivate(t, b.ch, b.answer, b.vm)
+			g.Expect(status).To(Equal(http.StatusOK))
+			g.Expect(svid.ID).To(Equal(b.m.ID))
+		})
+	}
+}
+
+// TestTPMChallengeSurvivesRestart: the state is opened by any replica with the CA, here one
+// started after the challenge was made, from the CA Secret alone.
+func TestTPMChallengeSurvivesRestart(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	h := startService(t)
+	m := h.machine(t, "tpm-restart", time.Minute)
+	setMethod(t, m, bootstrapv1.AttestationTPM)
+	vm := openTPM(t)
+	ch, status := h.tpmChallenge(t, m.Token, vm)
+	g.Expect(status).To(Equal(http.StatusOK))
+	answer, err := vm.ActivateCredential(ch.CredentialBlob, ch.EncryptedSecret)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	ca, err := builtin.LoadOrCreateCA(ctx, env.Client, h.caKey, td)
+	g.Expect(err).NotTo(HaveOccurred())
+	restarted := &tpm.Attestor{Client: env.Client, CA: ca}
+	attested, err := restarted.Activate(ctx, ch.ChallengeID, ch.State, answer)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(attested.ID).To(Equal(m.ID))
+	g.Expect(vm.Public().Equal(attested.Chain[0].PublicKey)).To(BeTrue(), "the SVID is for the key sealed in the state")
 }
 
 // TestTPMEnrolmentIsCheckedAtActivation: a TPM other than the enrolled one gets no SVID, even when
@@ -141,7 +270,7 @@ func TestTPMEnrolmentIsCheckedAtActivation(t *testing.T) {
 
 	secret, err := impostor.ActivateCredential(ch.CredentialBlob, ch.EncryptedSecret)
 	g.Expect(err).NotTo(HaveOccurred())
-	svid, status := h.tpmActivate(t, ch.ChallengeID, secret, impostor)
+	svid, status := h.tpmActivate(t, ch, secret, impostor)
 	g.Expect(status).To(Equal(http.StatusUnauthorized))
 	g.Expect(svid).To(BeNil())
 }

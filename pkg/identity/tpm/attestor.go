@@ -44,19 +44,20 @@ type Challenge struct {
 	CredentialBlob  []byte
 	EncryptedSecret []byte
 	ExpiresAt       time.Time
+	// State is sealed for this service alone; the VM sends it back with its answer.
+	State []byte
 }
 
 // Attestor attests VMs by join token plus TPM (method TPM, builtin CA) in two steps: Challenge
 // redeems the token once and encrypts a secret to the VM's TPM; Activate takes the decrypted
-// secret back and issues the SVID. Between them, the state lives in a Secret in the service's own
-// namespace, authenticated with a key derived from the CA key, so the two steps may reach
-// different replicas and nobody who can write Secrets elsewhere can forge it.
+// secret back and issues the SVID. Between them, the state travels with the VM, sealed with a key
+// derived from the CA key, so the two steps may reach different replicas (or a restarted service),
+// nothing is stored that a dead VM could leave behind, and nobody without the CA key can read or
+// forge it. The BootstrapConfig's status records the activation, so the answer is single-use.
 type Attestor struct {
 	// Client must read from the API server directly, as for the builtin attestor.
 	Client client.Client
 	CA     *identity.CA
-	// Namespace is the service's own namespace (that of its CA Secret), where challenges are kept.
-	Namespace string
 	// EKRoots, when set, verifies EK certificates: a VM that presents one must present one that
 	// chains to these roots (the TPM manufacturers' CAs) and certifies its EK.
 	EKRoots *x509.CertPool
@@ -80,8 +81,8 @@ func (a *Attestor) Challenge(ctx context.Context, joinToken string, ev *protocol
 	if err != nil {
 		return nil, fmt.Errorf("%w: csr: %v", identity.ErrBadRequest, err)
 	}
-	if a.Namespace == "" || (a.RequireEKCertificate && a.EKRoots == nil) {
-		return nil, errors.New("TPM attestor needs its namespace, and EK roots when EK certificates are required")
+	if a.RequireEKCertificate && a.EKRoots == nil {
+		return nil, errors.New("TPM attestor needs EK roots when EK certificates are required")
 	}
 	v, err := verifyEvidence(ev, joinToken, csr)
 	if err != nil {
@@ -98,7 +99,7 @@ func (a *Attestor) Challenge(ctx context.Context, joinToken string, ev *protocol
 		if err != nil {
 			return nil, err
 		}
-		return a.storeChallenge(ctx, bc, id, v, ev.CSR)
+		return a.newChallenge(bc, id, v, ev.CSR)
 	}
 	return nil, fmt.Errorf("redeeming join token for %s/%s: too much contention", ref.Namespace, ref.Name)
 }

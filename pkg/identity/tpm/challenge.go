@@ -2,20 +2,22 @@ package tpm
 
 import (
 	"context"
-	"crypto/hmac"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hkdf"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
@@ -24,31 +26,42 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
 )
 
-// ChallengeSecretType marks the Secrets that hold a challenge between its two steps.
-const ChallengeSecretType corev1.SecretType = "bootstrap.hyperfleet.io/tpm-challenge"
+// CredentialActivatedReason is the Attested condition's reason once a VM's TPM answered its
+// credential challenge and received its SVID: the record that makes the answer single-use.
+const CredentialActivatedReason = "TPMCredentialActivated"
 
-// challengeMACLabel names the key, derived from the CA key, that authenticates challenge Secrets.
-const challengeMACLabel = "tpm-challenge v1"
-
-// Keys of a challenge Secret. Every key but keyMAC is covered by the MAC, in this order.
+// Sealing of the challenge state the VM carries between the two steps.
 const (
-	keyChallengeID  = "challenge-id"
-	keyConfig       = "bootstrap-config" // namespace/name
-	keyConfigUID    = "bootstrap-config-uid"
-	keyTokenSHA256  = "join-token-sha256" // the token this challenge redeemed
-	keySecretSHA256 = "secret-sha256"
-	keyCSR          = "csr"
-	keySPIFFEID     = "spiffe-id"
-	keyExpiresAt    = "expires-at"
-	keyEKSHA256     = "ek-sha256"
-	keyMAC          = "mac"
+	// sealKeyLabel names the key, derived from the CA key, that seals challenge state. No other
+	// key is derived with it.
+	sealKeyLabel = "tpm-challenge seal"
+	// sealInfo is the HKDF info and the AEAD's additional data: version 1 of the sealed format.
+	sealInfo     = "hyperfleet tpm-challenge state v1"
+	sealVersion  = 1
+	sealNonceLen = 12
+	// MaxSealedState bounds the challenge state an activation may carry; real state is about 1 KiB.
+	MaxSealedState = 8 << 10
 )
 
-var macKeys = []string{keyChallengeID, keyConfig, keyConfigUID, keyTokenSHA256, keySecretSHA256, keyCSR,
-	keySPIFFEID, keyExpiresAt, keyEKSHA256}
+// challengeState is what Activate needs from Challenge. It travels sealed (AES-256-GCM under a key
+// only the CA key yields) through the VM: nobody else can read it (it holds the expected answer)
+// or forge it, and every replica, restarted or not, can open it.
+type challengeState struct {
+	ID          string    `json:"id"`
+	Namespace   string    `json:"namespace"`
+	Name        string    `json:"name"`
+	UID         string    `json:"uid"`
+	TokenSHA256 string    `json:"tokenSHA256"` // the join token this challenge redeemed
+	EKSHA256    string    `json:"ekSHA256"`
+	AKName      []byte    `json:"akName"`
+	CSR         []byte    `json:"csr"`
+	SPIFFEID    string    `json:"spiffeID"`
+	Secret      []byte    `json:"secret"`
+	ExpiresAt   time.Time `json:"expiresAt"`
+}
 
 // ParseChallengeID returns the BootstrapConfig a challenge ID names: hftc_<namespace>_<name>_<32
-// hex digits>. It proves nothing; the challenge state decides.
+// hex digits>. It proves nothing; the sealed challenge state decides.
 func ParseChallengeID(id string) (namespace, name string, err error) {
 	parts := strings.Split(id, "_")
 	if len(parts) != 4 || parts[0] != challengeIDPrefix || parts[1] == "" || parts[2] == "" || len(parts[3]) != 32 {
@@ -60,16 +73,9 @@ func ParseChallengeID(id string) (namespace, name string, err error) {
 	return parts[1], parts[2], nil
 }
 
-// ChallengeSecretName is the Secret, in the service's namespace, holding the pending challenge of
-// the BootstrapConfig with this UID. The UID (not the name) means a BootstrapConfig deleted and
-// recreated under the same name never inherits a challenge.
-func ChallengeSecretName(bootstrapConfigUID string) string {
-	return "tpm-challenge-" + bootstrapConfigUID
-}
-
-// storeChallenge makes the challenge and records what Activate needs in the challenge Secret. The
-// token was just redeemed by this request alone, so any Secret already there is stale.
-func (a *Attestor) storeChallenge(ctx context.Context, bc *bootstrapv1.BootstrapConfig, id spiffeid.ID, v *verified, csrPEM []byte) (*Challenge, error) {
+// newChallenge makes the challenge and seals what Activate needs into it. Nothing is stored: the
+// redeemed join token (recorded by redeem) is the only state until the answer comes back.
+func (a *Attestor) newChallenge(bc *bootstrapv1.BootstrapConfig, id spiffeid.ID, v *verified, csrPEM []byte) (*Challenge, error) {
 	secret, blob, enc, err := makeCredential(v)
 	if err != nil {
 		return nil, fmt.Errorf("making the credential challenge: %w", err)
@@ -84,150 +90,162 @@ func (a *Attestor) storeChallenge(ctx context.Context, bc *bootstrapv1.Bootstrap
 		EncryptedSecret: enc,
 		ExpiresAt:       a.now().Add(a.challengeTTL()).UTC().Truncate(time.Second),
 	}
-	sum := sha256.Sum256(secret)
-	data := map[string][]byte{
-		keyChallengeID:  []byte(ch.ID),
-		keyConfig:       []byte(bc.Namespace + "/" + bc.Name),
-		keyConfigUID:    []byte(bc.UID),
-		keyTokenSHA256:  []byte(bc.Status.JoinToken.SHA256),
-		keySecretSHA256: []byte(hex.EncodeToString(sum[:])),
-		keyCSR:          csrPEM,
-		keySPIFFEID:     []byte(id.String()),
-		keyExpiresAt:    []byte(ch.ExpiresAt.Format(time.RFC3339)),
-		keyEKSHA256:     []byte(v.ekSHA256),
-	}
-	if data[keyMAC], err = a.challengeMAC(data); err != nil {
-		return nil, err
-	}
-	// No owner reference: owners cannot live in another namespace. An unanswered challenge is
-	// replaced by the config's next one and refused once expired.
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: a.Namespace, Name: ChallengeSecretName(string(bc.UID)),
-		Labels: map[string]string{"app.kubernetes.io/part-of": "hyperfleet", "app.kubernetes.io/component": "tpm-challenge"}},
-		Type: ChallengeSecretType, Data: data}
-	err = a.Client.Create(ctx, s)
-	if apierrors.IsAlreadyExists(err) {
-		if err = a.Client.Get(ctx, client.ObjectKeyFromObject(s), s); err == nil {
-			s.Data, s.Type = data, ChallengeSecretType
-			err = a.Client.Update(ctx, s)
-		}
-	}
+	ch.State, err = a.seal(&challengeState{ID: ch.ID, Namespace: bc.Namespace, Name: bc.Name, UID: string(bc.UID),
+		TokenSHA256: bc.Status.JoinToken.SHA256, EKSHA256: v.ekSHA256, AKName: v.akName, CSR: csrPEM,
+		SPIFFEID: id.String(), Secret: secret, ExpiresAt: ch.ExpiresAt})
 	if err != nil {
-		return nil, fmt.Errorf("recording the credential challenge: %w", err)
+		return nil, fmt.Errorf("sealing the credential challenge: %w", err)
 	}
 	return ch, nil
 }
 
-// Activate checks the answer to a challenge, once, and signs the CSR that came with it. A wrong
-// answer ends the challenge: the VM has no second try, as with the join token.
-func (a *Attestor) Activate(ctx context.Context, challengeID string, answer []byte) (*identity.Attested, error) {
+// Activate checks the answer to a challenge and signs the CSR sealed in its state, once: the
+// activation is recorded in the BootstrapConfig's status with optimistic concurrency, so a
+// replayed or concurrent answer gets no second SVID.
+func (a *Attestor) Activate(ctx context.Context, challengeID string, sealed, answer []byte) (*identity.Attested, error) {
 	ns, name, err := ParseChallengeID(challengeID)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", identity.ErrInvalidEvidence, err)
 	}
-	if a.Namespace == "" {
-		return nil, fmt.Errorf("TPM attestor needs its namespace")
+	st, err := a.open(sealed)
+	if err != nil {
+		return nil, fmt.Errorf("%w: challenge state is not authentic: %v", identity.ErrInvalidEvidence, err)
 	}
-	unknown := fmt.Errorf("%w: unknown or finished challenge", identity.ErrInvalidEvidence)
-	bc := &bootstrapv1.BootstrapConfig{}
-	if err := a.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, bc); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, unknown
-		}
-		return nil, err
+	if st.ID != challengeID || st.Namespace != ns || st.Name != name {
+		return nil, fmt.Errorf("%w: the challenge state is for another challenge", identity.ErrInvalidEvidence)
 	}
-	s := &corev1.Secret{}
-	if err := a.Client.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: ChallengeSecretName(string(bc.UID))}, s); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, unknown
-		}
-		return nil, err
-	}
-	if err := a.checkChallenge(s, bc, challengeID); err != nil {
-		a.endChallenge(ctx, s)
-		return nil, err
-	}
-	expires, err := time.Parse(time.RFC3339, string(s.Data[keyExpiresAt]))
-	if err != nil || !a.now().Before(expires) {
-		a.endChallenge(ctx, s)
+	if !a.now().Before(st.ExpiresAt) {
 		return nil, fmt.Errorf("%w: credential challenge expired", identity.ErrExpired)
 	}
-	sum := sha256.Sum256(answer)
-	if subtle.ConstantTimeCompare([]byte(hex.EncodeToString(sum[:])), s.Data[keySecretSHA256]) != 1 {
-		a.endChallenge(ctx, s)
+	if len(st.Secret) != secretSize || subtle.ConstantTimeCompare(st.Secret, answer) != 1 {
 		return nil, fmt.Errorf("%w: wrong answer to the credential challenge", identity.ErrInvalidEvidence)
 	}
-	id, err := a.liveMachineID(ctx, bc)
+	csr, err := identity.ParseCSRPEM(st.CSR)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: sealed CSR: %v", identity.ErrInvalidEvidence, err)
 	}
-	if id.String() != string(s.Data[keySPIFFEID]) {
-		return nil, fmt.Errorf("%w: BootstrapConfig %s/%s changed identity during the challenge", identity.ErrInvalidEvidence, bc.Namespace, bc.Name)
-	}
-	csr, err := identity.ParseCSRPEM(s.Data[keyCSR])
-	if err != nil {
-		return nil, fmt.Errorf("stored CSR: %w", err)
-	}
-	// Deleting what we read, and only that, makes the answer single-use across replicas.
-	uid, rv := s.UID, s.ResourceVersion
-	if err := a.Client.Delete(ctx, s, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("%w: credential challenge already answered", identity.ErrAlreadyRedeemed)
+	for range maxRedeemAttempts {
+		bc := &bootstrapv1.BootstrapConfig{}
+		if err := a.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, bc); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("%w: unknown or finished challenge", identity.ErrInvalidEvidence)
+			}
+			return nil, err
 		}
-		return nil, err
+		if err := checkBindings(st, bc); err != nil {
+			return nil, err
+		}
+		if err := unanswered(bc); err != nil {
+			return nil, err
+		}
+		id, err := a.liveMachineID(ctx, bc)
+		if err != nil {
+			return nil, err
+		}
+		if id.String() != st.SPIFFEID {
+			return nil, fmt.Errorf("%w: BootstrapConfig %s/%s changed identity during the challenge", identity.ErrInvalidEvidence, bc.Namespace, bc.Name)
+		}
+		// The update carries the resourceVersion read above: of two answers racing, one wins.
+		conditions.Set(bc, metav1.Condition{Type: bootstrapv1.AttestedCondition, Status: metav1.ConditionFalse,
+			Reason: CredentialActivatedReason, Message: "the VM's TPM answered the credential challenge; waiting for the VM to fetch its runner config",
+			ObservedGeneration: bc.Generation})
+		if err := a.Client.Status().Update(ctx, bc); err != nil {
+			if apierrors.IsConflict(err) {
+				continue // read again and decide again
+			}
+			return nil, err
+		}
+		chain, err := a.CA.SignCSR(csr, id, a.svidTTL())
+		if err != nil {
+			return nil, fmt.Errorf("signing SVID for %s: %w", id, err)
+		}
+		mns, mname, _ := identity.ParseMachineID(id.TrustDomain(), id)
+		return &identity.Attested{ID: id, Machine: identity.Machine{Namespace: mns, Name: mname, BootstrapConfig: bc.Name}, Chain: chain}, nil
 	}
-	chain, err := a.CA.SignCSR(csr, id, a.svidTTL())
-	if err != nil {
-		return nil, fmt.Errorf("signing SVID for %s: %w", id, err)
-	}
-	mns, mname, _ := identity.ParseMachineID(id.TrustDomain(), id)
-	return &identity.Attested{ID: id, Machine: identity.Machine{Namespace: mns, Name: mname, BootstrapConfig: bc.Name}, Chain: chain}, nil
+	return nil, fmt.Errorf("activating the credential of %s/%s: too much contention", ns, name)
 }
 
-// checkChallenge accepts s only if this service wrote it (its MAC), for this challenge, for this
-// very BootstrapConfig and the token it redeemed, and for the TPM enrolled now, if any: an
-// enrolment made during the challenge counts.
-func (a *Attestor) checkChallenge(s *corev1.Secret, bc *bootstrapv1.BootstrapConfig, challengeID string) error {
-	want, err := a.challengeMAC(s.Data)
-	if err != nil {
-		return err
-	}
-	unknown := fmt.Errorf("%w: unknown or finished challenge", identity.ErrInvalidEvidence)
+// checkBindings accepts sealed state only for this very BootstrapConfig (a config deleted and
+// recreated under its name is another one), for the join token it redeemed, and for the TPM
+// enrolled now, if any: an enrolment made during the challenge counts.
+func checkBindings(st *challengeState, bc *bootstrapv1.BootstrapConfig) error {
 	jt := bc.Status.JoinToken
 	switch {
-	case s.Type != ChallengeSecretType || !hmac.Equal(want, s.Data[keyMAC]):
-		return fmt.Errorf("%w: challenge state is not authentic", identity.ErrInvalidEvidence)
-	case subtle.ConstantTimeCompare(s.Data[keyChallengeID], []byte(challengeID)) != 1:
-		return unknown
-	case string(s.Data[keyConfig]) != bc.Namespace+"/"+bc.Name || string(s.Data[keyConfigUID]) != string(bc.UID):
-		return unknown
-	case jt == nil || jt.RedeemedTime == nil || string(s.Data[keyTokenSHA256]) != jt.SHA256:
+	case st.Namespace != bc.Namespace || st.Name != bc.Name || st.UID != string(bc.UID):
+		return fmt.Errorf("%w: unknown or finished challenge", identity.ErrInvalidEvidence)
+	case jt == nil || jt.RedeemedTime == nil || st.TokenSHA256 != jt.SHA256:
 		return fmt.Errorf("%w: the challenge is not for BootstrapConfig %s/%s's redeemed join token", identity.ErrInvalidEvidence, bc.Namespace, bc.Name)
 	}
-	if pin := bc.Annotations[EKSHA256Annotation]; pin != "" && !strings.EqualFold(pin, string(s.Data[keyEKSHA256])) {
+	if pin := bc.Annotations[EKSHA256Annotation]; pin != "" && !strings.EqualFold(pin, st.EKSHA256) {
 		return fmt.Errorf("%w: the TPM's endorsement key is not the one enrolled for BootstrapConfig %s/%s", identity.ErrInvalidEvidence, bc.Namespace, bc.Name)
 	}
 	return nil
 }
 
-// challengeMAC authenticates a challenge's fields with a key only the service's CA key yields.
-func (a *Attestor) challengeMAC(data map[string][]byte) ([]byte, error) {
-	key, err := a.CA.DeriveKey(challengeMACLabel)
+// unanswered: the token was redeemed for this challenge and nothing has happened since; once a
+// challenge is answered (or the VM went further) the status says so and the answer is spent.
+func unanswered(bc *bootstrapv1.BootstrapConfig) error {
+	if bc.Status.AttestedTime != nil || bc.Status.RunnerConfigTime != nil ||
+		conditions.GetReason(bc, bootstrapv1.AttestedCondition) != bootstrapv1.TokenRedeemedReason {
+		return fmt.Errorf("%w: credential challenge already answered", identity.ErrAlreadyRedeemed)
+	}
+	return nil
+}
+
+// sealKey is the AES-256 key of challenge state: HKDF-SHA256 from a secret only the CA key yields.
+func (a *Attestor) sealKey() (cipher.AEAD, error) {
+	ikm, err := a.CA.DeriveKey(sealKeyLabel)
 	if err != nil {
 		return nil, err
 	}
-	mac := hmac.New(sha256.New, key)
-	for _, k := range macKeys {
-		// Length-prefixed, so no two different field sets encode alike.
-		var n [8]byte
-		binary.BigEndian.PutUint64(n[:], uint64(len(data[k])))
-		mac.Write(n[:])
-		mac.Write(data[k])
+	key, err := hkdf.Key(sha256.New, ikm, nil, sealInfo, 32)
+	if err != nil {
+		return nil, err
 	}
-	return mac.Sum(nil), nil
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(block)
 }
 
-// endChallenge deletes a failed challenge, best effort: it expires unanswerable anyway.
-func (a *Attestor) endChallenge(ctx context.Context, s *corev1.Secret) {
-	uid := s.UID
-	_ = a.Client.Delete(context.WithoutCancel(ctx), s, client.Preconditions{UID: &uid})
+// seal encrypts and authenticates st: version byte, random nonce, AES-256-GCM ciphertext.
+func (a *Attestor) seal(st *challengeState) ([]byte, error) {
+	aead, err := a.sealKey()
+	if err != nil {
+		return nil, err
+	}
+	plain, err := json.Marshal(st)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 1+sealNonceLen, 1+sealNonceLen+len(plain)+aead.Overhead())
+	out[0] = sealVersion
+	if _, err := rand.Read(out[1:]); err != nil {
+		return nil, err
+	}
+	return aead.Seal(out, out[1:], plain, []byte(sealInfo)), nil
+}
+
+// open returns the state sealed by seal with this CA's key, or an error for anything else.
+func (a *Attestor) open(sealed []byte) (*challengeState, error) {
+	if len(sealed) > MaxSealedState {
+		return nil, errors.New("too large")
+	}
+	if len(sealed) < 1+sealNonceLen || sealed[0] != sealVersion {
+		return nil, errors.New("malformed")
+	}
+	aead, err := a.sealKey()
+	if err != nil {
+		return nil, err
+	}
+	plain, err := aead.Open(nil, sealed[1:1+sealNonceLen], sealed[1+sealNonceLen:], []byte(sealInfo))
+	if err != nil {
+		return nil, errors.New("not sealed by this service")
+	}
+	st := &challengeState{}
+	if err := json.Unmarshal(plain, st); err != nil {
+		return nil, fmt.Errorf("sealed state: %w", err)
+	}
+	return st, nil
 }

@@ -1,17 +1,22 @@
 package tpm
 
 import (
+	"bytes"
+	"context"
 	"crypto"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-tpm/tpm2"
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
 
 	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/protocol"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
@@ -87,6 +92,39 @@ func FuzzParseChallengeID(f *testing.F) {
 		built := strings.Join([]string{challengeIDPrefix, ns, name, "00112233445566778899aabbccddeeff"}, "_")
 		if gotNS, gotName, err := ParseChallengeID(built); err != nil || gotNS != ns || gotName != name {
 			t.Fatalf("%q parsed into %q/%q, %v", built, gotNS, gotName, err)
+		}
+	})
+}
+
+// FuzzOpenChallengeState feeds arbitrary challenge state and answers to activation. It must never
+// panic and must refuse everything but the state this service sealed, before asking the API
+// server anything (the attestor here has no client: touching it would panic).
+func FuzzOpenChallengeState(f *testing.F) {
+	ca, _, _, err := identity.NewCA(spiffeid.RequireTrustDomainFromString("hyperfleet.test"), time.Hour)
+	if err != nil {
+		f.Fatal(err)
+	}
+	a := &Attestor{CA: ca}
+	const id = "hftc_ns_name_00112233445566778899aabbccddeeff"
+	genuine, err := a.seal(&challengeState{ID: id, Namespace: "ns", Name: "name", UID: "uid", Secret: make([]byte, secretSize),
+		ExpiresAt: time.Now().Add(time.Hour)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(id, []byte{}, []byte{})
+	f.Add(id, []byte{sealVersion}, make([]byte, secretSize))
+	f.Add(id, genuine[:len(genuine)-1], make([]byte, secretSize))
+	f.Add(id, append([]byte{2}, genuine[1:]...), make([]byte, secretSize))
+	f.Add(id, append(bytes.Clone(genuine), 0), make([]byte, secretSize))
+	f.Fuzz(func(t *testing.T, challengeID string, state, answer []byte) {
+		if bytes.Equal(state, genuine) {
+			return
+		}
+		if st, err := a.open(state); err == nil {
+			t.Fatalf("opened state this service never sealed: %+v", st)
+		}
+		if _, err := a.Activate(context.Background(), challengeID, state, answer); !errors.Is(err, identity.ErrInvalidEvidence) {
+			t.Fatalf("activation with forged state was not refused as invalid evidence: %v", err)
 		}
 	})
 }
