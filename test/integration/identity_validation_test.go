@@ -16,19 +16,19 @@ import (
 func TestPlainHTTPNeedsExplicitConsent(t *testing.T) {
 	ns := newNamespace(t, "http")
 	for _, tc := range []struct {
-		name, endpoint string
-		allow          bool
-		message        string
+		name, object, endpoint string
+		allow                  bool
+		message                string
 	}{
-		{name: "http refused", endpoint: "http://pve.example.com:8006",
+		{name: "http refused", object: "refused", endpoint: "http://pve.example.com:8006",
 			message: "endpoint is http://: the API token would travel in clear text; use https:// or, for a lab, set allowInsecureHTTP: true"},
-		{name: "http allowed explicitly", endpoint: "http://pve.example.com:8006", allow: true},
-		{name: "https needs nothing", endpoint: "https://pve.example.com:8006"},
+		{name: "http allowed explicitly", object: "allowed", endpoint: "http://pve.example.com:8006", allow: true},
+		{name: "https needs nothing", object: "tls", endpoint: "https://pve.example.com:8006"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			hc := builder.NewHypervisorCluster("", ns).WithEndpoint(tc.endpoint).Build()
-			hc.GenerateName, hc.Spec.AllowInsecureHTTP = "hc-", tc.allow
+			hc := builder.NewHypervisorCluster(tc.object, ns).WithEndpoint(tc.endpoint).Build()
+			hc.Spec.AllowInsecureHTTP = tc.allow
 			err := env.Client.Create(context.Background(), hc)
 			if tc.message == "" {
 				g.Expect(err).NotTo(HaveOccurred())
