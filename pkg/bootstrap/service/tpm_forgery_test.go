@@ -15,6 +15,7 @@ import (
 	"math/big"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -144,8 +145,9 @@ func TestTPMChallengeStateIsAuthenticated(t *testing.T) {
 }
 
 // TestTPMChallengeStateIsBoundToItsConfig plays the owner of one VM (its token, its TPM) who also
-// holds another VM's challenge: neither state answers for the other BootstrapConfig, in either
-// order, and a state sealed by another installation, or expired, is refused.
+// holds another VM's challenge ID: their state does not answer for the other BootstrapConfig, nor
+// for their own once it was recreated or given a new token, nor when another installation opens it
+// or after its expiry.
 func TestTPMChallengeStateIsBoundToItsConfig(t *testing.T) {
 	var clock atomic.Int64 // seconds added to the attestor's clock
 	h := startServiceWith(t, func(a *tpm.Attestor) {
@@ -181,9 +183,14 @@ func TestTPMChallengeStateIsBoundToItsConfig(t *testing.T) {
 				_, err := h.tpm.Activate(ctx, b.ch.ChallengeID, a.ch.State, a.answer)
 				return err
 			}},
-		{name: "my ID with another config's state and my answer", want: identity.ErrInvalidEvidence,
-			attack: func(a, b challenged) error {
-				_, err := h.tpm.Activate(ctx, a.ch.ChallengeID, b.ch.State, a.answer)
+		{name: "my state after my config's join token was replaced", want: identity.ErrInvalidEvidence,
+			attack: func(a, _ challenged) error {
+				cfg := bootstraptest.Get(t, env.Client, a.m.Config)
+				cfg.Status.JoinToken.SHA256 = strings.Repeat("0", 64)
+				if err := env.Client.Status().Update(ctx, cfg); err != nil {
+					return err
+				}
+				_, err := h.tpm.Activate(ctx, a.ch.ChallengeID, a.ch.State, a.answer)
 				return err
 			}},
 		{name: "another installation opens my state", want: identity.ErrInvalidEvidence,
