@@ -137,17 +137,21 @@ func (s *Sweeper) retire(ctx context.Context, claim *infrav1.MachineClaim) error
 		s.Recorder.Event(claim, corev1.EventTypeNormal, "VMStopped", msg)
 		return client.IgnoreNotFound(s.Client.Delete(ctx, claim, client.PropagationPolicy(metav1.DeletePropagationBackground)))
 	case machine.Labels[fleetv1.RunnerPoolNameLabel] != "":
-		if _, marked := machine.Annotations[infrav1.VMStoppedAnnotation]; marked || !machine.DeletionTimestamp.IsZero() {
+		if !machine.DeletionTimestamp.IsZero() {
 			return nil
 		}
-		msg := fmt.Sprintf("VM %d stopped or disappeared; Machine %s marked for its RunnerPool to replace", claim.Status.VMID, machine.Name)
-		log.Info(msg)
-		s.Recorder.Event(claim, corev1.EventTypeNormal, "VMStopped", msg)
+		// Marked again on every sweep while the VM stays stopped: each mark wakes the pool, which
+		// kept the runner because the CI platform said it was busy, to ask again.
+		if _, marked := machine.Annotations[infrav1.VMStoppedAnnotation]; !marked {
+			msg := fmt.Sprintf("VM %d stopped or disappeared; Machine %s marked for its RunnerPool to replace", claim.Status.VMID, machine.Name)
+			log.Info(msg)
+			s.Recorder.Event(claim, corev1.EventTypeNormal, "VMStopped", msg)
+		}
 		patch := client.MergeFrom(machine.DeepCopy())
 		if machine.Annotations == nil {
 			machine.Annotations = map[string]string{}
 		}
-		machine.Annotations[infrav1.VMStoppedAnnotation] = time.Now().UTC().Format(time.RFC3339)
+		machine.Annotations[infrav1.VMStoppedAnnotation] = time.Now().UTC().Format(time.RFC3339Nano)
 		machine.Annotations[clusterv1.RemediateMachineAnnotation] = ""
 		return client.IgnoreNotFound(s.Client.Patch(ctx, machine, patch))
 	default:
