@@ -72,7 +72,7 @@ func TestReconcileTraceCoversProviderCallsAndLogs(t *testing.T) {
 	sr := recordSpans(t)
 	sim := pvesim.StartForTest(t, pvesim.Config{})
 	pve, err := proxmox.New(proxmox.Config{Endpoint: sim.URL(), TokenID: pvesim.TestTokenID, TokenSecret: pvesim.TestTokenSecret,
-		CABundle: sim.CACertPEM(), Cluster: "fleet/pve-a", Timeout: 5 * time.Second})
+		CABundle: sim.CACertPEM(), Cluster: "fleet/pve-a", InstallationID: "0123456789abcdef", Timeout: 5 * time.Second})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(pve.Close)
 	provider := instrumented.Wrap(pve, "fleet/pve-a")
