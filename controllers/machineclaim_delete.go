@@ -113,13 +113,14 @@ func (r *MachineClaimReconciler) reconcileDeleteVM(ctx context.Context, s *claim
 		setVMCondition(c, metav1.ConditionFalse, infrav1.DeletingReason, fmt.Sprintf("VM %s is locked (%s)", ref, vm.Lock))
 		return ctrl.Result{RequeueAfter: r.poll()}, nil
 	case vm.State != hypervisor.PowerStateStopped:
-		task, err := s.provider.Stop(ctx, ref)
+		// The read above, of this reconcile, proved the VM ours: it is not read again.
+		task, err := s.provider.StopSeen(ctx, vm)
 		if err != nil {
 			return r.fail(ctx, s, err)
 		}
 		return r.recordTask(s, opStop, ref.Node, task)
 	}
-	task, err := s.provider.Delete(ctx, ref)
+	task, err := s.provider.DeleteSeen(ctx, vm)
 	if err != nil {
 		return r.fail(ctx, s, err)
 	}

@@ -40,6 +40,13 @@ type Provider interface {
 	// Delete destroys a stopped, owned VM with its disks and cloud-init image. Stop it first:
 	// deleting a running VM fails with ErrBusy.
 	Delete(ctx context.Context, ref VMRef) (TaskID, error)
+	// StopSeen and DeleteSeen are Stop and Delete for a VM that the caller has just read with VM
+	// in the same operation: that read proved the VM ours and showed its power state, so they do
+	// not read it again. A VM from OwnedVMs (a listing shared between VMs) or from an earlier
+	// operation is no such proof; pass its VMRef to Stop or Delete instead. A VM whose Owner is
+	// nil or Legacy gets ErrNotOwned.
+	StopSeen(ctx context.Context, vm VM) (TaskID, error)
+	DeleteSeen(ctx context.Context, vm VM) (TaskID, error)
 
 	// VM returns a VM's current state; ErrNotFound when it does not exist.
 	VM(ctx context.Context, ref VMRef) (VM, error)

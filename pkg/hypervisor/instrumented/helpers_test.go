@@ -111,6 +111,12 @@ func (f *fakeProvider) Shutdown(ctx context.Context, _ hypervisor.VMRef) (hyperv
 func (f *fakeProvider) Delete(ctx context.Context, _ hypervisor.VMRef) (hypervisor.TaskID, error) {
 	return f.task(ctx, "delete")
 }
+func (f *fakeProvider) StopSeen(ctx context.Context, _ hypervisor.VM) (hypervisor.TaskID, error) {
+	return f.task(ctx, "stop")
+}
+func (f *fakeProvider) DeleteSeen(ctx context.Context, _ hypervisor.VM) (hypervisor.TaskID, error) {
+	return f.task(ctx, "delete")
+}
 func (f *fakeProvider) VM(ctx context.Context, ref hypervisor.VMRef) (hypervisor.VM, error) {
 	return hypervisor.VM{Ref: ref}, f.saw(ctx)
 }

@@ -203,6 +203,20 @@ func (p *provider) Delete(ctx context.Context, ref hypervisor.VMRef) (hypervisor
 	return id, err
 }
 
+func (p *provider) StopSeen(ctx context.Context, vm hypervisor.VM) (hypervisor.TaskID, error) {
+	ctx, c := p.begin(ctx, "Stop", refAttrs(vm.Ref)...)
+	id, err := p.next.StopSeen(ctx, vm)
+	p.startedTask(c, id, err)
+	return id, err
+}
+
+func (p *provider) DeleteSeen(ctx context.Context, vm hypervisor.VM) (hypervisor.TaskID, error) {
+	ctx, c := p.begin(ctx, "Delete", refAttrs(vm.Ref)...)
+	id, err := p.next.DeleteSeen(ctx, vm)
+	p.startedTask(c, id, err)
+	return id, err
+}
+
 func (p *provider) VM(ctx context.Context, ref hypervisor.VMRef) (hypervisor.VM, error) {
 	ctx, c := p.begin(ctx, "VM", refAttrs(ref)...)
 	vm, err := p.next.VM(ctx, ref)

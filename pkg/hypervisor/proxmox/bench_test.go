@@ -25,7 +25,8 @@ var listCalls = map[string]bool{
 // does, and reports the Proxmox API calls one VM costs, counted by the simulator. The start task is
 // not polled: the guest agent's addresses prove the start (the controller reads the task only while
 // they are missing). Stop and destroy are confirmed by reading the VM, which the controller does
-// anyway. "stop" stops the VM through the API; "guest-poweroff" is the production path, where the
+// anyway, and that read is the ownership proof StopSeen and DeleteSeen act on (the deletion reads
+// the VM once before it stops or destroys it, as the controller does). "stop" stops the VM through the API; "guest-poweroff" is the production path, where the
 // runner powers the guest off after its job and the controller notices it in its shared OwnedVMs
 // sweep. Both grow the template's 32 GiB disk to 40 GiB; "template-disk" keeps the template's
 // disk, so the controller asks for no resize.
@@ -101,20 +102,37 @@ func benchmarkLifecycle(b *testing.B, guestPowerOff, resize bool) {
 			}
 			wait(start) // only while the guest is silent, to catch a failed start
 		}
+		// The deletion reconcile reads the VM and acts on what that read showed.
+		var seen hypervisor.VM
 		if guestPowerOff {
 			if err := sim.PowerOff(ref.ID); err != nil {
 				b.Fatal(err)
 			}
-		} else {
-			must(p.Stop(ctx, ref))
 			waitVM(ref, func(vm hypervisor.VM, err error) bool {
 				if err != nil {
 					b.Fatal(err)
 				}
+				seen = vm
+				return true
+			})
+		} else {
+			waitVM(ref, func(vm hypervisor.VM, err error) bool {
+				if err != nil {
+					b.Fatal(err)
+				}
+				seen = vm
+				return true
+			})
+			must(p.StopSeen(ctx, seen))
+			waitVM(ref, func(vm hypervisor.VM, err error) bool {
+				if err != nil {
+					b.Fatal(err)
+				}
+				seen = vm
 				return vm.State == hypervisor.PowerStateStopped
 			})
 		}
-		must(p.Delete(ctx, ref))
+		must(p.DeleteSeen(ctx, seen))
 		waitVM(ref, func(_ hypervisor.VM, err error) bool {
 			if err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
 				b.Fatal(err)

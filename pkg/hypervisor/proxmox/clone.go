@@ -46,7 +46,8 @@ func (p *Provider) Clone(ctx context.Context, spec hypervisor.CloneSpec) (hyperv
 	return hypervisor.TaskID(id), nil
 }
 
-// Configure applies spec with as few calls as PVE allows. The cloud-init ISO, if any, is uploaded
+// Configure applies spec with as few calls as PVE allows. One config read proves the VM is ours
+// (tags, or the description block of a fresh clone). The cloud-init ISO, if any, is uploaded
 // first and its upload task awaited: a VM must never boot from a half-copied image. Then one
 // synchronous config write (PUT) sets hardware, network, tags, description and the ISO's CD-ROM.
 // Last, a disk resize is started; PVE 9 resizes in a task, whose UPID is returned so the caller
@@ -61,13 +62,18 @@ func (p *Provider) Configure(ctx context.Context, ref hypervisor.VMRef, spec hyp
 	if d := spec.Disk; d != nil && (d.Name == "" || d.SizeGiB <= 0) {
 		return "", hypervisor.Errorf(hypervisor.ErrInvalid, op, "disk name and a positive size are required")
 	}
-	vm, err := p.ensureOwned(ctx, op, ref)
+	// One config read proves ownership (see ownedConfig); its digest makes the write below fail
+	// if the VM was replaced while the ISO was uploading.
+	vm, cfg, err := p.ownedConfig(ctx, op, ref)
 	if err != nil {
 		return "", err
 	}
 	params := map[string]any{
 		"tags":        joinTags(ownershipTags(p.ownerTag, vm.owner), spec.Tags),
 		"description": p.describe(vm.owner, spec.Description),
+	}
+	if d := cfg["digest"]; d != "" {
+		params["digest"] = d
 	}
 	if spec.Cores > 0 {
 		params["cores"] = spec.Cores

@@ -57,15 +57,17 @@ func (p *Provider) isoVolume(ref hypervisor.VMRef) string {
 // ejected; anything else in that slot is left alone.
 func (p *Provider) EjectCloudInit(ctx context.Context, ref hypervisor.VMRef) error {
 	op := opName("eject cloud-init of", ref)
-	if _, err := p.ensureOwned(ctx, op, ref); err != nil {
-		return err
-	}
-	cfg, err := p.config(ctx, op, ref)
+	// One config read both proves ownership and shows the drive; the write carries its digest.
+	_, cfg, err := p.ownedConfig(ctx, op, ref)
 	if err != nil {
 		return err
 	}
 	if drive := cfg[p.cfg.CloudInitDevice]; strings.HasPrefix(drive, p.isoVolume(ref)+",") || drive == p.isoVolume(ref) {
-		if err := p.put(ctx, op, vmPath(ref, "/config"), map[string]any{p.cfg.CloudInitDevice: "none,media=cdrom"}, nil); err != nil {
+		params := map[string]any{p.cfg.CloudInitDevice: "none,media=cdrom"}
+		if d := cfg["digest"]; d != "" {
+			params["digest"] = d
+		}
+		if err := p.put(ctx, op, vmPath(ref, "/config"), params, nil); err != nil {
 			return err
 		}
 	}

@@ -19,6 +19,21 @@ func (p *Provider) Delete(ctx context.Context, ref hypervisor.VMRef) (hypervisor
 	if err != nil {
 		return "", err
 	}
+	return p.deleteOwned(ctx, op, ref, vm)
+}
+
+// DeleteSeen deletes vm, which a VM read of the caller's operation just returned, without reading
+// it again.
+func (p *Provider) DeleteSeen(ctx context.Context, vm hypervisor.VM) (hypervisor.TaskID, error) {
+	op := opName("delete", vm.Ref)
+	owned, err := p.seenOwned(op, vm)
+	if err != nil {
+		return "", err
+	}
+	return p.deleteOwned(ctx, op, vm.Ref, owned)
+}
+
+func (p *Provider) deleteOwned(ctx context.Context, op string, ref hypervisor.VMRef, vm ownedVM) (hypervisor.TaskID, error) {
 	if err := p.deleteISO(ctx, op, ref); err != nil {
 		return "", err
 	}

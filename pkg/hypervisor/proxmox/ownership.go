@@ -253,6 +253,55 @@ func (p *Provider) ensureOwned(ctx context.Context, op string, ref hypervisor.VM
 	return ownedVM{owner: *f.owner, tagged: f.tagged, facts: f}, nil
 }
 
+// seenOwned takes the proof of a VM read the caller made in the same operation (see
+// hypervisor.Provider.StopSeen): the read's owner, tags and power state, checked again here so a
+// VM that is not ours, a legacy VM or a template is refused as ensureOwned would refuse it.
+func (p *Provider) seenOwned(op string, vm hypervisor.VM) (ownedVM, error) {
+	ref := vm.Ref
+	if ref.IsZero() || ref.Node == "" {
+		return ownedVM{}, hypervisor.Errorf(hypervisor.ErrInvalid, op, "VM reference %q needs a node and a VMID", ref)
+	}
+	_, verdict := p.ownerFromTags(vm.Tags)
+	if vm.Owner == nil || vm.Owner.Legacy || vm.Template || vm.Owner.Cluster != p.cfg.Cluster ||
+		(verdict != ours && verdict != untagged) {
+		return ownedVM{}, hypervisor.Errorf(hypervisor.ErrNotOwned, op,
+			"VM %s (%q, tags %q) lacks the ownership tags %s;%s", ref, vm.Name, strings.Join(vm.Tags, ";"), TagManaged, p.ownerTag)
+	}
+	return ownedVM{owner: *vm.Owner, tagged: verdict == ours,
+		facts: &vmFacts{ref: ref, name: vm.Name, state: vm.State, lock: vm.Lock, tags: vm.Tags, owner: vm.Owner}}, nil
+}
+
+// ownedConfig proves that ref belongs to this installation with one read of its config, for the
+// calls that change the config. The config carries everything the proof needs: the tags, the
+// description block (all a fresh clone has before its first write), the template flag and the
+// lock. It also carries PVE's digest of the config file: a config write that sends that digest
+// back is refused if the VM changed in between, so the read and the write act on the same VM even
+// when it is deleted and its VMID reused while the caller uploads a cloud-init ISO. Ownership is
+// not remembered across calls.
+func (p *Provider) ownedConfig(ctx context.Context, op string, ref hypervisor.VMRef) (ownedVM, map[string]string, error) {
+	if ref.IsZero() || ref.Node == "" {
+		return ownedVM{}, nil, hypervisor.Errorf(hypervisor.ErrInvalid, op, "VM reference %q needs a node and a VMID", ref)
+	}
+	cfg, err := p.config(ctx, op, ref)
+	if err != nil {
+		return ownedVM{}, nil, err
+	}
+	tags := splitTags(cfg["tags"])
+	owner, verdict := p.ownerFromTags(tags)
+	tagged := verdict == ours || verdict == legacy
+	if verdict == untagged {
+		owner = p.ownerFromDescription(cfg["description"])
+	}
+	if cfg["template"] != "" && cfg["template"] != "0" {
+		owner = nil // a template is never ours to change, whatever it carries
+	}
+	if owner == nil || owner.Legacy {
+		return ownedVM{}, nil, hypervisor.Errorf(hypervisor.ErrNotOwned, op,
+			"VM %s (%q, tags %q) lacks the ownership tags %s;%s", ref, cfg["name"], strings.Join(tags, ";"), TagManaged, p.ownerTag)
+	}
+	return ownedVM{owner: *owner, tagged: tagged}, cfg, nil
+}
+
 // ensureTagged writes the ownership tags on a VM recognised by its description only.
 func (p *Provider) ensureTagged(ctx context.Context, op string, ref hypervisor.VMRef, vm ownedVM) error {
 	if vm.tagged {

@@ -2,7 +2,11 @@ package proxmox
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -42,6 +46,23 @@ var mutations = []struct {
 	}},
 	{"Delete", func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error {
 		_, err := p.Delete(ctx, ref)
+		return err
+	}},
+	// The controller's deletion: one read, then the call that takes it as proof.
+	{"StopSeen", func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error {
+		vm, err := p.VM(ctx, ref)
+		if err != nil {
+			return err
+		}
+		_, err = p.StopSeen(ctx, vm)
+		return err
+	}},
+	{"DeleteSeen", func(ctx context.Context, p *Provider, ref hypervisor.VMRef) error {
+		vm, err := p.VM(ctx, ref)
+		if err != nil {
+			return err
+		}
+		_, err = p.DeleteSeen(ctx, vm)
 		return err
 	}},
 }
@@ -114,7 +135,8 @@ func TestOwnedVMsIsOneCall(t *testing.T) {
 }
 
 // TestOwnershipIsReadBeforeEveryChange shows the cost model: every mutating call proves ownership
-// with one status read (tags included), whatever the provider saw before.
+// with one read of the VM, whatever the provider saw before; a config change reads the config
+// (tags, description and digest) and sends its digest back with the write.
 func TestOwnershipIsReadBeforeEveryChange(t *testing.T) {
 	g := NewWithT(t)
 	sim := startSim(t, pvesim.Config{})
@@ -128,8 +150,8 @@ func TestOwnershipIsReadBeforeEveryChange(t *testing.T) {
 	_, err = p.Configure(ctx, ref, hypervisor.ConfigSpec{Cores: 4})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(sim.Requests()).To(Equal(map[string]int{
-		"GET /nodes/{node}/qemu/{vmid}/status/current": 2,
-		"PUT /nodes/{node}/qemu/{vmid}/config":         2,
+		"GET /nodes/{node}/qemu/{vmid}/config": 2,
+		"PUT /nodes/{node}/qemu/{vmid}/config": 2,
 	}))
 }
 
@@ -229,4 +251,46 @@ func TestLegacyVMIsAdoptedOnlyByItsClaim(t *testing.T) {
 	g.Expect(got.Owner).To(Equal(&hypervisor.Ownership{Cluster: clusterA, ClaimNamespace: "runners", ClaimName: "old", ClaimID: "0011223344556677"}))
 	_, err = p.Stop(ctx, ref)
 	g.Expect(err).NotTo(HaveOccurred())
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestVMReplacedDuringConfigureIsNotWritten: Configure proves ownership with one config read and
+// then uploads the cloud-init ISO. While the upload runs, our VM is deleted behind our back and
+// another installation's VM takes its VMID. The config write must not land on the newcomer: it
+// carries the digest of the config that was read, which the newcomer's config does not have.
+func TestVMReplacedDuringConfigureIsNotWritten(t *testing.T) {
+	g := NewWithT(t)
+	sim := startSim(t, pvesim.Config{})
+	ctx := testCtx(t)
+	twin := newTestProvider(t, sim, clusterA, func(c *Config) { c.InstallationID = "fedcba9876543210" })
+	roots := x509.NewCertPool()
+	g.Expect(roots.AppendCertsFromPEM(sim.CACertPEM())).To(BeTrue())
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	base.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots}
+	var (
+		ref      hypervisor.VMRef
+		replaced *pvesim.VM
+	)
+	hook := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/upload") && replaced == nil {
+			g.Expect(sim.RemoveVM(ref.ID)).To(Succeed())
+			cloneOwned(t, twin, ref.ID, ownerFor(clusterA, "twin"))
+			vm := simVM(t, sim, ref.ID)
+			replaced = &vm
+		}
+		return base.RoundTrip(r)
+	})
+	p := newTestProvider(t, sim, clusterA, func(c *Config) { c.HTTPClient = &http.Client{Transport: hook} })
+	ref = cloneOwned(t, p, 820, ownerFor(clusterA, "mine"))
+
+	_, err := p.Configure(ctx, ref, hypervisor.ConfigSpec{Cores: 8, Tags: []string{"pwned"},
+		CloudInit: &hypervisor.CloudInitData{UserData: "#cloud-config\n", MetaData: "instance-id: mine\n"}})
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(replaced).NotTo(BeNil(), "the VM was replaced during the upload")
+	g.Expect(simVM(t, sim, ref.ID)).To(Equal(*replaced), "the newcomer's config is untouched")
+	_, err = p.Configure(ctx, ref, hypervisor.ConfigSpec{Cores: 8})
+	g.Expect(err).To(MatchError(hypervisor.ErrNotOwned), "a retry reads the newcomer and refuses it")
 }

@@ -23,6 +23,17 @@ func (p *Provider) Shutdown(ctx context.Context, ref hypervisor.VMRef) (hypervis
 	return p.power(ctx, ref, "shutdown", "not running")
 }
 
+// StopSeen stops vm, which a VM read of the caller's operation just returned, without reading it
+// again.
+func (p *Provider) StopSeen(ctx context.Context, vm hypervisor.VM) (hypervisor.TaskID, error) {
+	op := opName("stop", vm.Ref)
+	owned, err := p.seenOwned(op, vm)
+	if err != nil {
+		return "", err
+	}
+	return p.powerOwned(ctx, op, vm.Ref, owned, "stop", "not running")
+}
+
 // power posts a status change. done is PVE's wording when the VM is already in the wanted state.
 func (p *Provider) power(ctx context.Context, ref hypervisor.VMRef, action, done string) (hypervisor.TaskID, error) {
 	op := opName(action, ref)
@@ -30,6 +41,10 @@ func (p *Provider) power(ctx context.Context, ref hypervisor.VMRef, action, done
 	if err != nil {
 		return "", err
 	}
+	return p.powerOwned(ctx, op, ref, vm, action, done)
+}
+
+func (p *Provider) powerOwned(ctx context.Context, op string, ref hypervisor.VMRef, vm ownedVM, action, done string) (hypervisor.TaskID, error) {
 	if f := vm.facts; (action == "start" && f.state == hypervisor.PowerStateRunning) ||
 		(action != "start" && f.state == hypervisor.PowerStateStopped) {
 		return "", nil
