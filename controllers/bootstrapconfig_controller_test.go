@@ -25,7 +25,7 @@ func TestBootstrapConfigRendersDataSecret(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	startBootstrapController(t, newCANamespace(t))
-	gh := fakegithub.StartForTest(t, fakegithub.Options{})
+	gh := fakegithub.StartForTest(t, fakegithub.Options{TLS: true})
 	fleet := bootstraptest.NewFleet(t, env.Client, gh)
 	// An installation token exists on the fake: it must never show up in bootstrap data.
 	installationToken := mintInstallationToken(t, gh, fleet.Repo)

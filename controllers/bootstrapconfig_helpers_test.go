@@ -2,7 +2,6 @@ package controllers_test
 
 import (
 	"context"
-	"net/http"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -133,7 +132,7 @@ func runnerMachineInCluster(t *testing.T, ns, name, pool string, mutate func(*bo
 // mintInstallationToken gets an App installation token from the fake, as the manager would.
 func mintInstallationToken(t *testing.T, gh *fakegithub.Server, repo string) string {
 	t.Helper()
-	tr, err := ghinstallation.New(http.DefaultTransport, gh.AppID(), gh.InstallationID(repo), gh.AppKeyPEM())
+	tr, err := ghinstallation.New(gh.HTTPClient().Transport, gh.AppID(), gh.InstallationID(repo), gh.AppKeyPEM())
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
 	tr.BaseURL = gh.URL()
 	token, err := tr.Token(context.Background())

@@ -23,7 +23,7 @@ func TestBootstrapConfigTPM(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	startBootstrapController(t, newCANamespace(t))
-	gh := fakegithub.StartForTest(t, fakegithub.Options{})
+	gh := fakegithub.StartForTest(t, fakegithub.Options{TLS: true})
 	fleet := bootstraptest.NewFleet(t, env.Client, gh)
 	cluster := &clusterv1.Cluster{}
 	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: bootstraptest.ClusterName}, cluster)).To(Succeed())

@@ -43,7 +43,8 @@ func githubPool(t *testing.T, ns, org string, max int32, sim *pvesim.Simulator, 
 	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github-app", Namespace: ns},
 		StringData: map[string]string{"app-id": fmt.Sprint(gh.AppID()), "private-key": string(gh.AppKeyPEM())}})).To(Succeed())
 	pool := builder.NewRunnerPool("linux", ns).WithCluster("fleet").WithBounds(0, max).
-		WithGitHub(fleetv1.GitHubSpec{Organization: org, Labels: []string{"linux"}, APIURL: gh.URL() + "/", AllowInsecureHTTP: true,
+		WithGitHub(fleetv1.GitHubSpec{Organization: org, Labels: []string{"linux"}, APIURL: gh.URL() + "/",
+			CABundleRef:    githubCA(t, ns, gh),
 			CredentialsRef: fleetv1.LocalObjectReference{Name: "github-app"}}).
 		WithTemplates("runner", "runner").Build()
 	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
@@ -57,7 +58,7 @@ func TestRepairLoopRecoversDroppedWebhooks(t *testing.T) {
 	g := NewWithT(t)
 	startCAPI(t)
 	sim := pvesim.StartForTest(t, pvesim.Config{})
-	gh := fakegithub.StartForTest(t, fakegithub.Options{})
+	gh := fakegithub.StartForTest(t, fakegithub.Options{TLS: true})
 	startManagerWith(t, func(c *config.Manager) { c.RepairInterval = time.Second })
 	ns := newNamespace(t)
 	for range 4 {
@@ -98,7 +99,7 @@ func TestFiftyWebhooksFiftyVMs(t *testing.T) {
 	sim := pvesim.StartForTest(t, pvesim.Config{})
 	addr, secret := freeAddr(t), "fifty"
 	url := fmt.Sprintf("http://%s/webhooks/github", addr)
-	gh := fakegithub.StartForTest(t, fakegithub.Options{WebhookURL: url, WebhookSecret: secret})
+	gh := fakegithub.StartForTest(t, fakegithub.Options{WebhookURL: url, WebhookSecret: secret, TLS: true})
 	startManagerWith(t, func(c *config.Manager) {
 		c.WebhookBindAddress, c.WebhookSecret, c.RepairInterval = addr, secret, time.Hour
 	})
@@ -137,7 +138,7 @@ func TestFiftyWebhooksFiftyVMs(t *testing.T) {
 func TestBootstrapTimeoutSparesARunnerWithAJob(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	gh := fakegithub.StartForTest(t, fakegithub.Options{})
+	gh := fakegithub.StartForTest(t, fakegithub.Options{TLS: true})
 	gh.AddRepository("acme/app")
 	sim := pvesim.StartForTest(t, pvesim.Config{})
 	startManager(t)
@@ -191,7 +192,7 @@ func registerJITRunner(t *testing.T, gh *fakegithub.Server, org, name string) st
 	req, err := http.NewRequest(http.MethodPost, gh.URL()+"/orgs/"+org+"/actions/runners/generate-jitconfig", bytes.NewReader(body))
 	g.Expect(err).NotTo(HaveOccurred())
 	req.Header.Set("Authorization", "token "+mintInstallationToken(t, gh, org))
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := gh.HTTPClient().Do(req)
 	g.Expect(err).NotTo(HaveOccurred())
 	defer resp.Body.Close()
 	g.Expect(resp.StatusCode).To(Equal(http.StatusCreated))
@@ -206,7 +207,8 @@ func registerJITRunner(t *testing.T, gh *fakegithub.Server, org, name string) st
 // service does, with the extra labels given.
 func registerRunner(t *testing.T, gh *fakegithub.Server, org, name string, labels ...string) {
 	t.Helper()
-	app, err := github.NewClient(github.Config{BaseURL: gh.URL() + "/", AppID: gh.AppID(), PrivateKeyPEM: gh.AppKeyPEM()})
+	app, err := github.NewClient(github.Config{BaseURL: gh.URL() + "/", AppID: gh.AppID(), PrivateKeyPEM: gh.AppKeyPEM(),
+		Transport: gh.HTTPClient().Transport})
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
 	_, _, err = app.JITConfig(context.Background(), platform.Scope{Organization: org},
 		platform.RunnerSpec{Name: name, Labels: append([]string{"linux"}, labels...)})
@@ -221,7 +223,7 @@ func TestRepairKeepsOtherPoolsRunners(t *testing.T) {
 	g := NewWithT(t)
 	startCAPI(t)
 	sim := pvesim.StartForTest(t, pvesim.Config{})
-	gh := fakegithub.StartForTest(t, fakegithub.Options{})
+	gh := fakegithub.StartForTest(t, fakegithub.Options{TLS: true})
 	startManagerWith(t, func(c *config.Manager) { c.RepairInterval = time.Second })
 	ns := newNamespace(t)
 	pool := githubPool(t, ns, "siblings", 10, sim, gh)
@@ -243,4 +245,13 @@ func TestRepairKeepsOtherPoolsRunners(t *testing.T) {
 		"the pool's own stale runner is deregistered")
 	g.Consistently(runnerNames, 3*time.Second, 200*time.Millisecond).Should(ContainElements(others),
 		"runners the pool did not register stay, whatever their names")
+}
+
+// githubCA stores the fake GitHub's CA certificate in a Secret of ns and returns the reference a
+// pool's caBundleRef takes.
+func githubCA(t *testing.T, ns string, gh *fakegithub.Server) *fleetv1.SecretKeyReference {
+	t.Helper()
+	NewWithT(t).Expect(env.Client.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github-ca", Namespace: ns},
+		Data: map[string][]byte{"ca.crt": gh.CACertPEM()}})).To(Succeed())
+	return &fleetv1.SecretKeyReference{Name: "github-ca"}
 }

@@ -119,6 +119,10 @@ func (r *RunnerPoolReconciler) setGitHubUnavailable(s *poolScope, err error) {
 		reason = fleetv1.GitHubCredentialsNotFoundReason
 	case errors.Is(err, github.ErrInsecureURL):
 		reason = fleetv1.InsecureURLRefusedReason
+	case errors.Is(err, github.ErrCABundle):
+		reason = fleetv1.GitHubCABundleInvalidReason
+	case github.IsTLSError(err):
+		reason = fleetv1.GitHubTLSErrorReason
 	}
 	conditions.Set(s.pool, metav1.Condition{Type: fleetv1.GitHubAvailableCondition, Status: metav1.ConditionFalse,
 		Reason: reason, Message: err.Error()})

@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -13,7 +14,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/config"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
+	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 )
 
@@ -56,4 +59,69 @@ func TestGitHubOverPlainHTTP(t *testing.T) {
 		g.Expect(events.Items).To(ContainElement(And(
 			HaveField("InvolvedObject.Name", "lab"), HaveField("Type", corev1.EventTypeWarning), HaveField("Reason", fleetv1.PlainHTTPReason))))
 	}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
+}
+
+// TestGitHubCABundle: a pool trusts only the CA bundle its caBundleRef names. A GitHub API whose
+// certificate another CA signed (a man in the middle, an impostor GHES) fails the handshake: the
+// pool reports GitHubAvailable=False (TLSError) and the server never sees the App's JWT or a
+// token. A bundle that is not PEM is reported as CABundleInvalid, and a CA bundle with an
+// http:// apiURL is refused by the API server.
+func TestGitHubCABundle(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	startCAPI(t)
+	sim := pvesim.StartForTest(t, pvesim.Config{})
+	ghes := fakegithub.StartForTest(t, fakegithub.Options{TLS: true})
+	impostor := fakegithub.StartForTest(t, fakegithub.Options{TLS: true, AppKeyPEM: ghes.AppKeyPEM()})
+	startManagerWith(t, func(c *config.Manager) { c.RepairInterval = time.Second })
+	ns := newNamespace(t)
+	capiFleet(t, ns, sim)
+	runnerTemplates(t, ns)
+	ghes.InstallationID("acme")
+	impostor.InstallationID("acme")
+	for name, data := range map[string]map[string][]byte{
+		"github-app": {"app-id": []byte(fmt.Sprint(ghes.AppID())), "private-key": ghes.AppKeyPEM()},
+		"ghes-ca":    {"ca.crt": ghes.CACertPEM()},
+		"junk-ca":    {"ca.crt": []byte("not a certificate")},
+	} {
+		g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: data})).To(Succeed())
+	}
+	pool := func(name, url, ca string) *fleetv1.RunnerPool {
+		return builder.NewRunnerPool(name, ns).WithCluster("fleet").WithBounds(0, 1).WithTemplates("runner", "runner").
+			WithGitHub(fleetv1.GitHubSpec{Organization: "acme", Labels: []string{name}, APIURL: url,
+				CABundleRef:    &fleetv1.SecretKeyReference{Name: ca},
+				CredentialsRef: fleetv1.LocalObjectReference{Name: "github-app"}}).Build()
+	}
+
+	err := env.Client.Create(ctx, pool("clear", "http://ghes.example.com/api/v3/", "ghes-ca"))
+	g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "a CA bundle with http:// is refused: %v", err)
+
+	trusted := pool("trusted", ghes.URL()+"/", "ghes-ca")
+	mitm := pool("mitm", impostor.URL()+"/", "ghes-ca")
+	junk := pool("junk", ghes.URL()+"/", "junk-ca")
+	for _, p := range []*fleetv1.RunnerPool{trusted, mitm, junk} {
+		g.Expect(env.Client.Create(ctx, p)).To(Succeed())
+	}
+
+	g.Eventually(func(g Gomega) {
+		for _, tt := range []struct {
+			pool   *fleetv1.RunnerPool
+			status metav1.ConditionStatus
+			reason string
+		}{
+			{trusted, metav1.ConditionTrue, fleetv1.GitHubAvailableReason},
+			{mitm, metav1.ConditionFalse, fleetv1.GitHubTLSErrorReason},
+			{junk, metav1.ConditionFalse, fleetv1.GitHubCABundleInvalidReason},
+		} {
+			p := get(g, tt.pool)
+			c := conditions.Get(p, fleetv1.GitHubAvailableCondition)
+			g.Expect(c).NotTo(BeNil(), tt.pool.Name)
+			g.Expect(c.Status).To(Equal(tt.status), "%s: %s", tt.pool.Name, c.Message)
+			g.Expect(c.Reason).To(Equal(tt.reason), "%s: %s", tt.pool.Name, c.Message)
+			g.Expect(conditions.IsFalse(p, fleetv1.InsecureTransportCondition)).To(BeTrue(), tt.pool.Name)
+		}
+	}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
+	g.Expect(impostor.CredentialedRequests()).To(BeZero(), "no JWT or token reached the impostor")
+	g.Expect(impostor.RequestCounts()).To(BeEmpty())
+	g.Expect(ghes.CredentialedRequests()).To(BeNumerically(">", 0), "the trusted pool did talk to GitHub")
 }

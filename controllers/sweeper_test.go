@@ -68,7 +68,7 @@ func TestIncompleteListingRetiresNothing(t *testing.T) {
 func TestSweepNeverRemovesABusyRunner(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	gh := fakegithub.StartForTest(t, fakegithub.Options{})
+	gh := fakegithub.StartForTest(t, fakegithub.Options{TLS: true})
 	gh.AddRepository("sweeps/app")
 	sim := pvesim.StartForTest(t, pvesim.Config{})
 	startManager(t, testTiming{sweep: 300 * time.Millisecond, orphanGrace: time.Second})

@@ -40,7 +40,7 @@ func TestWebhooksScaleThePool(t *testing.T) {
 	addr, secret := freeAddr(t), "webhook-secret"
 	startManagerWith(t, func(c *config.Manager) { c.WebhookBindAddress, c.WebhookSecret = addr, secret })
 	url := fmt.Sprintf("http://%s/webhooks/github", addr)
-	gh := fakegithub.StartForTest(t, fakegithub.Options{WebhookURL: url, WebhookSecret: secret})
+	gh := fakegithub.StartForTest(t, fakegithub.Options{WebhookURL: url, WebhookSecret: secret, TLS: true})
 
 	ns := newNamespace(t)
 	capiFleet(t, ns, sim)
@@ -51,7 +51,7 @@ func TestWebhooksScaleThePool(t *testing.T) {
 	// tests leave pools for "acme" behind. The pool's credentials hold the App's installation on
 	// "hooks", which the deliveries name.
 	pool := builder.NewRunnerPool("linux", ns).WithCluster("fleet").WithBounds(0, 10).
-		WithGitHub(fleetv1.GitHubSpec{Organization: "hooks", Labels: []string{"linux"}, APIURL: gh.URL() + "/", AllowInsecureHTTP: true,
+		WithGitHub(fleetv1.GitHubSpec{Organization: "hooks", Labels: []string{"linux"}, APIURL: gh.URL() + "/", CABundleRef: githubCA(t, ns, gh),
 			CredentialsRef: fleetv1.LocalObjectReference{Name: "github-app"}}).
 		WithTemplates("runner", "runner").Build()
 	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
@@ -90,7 +90,7 @@ func TestOneJobOneMachineAcrossNamespaces(t *testing.T) {
 			sim := pvesim.StartForTest(t, pvesim.Config{})
 			addr, secret := freeAddr(t), "one-job"
 			url := fmt.Sprintf("http://%s/webhooks/github", addr)
-			gh := fakegithub.StartForTest(t, fakegithub.Options{WebhookURL: url, WebhookSecret: secret})
+			gh := fakegithub.StartForTest(t, fakegithub.Options{WebhookURL: url, WebhookSecret: secret, TLS: true})
 			startManagerWith(t, func(c *config.Manager) {
 				c.WebhookBindAddress, c.WebhookSecret, c.RepairInterval = addr, secret, time.Second
 			})

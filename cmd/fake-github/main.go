@@ -1,6 +1,9 @@
 // Command fake-github serves HyperFleet's fake GitHub API (test/fakegithub) for local fleets and
 // e2e tests: GitHub App auth, JIT runner registration, runners, jobs, signed workflow_job
-// webhooks and the /_fake/ runner protocol. Jobs are created with POST /_fake/jobs.
+// webhooks and the /_fake/ runner protocol. Jobs are created with POST /_fake/jobs. It serves HTTPS
+// with a generated CA by default, as GitHub does:
+//
+//	fake-github --listen 127.0.0.1:8090 --ca-out /tmp/fake-github-ca.pem --write-app-key /tmp/app.pem
 package main
 
 import (
@@ -32,8 +35,8 @@ func run() error {
 	install := flag.String("install", "", "comma-separated accounts (organizations) to install the App on at start")
 	webhookURL := flag.String("webhook-url", "", "URL to POST signed workflow_job webhooks to")
 	webhookSecret := flag.String("webhook-secret", "", "secret signing the webhooks (X-Hub-Signature-256)")
-	useTLS := flag.Bool("tls", false, "serve HTTPS with a generated self-signed certificate")
-	writeCA := flag.String("write-ca", "", "with --tls, write the certificate to trust to this file")
+	useTLS := flag.Bool("tls", true, "serve HTTPS with a generated certificate (--tls=false serves plain HTTP)")
+	writeCA := flag.String("ca-out", "", "with --tls, write the CA certificate PEM clients should trust to this file (a pool's caBundleRef)")
 	logLevel := flag.String("log-level", envOr("LOG_LEVEL", "INFO"), "DEBUG, INFO, WARN or ERROR")
 	flag.Parse()
 
@@ -68,9 +71,12 @@ func run() error {
 		return err
 	}
 	defer srv.Close()
-	if *writeCA != "" && *useTLS {
+	if *writeCA != "" {
+		if !*useTLS {
+			return errors.New("--ca-out needs --tls")
+		}
 		if err := os.WriteFile(*writeCA, srv.CACertPEM(), 0o644); err != nil { //nolint:gosec // a public certificate
-			return err
+			return fmt.Errorf("--ca-out: %w", err)
 		}
 	}
 	for _, account := range strings.Split(*install, ",") {
@@ -78,7 +84,7 @@ func run() error {
 			log.Info("App installed", "account", account, "installationID", srv.InstallationID(account))
 		}
 	}
-	log.Info("fake GitHub serving", "url", srv.URL(), "appID", srv.AppID(), "webhookURL", *webhookURL)
+	log.Info("fake GitHub serving", "url", srv.URL(), "appID", srv.AppID(), "webhookURL", *webhookURL, "caFile", *writeCA)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -97,7 +97,7 @@ func newVM(t *testing.T, runner bootstrapv1.RunnerSpec) *vm {
 	url, err := srv.Start(ctx, "127.0.0.1:0")
 	g.Expect(err).NotTo(HaveOccurred())
 
-	v := &vm{gh: fakegithub.StartForTest(t, fakegithub.Options{}), dir: t.TempDir()}
+	v := &vm{gh: fakegithub.StartForTest(t, fakegithub.Options{TLS: true}), dir: t.TempDir()}
 	v.fleet = bootstraptest.NewFleet(t, env.Client, v.gh)
 	v.machine = v.fleet.NewMachine(t, "runner-vm", builtin.NewProvisioner(env.Client, caKey, td), td, time.Minute)
 	v.poweroff = filepath.Join(v.dir, "powered-off")

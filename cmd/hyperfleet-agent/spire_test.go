@@ -72,7 +72,7 @@ func newSPIREWorld(t *testing.T) *spireWorld {
 	w.provisioner, err = spire.NewProvisioner(ctx, spire.Config{Address: w.server.Address, Selectors: []string{spiretest.UIDSelectorString()}})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = w.provisioner.Close() })
-	w.gh = fakegithub.StartForTest(t, fakegithub.Options{})
+	w.gh = fakegithub.StartForTest(t, fakegithub.Options{TLS: true})
 	w.fleet = bootstraptest.NewFleet(t, env.Client, w.gh)
 	return w
 }

@@ -45,7 +45,7 @@ func (f *Fleet) startGitHub() error {
 	if err != nil {
 		return err
 	}
-	if f.GitHub, err = fakegithub.New(fakegithub.Options{Logger: log}); err != nil {
+	if f.GitHub, err = fakegithub.New(fakegithub.Options{Logger: log, TLS: true}); err != nil {
 		return err
 	}
 	if err := f.GitHub.Start("127.0.0.1:0"); err != nil {
@@ -58,9 +58,14 @@ func (f *Fleet) startGitHub() error {
 	if p.Repository != "" {
 		scope = p.Repository
 	}
+	caFile := filepath.Join(f.stateDir, "github-ca.crt")
+	if err := os.WriteFile(caFile, f.GitHub.CACertPEM(), 0o600); err != nil {
+		return err
+	}
 	url := f.GitHub.URL()
 	f.State.GitHub = GitHubState{URL: url, AppID: f.GitHub.AppID(), InstallationID: f.GitHub.InstallationID(scope),
-		Organization: p.Organization, Repository: repo, JobsURL: url + "/_fake/jobs", RunnersURL: url + "/_fake/runners"}
+		Organization: p.Organization, Repository: repo, JobsURL: url + "/_fake/jobs", RunnersURL: url + "/_fake/runners",
+		CAFile: caFile}
 	return nil
 }
 
@@ -177,7 +182,7 @@ func (f *Fleet) applySample(ctx context.Context) error {
 		namespace: f.opts.Namespace, pool: f.opts.Pool,
 		proxmoxURL: strings.TrimSuffix(p.URL, "/api2/json"), proxmoxCA: f.Simulator.CACertPEM(),
 		tokenID: p.TokenID, tokenSecet: p.TokenSecret,
-		githubURL: f.State.GitHub.URL, appID: f.State.GitHub.AppID, appKeyPEM: f.GitHub.AppKeyPEM(),
+		githubURL: f.State.GitHub.URL, githubCA: f.GitHub.CACertPEM(), appID: f.State.GitHub.AppID, appKeyPEM: f.GitHub.AppKeyPEM(),
 		installationID: f.State.GitHub.InstallationID,
 		runnerURL:      f.State.Runner.URL, runnerSH: f.State.Runner.SHA256,
 		spire: f.State.SPIRE,

@@ -40,8 +40,6 @@ type JobRequest struct {
 	Name string
 }
 
-var httpClient = &http.Client{Timeout: 10 * time.Second}
-
 // CreateJobs queues jobs in the fake GitHub through its admin endpoint, exactly as a push would
 // on github.com: the fake sends each job's signed workflow_job "queued" webhook to the fleet's
 // receiver, and a runner that comes online takes it.
@@ -55,11 +53,15 @@ func CreateJobs(ctx context.Context, s *State, req JobRequest) ([]Job, error) {
 	if len(req.Labels) == 0 {
 		return nil, fmt.Errorf("jobs need runs-on labels")
 	}
+	c, err := githubClient(s)
+	if err != nil {
+		return nil, err
+	}
 	jobs := make([]Job, 0, req.Count)
 	for i := 1; i <= req.Count; i++ {
 		body, _ := json.Marshal(map[string]any{"repository": req.Repository, "labels": req.Labels, "name": fmt.Sprintf("%s-%d", req.Name, i)})
 		var j Job
-		if err := call(ctx, httpClient, http.MethodPost, s.GitHub.JobsURL, body, http.StatusCreated, &j); err != nil {
+		if err := call(ctx, c, http.MethodPost, s.GitHub.JobsURL, body, http.StatusCreated, &j); err != nil {
 			return jobs, err
 		}
 		jobs = append(jobs, j)
@@ -69,8 +71,12 @@ func CreateJobs(ctx context.Context, s *State, req JobRequest) ([]Job, error) {
 
 // ListJobs returns every job the fake GitHub knows, by ID.
 func ListJobs(ctx context.Context, s *State) ([]Job, error) {
+	c, err := githubClient(s)
+	if err != nil {
+		return nil, err
+	}
 	var jobs []Job
-	return jobs, call(ctx, httpClient, http.MethodGet, s.GitHub.JobsURL, nil, http.StatusOK, &jobs)
+	return jobs, call(ctx, c, http.MethodGet, s.GitHub.JobsURL, nil, http.StatusOK, &jobs)
 }
 
 // ListVMs returns the Proxmox simulator's VMs through its admin endpoint.
@@ -83,14 +89,25 @@ func ListVMs(ctx context.Context, s *State) ([]pvesim.VM, error) {
 	return vms, call(ctx, c, http.MethodGet, s.Proxmox.AdminURL+"/vms", nil, http.StatusOK, &vms)
 }
 
-func simulatorClient(s *State) (*http.Client, error) {
-	pem, err := os.ReadFile(s.Proxmox.CAFile)
+func simulatorClient(s *State) (*http.Client, error) { return trustingClient(s.Proxmox.CAFile) }
+
+// githubClient calls the fake GitHub's admin endpoints; a state without a CA file is from a fleet
+// whose fake served plain HTTP.
+func githubClient(s *State) (*http.Client, error) {
+	if s.GitHub.CAFile == "" {
+		return &http.Client{Timeout: 10 * time.Second}, nil
+	}
+	return trustingClient(s.GitHub.CAFile)
+}
+
+func trustingClient(caFile string) (*http.Client, error) {
+	pem, err := os.ReadFile(caFile)
 	if err != nil {
 		return nil, err
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("%s holds no certificate", s.Proxmox.CAFile)
+		return nil, fmt.Errorf("%s holds no certificate", caFile)
 	}
 	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}, nil

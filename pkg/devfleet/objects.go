@@ -27,6 +27,7 @@ const (
 	HypervisorClusterName = "pve"
 	TemplateName          = "runner"
 	GitHubSecretName      = "github-app"
+	GitHubCASecretName    = "github-ca"
 	DefaultPoolName       = "linux-x64"
 	// DefaultOrganization owns DefaultRepository on the fake GitHub; the pool takes the
 	// organization's jobs.
@@ -76,6 +77,7 @@ type sampleInput struct {
 	proxmoxCA           []byte
 	tokenID, tokenSecet string
 	githubURL           string
+	githubCA            []byte
 	appID               int64
 	appKeyPEM           []byte
 	installationID      int64
@@ -99,6 +101,7 @@ func sampleFleet(in sampleInput) []client.Object {
 		&corev1.Secret{ObjectMeta: meta(HypervisorClusterName + "-credentials"), StringData: map[string]string{
 			connection.KeyTokenID: in.tokenID, connection.KeyTokenSecret: in.tokenSecet}},
 		&corev1.Secret{ObjectMeta: meta(HypervisorClusterName + "-ca"), Data: map[string][]byte{"ca.crt": in.proxmoxCA}},
+		&corev1.Secret{ObjectMeta: meta(GitHubCASecretName), Data: map[string][]byte{"ca.crt": in.githubCA}},
 		&corev1.Secret{ObjectMeta: meta(GitHubSecretName), StringData: map[string]string{
 			ghplatform.KeyAppID: strconv.FormatInt(in.appID, 10), ghplatform.KeyPrivateKey: string(in.appKeyPEM),
 			ghplatform.KeyInstallationID: strconv.FormatInt(in.installationID, 10)}},
@@ -137,8 +140,9 @@ func sampleFleet(in sampleInput) []client.Object {
 			GitHub: fleetv1.GitHubSpec{
 				Organization: p.Organization, Repository: p.Repository, Labels: p.Labels,
 				CredentialsRef: fleetv1.LocalObjectReference{Name: GitHubSecretName}, APIURL: in.githubURL + "/",
-				// The local fake GitHub serves plain HTTP on 127.0.0.1; the pool says so (InsecureTransport).
-				AllowInsecureHTTP: strings.HasPrefix(in.githubURL, "http://"),
+				// The local fake GitHub serves HTTPS on 127.0.0.1 with its own CA, as a GitHub
+				// Enterprise Server behind a private CA would.
+				CABundleRef: &fleetv1.SecretKeyReference{Name: GitHubCASecretName, Key: "ca.crt"},
 			},
 			Template: fleetv1.RunnerMachineTemplate{
 				InfrastructureRef: clusterv1.ContractVersionedObjectReference{

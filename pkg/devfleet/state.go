@@ -74,6 +74,9 @@ type GitHubState struct {
 	JobsURL string `json:"jobsURL"`
 	// RunnersURL lists registered runners.
 	RunnersURL string `json:"runnersURL"`
+	// CAFile is the certificate the fake GitHub's HTTPS is signed with (curl --cacert); the
+	// fleet's RunnerPool trusts it through spec.github.caBundleRef.
+	CAFile string `json:"caFile"`
 }
 
 // BootstrapState is the bootstrap service VMs attest to.

@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	if gh, err = fakegithub.New(fakegithub.Options{}); err == nil {
+	if gh, err = fakegithub.New(fakegithub.Options{TLS: true}); err == nil {
 		err = gh.Start("127.0.0.1:0")
 	}
 	if err != nil {
@@ -101,6 +101,7 @@ func startReceiverIn(t *testing.T, cfg webhook.Config, startWorkers, allNamespac
 		client: &http.Client{Timeout: 10 * time.Second}}
 	NewWithT(t).Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github-app", Namespace: ns.Name},
 		StringData: map[string]string{"app-id": fmt.Sprint(gh.AppID()), "private-key": string(gh.AppKeyPEM())}})).To(Succeed())
+	createGitHubCA(t, ns.Name)
 	cfg = h.config(cfg)
 	if allNamespaces {
 		cfg.Namespace = metav1.NamespaceAll
@@ -155,7 +156,7 @@ func (h *harness) notifications(pool *fleetv1.RunnerPool) int {
 func (h *harness) createPool(t *testing.T, name string, spec fleetv1.GitHubSpec) *fleetv1.RunnerPool {
 	t.Helper()
 	spec.CredentialsRef = fleetv1.LocalObjectReference{Name: "github-app"}
-	spec.APIURL, spec.AllowInsecureHTTP = gh.URL()+"/", true // the fake serves plain HTTP
+	spec.APIURL, spec.CABundleRef = gh.URL()+"/", &fleetv1.SecretKeyReference{Name: "github-ca"}
 	pool := builder.NewRunnerPool(name, h.ns).WithGitHub(spec).Build()
 	NewWithT(t).Expect(env.Client.Create(context.Background(), pool)).To(Succeed())
 	return pool
@@ -231,4 +232,11 @@ func (h *harness) post(g Gomega, deliveryID string, body []byte) int {
 	status, err := fakegithub.PostWebhook(context.Background(), h.client, h.url, secret, "workflow_job", deliveryID, body)
 	g.Expect(err).NotTo(HaveOccurred())
 	return status
+}
+
+// createGitHubCA stores the fake GitHub's CA certificate as Secret github-ca in ns.
+func createGitHubCA(t *testing.T, ns string) {
+	t.Helper()
+	NewWithT(t).Expect(env.Client.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github-ca", Namespace: ns},
+		Data: map[string][]byte{"ca.crt": gh.CACertPEM()}})).To(Succeed())
 }

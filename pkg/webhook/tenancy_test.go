@@ -33,7 +33,8 @@ func otherTeam(t *testing.T, name string, spec fleetv1.GitHubSpec, data map[stri
 	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github-app", Namespace: ns.Name},
 		StringData: data})).To(Succeed())
 	spec.CredentialsRef = fleetv1.LocalObjectReference{Name: "github-app"}
-	spec.APIURL, spec.AllowInsecureHTTP = gh.URL()+"/", true
+	createGitHubCA(t, ns.Name)
+	spec.APIURL, spec.CABundleRef = gh.URL()+"/", &fleetv1.SecretKeyReference{Name: "github-ca"}
 	pool := builder.NewRunnerPool(name, ns.Name).WithGitHub(spec).Build()
 	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
 	return pool

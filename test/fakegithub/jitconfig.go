@@ -17,6 +17,9 @@ type JITConfig struct {
 	URL        string   `json:"url"`   // the fake's base URL
 	Token      string   `json:"token"`
 	Labels     []string `json:"labels"`
+	// CA is the fake's certificate when it serves HTTPS, so a runner given nothing but the
+	// config can verify the server it talks to.
+	CA string `json:"ca,omitempty"`
 }
 
 // EncodeJITConfig renders a config as base64 JSON, the shape of encoded_jit_config.

@@ -31,6 +31,11 @@ func NewRunnerClient(encodedJITConfig string, httpClient *http.Client) (*RunnerC
 	}
 	if httpClient == nil {
 		httpClient = &http.Client{Timeout: 30 * time.Second}
+		if cfg.CA != "" {
+			if httpClient.Transport, err = trustingTransport([]byte(cfg.CA)); err != nil {
+				return nil, fmt.Errorf("jit config CA: %w", err)
+			}
+		}
 	}
 	return &RunnerClient{Config: cfg, encoded: encodedJITConfig, httpClient: httpClient}, nil
 }

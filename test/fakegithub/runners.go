@@ -94,6 +94,7 @@ func (s *Server) generateJITConfig(w http.ResponseWriter, r *http.Request, insta
 	body := map[string]any{"runner": s.runnerJSONLocked(rn)}
 	body["encoded_jit_config"] = EncodeJITConfig(JITConfig{
 		RunnerID: rn.ID, RunnerName: rn.Name, Scope: scope, URL: s.url, Token: rn.token, Labels: rn.Labels,
+		CA: string(s.caPEM),
 	})
 	s.mu.Unlock()
 	writeJSON(w, http.StatusCreated, body)

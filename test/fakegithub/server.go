@@ -70,6 +70,7 @@ type Server struct {
 	labelIDs      map[string]int64
 	faults        map[string][]Fault
 	requests      map[string]int
+	credentialed  int
 	deliveries    []Delivery
 }
 
@@ -214,9 +215,36 @@ func (s *Server) AppID() int64 { return s.opts.AppID }
 // AppKeyPEM is the App's private key, to hand to the client under test.
 func (s *Server) AppKeyPEM() []byte { return append([]byte(nil), s.appKeyPE...) }
 
+// HTTPClient returns a client that trusts the fake's certificate (a plain client without TLS),
+// for tests and tools calling the /_fake/ endpoints.
+func (s *Server) HTTPClient() *http.Client {
+	c := &http.Client{Timeout: 30 * time.Second}
+	if len(s.caPEM) > 0 {
+		tr, err := trustingTransport(s.caPEM)
+		if err != nil {
+			panic(err) // the fake's own certificate
+		}
+		c.Transport = tr
+	}
+	return c
+}
+
+// CredentialedRequests is how many requests carried an Authorization header (an App JWT or an
+// installation token) to the fake, whatever the endpoint.
+func (s *Server) CredentialedRequests() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.credentialed
+}
+
 // ServeHTTP makes the fake usable as a plain http.Handler (for example under httptest).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.log.Debug("request", "method", r.Method, "path", r.URL.Path)
+	if r.Header.Get("Authorization") != "" {
+		s.mu.Lock()
+		s.credentialed++
+		s.mu.Unlock()
+	}
 	s.mux.ServeHTTP(w, r)
 }
 

@@ -8,10 +8,23 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"net"
+	"net/http"
 	"time"
 )
+
+// trustingTransport is a transport that trusts only caPEM.
+func trustingTransport(caPEM []byte) (*http.Transport, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, errors.New("no PEM certificate")
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return tr, nil
+}
 
 // selfSignedCert makes a one-day certificate for the listener's IP and localhost, so tests can
 // exercise HyperFleet's TLS settings (custom CA) against the fake.

@@ -22,6 +22,12 @@ const (
 	// NamespaceNotEnabledReason: HyperFleet may not read or write Secrets in this namespace because
 	// no admin has enabled it (docs/install.md, "Enabling a namespace").
 	NamespaceNotEnabledReason = "NamespaceNotEnabled"
+	// GitHubCABundleInvalidReason: spec.github.caBundleRef names a missing Secret or key, or its
+	// data holds no parsable PEM certificate; nothing is sent to GitHub.
+	GitHubCABundleInvalidReason = "CABundleInvalid"
+	// GitHubTLSErrorReason: the GitHub API's certificate did not verify against the CA bundle (or
+	// the system roots); the TLS handshake failed before any credential was sent.
+	GitHubTLSErrorReason = "TLSError"
 	// PlainHTTPReason: spec.github.apiURL is http://.
 	PlainHTTPReason = "PlainHTTP"
 	// HTTPSReason: the GitHub API is reached over https://.

@@ -14,6 +14,7 @@ const RunnerPoolNameLabel = "hyperfleet.io/runner-pool"
 // GitHubSpec is where the pool's runners register and which jobs they take.
 // +kubebuilder:validation:XValidation:rule="has(self.organization) || has(self.repository)",message="set github.organization or github.repository (repository wins when both are set)"
 // +kubebuilder:validation:XValidation:rule="!has(self.apiURL) || !self.apiURL.startsWith('http://') || (has(self.allowInsecureHTTP) && self.allowInsecureHTTP)",message="apiURL is http://: the App's tokens would travel in clear text; use https:// or, for a lab, set allowInsecureHTTP: true"
+// +kubebuilder:validation:XValidation:rule="!has(self.caBundleRef) || !has(self.apiURL) || self.apiURL.startsWith('https://')",message="caBundleRef needs an https:// apiURL: a CA bundle means nothing over plain HTTP"
 type GitHubSpec struct {
 	// organization whose jobs the runners take (organization-level runners).
 	// +optional
@@ -56,6 +57,13 @@ type GitHubSpec struct {
 	// +optional
 	AllowInsecureHTTP bool `json:"allowInsecureHTTP,omitempty"`
 
+	// caBundleRef points at a Secret key in the pool's namespace with the PEM CA bundle that signs
+	// the GitHub API's certificate (default key ca.crt), e.g. GitHub Enterprise Server behind a
+	// private CA. It replaces the system roots for this pool's App-token and API calls; the
+	// certificate is always verified. Without it the system roots are used.
+	// +optional
+	CABundleRef *SecretKeyReference `json:"caBundleRef,omitempty"`
+
 	// httpTimeout bounds each GitHub API call. Default 30s.
 	// +optional
 	HTTPTimeout *metav1.Duration `json:"httpTimeout,omitempty"`
@@ -67,6 +75,20 @@ type LocalObjectReference struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	Name string `json:"name"`
+}
+
+// SecretKeyReference names a key of a Secret in the referencing object's namespace.
+type SecretKeyReference struct {
+	// name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
+
+	// key in the Secret's data.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key,omitempty"`
 }
 
 // RunnerMachineTemplate is what each runner is built from.

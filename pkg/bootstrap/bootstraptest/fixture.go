@@ -51,10 +51,18 @@ func NewFleet(t testing.TB, c client.Client, gh *fakegithub.Server) *Fleet {
 			"private-key": gh.AppKeyPEM(),
 		},
 	}))
-	f.Pool = builder.NewRunnerPool("pool", f.Namespace).WithCluster(ClusterName).WithGitHub(fleetv1.GitHubSpec{
+	spec := fleetv1.GitHubSpec{
 		Repository: f.Repo, Labels: f.Labels, CredentialsRef: fleetv1.LocalObjectReference{Name: "github-app"},
-		APIURL: gh.URL() + "/", AllowInsecureHTTP: true, HTTPTimeout: &metav1.Duration{Duration: 10 * time.Second},
-	}).Build()
+		APIURL: gh.URL() + "/", HTTPTimeout: &metav1.Duration{Duration: 10 * time.Second},
+	}
+	if ca := gh.CACertPEM(); len(ca) > 0 {
+		must(t, c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github-ca", Namespace: f.Namespace},
+			Data: map[string][]byte{"ca.crt": ca}}))
+		spec.CABundleRef = &fleetv1.SecretKeyReference{Name: "github-ca"}
+	} else {
+		spec.AllowInsecureHTTP = true // a fake started without TLS
+	}
+	f.Pool = builder.NewRunnerPool("pool", f.Namespace).WithCluster(ClusterName).WithGitHub(spec).Build()
 	must(t, c.Create(ctx, f.Pool))
 	return f
 }

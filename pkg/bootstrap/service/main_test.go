@@ -85,7 +85,7 @@ func startServiceWith(t *testing.T, tune func(*tpm.Attestor), opts ...func(*serv
 	g.Expect(err).NotTo(HaveOccurred())
 	h.url, err = srv.Start(ctx, "127.0.0.1:0")
 	g.Expect(err).NotTo(HaveOccurred())
-	h.gh = fakegithub.StartForTest(t, fakegithub.Options{})
+	h.gh = fakegithub.StartForTest(t, fakegithub.Options{TLS: true})
 	h.fleet = bootstraptest.NewFleet(t, env.Client, h.gh)
 	h.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: tlsconfig.TLSClientConfig(h.ca.Bundle(), tlsconfig.AuthorizeID(identity.BootstrapServiceID(td)))}}

@@ -1,7 +1,11 @@
 package github
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/http"
@@ -31,6 +35,13 @@ var ErrCredentials = errors.New("GitHub App credentials")
 // ErrInsecureURL means a pool's apiURL is http:// and the pool does not allow it: the App's
 // tokens would travel in clear text, so nothing is sent there.
 var ErrInsecureURL = errors.New("GitHub API URL is http:// and allowInsecureHTTP is not set")
+
+// ErrCABundle means a pool's caBundleRef names a missing Secret or key, or holds no usable PEM
+// certificate: nothing is sent to GitHub until it is fixed.
+var ErrCABundle = errors.New("GitHub API CA bundle")
+
+// DefaultCAKey is the CA bundle key when caBundleRef.key is empty.
+const DefaultCAKey = "ca.crt"
 
 // IsPlainHTTP reports whether a GitHub API URL is http://.
 func IsPlainHTTP(apiURL string) bool {
@@ -72,17 +83,25 @@ func (p *PoolClients) For(ctx context.Context, pool *fleetv1.RunnerPool) (*Clien
 	if spec.HTTPTimeout != nil {
 		timeout = spec.HTTPTimeout.Duration.String()
 	}
-	cacheKey := strings.Join([]string{string(secret.UID), secret.ResourceVersion, spec.APIURL, timeout}, "|")
+	caPEM, caVersion, err := p.caBundle(ctx, pool)
+	if err != nil {
+		return nil, scope, err
+	}
+	cacheKey := strings.Join([]string{string(secret.UID), secret.ResourceVersion, spec.APIURL, timeout, caVersion}, "|")
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if c, ok := p.clients[cacheKey]; ok {
 		return c, scope, nil
 	}
 	cfg := Config{BaseURL: spec.APIURL, PrivateKeyPEM: secret.Data[KeyPrivateKey], Transport: p.Transport}
+	if caPEM != nil {
+		if cfg.Transport, err = TransportWithCA(p.Transport, caPEM); err != nil {
+			return nil, scope, fmt.Errorf("%w: %v", ErrCABundle, err)
+		}
+	}
 	if spec.HTTPTimeout != nil {
 		cfg.HTTPTimeout = spec.HTTPTimeout.Duration
 	}
-	var err error
 	if cfg.AppID, err = strconv.ParseInt(strings.TrimSpace(string(secret.Data[KeyAppID])), 10, 64); err != nil {
 		return nil, scope, fmt.Errorf("%w: Secret %s: %s is not a number", ErrCredentials, key, KeyAppID)
 	}
@@ -119,4 +138,106 @@ func (p *PoolClients) Installation(ctx context.Context, pool *fleetv1.RunnerPool
 		return 0, err
 	}
 	return c.Installation(ctx, scope)
+}
+
+// caBundle reads the PEM bundle pool.spec.github.caBundleRef names, and a version string that
+// changes with it; nil without a reference.
+func (p *PoolClients) caBundle(ctx context.Context, pool *fleetv1.RunnerPool) ([]byte, string, error) {
+	ref := pool.Spec.GitHub.CABundleRef
+	if ref == nil {
+		return nil, "", nil
+	}
+	key := ref.Key
+	if key == "" {
+		key = DefaultCAKey
+	}
+	name := client.ObjectKey{Namespace: pool.Namespace, Name: ref.Name}
+	secret := &corev1.Secret{}
+	if err := p.Reader.Get(ctx, name, secret); err != nil {
+		if err := tenancy.Check(err, pool.Namespace); errors.Is(err, tenancy.ErrNamespaceNotEnabled) {
+			return nil, "", err
+		}
+		if apierrors.IsNotFound(err) {
+			return nil, "", fmt.Errorf("%w: Secret %s not found", ErrCABundle, name)
+		}
+		return nil, "", err
+	}
+	data := secret.Data[key]
+	if len(data) == 0 {
+		return nil, "", fmt.Errorf("%w: Secret %s has no key %q", ErrCABundle, name, key)
+	}
+	if _, err := ParseCABundle(data); err != nil {
+		return nil, "", fmt.Errorf("%w: Secret %s key %q: %v", ErrCABundle, name, key, err)
+	}
+	return data, strings.Join([]string{string(secret.UID), secret.ResourceVersion, key}, "/"), nil
+}
+
+// ParseCABundle parses a PEM bundle of CA certificates. Every block must be a CERTIFICATE that
+// parses, so a truncated or mistyped bundle is reported instead of silently trusting less.
+func ParseCABundle(data []byte) (*x509.CertPool, error) {
+	pool := x509.NewCertPool()
+	n := 0
+	for rest := data; ; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			if len(bytes.TrimSpace(rest)) > 0 {
+				return nil, errors.New("data after the last PEM block is not PEM")
+			}
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			return nil, fmt.Errorf("PEM block %d is a %s, not a CERTIFICATE", n+1, block.Type)
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("certificate %d: %w", n+1, err)
+		}
+		pool.AddCert(cert)
+		n++
+	}
+	if n == 0 {
+		return nil, errors.New("no PEM certificate")
+	}
+	return pool, nil
+}
+
+// TransportWithCA returns a copy of base (http.DefaultTransport when nil) that trusts only the
+// certificates of caPEM and always verifies the server's certificate. App-token requests and
+// installation API calls both go through it.
+func TransportWithCA(base http.RoundTripper, caPEM []byte) (*http.Transport, error) {
+	roots, err := ParseCABundle(caPEM)
+	if err != nil {
+		return nil, err
+	}
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	tr, ok := base.(*http.Transport)
+	if !ok {
+		return nil, fmt.Errorf("cannot set a CA bundle on a %T transport", base)
+	}
+	tr = tr.Clone()
+	if tr.TLSClientConfig == nil {
+		tr.TLSClientConfig = &tls.Config{}
+	}
+	tr.TLSClientConfig.RootCAs = roots
+	tr.TLSClientConfig.InsecureSkipVerify = false
+	tr.TLSClientConfig.MinVersion = max(tr.TLSClientConfig.MinVersion, tls.VersionTLS12)
+	return tr, nil
+}
+
+// IsTLSError reports whether err is a failed TLS handshake or certificate verification: the
+// server was not the one the CA bundle (or the system roots) vouch for, and no request was sent.
+func IsTLSError(err error) bool {
+	var (
+		verify   *tls.CertificateVerificationError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+		record   tls.RecordHeaderError
+		alert    tls.AlertError
+	)
+	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) ||
+		errors.As(err, &invalid) || errors.As(err, &record) || errors.As(err, &alert)
 }
