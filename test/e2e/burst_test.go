@@ -9,9 +9,11 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	. "github.com/onsi/gomega/gstruct"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
@@ -87,6 +89,13 @@ func TestBurstOfJobs(t *testing.T) {
 		p := &fleetv1.RunnerPool{}
 		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: pool}, p)).To(Succeed())
 		g.Expect(p.Status.DesiredReplicas).To(BeEquivalentTo(1))
+		// The fake GitHub speaks HTTPS, verified against the CA the pool's caBundleRef names:
+		// nothing for the local fleet to warn about.
+		g.Expect(p.Spec.GitHub.APIURL).To(HavePrefix("https://"))
+		g.Expect(p.Spec.GitHub.AllowInsecureHTTP).To(BeFalse())
+		g.Expect(conditions.Get(p, fleetv1.InsecureTransportCondition)).To(PointTo(And(
+			HaveField("Status", metav1.ConditionFalse), HaveField("Reason", fleetv1.HTTPSReason))))
+		g.Expect(conditions.IsTrue(p, fleetv1.GitHubAvailableCondition)).To(BeTrue())
 		g.Expect(fleet.GitHub.Runners()).To(HaveLen(1), "only the floor's runner is registered")
 	}, 2*time.Minute, 500*time.Millisecond).Should(Succeed(), "the pool returns to its floor")
 

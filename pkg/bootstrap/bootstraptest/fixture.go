@@ -55,13 +55,13 @@ func NewFleet(t testing.TB, c client.Client, gh *fakegithub.Server) *Fleet {
 		Repository: f.Repo, Labels: f.Labels, CredentialsRef: fleetv1.LocalObjectReference{Name: "github-app"},
 		APIURL: gh.URL() + "/", HTTPTimeout: &metav1.Duration{Duration: 10 * time.Second},
 	}
-	if ca := gh.CACertPEM(); len(ca) > 0 {
-		must(t, c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github-ca", Namespace: f.Namespace},
-			Data: map[string][]byte{"ca.crt": ca}}))
-		spec.CABundleRef = &fleetv1.SecretKeyReference{Name: "github-ca"}
-	} else {
-		spec.AllowInsecureHTTP = true // a fake started without TLS
+	// The pool trusts the fake as it would a GitHub Enterprise Server behind a private CA.
+	if len(gh.CACertPEM()) == 0 {
+		t.Fatal("bootstraptest: start the fake GitHub with Options.TLS")
 	}
+	must(t, c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github-ca", Namespace: f.Namespace},
+		Data: map[string][]byte{"ca.crt": gh.CACertPEM()}}))
+	spec.CABundleRef = &fleetv1.SecretKeyReference{Name: "github-ca"}
 	f.Pool = builder.NewRunnerPool("pool", f.Namespace).WithCluster(ClusterName).WithGitHub(spec).Build()
 	must(t, c.Create(ctx, f.Pool))
 	return f
