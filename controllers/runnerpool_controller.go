@@ -196,7 +196,7 @@ func (r *RunnerPoolReconciler) reconcileReplicas(ctx context.Context, s *poolSco
 	s.plan = scaling.Decide(policyOf(s.pool), scaling.Demand{Queued: s.demand.Queued, Busy: busy}, s.runners, time.Now())
 	s.recheck = s.plan.Recheck
 	var errs []error
-	removed, create := 0, s.plan.Create
+	removed, kept := 0, 0
 	for _, rm := range s.plan.Remove {
 		ok, err := r.removeRunner(ctx, s, rm)
 		if err != nil {
@@ -205,13 +205,14 @@ func (r *RunnerPoolReconciler) reconcileReplicas(ctx context.Context, s *poolSco
 		switch {
 		case ok:
 			removed++
-		case rm.Reason != scaling.ReasonScaleDown && create > 0:
-			// A runner to be replaced stays (it has a job, or is being registered): it keeps its
-			// place, so the pool does not grow beside it (the plan already counts it toward the
-			// maximum; this keeps the pool at its desired size too).
-			create--
+		case rm.Reason != scaling.ReasonScaleDown && !rm.Held:
+			// A runner to be replaced stays (the platform says it has a job, or it is being
+			// registered): it keeps its place, so the pool does not grow beside it. Max already
+			// counts it; the desired size now does too. A held runner's place is already planned.
+			kept++
 		}
 	}
+	create := s.plan.CreateIfKept(kept)
 	var created []string
 	for i := 0; i < create; i++ {
 		name, err := r.createRunner(ctx, s)

@@ -57,6 +57,7 @@ func (r *RunnerPoolReconciler) reconcileRunners(ctx context.Context, s *poolScop
 			Deleting:  !m.DeletionTimestamp.IsZero(),
 			Unhealthy: needsRemediation(m),
 		}
+		_, rn.VMStopped = m.Annotations[infrav1.VMStoppedAnnotation]
 		// A runner is ready once its VM proved its identity and fetched its runner configuration.
 		if t, ok := attested[bootstrapConfigName(m)]; ok {
 			rn.Ready, rn.ReadySince = true, t

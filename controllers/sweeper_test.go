@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
+	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/proxmox"
@@ -61,11 +62,10 @@ func TestIncompleteListingRetiresNothing(t *testing.T) {
 	}, 30*time.Second, 100*time.Millisecond).Should(BeTrue(), "a VM that really stopped is still swept")
 }
 
-// TestSweepNeverRemovesABusyRunner: the sweep sees a runner's VM stopped while GitHub says the
-// runner is running a job (the sighting may be wrong, or the job's end not reported yet). The
-// sweep must not delete the Machine itself: it marks it, and the pool, which asks GitHub first,
-// keeps a busy runner. Once the job is over the pool removes it.
-func TestSweepNeverRemovesABusyRunner(t *testing.T) {
+// busyMarkedRunner starts a pool of at most max runners (min 1) whose one runner runs a job while
+// the sweep sees its VM stopped, and returns once the sweep has marked its Machine.
+func busyMarkedRunner(t *testing.T, max int32) (pool *fleetv1.RunnerPool, name string, runner *fakegithub.RunnerClient,
+	job fakegithub.Job) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	gh := fakegithub.StartForTest(t, fakegithub.Options{TLS: true})
@@ -73,12 +73,11 @@ func TestSweepNeverRemovesABusyRunner(t *testing.T) {
 	sim := pvesim.StartForTest(t, pvesim.Config{})
 	startManager(t, testTiming{sweep: 300 * time.Millisecond, orphanGrace: time.Second})
 	ns := newNamespace(t)
-	pool := githubPool(t, ns, "sweeps", 1, sim, gh)
+	pool = githubPool(t, ns, "sweeps", max, sim, gh)
 	got := get(g, pool)
 	floor := client.MergeFrom(got.DeepCopy())
 	got.Spec.MinReplicas = 1
 	g.Expect(env.Client.Patch(ctx, got, floor)).To(Succeed())
-	var name string
 	g.Eventually(func(g Gomega) {
 		ms := poolMachines(g, pool)
 		g.Expect(ms).To(HaveLen(1))
@@ -95,7 +94,7 @@ func TestSweepNeverRemovesABusyRunner(t *testing.T) {
 		return env.Client.Status().Update(ctx, bc)
 	})).To(Succeed())
 	jit := registerJITRunner(t, gh, "sweeps", name)
-	job := gh.CreateJob("sweeps/app", []string{"self-hosted", "linux"})
+	job = gh.CreateJob("sweeps/app", []string{"self-hosted", "linux"})
 	runner, err := fakegithub.NewRunnerClient(jit, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(runner.Online(ctx)).To(Succeed())
@@ -143,6 +142,17 @@ func TestSweepNeverRemovesABusyRunner(t *testing.T) {
 		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, machine)).To(Succeed())
 		g.Expect(machine.Annotations).To(HaveKey(infrav1.VMStoppedAnnotation))
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed(), "the sweep reports the stopped VM to the pool")
+	return pool, name, runner, job
+}
+
+// TestSweepNeverRemovesABusyRunner: the sweep sees a runner's VM stopped while GitHub says the
+// runner is running a job (the sighting may be wrong, or the job's end not reported yet). The
+// sweep must not delete the Machine itself: it marks it, and the pool, which asks GitHub first,
+// keeps a busy runner. Once the job is over the pool removes it.
+func TestSweepNeverRemovesABusyRunner(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	pool, name, runner, job := busyMarkedRunner(t, 1)
 	g.Consistently(func(g Gomega) {
 		g.Expect(poolMachines(g, pool)).To(ConsistOf(HaveField("Name", name)))
 	}, 5*time.Second, 250*time.Millisecond).Should(Succeed(), "the busy runner's Machine survives the sweeps")
@@ -150,6 +160,29 @@ func TestSweepNeverRemovesABusyRunner(t *testing.T) {
 	g.Expect(runner.Complete(ctx, job.ID, "success")).To(Succeed())
 	// No webhook tells the pool the job is over: the sweep's next mark makes it ask GitHub again.
 	g.Eventually(func() bool {
-		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &clusterv1.Machine{}))
+		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: name}, &clusterv1.Machine{}))
 	}, 30*time.Second, 100*time.Millisecond).Should(BeTrue(), "once the job is over the pool replaces the runner")
+}
+
+// TestHeldRunnerHoldsItsPlace: a pool of at most 2 runners; its one runner runs a job while the
+// sweep sees its VM stopped, so the pool keeps it (GitHub says it is busy). That runner still
+// occupies one of the pool's places. Raised to a floor of 2, the pool makes exactly one more
+// runner, in the one free place, and never a third beside them.
+func TestHeldRunnerHoldsItsPlace(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	pool, name, _, _ := busyMarkedRunner(t, 2)
+	got := get(g, pool)
+	floor := client.MergeFrom(got.DeepCopy())
+	got.Spec.MinReplicas = 2
+	g.Expect(env.Client.Patch(ctx, got, floor)).To(Succeed())
+
+	g.Eventually(func(g Gomega) {
+		g.Expect(poolMachines(g, pool)).To(HaveLen(2))
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed(), "the free place is filled beside the held runner")
+	g.Consistently(func(g Gomega) {
+		ms := poolMachines(g, pool)
+		g.Expect(len(ms)).To(BeNumerically("<=", 2), "never more Machines than maxReplicas")
+		g.Expect(ms).To(ContainElement(HaveField("Name", name)), "the busy runner is kept")
+	}, 5*time.Second, 250*time.Millisecond).Should(Succeed())
 }

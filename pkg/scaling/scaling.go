@@ -40,6 +40,10 @@ type Runner struct {
 	Deleting bool
 	// Unhealthy runners were marked for remediation (MachineHealthCheck) and are replaced.
 	Unhealthy bool
+	// VMStopped runners were marked by the sweep, which saw their VM stopped or gone (a sighting
+	// that may be wrong). They are replaced by the rule that never kills a job: one that is Busy
+	// is removed only once the CI platform says it is not.
+	VMStopped bool
 }
 
 // Reason says why a runner is removed.
@@ -57,6 +61,11 @@ const (
 type Removal struct {
 	Name   string
 	Reason Reason
+	// Held is set for a Busy, VMStopped runner: it stays while the CI platform says its job runs,
+	// and until then it holds its place. The plan counts it toward the desired size (its job is
+	// part of Demand.Busy) and toward Max, so no replacement is planned beside it; the
+	// replacement comes once it is gone.
+	Held bool
 }
 
 // Plan is what to do now.
@@ -70,6 +79,15 @@ type Plan struct {
 	// Recheck is when the first of the kept runners' timeouts (lifetime, bootstrap, idle) falls
 	// due, so the pool looks again then rather than at its next event; zero when none is armed.
 	Recheck time.Duration
+	// need is how many runners the desired size lacks, room how many Max leaves.
+	need, room int
+}
+
+// CreateIfKept is Create when kept of the removals that are not Held stayed after all (the CI
+// platform said the runner runs a job, or it was being registered): each holds a place, so the
+// desired size needs one runner fewer. Max already counts them, as every runner that exists.
+func (p Plan) CreateIfKept(kept int) int {
+	return max(0, min(p.need-kept, p.room))
 }
 
 // DesiredReplicas is busy + queued + idle floor (or the explicit replicas), clamped to [Min, Max].
@@ -84,9 +102,10 @@ func DesiredReplicas(p Policy, d Demand) (desired int, limited bool) {
 
 // Decide plans creations and removals. Runners that must be replaced (unhealthy, past their
 // lifetime, idle too long, never bootstrapped) are removed first and no longer count toward the
-// desired size; then the pool grows to the desired size or shrinks by removing runners without a
-// job, in RemovalOrder. Growth stops at Max counting every runner that still exists, deleting ones
-// included.
+// desired size, except a held one (a busy runner the sweep marked, see Removal.Held), which holds
+// its place until it is gone; then the pool grows to the desired size or shrinks by removing
+// runners without a job, in RemovalOrder. Growth stops at Max counting every runner that still
+// exists, deleting and held ones included.
 func Decide(p Policy, d Demand, runners []Runner, now time.Time) Plan {
 	desired, limited := DesiredReplicas(p, d)
 	plan := Plan{Desired: desired, Limited: limited}
@@ -96,7 +115,11 @@ func Decide(p Policy, d Demand, runners []Runner, now time.Time) Plan {
 			continue
 		}
 		if reason, ok := mustReplace(p, r, now); ok {
-			plan.Remove = append(plan.Remove, Removal{Name: r.Name, Reason: reason})
+			held := r.Busy && r.VMStopped
+			plan.Remove = append(plan.Remove, Removal{Name: r.Name, Reason: reason, Held: held})
+			if held {
+				keep = append(keep, r) // counted; never scaled down (busy)
+			}
 			continue
 		}
 		if due := nextTimeout(p, r, now); due > 0 && (plan.Recheck == 0 || due < plan.Recheck) {
@@ -109,6 +132,7 @@ func Decide(p Policy, d Demand, runners []Runner, now time.Time) Plan {
 		// Every Machine counts toward Max until it is gone, those being deleted and those this plan
 		// removes included: a pool whose deletions fail must not grow past its maximum.
 		room := max(0, p.Max-len(runners))
+		plan.need, plan.room = desired-n, room
 		plan.Create = min(desired-n, room)
 		if plan.Create < desired-n {
 			plan.Limited = true

@@ -57,21 +57,21 @@ func TestDecide(t *testing.T) {
 		{name: "shrink removes booting newest first, never busy",
 			d:          Demand{Busy: 1, Queued: 1},
 			runners:    []Runner{busy("b", 5*time.Minute), booting("old", 3*time.Minute), booting("new", time.Minute), ready("r", 2*time.Minute)},
-			wantRemove: []Removal{{"new", ReasonScaleDown}, {"old", ReasonScaleDown}}},
+			wantRemove: []Removal{{Name: "new", Reason: ReasonScaleDown}, {Name: "old", Reason: ReasonScaleDown}}},
 		{name: "all busy above desired: nothing removed", d: Demand{},
 			runners: []Runner{busy("a", time.Minute), busy("b", time.Minute)}},
 		{name: "unhealthy replaced", d: Demand{},
 			runners:    []Runner{{Name: "sick", Created: now.Add(-time.Minute), Unhealthy: true}},
-			wantCreate: 1, wantRemove: []Removal{{"sick", ReasonUnhealthy}}},
+			wantCreate: 1, wantRemove: []Removal{{Name: "sick", Reason: ReasonUnhealthy}}},
 		{name: "idle TTL replaced", d: Demand{},
 			runners:    []Runner{ready("stale", time.Hour)},
-			wantCreate: 1, wantRemove: []Removal{{"stale", ReasonIdleTTL}}},
+			wantCreate: 1, wantRemove: []Removal{{Name: "stale", Reason: ReasonIdleTTL}}},
 		{name: "max lifetime replaced even when busy", d: Demand{Busy: 1},
 			runners:    []Runner{busy("ancient", 25*time.Hour)},
-			wantCreate: 1, wantRemove: []Removal{{"ancient", ReasonMaxLifetime}}},
+			wantCreate: 1, wantRemove: []Removal{{Name: "ancient", Reason: ReasonMaxLifetime}}},
 		{name: "never bootstrapped removed", d: Demand{},
 			runners:    []Runner{booting("stuck", 11*time.Minute)},
-			wantCreate: 1, wantRemove: []Removal{{"stuck", ReasonBootstrapTimeout}}},
+			wantCreate: 1, wantRemove: []Removal{{Name: "stuck", Reason: ReasonBootstrapTimeout}}},
 		{name: "deleting runners do not count toward the desired size", d: Demand{},
 			runners:    []Runner{{Name: "going", Deleting: true}},
 			wantCreate: 1},
@@ -84,7 +84,7 @@ func TestDecide(t *testing.T) {
 		{name: "a replacement at max waits for the removal", d: Demand{Busy: 4, Queued: 1},
 			runners: []Runner{busy("b1", time.Minute), busy("b2", time.Minute), busy("b3", time.Minute), busy("b4", time.Minute),
 				{Name: "sick", Created: now.Add(-time.Minute), Unhealthy: true}},
-			wantRemove: []Removal{{"sick", ReasonUnhealthy}}},
+			wantRemove: []Removal{{Name: "sick", Reason: ReasonUnhealthy}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -93,6 +93,149 @@ func TestDecide(t *testing.T) {
 			g.Expect(plan.Create).To(Equal(tc.wantCreate))
 			g.Expect(plan.Remove).To(Equal(tc.wantRemove))
 		})
+	}
+}
+
+// TestHeldRunnerKeepsItsPlace: a runner the sweep marked (its VM seen stopped) that the CI
+// platform still reports busy stays until its job ends. Until then it holds its place: it counts
+// toward the desired size and maxReplicas, so the pool neither starts a replacement beside it nor
+// keeps an idle runner too many.
+func TestHeldRunnerKeepsItsPlace(t *testing.T) {
+	now := t0.Add(48 * time.Hour)
+	idle := func(name string) Runner {
+		return Runner{Name: name, Created: now.Add(-time.Hour), Ready: true, ReadySince: now.Add(-time.Minute)}
+	}
+	busy := func(name string) Runner { r := idle(name); r.Busy = true; return r }
+	held := func(name string) Runner { r := busy(name); r.Unhealthy, r.VMStopped = true, true; return r }
+	heldRemoval := Removal{Name: "marked", Reason: ReasonUnhealthy, Held: true}
+	cases := []struct {
+		name       string
+		p          Policy
+		d          Demand
+		runners    []Runner
+		wantCreate int
+		wantRemove []Removal
+	}{
+		{name: "its place is not filled beside it", p: Policy{Max: 5, Idle: 1}, d: Demand{Busy: 1},
+			runners: []Runner{held("marked"), idle("i1")}, wantRemove: []Removal{heldRemoval}},
+		{name: "an idle runner beyond the desired size is scaled down", p: Policy{Max: 5, Idle: 1}, d: Demand{Busy: 1},
+			runners:    []Runner{held("marked"), idle("i1"), idle("i2")},
+			wantRemove: []Removal{heldRemoval, {Name: "i1", Reason: ReasonScaleDown}}},
+		{name: "maxReplicas lowered below the pool: the held runner counts toward it", p: Policy{Max: 2, Idle: 1}, d: Demand{Busy: 2},
+			runners:    []Runner{held("marked"), busy("b1"), idle("i1")},
+			wantRemove: []Removal{heldRemoval, {Name: "i1", Reason: ReasonScaleDown}}},
+		{name: "at maxReplicas a queued job waits", p: Policy{Max: 3}, d: Demand{Busy: 3, Queued: 2},
+			runners: []Runner{held("marked"), busy("b1"), busy("b2")}, wantRemove: []Removal{heldRemoval}},
+		{name: "below maxReplicas a queued job gets the free place", p: Policy{Max: 3}, d: Demand{Busy: 2, Queued: 2},
+			runners: []Runner{held("marked"), busy("b1")}, wantCreate: 1, wantRemove: []Removal{heldRemoval}},
+		{name: "once its job ended it is an ordinary replacement", p: Policy{Max: 3}, d: Demand{Busy: 1},
+			runners:    []Runner{{Name: "marked", Created: now.Add(-time.Hour), Ready: true, Unhealthy: true, VMStopped: true}, busy("b1")},
+			wantCreate: 0, wantRemove: []Removal{{Name: "marked", Reason: ReasonUnhealthy}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			plan := Decide(tc.p, tc.d, tc.runners, now)
+			g.Expect(plan.Create).To(Equal(tc.wantCreate))
+			g.Expect(plan.Remove).To(Equal(tc.wantRemove))
+		})
+	}
+}
+
+// TestCreateIfKept: a runner to be replaced that the CI platform turns out to keep (the pool's
+// demand did not know its job) holds its place: the pool makes one runner fewer, but fills a
+// place maxReplicas leaves free instead of counting the kept runner twice.
+func TestCreateIfKept(t *testing.T) {
+	now := t0.Add(48 * time.Hour)
+	marked := Runner{Name: "marked", Created: now.Add(-time.Hour), Ready: true, Unhealthy: true, VMStopped: true}
+	cases := []struct {
+		name       string
+		p          Policy
+		kept       int
+		wantCreate int
+	}{
+		{name: "at maxReplicas the free place is filled", p: Policy{Min: 2, Max: 2}, kept: 1, wantCreate: 1},
+		{name: "below maxReplicas the desired size counts it", p: Policy{Min: 2, Max: 5}, kept: 1, wantCreate: 1},
+		{name: "removed after all: replaced", p: Policy{Min: 2, Max: 5}, kept: 0, wantCreate: 2},
+		{name: "no room at all", p: Policy{Min: 2, Max: 1}, kept: 1, wantCreate: 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			plan := Decide(tc.p, Demand{}, []Runner{marked}, now)
+			g.Expect(plan.Remove).To(Equal([]Removal{{Name: "marked", Reason: ReasonUnhealthy}}))
+			g.Expect(plan.CreateIfKept(tc.kept)).To(Equal(tc.wantCreate))
+			g.Expect(1+plan.CreateIfKept(tc.kept)).To(BeNumerically("<=", max(tc.p.Max, 1)), "never past maxReplicas")
+		})
+	}
+}
+
+// TestPoolAtMaxWithHeldRunner plays a pool at maxReplicas through bounded rounds: a busy runner is
+// marked by the sweep and held while its job runs; the pool applies each plan (removals that are
+// not held go, creations start idle) while jobs come and go, and lowers maxReplicas once. The pool
+// never has more Machines than maxReplicas (busy runners aside, which are never scaled down), nor
+// more than it wants.
+func TestPoolAtMaxWithHeldRunner(t *testing.T) {
+	g := NewWithT(t)
+	now := t0
+	p := Policy{Min: 1, Max: 4, Idle: 1}
+	type machine struct {
+		r       Runner
+		jobLeft int // rounds until its job ends; 0 = idle
+	}
+	ms := map[string]*machine{}
+	add := func(name string, job int) {
+		ms[name] = &machine{r: Runner{Name: name, Created: now, Ready: true, ReadySince: now}, jobLeft: job}
+	}
+	add("marked", 6)
+	add("b1", 3)
+	add("b2", 9)
+	add("i1", 0)
+	ms["marked"].r.Unhealthy, ms["marked"].r.VMStopped = true, true
+	next, queued := 0, 0
+	for round := 0; round < 12; round++ {
+		if round == 4 {
+			p.Max = 3
+		}
+		if round%3 == 1 {
+			queued += 2
+		}
+		// Idle runners take queued jobs.
+		for _, m := range ms {
+			if m.jobLeft == 0 && !m.r.Unhealthy && queued > 0 {
+				m.jobLeft, queued = 4, queued-1
+			}
+		}
+		var runners []Runner
+		busy := 0
+		for _, m := range ms {
+			m.r.Busy = m.jobLeft > 0
+			if m.r.Busy {
+				busy++
+			}
+			runners = append(runners, m.r)
+		}
+		plan := Decide(p, Demand{Busy: busy, Queued: queued}, runners, now)
+		for _, rm := range plan.Remove {
+			if rm.Held && ms[rm.Name].jobLeft > 0 {
+				continue // the CI platform says its job runs: kept
+			}
+			delete(ms, rm.Name)
+		}
+		for i := 0; i < plan.Create; i++ {
+			next++
+			add(fmt.Sprintf("n%d", next), 0)
+		}
+		// Busy runners are never scaled down, so after maxReplicas is lowered they may hold more
+		// places than it for a while; nothing else may.
+		g.Expect(len(ms)).To(BeNumerically("<=", max(p.Max, busy)), "round %d: %d Machines, maxReplicas %d, %d busy", round, len(ms), p.Max, busy)
+		g.Expect(len(ms)).To(BeNumerically("<=", max(plan.Desired, busy)), "round %d: more Machines than the pool wants", round)
+		for _, m := range ms {
+			if m.jobLeft > 0 {
+				m.jobLeft--
+			}
+		}
+		now = now.Add(time.Minute)
 	}
 }
 
@@ -140,10 +283,11 @@ func TestDecideProperties(t *testing.T) {
 		"Busy":      gen.Bool(),
 		"Deleting":  gen.Weighted([]gen.WeightedGen{{Weight: 9, Gen: gen.Const(false)}, {Weight: 1, Gen: gen.Const(true)}}),
 		"Unhealthy": gen.Weighted([]gen.WeightedGen{{Weight: 9, Gen: gen.Const(false)}, {Weight: 1, Gen: gen.Const(true)}}),
+		"VMStopped": gen.Weighted([]gen.WeightedGen{{Weight: 8, Gen: gen.Const(false)}, {Weight: 2, Gen: gen.Const(true)}}),
 		"AgeMin":    gen.IntRange(0, 3000),
 	}))
 
-	properties.Property("plans respect bounds, count deleting runners toward max and never scale down busy runners", prop.ForAll(
+	properties.Property("plans respect bounds, count deleting and held runners toward max and never scale down busy runners", prop.ForAll(
 		func(min, span, idle, queued int, rs []genRunner) bool {
 			p := Policy{Min: min, Max: min + span, Idle: idle, IdleTTL: 30 * time.Minute,
 				MaxLifetime: 24 * time.Hour, BootstrapTimeout: 10 * time.Minute}
@@ -163,7 +307,12 @@ func TestDecideProperties(t *testing.T) {
 				if removed[rm.Name] || r.Deleting {
 					return fail(t, "removed a runner twice or one already deleting: "+rm.Name)
 				}
-				removed[rm.Name] = true
+				if rm.Held != (r.Busy && r.VMStopped) {
+					return fail(t, "held must be exactly the busy runners the sweep marked: "+rm.Name)
+				}
+				// A held runner stays while its job runs (the platform says busy): it is still
+				// there after the plan.
+				removed[rm.Name] = !rm.Held
 				if rm.Reason == ReasonScaleDown {
 					scaleDowns++
 					if r.Busy {
@@ -199,8 +348,8 @@ func TestDecideProperties(t *testing.T) {
 }
 
 type genRunner struct {
-	Ready, Busy, Deleting, Unhealthy bool
-	AgeMin                           int
+	Ready, Busy, Deleting, Unhealthy, VMStopped bool
+	AgeMin                                      int
 }
 
 func fail(t *testing.T, msg string) bool {
@@ -214,7 +363,7 @@ func toRunners(rs []genRunner, now time.Time) ([]Runner, int) {
 	for i, g := range rs {
 		created := now.Add(-time.Duration(g.AgeMin) * time.Minute)
 		out[i] = Runner{Name: fmt.Sprintf("r%d", i), Created: created, Ready: g.Ready || g.Busy, Busy: g.Busy,
-			Deleting: g.Deleting, Unhealthy: g.Unhealthy}
+			Deleting: g.Deleting, Unhealthy: g.Unhealthy || g.VMStopped, VMStopped: g.VMStopped}
 		if out[i].Ready {
 			out[i].ReadySince = created.Add(time.Minute)
 		}
