@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/hyperfleet-io/hyperfleet/api"
@@ -33,20 +32,18 @@ import (
 
 // New builds a manager with every HyperFleet controller registered.
 func New(ctx context.Context, restConfig *rest.Config, cfg *config.Manager, override ...func(*controllers.Options)) (manager.Manager, error) {
-	metrics := metricsserver.Options{BindAddress: cfg.MetricsBindAddress, SecureServing: cfg.MetricsSecure}
-	if cfg.MetricsSecure {
-		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
-	}
 	syncPeriod := cfg.SyncPeriod
 	cacheOpts := cache.Options{SyncPeriod: &syncPeriod}
 	wakeups := make(chan event.TypedGenericEvent[*fleetv1.RunnerPool], 1024)
 	if cfg.WatchNamespace != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{cfg.WatchNamespace: {}}
 	}
+	// The metrics and health probe listeners are the manager's own (listeners.go), with limits
+	// controller-runtime's servers do not offer; its own are off.
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                        api.NewScheme(),
-		Metrics:                       metrics,
-		HealthProbeBindAddress:        cfg.HealthProbeBindAddress,
+		Metrics:                       metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:        "0",
 		LeaderElection:                cfg.LeaderElect,
 		LeaderElectionID:              cfg.LeaderElectionID,
 		LeaderElectionNamespace:       cfg.LeaderElectionNamespace,
@@ -60,12 +57,6 @@ func New(ctx context.Context, restConfig *rest.Config, cfg *config.Manager, over
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
-	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return nil, err
-	}
-	if err := mgr.AddReadyzCheck("informers", cacheSynced(mgr)); err != nil {
-		return nil, err
 	}
 	opts := controllers.Options{
 		Concurrency:                  cfg.Concurrency,
@@ -92,6 +83,13 @@ func New(ctx context.Context, restConfig *rest.Config, cfg *config.Manager, over
 		return nil, err
 	}
 	if err := addWebhookReceiver(mgr, cfg, opts, wakeups); err != nil {
+		return nil, err
+	}
+	// Last, so that nothing after them fails and leaves their ports bound.
+	if err := addMetricsServer(mgr, cfg); err != nil {
+		return nil, err
+	}
+	if err := addHealthProbeServer(mgr, cfg); err != nil {
 		return nil, err
 	}
 	return mgr, nil
