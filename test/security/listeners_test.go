@@ -165,6 +165,18 @@ func TestManagerListenersAreLimited(t *testing.T) {
 		g.Expect(status(t, http.DefaultClient, healthURL+"/healthz", "", "X-Pad", pad)).To(Equal(http.StatusRequestHeaderFieldsTooLarge))
 		// A scrape with ordinary headers is still served.
 		g.Expect(status(t, scraper, metricsURL, reader)).To(Equal(http.StatusOK))
+		// Over HTTP/2 (offered, as controller-runtime does) the listener advertises the same cap: the
+		// scrape with ordinary headers is served, the oversized one never is.
+		h2 := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+		req, err := http.NewRequest(http.MethodGet, metricsURL, nil)
+		g.Expect(err).NotTo(HaveOccurred())
+		req.Header.Set("Authorization", "Bearer "+reader)
+		resp, err := h2.Do(req)
+		g.Expect(err).NotTo(HaveOccurred())
+		resp.Body.Close()
+		g.Expect(resp.ProtoMajor).To(Equal(2))
+		g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+		g.Expect(status(t, h2, metricsURL, reader, "X-Pad", pad)).NotTo(Equal(http.StatusOK))
 	})
 
 	t.Run("slow headers", func(t *testing.T) {
