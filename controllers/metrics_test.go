@@ -40,6 +40,9 @@ func TestMetricsDuringProvisioning(t *testing.T) {
 	for _, series := range []string{
 		`hyperfleet_vm_provisioning_duration_seconds_count{hypervisor_cluster="metrics-pve"}`,
 		`hyperfleet_vm_provisioning_total{hypervisor_cluster="metrics-pve",reason="",result="success"} 1`,
+		`hyperfleet_hypervisor_api_request_duration_seconds_count{code="ok",operation="Clone",provider="proxmox"}`,
+		`hyperfleet_hypervisor_task_duration_seconds_count{provider="proxmox",type="Clone"}`,
+		// The deprecated names keep their series for one release.
 		`hyperfleet_proxmox_api_request_duration_seconds_count{code="ok",operation="Clone"}`,
 		`hyperfleet_proxmox_task_duration_seconds_count{type="Clone"}`,
 		`controller_runtime_reconcile_total{controller="machineclaim"`,

@@ -23,6 +23,7 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/proxmox"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/builtin"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/spire"
+	"github.com/hyperfleet-io/hyperfleet/pkg/metrics"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
 )
 
@@ -95,7 +96,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 			return nil, err
 		}
 		// Every hypervisor call gets a span and latency/error metrics.
-		return hvinstrumented.Wrap(p, cfg.Cluster), nil
+		return hvinstrumented.Wrap(p, metrics.ProviderProxmox, cfg.Cluster), nil
 	}
 	copts := controller.Options{MaxConcurrentReconciles: max(opts.Concurrency, 1)}
 	if opts.SkipNameValidation {

@@ -5,6 +5,11 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
+var (
+	apiBuckets  = []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+	taskBuckets = []float64{0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600}
+)
+
 // The collectors are exported so tests and the bootstrap service's own registry can reach them;
 // record through the helper functions, which keep label values bounded.
 var (
@@ -19,21 +24,41 @@ var (
 		Help: "VM provisioning outcomes by hypervisor cluster, result and failure reason.",
 	}, []string{"hypervisor_cluster", "result", "reason"})
 
-	ProxmoxAPIRequestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	HypervisorAPIRequestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "hyperfleet_hypervisor_api_request_duration_seconds",
+		Help:    "Duration of hypervisor provider calls by provider, operation and outcome code.",
+		Buckets: apiBuckets,
+	}, []string{"provider", "operation", "code"})
+
+	HypervisorAPIErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hyperfleet_hypervisor_api_errors_total",
+		Help: "Failed hypervisor provider calls by provider, operation and error class.",
+	}, []string{"provider", "operation", "reason"})
+
+	HypervisorTaskDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "hyperfleet_hypervisor_task_duration_seconds",
+		Help:    "Time from a hypervisor task being started to it being seen finished, by provider and task type.",
+		Buckets: taskBuckets,
+	}, []string{"provider", "type"})
+
+	// The Proxmox-named metrics are kept for one release so dashboards and alerts can move; they
+	// record the Proxmox provider's calls only, exactly as before.
+
+	DeprecatedProxmoxAPIRequestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "hyperfleet_proxmox_api_request_duration_seconds",
-		Help:    "Duration of hypervisor provider calls by operation and outcome code.",
-		Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+		Help:    "Deprecated: use hyperfleet_hypervisor_api_request_duration_seconds{provider=\"proxmox\"}.",
+		Buckets: apiBuckets,
 	}, []string{"operation", "code"})
 
-	ProxmoxAPIErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+	DeprecatedProxmoxAPIErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hyperfleet_proxmox_api_errors_total",
-		Help: "Failed hypervisor provider calls by operation and error class.",
+		Help: "Deprecated: use hyperfleet_hypervisor_api_errors_total{provider=\"proxmox\"}.",
 	}, []string{"operation", "reason"})
 
-	ProxmoxTaskDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	DeprecatedProxmoxTaskDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "hyperfleet_proxmox_task_duration_seconds",
-		Help:    "Time from a hypervisor task being started to it being seen finished, by task type.",
-		Buckets: []float64{0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600},
+		Help:    "Deprecated: use hyperfleet_hypervisor_task_duration_seconds{provider=\"proxmox\"}.",
+		Buckets: taskBuckets,
 	}, []string{"type"})
 
 	WebhookDeliveries = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -68,11 +93,21 @@ var (
 	})
 )
 
+// Renamed maps each deprecated metric name to the name that replaces it. The deprecated names are
+// still served with the same observations and go away in the next release; dashboards chart the new
+// names only.
+var Renamed = map[string]string{
+	"hyperfleet_proxmox_api_request_duration_seconds": "hyperfleet_hypervisor_api_request_duration_seconds",
+	"hyperfleet_proxmox_api_errors_total":             "hyperfleet_hypervisor_api_errors_total",
+	"hyperfleet_proxmox_task_duration_seconds":        "hyperfleet_hypervisor_task_duration_seconds",
+}
+
 // Collectors returns every HyperFleet collector, for processes that serve their own registry.
 func Collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		VMProvisioningDuration, VMProvisioningTotal,
-		ProxmoxAPIRequestDuration, ProxmoxAPIErrors, ProxmoxTaskDuration,
+		HypervisorAPIRequestDuration, HypervisorAPIErrors, HypervisorTaskDuration,
+		DeprecatedProxmoxAPIRequestDuration, DeprecatedProxmoxAPIErrors, DeprecatedProxmoxTaskDuration,
 		WebhookDeliveries, JobPickupLatency,
 		RunnerPoolReplicas, RunnerPoolQueuedJobs,
 		BootstrapAttestations, GitHubRateLimitRemaining,

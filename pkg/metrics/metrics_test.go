@@ -13,6 +13,10 @@ import (
 var contract = []string{
 	"hyperfleet_vm_provisioning_duration_seconds",
 	"hyperfleet_vm_provisioning_total",
+	"hyperfleet_hypervisor_api_request_duration_seconds",
+	"hyperfleet_hypervisor_api_errors_total",
+	"hyperfleet_hypervisor_task_duration_seconds",
+	// Deprecated aliases, served for one release.
 	"hyperfleet_proxmox_api_request_duration_seconds",
 	"hyperfleet_proxmox_api_errors_total",
 	"hyperfleet_proxmox_task_duration_seconds",
@@ -28,9 +32,9 @@ func TestEveryContractMetricIsServedByTheManagerRegistry(t *testing.T) {
 	g := NewWithT(t)
 	ObserveProvisioning("fleet/pve-a", 42*time.Second)
 	ProvisioningResult("fleet/pve-a", "", true)
-	ObserveProviderCall("Clone", "", 30*time.Millisecond)
-	ObserveProviderCall("Clone", "Busy", 30*time.Millisecond)
-	ObserveTask("Clone", 3*time.Second)
+	ObserveProviderCall(ProviderProxmox, "Clone", "", 30*time.Millisecond)
+	ObserveProviderCall(ProviderProxmox, "Clone", "Busy", 30*time.Millisecond)
+	ObserveTask(ProviderProxmox, "Clone", 3*time.Second)
 	WebhookDelivery(WebhookAccepted)
 	ObserveJobPickup(70 * time.Second)
 	SetPool("ci", "linux", 3, 2, 2, 1, 1, 4)
@@ -69,14 +73,49 @@ func TestProvisioningResult(t *testing.T) {
 
 func TestProviderCallCodesAndErrors(t *testing.T) {
 	g := NewWithT(t)
-	ProxmoxAPIRequestDuration.Reset()
-	ProxmoxAPIErrors.Reset()
-	ObserveProviderCall("Start", "", time.Millisecond)
-	ObserveProviderCall("Start", "Transient", time.Millisecond)
+	HypervisorAPIRequestDuration.Reset()
+	HypervisorAPIErrors.Reset()
+	ObserveProviderCall(ProviderProxmox, "Start", "", time.Millisecond)
+	ObserveProviderCall(ProviderProxmox, "Start", "Transient", time.Millisecond)
 
-	g.Expect(testutil.CollectAndCount(ProxmoxAPIRequestDuration)).To(Equal(2), "codes ok and Transient")
-	g.Expect(testutil.ToFloat64(ProxmoxAPIErrors.WithLabelValues("Start", "Transient"))).To(Equal(1.0))
-	g.Expect(testutil.CollectAndCount(ProxmoxAPIErrors)).To(Equal(1), "successes are not errors")
+	g.Expect(testutil.CollectAndCount(HypervisorAPIRequestDuration)).To(Equal(2), "codes ok and Transient")
+	g.Expect(testutil.ToFloat64(HypervisorAPIErrors.WithLabelValues(ProviderProxmox, "Start", "Transient"))).To(Equal(1.0))
+	g.Expect(testutil.CollectAndCount(HypervisorAPIErrors)).To(Equal(1), "successes are not errors")
+}
+
+// The Proxmox-named metrics keep counting Proxmox's calls for one release, and only Proxmox's: a
+// second provider's calls must not show up on a Proxmox dashboard.
+func TestDeprecatedProxmoxMetricsMirrorProxmoxOnly(t *testing.T) {
+	tests := []struct {
+		provider string
+		mirrored int
+	}{
+		{ProviderProxmox, 1},
+		{"hyperv", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.provider, func(t *testing.T) {
+			g := NewWithT(t)
+			for _, c := range []interface{ Reset() }{
+				HypervisorAPIRequestDuration, HypervisorAPIErrors, HypervisorTaskDuration,
+				DeprecatedProxmoxAPIRequestDuration, DeprecatedProxmoxAPIErrors, DeprecatedProxmoxTaskDuration,
+			} {
+				c.Reset()
+			}
+			ObserveProviderCall(tt.provider, "Clone", "Busy", time.Millisecond)
+			ObserveTask(tt.provider, "Clone", time.Second)
+
+			g.Expect(testutil.ToFloat64(HypervisorAPIErrors.WithLabelValues(tt.provider, "Clone", "Busy"))).To(Equal(1.0))
+			g.Expect(testutil.CollectAndCount(HypervisorAPIRequestDuration)).To(Equal(1))
+			g.Expect(testutil.CollectAndCount(HypervisorTaskDuration)).To(Equal(1))
+			g.Expect(testutil.CollectAndCount(DeprecatedProxmoxAPIRequestDuration)).To(Equal(tt.mirrored))
+			g.Expect(testutil.CollectAndCount(DeprecatedProxmoxAPIErrors)).To(Equal(tt.mirrored))
+			g.Expect(testutil.CollectAndCount(DeprecatedProxmoxTaskDuration)).To(Equal(tt.mirrored))
+			if tt.mirrored > 0 {
+				g.Expect(testutil.ToFloat64(DeprecatedProxmoxAPIErrors.WithLabelValues("Clone", "Busy"))).To(Equal(1.0))
+			}
+		})
+	}
 }
 
 func TestPoolGaugesAndDeletion(t *testing.T) {
@@ -116,7 +155,7 @@ func TestSimpleGaugesAndHistograms(t *testing.T) {
 	SetGitHubRateLimit(12)
 	g.Expect(testutil.ToFloat64(GitHubRateLimitRemaining)).To(Equal(12.0))
 
-	ProxmoxTaskDuration.Reset()
-	ObserveTask("Delete", 1500*time.Millisecond)
-	g.Expect(testutil.CollectAndCount(ProxmoxTaskDuration, "hyperfleet_proxmox_task_duration_seconds")).To(Equal(1))
+	HypervisorTaskDuration.Reset()
+	ObserveTask(ProviderProxmox, "Delete", 1500*time.Millisecond)
+	g.Expect(testutil.CollectAndCount(HypervisorTaskDuration, "hyperfleet_hypervisor_task_duration_seconds")).To(Equal(1))
 }

@@ -65,20 +65,33 @@ func ProvisioningResult(cluster, reason string, ok bool) {
 	VMProvisioningTotal.WithLabelValues(cluster, result, reason).Inc()
 }
 
-// ObserveProviderCall records one hypervisor provider call: operation is the Provider method name
-// and reason the error class (hypervisor.Reason), empty on success.
-func ObserveProviderCall(operation, reason string, d time.Duration) {
+// ProviderProxmox is the provider label value of Proxmox VE; the value of every provider is the
+// lower-case spelling of the HypervisorCluster's spec.provider.
+const ProviderProxmox = "proxmox"
+
+// ObserveProviderCall records one hypervisor provider call: provider is the provider label value,
+// operation the Provider method name and reason the error class (hypervisor.Reason), empty on success.
+func ObserveProviderCall(provider, operation, reason string, d time.Duration) {
 	code := "ok"
 	if reason != "" {
 		code = reason
-		ProxmoxAPIErrors.WithLabelValues(operation, reason).Inc()
+		HypervisorAPIErrors.WithLabelValues(provider, operation, reason).Inc()
 	}
-	ProxmoxAPIRequestDuration.WithLabelValues(operation, code).Observe(d.Seconds())
+	HypervisorAPIRequestDuration.WithLabelValues(provider, operation, code).Observe(d.Seconds())
+	if provider == ProviderProxmox {
+		if reason != "" {
+			DeprecatedProxmoxAPIErrors.WithLabelValues(operation, reason).Inc()
+		}
+		DeprecatedProxmoxAPIRequestDuration.WithLabelValues(operation, code).Observe(d.Seconds())
+	}
 }
 
 // ObserveTask records a finished hypervisor task; op is the Provider method that started it.
-func ObserveTask(op string, d time.Duration) {
-	ProxmoxTaskDuration.WithLabelValues(op).Observe(d.Seconds())
+func ObserveTask(provider, op string, d time.Duration) {
+	HypervisorTaskDuration.WithLabelValues(provider, op).Observe(d.Seconds())
+	if provider == ProviderProxmox {
+		DeprecatedProxmoxTaskDuration.WithLabelValues(op).Observe(d.Seconds())
+	}
 }
 
 // WebhookDelivery counts one webhook delivery; use the Webhook* constants.

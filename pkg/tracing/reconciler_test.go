@@ -75,7 +75,7 @@ func TestReconcileTraceCoversProviderCallsAndLogs(t *testing.T) {
 		CABundle: sim.CACertPEM(), Cluster: "fleet/pve-a", InstallationID: "0123456789abcdef", Timeout: 5 * time.Second})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(pve.Close)
-	provider := instrumented.Wrap(pve, "fleet/pve-a")
+	provider := instrumented.Wrap(pve, "proxmox", "fleet/pve-a")
 
 	var buf bytes.Buffer
 	r := Reconciler("machineclaim", reconcile.Func(func(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {

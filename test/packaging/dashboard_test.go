@@ -10,13 +10,15 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+
+	"github.com/hyperfleet-io/hyperfleet/pkg/metrics"
 )
 
 var metricName = regexp.MustCompile(`hyperfleet_[a-z_]+`)
 
 // TestDashboardMatchesMetrics keeps the Grafana dashboard, docs/metrics.md and the metrics pkg/metrics
-// registers in step: every recorded metric is charted and documented, and the dashboard queries
-// nothing that is not recorded.
+// registers in step: every recorded metric is charted and documented, the dashboard queries nothing
+// that is not recorded, and a deprecated name is documented with its replacement but no longer charted.
 func TestDashboardMatchesMetrics(t *testing.T) {
 	g := NewWithT(t)
 	raw := mustRead(t, filepath.Join(env.RepoRoot, "config", "grafana", "hyperfleet-dashboard.json"))
@@ -62,8 +64,15 @@ func TestDashboardMatchesMetrics(t *testing.T) {
 
 	docs := string(mustRead(t, filepath.Join(env.RepoRoot, "docs", "metrics.md")))
 	for _, m := range sortedKeys(recorded) {
-		g.Expect(charted).To(HaveKey(m), "metric %s is recorded but not on the dashboard", m)
 		g.Expect(docs).To(ContainSubstring("`"+m+"`"), "metric %s is recorded but not in docs/metrics.md", m)
+		if replacement, deprecated := metrics.Renamed[m]; deprecated {
+			g.Expect(charted).NotTo(HaveKey(m), "the dashboard charts the deprecated %s; use %s", m, replacement)
+			g.Expect(recorded).To(HaveKey(replacement), "%s is deprecated for %s, which pkg/metrics does not record", m, replacement)
+			g.Expect(docs).To(MatchRegexp("(?m)^\\| `%s` \\| `%s` \\|", regexp.QuoteMeta(m), regexp.QuoteMeta(replacement)),
+				"docs/metrics.md maps the deprecated %s to %s", m, replacement)
+			continue
+		}
+		g.Expect(charted).To(HaveKey(m), "metric %s is recorded but not on the dashboard", m)
 	}
 	for _, m := range sortedKeys(charted) {
 		g.Expect(recorded).To(HaveKey(m), "the dashboard charts %s, which pkg/metrics does not record", m)

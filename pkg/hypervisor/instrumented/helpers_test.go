@@ -28,9 +28,12 @@ func recordSpans(t *testing.T) *tracetest.SpanRecorder {
 }
 
 func resetMetrics() {
-	metrics.ProxmoxAPIRequestDuration.Reset()
-	metrics.ProxmoxAPIErrors.Reset()
-	metrics.ProxmoxTaskDuration.Reset()
+	metrics.HypervisorAPIRequestDuration.Reset()
+	metrics.HypervisorAPIErrors.Reset()
+	metrics.HypervisorTaskDuration.Reset()
+	metrics.DeprecatedProxmoxAPIRequestDuration.Reset()
+	metrics.DeprecatedProxmoxAPIErrors.Reset()
+	metrics.DeprecatedProxmoxTaskDuration.Reset()
 }
 
 // observations is the sample count of one histogram series.

@@ -21,6 +21,7 @@ const ScopeName = "github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/instrument
 // HyperFleet's own and therefore namespaced.
 const (
 	AttrCluster    = attribute.Key("hyperfleet.hypervisor.cluster")
+	AttrProvider   = attribute.Key("hyperfleet.hypervisor.provider")
 	AttrVMNode     = attribute.Key("hyperfleet.vm.node")
 	AttrVMID       = attribute.Key("hyperfleet.vm.id")
 	AttrTemplateID = attribute.Key("hyperfleet.vm.template_id")
@@ -32,11 +33,12 @@ const (
 )
 
 // Wrap returns p with a span, a duration observation and, on failure, an error count for every
-// call. Errors are returned unchanged, so errors.Is on hypervisor's classes keeps working. The
+// call; provider is the metrics' provider label (e.g. metrics.ProviderProxmox) and cluster the
+// HypervisorCluster's namespace/name. Errors are returned unchanged, so errors.Is on hypervisor's classes keeps working. The
 // result has a Close method exactly when p has one, because hypervisor.Cache closes replaced
 // providers through it.
-func Wrap(p hypervisor.Provider, cluster string) hypervisor.Provider {
-	w := &provider{next: p, cluster: cluster, tracer: otel.Tracer(ScopeName)}
+func Wrap(p hypervisor.Provider, providerName, cluster string) hypervisor.Provider {
+	w := &provider{next: p, name: providerName, cluster: cluster, tracer: otel.Tracer(ScopeName)}
 	if _, ok := p.(interface{ Close() }); ok {
 		return &closingProvider{w}
 	}
@@ -45,6 +47,7 @@ func Wrap(p hypervisor.Provider, cluster string) hypervisor.Provider {
 
 type provider struct {
 	next    hypervisor.Provider
+	name    string
 	cluster string
 	tracer  trace.Tracer
 }
@@ -59,15 +62,16 @@ func (p *provider) Unwrap() hypervisor.Provider { return p.next }
 
 // call is one instrumented provider call.
 type call struct {
+	p     *provider
 	op    string
 	span  trace.Span
 	start time.Time
 }
 
 func (p *provider) begin(ctx context.Context, op string, attrs ...attribute.KeyValue) (context.Context, *call) {
-	attrs = append(attrs, AttrCluster.String(p.cluster))
+	attrs = append(attrs, AttrCluster.String(p.cluster), AttrProvider.String(p.name))
 	ctx, span := p.tracer.Start(ctx, "hypervisor."+op, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
-	return ctx, &call{op: op, span: span, start: time.Now()}
+	return ctx, &call{p: p, op: op, span: span, start: time.Now()}
 }
 
 func (c *call) end(err error, attrs ...attribute.KeyValue) {
@@ -78,7 +82,7 @@ func (c *call) end(err error, attrs ...attribute.KeyValue) {
 		c.span.RecordError(err)
 		c.span.SetStatus(codes.Error, err.Error())
 	}
-	metrics.ObserveProviderCall(c.op, reason, time.Since(c.start))
+	metrics.ObserveProviderCall(c.p.name, c.op, reason, time.Since(c.start))
 	c.span.SetAttributes(attrs...)
 	c.span.End()
 }
@@ -263,7 +267,7 @@ func (p *provider) TaskStatus(ctx context.Context, node string, id hypervisor.Ta
 	switch {
 	case err == nil && st.Done:
 		if op, started, ok := tasks.finish(p.taskKey(id)); ok {
-			metrics.ObserveTask(op, time.Since(started))
+			metrics.ObserveTask(p.name, op, time.Since(started))
 		}
 		attrs = []attribute.KeyValue{AttrTaskDone.Bool(true)}
 		if st.Err != nil {

@@ -72,7 +72,7 @@ func TestEveryCallIsTracedAndTimed(t *testing.T) {
 			sr := recordSpans(t)
 			resetMetrics()
 			fake := &fakeProvider{}
-			g.Expect(tt.call(context.Background(), Wrap(fake, cluster))).To(Succeed())
+			g.Expect(tt.call(context.Background(), Wrap(fake, metrics.ProviderProxmox, cluster))).To(Succeed())
 
 			spans := sr.Ended()
 			g.Expect(spans).To(HaveLen(1))
@@ -83,12 +83,13 @@ func TestEveryCallIsTracedAndTimed(t *testing.T) {
 			g.Expect(fake.seen).To(Equal(s.SpanContext()), "the provider runs inside the span, so its own spans nest")
 			attrs := attrsOf(s)
 			g.Expect(attrs).To(HaveKeyWithValue(AttrCluster, attribute.StringValue(cluster)))
+			g.Expect(attrs).To(HaveKeyWithValue(AttrProvider, attribute.StringValue(metrics.ProviderProxmox)))
 			g.Expect(attrs).NotTo(HaveKey(AttrErrorType))
 			for k, v := range tt.attrs {
 				g.Expect(attrs).To(HaveKeyWithValue(k, v))
 			}
-			g.Expect(observations(metrics.ProxmoxAPIRequestDuration, tt.op, "ok")).To(Equal(uint64(1)))
-			g.Expect(testutil.CollectAndCount(metrics.ProxmoxAPIErrors)).To(BeZero())
+			g.Expect(observations(metrics.HypervisorAPIRequestDuration, metrics.ProviderProxmox, tt.op, "ok")).To(Equal(uint64(1)))
+			g.Expect(testutil.CollectAndCount(metrics.HypervisorAPIErrors)).To(BeZero())
 		})
 	}
 }
@@ -98,7 +99,7 @@ func TestErrorsPassThroughUnchanged(t *testing.T) {
 	sr := recordSpans(t)
 	resetMetrics()
 	locked := hypervisor.Errorf(hypervisor.ErrBusy, "start", "VM 105 is locked (clone)")
-	p := Wrap(&fakeProvider{err: locked}, cluster)
+	p := Wrap(&fakeProvider{err: locked}, metrics.ProviderProxmox, cluster)
 	tracked := tasks.len()
 
 	_, err := p.Start(context.Background(), ref)
@@ -113,8 +114,8 @@ func TestErrorsPassThroughUnchanged(t *testing.T) {
 	g.Expect(attrsOf(s)).NotTo(HaveKey(AttrTaskID), "a failed start has no task")
 	g.Expect(s.Events()).To(ContainElement(HaveField("Name", "exception")))
 
-	g.Expect(testutil.ToFloat64(metrics.ProxmoxAPIErrors.WithLabelValues("Start", "Busy"))).To(Equal(1.0))
-	g.Expect(observations(metrics.ProxmoxAPIRequestDuration, "Start", "Busy")).To(Equal(uint64(1)))
+	g.Expect(testutil.ToFloat64(metrics.HypervisorAPIErrors.WithLabelValues(metrics.ProviderProxmox, "Start", "Busy"))).To(Equal(1.0))
+	g.Expect(observations(metrics.HypervisorAPIRequestDuration, metrics.ProviderProxmox, "Start", "Busy")).To(Equal(uint64(1)))
 	g.Expect(tasks.len()).To(Equal(tracked), "no task was started")
 }
 
@@ -123,28 +124,28 @@ func TestTaskDurationIsRecordedOncePerTask(t *testing.T) {
 	sr := recordSpans(t)
 	resetMetrics()
 	fake := &fakeProvider{}
-	p := Wrap(fake, cluster)
+	p := Wrap(fake, metrics.ProviderProxmox, cluster)
 	ctx := context.Background()
 
 	id, err := p.Clone(ctx, hypervisor.CloneSpec{Target: ref})
 	g.Expect(err).NotTo(HaveOccurred())
 	_, err = p.TaskStatus(ctx, "", id)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(testutil.CollectAndCount(metrics.ProxmoxTaskDuration)).To(BeZero(), "still running")
+	g.Expect(testutil.CollectAndCount(metrics.HypervisorTaskDuration)).To(BeZero(), "still running")
 
 	fake.done, fake.taskErr = true, hypervisor.Errorf(hypervisor.ErrTaskFailed, "clone", "storage full")
 	st, err := p.TaskStatus(ctx, "", id)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(st.Err).To(BeIdenticalTo(fake.taskErr))
-	g.Expect(observations(metrics.ProxmoxTaskDuration, "Clone")).To(Equal(uint64(1)), "failed tasks are timed too")
+	g.Expect(observations(metrics.HypervisorTaskDuration, metrics.ProviderProxmox, "Clone")).To(Equal(uint64(1)), "failed tasks are timed too")
 
 	_, err = p.TaskStatus(ctx, "", id)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(observations(metrics.ProxmoxTaskDuration, "Clone")).To(Equal(uint64(1)), "a task is timed once")
+	g.Expect(observations(metrics.HypervisorTaskDuration, metrics.ProviderProxmox, "Clone")).To(Equal(uint64(1)), "a task is timed once")
 
 	_, err = p.TaskStatus(ctx, "", "UPID:pve1:started-by-another-replica")
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(testutil.CollectAndCount(metrics.ProxmoxTaskDuration)).To(Equal(1), "unknown starts are not guessed")
+	g.Expect(testutil.CollectAndCount(metrics.HypervisorTaskDuration)).To(Equal(1), "unknown starts are not guessed")
 
 	polls := spansNamed(sr, "hypervisor.TaskStatus")
 	g.Expect(polls).To(HaveLen(4))
@@ -157,19 +158,19 @@ func TestTaskStartSurvivesProviderRebuild(t *testing.T) {
 	g := NewWithT(t)
 	resetMetrics()
 	ctx := context.Background()
-	id, err := Wrap(&fakeProvider{}, cluster).Stop(ctx, ref)
+	id, err := Wrap(&fakeProvider{}, metrics.ProviderProxmox, cluster).Stop(ctx, ref)
 	g.Expect(err).NotTo(HaveOccurred())
 
-	rebuilt := Wrap(&fakeProvider{done: true}, cluster)
+	rebuilt := Wrap(&fakeProvider{done: true}, metrics.ProviderProxmox, cluster)
 	_, err = rebuilt.TaskStatus(ctx, "", id)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(observations(metrics.ProxmoxTaskDuration, "Stop")).To(Equal(uint64(1)))
+	g.Expect(observations(metrics.HypervisorTaskDuration, metrics.ProviderProxmox, "Stop")).To(Equal(uint64(1)))
 
-	id, err = Wrap(&fakeProvider{}, cluster).Stop(ctx, ref)
+	id, err = Wrap(&fakeProvider{}, metrics.ProviderProxmox, cluster).Stop(ctx, ref)
 	g.Expect(err).NotTo(HaveOccurred())
-	_, err = Wrap(&fakeProvider{done: true}, "fleet/other").TaskStatus(ctx, "", id)
+	_, err = Wrap(&fakeProvider{done: true}, metrics.ProviderProxmox, "fleet/other").TaskStatus(ctx, "", id)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(observations(metrics.ProxmoxTaskDuration, "Stop")).To(Equal(uint64(1)), "task IDs are per cluster")
+	g.Expect(observations(metrics.HypervisorTaskDuration, metrics.ProviderProxmox, "Stop")).To(Equal(uint64(1)), "task IDs are per cluster")
 	tasks.forget(cluster + "\x00" + string(id))
 }
 
@@ -193,13 +194,13 @@ func TestTaskTrackerIsBounded(t *testing.T) {
 func TestCloseAndUnwrap(t *testing.T) {
 	g := NewWithT(t)
 	plain := &fakeProvider{}
-	wrapped := Wrap(plain, cluster)
+	wrapped := Wrap(plain, metrics.ProviderProxmox, cluster)
 	_, ok := wrapped.(interface{ Close() })
 	g.Expect(ok).To(BeFalse(), "no Close to expose")
 	g.Expect(wrapped.(interface{ Unwrap() hypervisor.Provider }).Unwrap()).To(BeIdenticalTo(plain))
 
 	closing := &closingFake{}
-	wrapped = Wrap(closing, cluster)
+	wrapped = Wrap(closing, metrics.ProviderProxmox, cluster)
 	closer, ok := wrapped.(interface{ Close() })
 	g.Expect(ok).To(BeTrue())
 	closer.Close()

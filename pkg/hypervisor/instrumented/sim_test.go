@@ -29,7 +29,7 @@ func TestAgainstTheProxmoxSimulator(t *testing.T) {
 		CABundle: sim.CACertPEM(), Cluster: cluster, InstallationID: "0123456789abcdef", Timeout: 5 * time.Second,
 	})
 	g.Expect(err).NotTo(HaveOccurred())
-	p := Wrap(pve, cluster)
+	p := Wrap(pve, metrics.ProviderProxmox, cluster)
 	t.Cleanup(p.(interface{ Close() }).Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -67,9 +67,9 @@ func TestAgainstTheProxmoxSimulator(t *testing.T) {
 	g.Expect(spansNamed(sr, "hypervisor.ResolveTemplate")).To(HaveLen(1))
 	g.Expect(spansNamed(sr, "hypervisor.NextID")).To(HaveLen(1))
 
-	g.Expect(observations(metrics.ProxmoxAPIRequestDuration, "Clone", "ok")).To(Equal(uint64(1)))
-	g.Expect(observations(metrics.ProxmoxAPIRequestDuration, "Clone", "AlreadyExists")).To(Equal(uint64(1)))
-	g.Expect(testutil.ToFloat64(metrics.ProxmoxAPIErrors.WithLabelValues("Clone", "AlreadyExists"))).To(Equal(1.0))
-	g.Expect(testutil.ToFloat64(metrics.ProxmoxAPIErrors.WithLabelValues("VM", "NotFound"))).To(Equal(1.0))
-	g.Expect(observations(metrics.ProxmoxTaskDuration, "Clone")).To(Equal(uint64(1)))
+	g.Expect(observations(metrics.HypervisorAPIRequestDuration, metrics.ProviderProxmox, "Clone", "ok")).To(Equal(uint64(1)))
+	g.Expect(observations(metrics.HypervisorAPIRequestDuration, metrics.ProviderProxmox, "Clone", "AlreadyExists")).To(Equal(uint64(1)))
+	g.Expect(testutil.ToFloat64(metrics.HypervisorAPIErrors.WithLabelValues(metrics.ProviderProxmox, "Clone", "AlreadyExists"))).To(Equal(1.0))
+	g.Expect(testutil.ToFloat64(metrics.HypervisorAPIErrors.WithLabelValues(metrics.ProviderProxmox, "VM", "NotFound"))).To(Equal(1.0))
+	g.Expect(observations(metrics.HypervisorTaskDuration, metrics.ProviderProxmox, "Clone")).To(Equal(uint64(1)))
 }
