@@ -45,8 +45,10 @@ type RunnerPoolReconciler struct {
 	Demand    *demand.Store
 	// Claims gives each job one owning pool across namespaces (shared with the webhook receiver);
 	// nil leaves the repair loop to rank the pool's own namespace only.
-	Claims      *demand.Claims
-	Platforms   PlatformSource
+	Claims *demand.Claims
+	// Platforms gives each pool its CI platform client, instrumented already (the manager wraps
+	// it once); nil turns the repair loop and runner deregistration off.
+	Platforms   platform.Source
 	WatchFilter string
 	// RepairInterval is how often demand is reconciled against the CI platform's API. Default 60s.
 	RepairInterval time.Duration
@@ -54,15 +56,6 @@ type RunnerPoolReconciler struct {
 	RunnerName func(pool string) string
 	// Wakeups receives pools whose demand changed (from the webhook receiver).
 	Wakeups <-chan event.TypedGenericEvent[*fleetv1.RunnerPool]
-}
-
-// PlatformSource gives the CI platform client and scope of a pool. GitHub Actions is the one
-// implementation (github.PoolClients); GitLab CI or Buildkite plug in here without controller changes.
-type PlatformSource interface {
-	Platform(ctx context.Context, pool *fleetv1.RunnerPool) (platform.Platform, platform.Scope, error)
-	// Installation is the installation the pool's credentials have proven to hold, the key of
-	// its job claims.
-	Installation(ctx context.Context, pool *fleetv1.RunnerPool) (int64, error)
 }
 
 // poolScope is what one reconcile of a RunnerPool works with.

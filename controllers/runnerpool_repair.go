@@ -13,8 +13,6 @@ import (
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
-	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
-	pinstrumented "github.com/hyperfleet-io/hyperfleet/pkg/platform/instrumented"
 	"github.com/hyperfleet-io/hyperfleet/pkg/tenancy"
 )
 
@@ -33,12 +31,11 @@ func (r *RunnerPoolReconciler) reconcileRepair(ctx context.Context, s *poolScope
 		return ctrl.Result{}, nil
 	}
 	log := ctrl.LoggerFrom(ctx)
-	p, scope, err := r.Platforms.Platform(ctx, s.pool)
+	c, scope, err := r.Platforms.Platform(ctx, s.pool)
 	if err != nil {
 		r.setGitHubUnavailable(s, err)
 		return ctrl.Result{}, nil // sizing continues on webhook demand
 	}
-	c := pinstrumented.Wrap(p)
 	jobs, err := c.QueuedJobs(ctx, scope)
 	if err != nil {
 		r.setGitHubUnavailable(s, err)
@@ -115,13 +112,13 @@ func (r *RunnerPoolReconciler) setGitHubUnavailable(s *poolScope, err error) {
 	switch {
 	case errors.Is(err, tenancy.ErrNamespaceNotEnabled):
 		reason = fleetv1.NamespaceNotEnabledReason
-	case errors.Is(err, github.ErrCredentials):
+	case errors.Is(err, platform.ErrCredentials):
 		reason = fleetv1.GitHubCredentialsNotFoundReason
-	case errors.Is(err, github.ErrInsecureURL):
+	case errors.Is(err, platform.ErrInsecureURL):
 		reason = fleetv1.InsecureURLRefusedReason
-	case errors.Is(err, github.ErrCABundle):
+	case errors.Is(err, platform.ErrCABundle):
 		reason = fleetv1.GitHubCABundleInvalidReason
-	case github.IsTLSError(err):
+	case errors.Is(err, platform.ErrTLS):
 		reason = fleetv1.GitHubTLSErrorReason
 	}
 	conditions.Set(s.pool, metav1.Condition{Type: fleetv1.GitHubAvailableCondition, Status: metav1.ConditionFalse,

@@ -20,7 +20,6 @@ import (
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
-	pinstrumented "github.com/hyperfleet-io/hyperfleet/pkg/platform/instrumented"
 	"github.com/hyperfleet-io/hyperfleet/pkg/scaling"
 )
 
@@ -327,7 +326,7 @@ func (r *RunnerPoolReconciler) deregister(ctx context.Context, s *poolScope, nam
 	if err != nil {
 		return err
 	}
-	return pinstrumented.Wrap(c).RemoveRunnerByName(ctx, scope, name)
+	return c.RemoveRunnerByName(ctx, scope, name)
 }
 
 // waitForCache blocks until the cache shows the Machines just created, the staleness guard

@@ -12,7 +12,7 @@ import (
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/metrics"
-	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 )
 
 // updateStatus reports the pool at a glance: desired, replicas, ready, idle, busy, queued.
@@ -68,7 +68,7 @@ func (r *RunnerPoolReconciler) updateStatus(s *poolScope) {
 // InsecureTransport condition is True and a Warning Event is recorded when it becomes so.
 func (r *RunnerPoolReconciler) reconcileTransport(_ context.Context, s *poolScope) (ctrl.Result, error) {
 	p := s.pool
-	if !github.IsPlainHTTP(p.Spec.GitHub.APIURL) {
+	if !platform.IsPlainHTTP(p.Spec.GitHub.APIURL) {
 		conditions.Set(p, metav1.Condition{Type: fleetv1.InsecureTransportCondition, Status: metav1.ConditionFalse,
 			Reason: fleetv1.HTTPSReason})
 		return ctrl.Result{}, nil

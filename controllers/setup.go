@@ -24,7 +24,7 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/builtin"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/spire"
 	"github.com/hyperfleet-io/hyperfleet/pkg/metrics"
-	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 )
 
 // Options are the settings controllers share.
@@ -75,7 +75,12 @@ type Options struct {
 	// JobClaimNamespace holds the job claims that give each job one pool cluster-wide (the
 	// manager's own namespace); empty turns claims off.
 	JobClaimNamespace string
-	// GitHubTransport is the base HTTP transport of GitHub clients (e.g. to trust a GHES CA).
+	// Platforms gives each RunnerPool its CI platform client: the one platform.Source of the
+	// process, instrumented once by whoever assembles it (pkg/manager); nil turns the repair loop
+	// and runner deregistration off.
+	Platforms platform.Source
+	// GitHubTransport is the base HTTP transport of GitHub clients (e.g. to trust a GHES CA),
+	// used by pkg/manager when it builds Platforms.
 	GitHubTransport http.RoundTripper
 	// PoolWakeups lets the webhook receiver trigger a RunnerPool reconcile when demand changes.
 	PoolWakeups <-chan event.TypedGenericEvent[*fleetv1.RunnerPool]
@@ -195,7 +200,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Recorder:       mgr.GetEventRecorderFor("runnerpool-controller"),
 		Demand:         demand.NewStore(mgr.GetClient()),
 		Claims:         jobClaims(mgr, opts),
-		Platforms:      &github.PoolClients{Reader: mgr.GetClient(), Transport: opts.GitHubTransport},
+		Platforms:      opts.Platforms,
 		WatchFilter:    opts.WatchFilter,
 		RepairInterval: opts.RepairInterval,
 		Wakeups:        opts.PoolWakeups,

@@ -35,6 +35,9 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/builtin"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/tpm"
 	"github.com/hyperfleet-io/hyperfleet/pkg/logging"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
+	pinstrumented "github.com/hyperfleet-io/hyperfleet/pkg/platform/instrumented"
 )
 
 func main() {
@@ -111,8 +114,10 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// The one CI platform seam of the service, instrumented here once and shared by both servers.
+	platforms := pinstrumented.Source(&github.PoolClients{Reader: c})
 	srv, err := service.New(service.Options{
-		Client: c, CA: ca, Attestor: &builtin.Attestor{Client: c, CA: ca, SVIDTTL: *svidTTL},
+		Client: c, CA: ca, Platforms: platforms, Attestor: &builtin.Attestor{Client: c, CA: ca, SVIDTTL: *svidTTL},
 		TPM: &tpm.Attestor{Client: c, CA: ca, SVIDTTL: *svidTTL,
 			EKRoots: ekRoots, RequireEKCertificate: *requireEKCert},
 		DNSNames: dnsNames, IPs: ipList, Logger: log.WithName("bootstrap-service"),
@@ -123,7 +128,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	var spireSrv *service.Server
 	if *spireListen != "" {
-		if spireSrv, err = newSPIREServer(startCtx, c, *spireWorkloadAPI, log); err != nil {
+		if spireSrv, err = newSPIREServer(startCtx, c, platforms, *spireWorkloadAPI, log); err != nil {
 			return err
 		}
 	}
@@ -163,7 +168,7 @@ func run(ctx context.Context, args []string) error {
 
 // newSPIREServer serves VMs attested by SPIRE with the SVID the SPIRE Workload API gives this
 // service, which must be spiffe://<trust domain>/hyperfleet/bootstrap-service.
-func newSPIREServer(ctx context.Context, c client.Client, workloadAPI string, log logr.Logger) (*service.Server, error) {
+func newSPIREServer(ctx context.Context, c client.Client, platforms platform.Source, workloadAPI string, log logr.Logger) (*service.Server, error) {
 	var opts []workloadapi.X509SourceOption
 	if workloadAPI != "" {
 		opts = append(opts, workloadapi.WithClientOptions(workloadapi.WithAddr(workloadAPI)))
@@ -172,7 +177,7 @@ func newSPIREServer(ctx context.Context, c client.Client, workloadAPI string, lo
 	if err != nil {
 		return nil, fmt.Errorf("--spire-listen needs an SVID from the SPIRE Workload API (%s): %w", orEnv(workloadAPI), err)
 	}
-	srv, err := service.New(service.Options{Client: c, SPIRE: source, Logger: log.WithName("bootstrap-service-spire")})
+	srv, err := service.New(service.Options{Client: c, SPIRE: source, Platforms: platforms, Logger: log.WithName("bootstrap-service-spire")})
 	if err != nil {
 		_ = source.Close()
 		return nil, err

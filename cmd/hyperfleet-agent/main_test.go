@@ -92,7 +92,7 @@ func newVM(t *testing.T, runner bootstrapv1.RunnerSpec) *vm {
 	ca, err := builtin.LoadOrCreateCA(ctx, env.Client, caKey, td)
 	g.Expect(err).NotTo(HaveOccurred())
 	srv, err := service.New(service.Options{Client: env.Client, CA: ca, Attestor: &builtin.Attestor{Client: env.Client, CA: ca},
-		TPM: &tpm.Attestor{Client: env.Client, CA: ca}})
+		TPM: &tpm.Attestor{Client: env.Client, CA: ca}, Platforms: bootstraptest.Platforms(env.Client)})
 	g.Expect(err).NotTo(HaveOccurred())
 	url, err := srv.Start(ctx, "127.0.0.1:0")
 	g.Expect(err).NotTo(HaveOccurred())

@@ -64,7 +64,7 @@ func newSPIREWorld(t *testing.T) *spireWorld {
 	source, err := workloadapi.NewX509Source(waitCtx, workloadapi.WithClientOptions(workloadapi.WithAddr(w.serviceAPI)))
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = source.Close() })
-	srv, err := service.New(service.Options{Client: env.Client, SPIRE: source})
+	srv, err := service.New(service.Options{Client: env.Client, SPIRE: source, Platforms: bootstraptest.Platforms(env.Client)})
 	g.Expect(err).NotTo(HaveOccurred())
 	w.serviceURL, err = srv.Start(ctx, "127.0.0.1:0")
 	g.Expect(err).NotTo(HaveOccurred())

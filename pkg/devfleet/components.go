@@ -19,6 +19,9 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/builtin"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/spire/spirelocal"
 	"github.com/hyperfleet-io/hyperfleet/pkg/manager"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
+	ghplatform "github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
+	pinstrumented "github.com/hyperfleet-io/hyperfleet/pkg/platform/instrumented"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
@@ -96,6 +99,15 @@ func (f *Fleet) startSimulator(agentBin string) error {
 	return nil
 }
 
+// platforms is the CI platform Source of the bootstrap services, built and instrumented once as
+// cmd/bootstrap-service does, and shared by the builtin and the SPIRE service.
+func (f *Fleet) platforms(c client.Reader) platform.Source {
+	if f.bootstrapPlatforms == nil {
+		f.bootstrapPlatforms = pinstrumented.Source(&ghplatform.PoolClients{Reader: c})
+	}
+	return f.bootstrapPlatforms
+}
+
 func (f *Fleet) startBootstrapService(ctx, runCtx context.Context) error {
 	c, err := f.bootstrapServiceClient()
 	if err != nil {
@@ -106,7 +118,7 @@ func (f *Fleet) startBootstrapService(ctx, runCtx context.Context) error {
 		return err
 	}
 	srv, err := service.New(service.Options{
-		Client: c, CA: ca, Attestor: &builtin.Attestor{Client: c, CA: ca},
+		Client: c, CA: ca, Attestor: &builtin.Attestor{Client: c, CA: ca}, Platforms: f.platforms(c),
 		IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Logger: f.log.WithName("bootstrap-service"),
 	})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/spire/spirelocal"
 	"github.com/hyperfleet-io/hyperfleet/pkg/logging"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 	"github.com/hyperfleet-io/hyperfleet/test/testenv"
@@ -79,6 +80,8 @@ type Fleet struct {
 	stateDir string
 	// spireAgentBin is what each VM runs as its spire-agent (Identity SPIRE only).
 	spireAgentBin string
+	// bootstrapPlatforms is the bootstrap services' CI platform Source (see platforms).
+	bootstrapPlatforms platform.Source
 }
 
 // Identities of Options.Identity.

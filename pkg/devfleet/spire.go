@@ -88,7 +88,7 @@ func (f *Fleet) startSPIRE(ctx, runCtx context.Context) error {
 	if err != nil {
 		return err
 	}
-	srv, err := service.New(service.Options{Client: c, SPIRE: source, Logger: f.log.WithName("bootstrap-service-spire")})
+	srv, err := service.New(service.Options{Client: c, SPIRE: source, Platforms: f.platforms(c), Logger: f.log.WithName("bootstrap-service-spire")})
 	if err != nil {
 		return err
 	}

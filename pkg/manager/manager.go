@@ -27,6 +27,7 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/config"
 	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
+	pinstrumented "github.com/hyperfleet-io/hyperfleet/pkg/platform/instrumented"
 	"github.com/hyperfleet-io/hyperfleet/pkg/webhook"
 )
 
@@ -79,6 +80,12 @@ func New(ctx context.Context, restConfig *rest.Config, cfg *config.Manager, over
 	for _, o := range override {
 		o(&opts)
 	}
+	if opts.Platforms == nil {
+		opts.Platforms = &github.PoolClients{Reader: mgr.GetClient(), Transport: opts.GitHubTransport}
+	}
+	// The one CI platform seam of the manager, instrumented here once: the controllers and the
+	// webhook receiver share it (and its client cache).
+	opts.Platforms = pinstrumented.Source(opts.Platforms)
 	if err := controllers.Setup(ctx, mgr, opts); err != nil {
 		return nil, err
 	}
@@ -113,7 +120,7 @@ func addWebhookReceiver(mgr manager.Manager, cfg *config.Manager, opts controlle
 	}
 	receiver := webhook.NewReceiver(mgr.GetClient(), demand.NewStore(mgr.GetClient()), webhook.Config{
 		Secret: []byte(cfg.WebhookSecret), Namespace: cfg.WatchNamespace,
-		Installations: &github.PoolClients{Reader: mgr.GetClient(), Transport: opts.GitHubTransport},
+		Installations: opts.Platforms,
 		Claims:        &demand.Claims{Client: mgr.GetClient(), Namespace: opts.JobClaimNamespace},
 	}, notify)
 	return mgr.Add(&webhookServer{receiver: receiver, addr: cfg.WebhookBindAddress})

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -31,6 +32,27 @@ var (
 	// ErrMalformedWebhook: a webhook's body or headers cannot be parsed; answer 400.
 	ErrMalformedWebhook = errors.New("malformed webhook")
 )
+
+// Errors of a pool's platform configuration and connection, matched with errors.Is whatever the
+// platform: a Source wraps its own errors into these, so callers need not import it.
+var (
+	// ErrCredentials: the pool's credentials Secret is missing or unusable; nothing was sent.
+	ErrCredentials = errors.New("CI platform credentials")
+	// ErrInsecureURL: the pool's API URL is http:// and the pool does not allow it; nothing was
+	// sent, since credentials would travel in clear text.
+	ErrInsecureURL = errors.New("CI platform API URL is http:// and plain HTTP is not allowed")
+	// ErrCABundle: the CA bundle the pool names is missing or holds no usable certificate;
+	// nothing was sent.
+	ErrCABundle = errors.New("CI platform API CA bundle")
+	// ErrTLS: the TLS handshake or the server's certificate check failed: the server was not
+	// the one the CA bundle (or the system roots) vouch for, and no request was sent.
+	ErrTLS = errors.New("TLS verification of the CI platform API failed")
+)
+
+// IsPlainHTTP reports whether an API URL is http://.
+func IsPlainHTTP(apiURL string) bool {
+	return len(apiURL) >= 7 && strings.EqualFold(apiURL[:7], "http://")
+}
 
 // Error is a classified platform API error.
 type Error struct {

@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hyperfleet-io/hyperfleet/api"
-	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/service"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
 	"github.com/hyperfleet-io/hyperfleet/pkg/tenancy"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
@@ -41,7 +40,7 @@ func TestBootstrapServiceReadsPoolCredentialsOnlyWhereEnabled(t *testing.T) {
 	}
 	c, err := client.New(inst.BootstrapService, client.Options{Scheme: api.NewScheme()})
 	g.Expect(err).NotTo(HaveOccurred())
-	platforms := service.NewGitHubPlatforms(c, nil)
+	platforms := &github.PoolClients{Reader: c}
 
 	for _, tc := range []struct {
 		namespace string
@@ -49,7 +48,7 @@ func TestBootstrapServiceReadsPoolCredentialsOnlyWhereEnabled(t *testing.T) {
 	}{{enabled, true}, {notEnabled, false}} {
 		t.Run(tc.namespace, func(t *testing.T) {
 			g := NewWithT(t)
-			_, err := platforms.For(ctx, builder.NewRunnerPool("linux", tc.namespace).Build())
+			_, _, err := platforms.Platform(ctx, builder.NewRunnerPool("linux", tc.namespace).Build())
 			if tc.allowed {
 				g.Expect(err).NotTo(HaveOccurred())
 				return

@@ -19,6 +19,9 @@ import (
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
+	pinstrumented "github.com/hyperfleet-io/hyperfleet/pkg/platform/instrumented"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
 )
@@ -36,6 +39,13 @@ type Fleet struct {
 }
 
 // NewFleet creates a namespace, a Cluster, the App credentials Secret and a RunnerPool.
+// Platforms is the CI platform Source a bootstrap service is assembled with, as in
+// cmd/bootstrap-service: GitHub App clients from pools' credentials Secrets read through c,
+// instrumented once.
+func Platforms(c client.Reader) platform.Source {
+	return pinstrumented.Source(&github.PoolClients{Reader: c})
+}
+
 func NewFleet(t testing.TB, c client.Client, gh *fakegithub.Server) *Fleet {
 	t.Helper()
 	ctx := context.Background()

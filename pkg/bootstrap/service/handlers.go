@@ -68,10 +68,10 @@ func (s *Server) handleRunnerConfig(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, id, err)
 		return
 	}
-	runners, err := s.platforms.For(ctx, t.pool)
+	runners, scope, err := s.platformOf(ctx, t.pool)
 	var jit string
 	if err == nil {
-		jit, _, err = runners.Registry.JITConfig(ctx, runners.Scope, platform.RunnerSpec{
+		jit, _, err = runners.JITConfig(ctx, scope, platform.RunnerSpec{
 			Name: t.machine.Name, RunnerGroupID: t.pool.Spec.GitHub.RunnerGroupID,
 			// The pool's mark lets its repair loop tell its own stale runners from others'.
 			Labels: append(slices.Clone(t.pool.Spec.GitHub.Labels), platform.PoolRunnerLabel(string(t.pool.UID))),
@@ -89,7 +89,7 @@ func (s *Server) handleRunnerConfig(w http.ResponseWriter, r *http.Request) {
 		s.log.Error(err, "recording attestation", "spiffeID", id.String())
 	}
 	s.log.Info("runner config issued", "spiffeID", id.String(), "pool", t.pool.Name)
-	writeJSON(w, http.StatusOK, protocol.RunnerConfig{Platform: string(runners.Kind), RunnerName: t.machine.Name, JITConfig: jit})
+	writeJSON(w, http.StatusOK, protocol.RunnerConfig{Platform: string(runners.Kind()), RunnerName: t.machine.Name, JITConfig: jit})
 }
 
 // handleDeleteRunner deregisters the caller's runner, for a VM that gives up before any job.
@@ -105,9 +105,9 @@ func (s *Server) handleDeleteRunner(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, id, err)
 		return
 	}
-	runners, err := s.platforms.For(ctx, t.pool)
+	runners, scope, err := s.platformOf(ctx, t.pool)
 	if err == nil {
-		err = runners.Registry.RemoveRunnerByName(ctx, runners.Scope, t.machine.Name)
+		err = runners.RemoveRunnerByName(ctx, scope, t.machine.Name)
 	}
 	if err != nil {
 		s.refuse(w, r, id, &statusError{code: platformStatus(err), err: err})

@@ -77,7 +77,8 @@ func startServiceWith(t *testing.T, tune func(*tpm.Attestor), opts ...func(*serv
 	if tune != nil {
 		tune(h.tpm)
 	}
-	o := service.Options{Client: env.Client, CA: h.ca, Attestor: &builtin.Attestor{Client: env.Client, CA: h.ca}, TPM: h.tpm}
+	o := service.Options{Client: env.Client, CA: h.ca, Attestor: &builtin.Attestor{Client: env.Client, CA: h.ca}, TPM: h.tpm,
+		Platforms: bootstraptest.Platforms(env.Client)}
 	for _, f := range opts {
 		f(&o)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/protocol"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 )
 
 // serverSVIDTTL is the life of the service's own certificate; it is renewed at half-life.
@@ -44,8 +45,9 @@ type Options struct {
 	SPIRE SVIDSource
 	// TPM runs TPM attestation (tpm.Attestor); its endpoints answer 404 when nil.
 	TPM TPMAttestor
-	// Platforms builds the CI platform client of a RunnerPool; GitHubPlatforms when nil.
-	Platforms PlatformFactory
+	// Platforms gives each RunnerPool its CI platform client (required). The process that
+	// assembles the service instruments it once (instrumented.Source); the service does not.
+	Platforms platform.Source
 	// DNSNames and IPs are added to the service certificate for clients verifying by host name.
 	DNSNames []string
 	IPs      []net.IP
@@ -69,15 +71,14 @@ type SVIDSource interface {
 
 // Server is a bootstrap service.
 type Server struct {
-	opts      Options
-	td        spiffeid.TrustDomain
-	svid      x509svid.Source
-	bundle    x509bundle.Source
-	spire     bool
-	log       logr.Logger
-	mux       *http.ServeMux
-	platforms PlatformFactory
-	limiter   *limiter
+	opts    Options
+	td      spiffeid.TrustDomain
+	svid    x509svid.Source
+	bundle  x509bundle.Source
+	spire   bool
+	log     logr.Logger
+	mux     *http.ServeMux
+	limiter *limiter
 }
 
 // New validates opts and builds the service; it does not listen yet.
@@ -87,6 +88,8 @@ func New(opts Options) (*Server, error) {
 		return nil, errors.New("bootstrap service needs a Client")
 	case opts.SPIRE == nil && (opts.CA == nil || opts.Attestor == nil):
 		return nil, errors.New("bootstrap service needs a CA and an Attestor, or a SPIRE Workload API source")
+	case opts.Platforms == nil:
+		return nil, errors.New("bootstrap service needs a CI platform Source")
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -97,11 +100,7 @@ func New(opts Options) (*Server, error) {
 	if opts.APITimeout <= 0 {
 		opts.APITimeout = DefaultAPITimeout
 	}
-	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux(), platforms: opts.Platforms,
-		limiter: newLimiter(opts.Limits, time.Now)}
-	if s.platforms == nil {
-		s.platforms = NewGitHubPlatforms(opts.Client, nil)
-	}
+	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux(), limiter: newLimiter(opts.Limits, time.Now)}
 	if opts.SPIRE != nil {
 		if err := s.useSPIRE(opts.SPIRE); err != nil {
 			return nil, err

@@ -29,26 +29,25 @@ const (
 	KeyInstallationID = "installation-id"
 )
 
-// ErrCredentials means a pool's GitHub App Secret is missing or unusable.
-var ErrCredentials = errors.New("GitHub App credentials")
+// ErrCredentials means a pool's GitHub App Secret is missing or unusable; it matches
+// platform.ErrCredentials.
+var ErrCredentials error = &classedError{msg: "GitHub App credentials", class: platform.ErrCredentials}
 
 // ErrInsecureURL means a pool's apiURL is http:// and the pool does not allow it: the App's
-// tokens would travel in clear text, so nothing is sent there.
-var ErrInsecureURL = errors.New("GitHub API URL is http:// and allowInsecureHTTP is not set")
+// tokens would travel in clear text, so nothing is sent there. It matches platform.ErrInsecureURL.
+var ErrInsecureURL error = &classedError{msg: "GitHub API URL is http:// and allowInsecureHTTP is not set", class: platform.ErrInsecureURL}
 
 // ErrCABundle means a pool's caBundleRef names a missing Secret or key, or holds no usable PEM
-// certificate: nothing is sent to GitHub until it is fixed.
-var ErrCABundle = errors.New("GitHub API CA bundle")
+// certificate: nothing is sent to GitHub until it is fixed. It matches platform.ErrCABundle.
+var ErrCABundle error = &classedError{msg: "GitHub API CA bundle", class: platform.ErrCABundle}
 
 // DefaultCAKey is the CA bundle key when caBundleRef.key is empty.
 const DefaultCAKey = "ca.crt"
 
 // IsPlainHTTP reports whether a GitHub API URL is http://.
-func IsPlainHTTP(apiURL string) bool {
-	return len(apiURL) >= 7 && strings.EqualFold(apiURL[:7], "http://")
-}
+func IsPlainHTTP(apiURL string) bool { return platform.IsPlainHTTP(apiURL) }
 
-// PoolClients builds GitHub App clients from RunnerPools' credentials Secrets and reuses a client
+// PoolClients is the GitHub platform.Source: it builds GitHub App clients from RunnerPools' credentials Secrets and reuses a client
 // (with its cached installation token) while the Secret and API settings are unchanged, so a
 // rotated Secret takes effect on the next call.
 type PoolClients struct {
@@ -121,7 +120,9 @@ func (p *PoolClients) For(ctx context.Context, pool *fleetv1.RunnerPool) (*Clien
 	return c, scope, nil
 }
 
-// Platform is For behind the platform-neutral interface controllers use.
+var _ platform.Source = (*PoolClients)(nil)
+
+// Platform is For behind the platform-neutral interface (platform.Source).
 func (p *PoolClients) Platform(ctx context.Context, pool *fleetv1.RunnerPool) (platform.Platform, platform.Scope, error) {
 	c, scope, err := p.For(ctx, pool)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/metrics"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 )
@@ -42,7 +43,35 @@ type rateLimited interface {
 // unchanged. ParseWebhook has no context to parent a span on and makes no API call, so it is
 // passed through untraced.
 func Wrap(p platform.Platform) platform.Platform {
+	if w, ok := p.(*wrapped); ok {
+		return w // instrumented already: one span per call, never two
+	}
 	return &wrapped{next: p, kind: string(p.Kind()), tracer: otel.Tracer(ScopeName)}
+}
+
+// Source returns src with every platform it hands out instrumented (Wrap). Apply it once, where
+// a process is assembled; callers of the Source then need not (and must not) instrument again.
+// Installation passes through: a proof of installation is cached by the platform client and is
+// not one of the traced API calls.
+func Source(src platform.Source) platform.Source {
+	if s, ok := src.(*source); ok {
+		return s
+	}
+	return &source{next: src}
+}
+
+type source struct{ next platform.Source }
+
+func (s *source) Platform(ctx context.Context, pool *fleetv1.RunnerPool) (platform.Platform, platform.Scope, error) {
+	p, scope, err := s.next.Platform(ctx, pool)
+	if err != nil {
+		return nil, scope, err
+	}
+	return Wrap(p), scope, nil
+}
+
+func (s *source) Installation(ctx context.Context, pool *fleetv1.RunnerPool) (int64, error) {
+	return s.next.Installation(ctx, pool)
 }
 
 type wrapped struct {

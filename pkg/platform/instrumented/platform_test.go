@@ -14,6 +14,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/metrics"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
@@ -125,4 +126,47 @@ func TestWebhooksAndKindPassThrough(t *testing.T) {
 	_, err := p.ParseWebhook(header, []byte(`{}`), []byte("secret"))
 	g.Expect(errors.Is(err, platform.ErrInvalidSignature)).To(BeTrue(), "%v", err)
 	g.Expect(sr.Ended()).To(BeEmpty(), "webhook parsing is local and has no context to trace")
+}
+
+// fixedSource hands out one platform and installation, counting calls.
+type fixedSource struct {
+	p             platform.Platform
+	installations int
+}
+
+func (f *fixedSource) Platform(context.Context, *fleetv1.RunnerPool) (platform.Platform, platform.Scope, error) {
+	return f.p, platform.Scope{Repository: "acme/api"}, nil
+}
+
+func (f *fixedSource) Installation(context.Context, *fleetv1.RunnerPool) (int64, error) {
+	f.installations++
+	return 42, nil
+}
+
+// TestSourceInstrumentsOnce: the Source wrapper applied where a process is assembled traces each
+// call once, however often it or Wrap is applied again; proofs of installation pass through.
+func TestSourceInstrumentsOnce(t *testing.T) {
+	g := NewWithT(t)
+	sr := recordSpans(t)
+	_, client, _ := newPlatform(t, fakegithub.Options{})
+	inner := &fixedSource{p: client}
+	src := Source(Source(inner))
+	g.Expect(Source(src)).To(BeIdenticalTo(src))
+	ctx := context.Background()
+	pool := &fleetv1.RunnerPool{}
+
+	p, scope, err := src.Platform(ctx, pool)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(Wrap(p)).To(BeIdenticalTo(p), "an instrumented platform is not wrapped again")
+	g.Expect(p.(interface{ Unwrap() platform.Platform }).Unwrap()).To(BeIdenticalTo(client))
+	_, err = Wrap(p).ListRunners(ctx, scope)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(sr.Ended()).To(HaveLen(1))
+	g.Expect(sr.Ended()[0].Name()).To(Equal("platform.ListRunners"))
+
+	id, err := src.Installation(ctx, pool)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(id).To(Equal(int64(42)))
+	g.Expect(inner.installations).To(Equal(1))
+	g.Expect(sr.Ended()).To(HaveLen(1), "a proof of installation is not a traced call")
 }
