@@ -80,7 +80,7 @@ func (s *Server) handleRunnerConfig(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		// Give the claim back so the VM's retry can succeed; GitHub never answered it.
 		s.releaseRunnerConfig(ctx, t, err)
-		s.refuse(w, r, id, &statusError{code: platformStatus(err), err: err})
+		s.refuse(w, r, id, platformRefusal(err))
 		return
 	}
 	if err := s.recordAttested(ctx, t); err != nil {
@@ -110,7 +110,7 @@ func (s *Server) handleDeleteRunner(w http.ResponseWriter, r *http.Request) {
 		err = runners.RemoveRunnerByName(ctx, scope, t.machine.Name)
 	}
 	if err != nil {
-		s.refuse(w, r, id, &statusError{code: platformStatus(err), err: err})
+		s.refuse(w, r, id, platformRefusal(err))
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -185,6 +185,16 @@ func attestationResult(err error) string {
 		}
 	}
 	return metrics.AttestationError
+}
+
+// platformRefusal answers a platform failure with the status platformOf already chose (503 for
+// credentials or a namespace an operator must fix, so the agent retries), else by its class.
+func platformRefusal(err error) error {
+	var se *statusError
+	if errors.As(err, &se) {
+		return err
+	}
+	return &statusError{code: platformStatus(err), err: err}
 }
 
 func platformStatus(err error) int {

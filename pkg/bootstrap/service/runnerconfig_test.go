@@ -8,7 +8,9 @@ import (
 
 	. "github.com/onsi/gomega"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/bootstraptest"
@@ -129,6 +131,29 @@ func TestRunnerConfigRefusals(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(status).To(Equal(http.StatusOK), "the VM's retry succeeds")
 		g.Expect(rc.RunnerName).To(Equal("retry"))
+	})
+
+	t.Run("missing App credentials answer 503 and give the claim back", func(t *testing.T) {
+		g := NewWithT(t)
+		ctx := context.Background()
+		m := h.machine(t, "nocreds", time.Minute)
+		svid, status := h.attest(t, m.Token)
+		g.Expect(status).To(Equal(http.StatusOK))
+		key := client.ObjectKey{Namespace: m.Machine.Namespace, Name: "github-app"}
+		secret := &corev1.Secret{}
+		g.Expect(env.Client.Get(ctx, key, secret)).To(Succeed())
+		g.Expect(env.Client.Delete(ctx, secret)).To(Succeed())
+		status, _, err := h.runnerConfig(h.mtls(svid))
+		g.Expect(err).NotTo(HaveOccurred())
+		// 503, not 502: the agent waits out 503 while an operator restores the Secret.
+		g.Expect(status).To(Equal(http.StatusServiceUnavailable))
+		g.Expect(bootstraptest.Get(t, env.Client, m.Config).Status.RunnerConfigTime).To(BeNil())
+		secret.ResourceVersion, secret.UID = "", ""
+		g.Expect(env.Client.Create(ctx, secret)).To(Succeed())
+		status, rc, err := h.runnerConfig(h.mtls(svid))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(status).To(Equal(http.StatusOK), "the VM's retry succeeds once the Secret is back")
+		g.Expect(rc.RunnerName).To(Equal("nocreds"))
 	})
 
 	t.Run("unknown endpoint", func(t *testing.T) {
