@@ -16,14 +16,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
 	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
-	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 	hvinstrumented "github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/instrumented"
-	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/proxmox"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/builtin"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/spire"
-	"github.com/hyperfleet-io/hyperfleet/pkg/metrics"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 )
 
@@ -39,7 +37,7 @@ type Options struct {
 	// TaskDeadline is how long a deleting MachineClaim waits for one hypervisor task before acting
 	// anew. Default DefaultTaskDeadline.
 	TaskDeadline time.Duration
-	// Builder overrides how hypervisor clients are built (tests inject HTTP clients this way).
+	// Builder overrides how Proxmox VE clients are built (tests poll faster this way).
 	Builder connection.Builder
 	// TemplateCheckInterval is how often MachineClaimTemplates are re-checked. Default 1m.
 	TemplateCheckInterval time.Duration
@@ -92,17 +90,10 @@ type Options struct {
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	registry := connection.NewRegistry(mgr.GetClient(), opts.ProviderTimeout)
 	if opts.Builder != nil {
-		registry.Build = opts.Builder
+		registry.Register(infrav1.ProviderProxmox, connection.Proxmox{Build: opts.Builder})
 	}
-	build := registry.Build
-	registry.Build = func(cfg proxmox.Config) (hypervisor.Provider, error) {
-		p, err := build(cfg)
-		if err != nil {
-			return nil, err
-		}
-		// Every hypervisor call gets a span and latency/error metrics.
-		return hvinstrumented.Wrap(p, metrics.ProviderProxmox, cfg.Cluster), nil
-	}
+	// Every hypervisor call gets a span and latency/error metrics.
+	registry.Wrap = hvinstrumented.Wrap
 	copts := controller.Options{MaxConcurrentReconciles: max(opts.Concurrency, 1)}
 	if opts.SkipNameValidation {
 		copts.SkipNameValidation = &opts.SkipNameValidation

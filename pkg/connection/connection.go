@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,7 +14,6 @@ import (
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
-	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/proxmox"
 	"github.com/hyperfleet-io/hyperfleet/pkg/tenancy"
 )
 
@@ -60,119 +60,164 @@ func isTLSError(err error) bool {
 	return strings.Contains(s, "x509:") || strings.Contains(s, "tls:") || strings.Contains(s, "certificate")
 }
 
-// Builder constructs a provider from a Proxmox configuration; tests and future providers swap it.
-type Builder func(cfg proxmox.Config) (hypervisor.Provider, error)
-
-// DefaultBuilder builds the go-proxmox implementation.
-func DefaultBuilder(cfg proxmox.Config) (hypervisor.Provider, error) { return proxmox.New(cfg) }
-
-// Registry hands out one provider per HypervisorCluster, rebuilt whenever its configuration or
-// credentials change. It is safe for concurrent use.
-type Registry struct {
-	Reader  client.Reader
-	Build   Builder
-	Timeout time.Duration
-
-	cache *hypervisor.Cache
+// Config is one provider kind's connection configuration, read from a HypervisorCluster and its
+// Secrets.
+type Config interface {
+	// Hash changes whenever the client must be rebuilt (a setting or a Secret changed).
+	Hash() string
+	// Build constructs the client.
+	Build() (hypervisor.Provider, error)
 }
 
-// NewRegistry returns a Registry reading Secrets through reader.
+// ProviderBuilder reads the configuration of one kind of hypervisor. Each provider kind has one,
+// registered under its spec.provider value in Providers.
+type ProviderBuilder interface {
+	// Config validates src's HypervisorCluster and reads the Secrets it needs; a user's mistake is
+	// an *Error carrying the condition reason.
+	Config(ctx context.Context, src Source) (Config, error)
+}
+
+// Source is a HypervisorCluster being connected, with access to the Secrets it names.
+type Source struct {
+	HypervisorCluster *infrav1.HypervisorCluster
+	// Timeout bounds each API call of the built client.
+	Timeout time.Duration
+	reader  client.Reader
+}
+
+// Key is the HypervisorCluster's namespace/name.
+func (s Source) Key() string { return Key(s.HypervisorCluster) }
+
+// Registry hands out one provider per HypervisorCluster, built by the ProviderBuilder registered
+// for its spec.provider and rebuilt whenever its configuration or credentials change. It is safe for
+// concurrent use once set up.
+type Registry struct {
+	Reader  client.Reader
+	Timeout time.Duration
+	// Wrap, when set, decorates every provider built; providerLabel is spec.provider in lower case
+	// (the manager adds spans and metrics this way).
+	Wrap func(p hypervisor.Provider, providerLabel, cluster string) hypervisor.Provider
+
+	builders map[infrav1.ProviderType]ProviderBuilder
+	cache    *hypervisor.Cache
+}
+
+// NewRegistry returns a Registry reading Secrets through reader, with every provider of Providers.
 func NewRegistry(reader client.Reader, timeout time.Duration) *Registry {
-	return &Registry{Reader: reader, Build: DefaultBuilder, Timeout: timeout, cache: hypervisor.NewCache()}
+	return &Registry{Reader: reader, Timeout: timeout, builders: Providers(), cache: hypervisor.NewCache()}
+}
+
+// Register sets the builder of provider kind t, replacing the registered one (tests poll faster this
+// way); a nil builder unregisters t. Call it before the registry is used.
+func (r *Registry) Register(t infrav1.ProviderType, b ProviderBuilder) {
+	if r.builders == nil {
+		r.builders = map[infrav1.ProviderType]ProviderBuilder{}
+	}
+	if b == nil {
+		delete(r.builders, t)
+		return
+	}
+	r.builders[t] = b
 }
 
 // Key identifies a HypervisorCluster in the registry.
 func Key(hc *infrav1.HypervisorCluster) string { return hc.Namespace + "/" + hc.Name }
 
+// ProviderOf is hc's provider kind; an unset spec.provider is Proxmox, the API's default.
+func ProviderOf(hc *infrav1.HypervisorCluster) infrav1.ProviderType {
+	if hc.Spec.Provider == "" {
+		return infrav1.ProviderProxmox
+	}
+	return hc.Spec.Provider
+}
+
 // Get returns the provider for hc, building it if the configuration or a Secret changed.
 func (r *Registry) Get(ctx context.Context, hc *infrav1.HypervisorCluster) (hypervisor.Provider, error) {
-	if hc.Spec.Provider != "" && hc.Spec.Provider != infrav1.ProviderProxmox {
+	kind := ProviderOf(hc)
+	b, ok := r.builders[kind]
+	if !ok {
 		return nil, &Error{Reason: infrav1.HypervisorClusterUnsupportedProviderReason,
-			Message: fmt.Sprintf("provider %q is not supported; use Proxmox", hc.Spec.Provider)}
+			Message: fmt.Sprintf("provider %q is not supported by this manager; supported: %s", kind, r.supported())}
 	}
-	cfg, err := r.config(ctx, hc)
+	if hc.Spec.InstallationID == "" {
+		// Without its identity a provider could not tell this installation's VMs from another's.
+		return nil, &Error{Reason: infrav1.HypervisorClusterIdentityPendingReason,
+			Message: fmt.Sprintf("HypervisorCluster %s has no installation ID yet", Key(hc))}
+	}
+	cfg, err := b.Config(ctx, Source{HypervisorCluster: hc, Timeout: r.Timeout, reader: r.Reader})
 	if err != nil {
 		return nil, err
 	}
-	build := r.Build
-	if build == nil {
-		build = DefaultBuilder
-	}
-	p, err := r.cache.Get(Key(hc), cfg.Hash(), func() (hypervisor.Provider, error) { return build(cfg) })
+	p, err := r.cache.Get(Key(hc), string(kind)+"\x00"+cfg.Hash(), func() (hypervisor.Provider, error) {
+		p, err := cfg.Build()
+		if err != nil || r.Wrap == nil {
+			return p, err
+		}
+		return r.Wrap(p, strings.ToLower(string(kind)), Key(hc)), nil
+	})
 	if err != nil {
 		return nil, &Error{Reason: infrav1.HypervisorClusterCredentialsInvalidReason, Message: err.Error(), Err: err}
 	}
 	return p, nil
 }
 
+func (r *Registry) supported() string {
+	kinds := make([]string, 0, len(r.builders))
+	for k := range r.builders {
+		kinds = append(kinds, string(k))
+	}
+	if len(kinds) == 0 {
+		return "none"
+	}
+	slices.Sort(kinds)
+	return strings.Join(kinds, ", ")
+}
+
 // Forget drops the cached provider of a deleted HypervisorCluster.
 func (r *Registry) Forget(key string) { r.cache.Delete(key) }
 
-func (r *Registry) config(ctx context.Context, hc *infrav1.HypervisorCluster) (proxmox.Config, error) {
-	cfg := proxmox.Config{
-		Endpoint:           hc.Spec.Endpoint,
-		InsecureSkipVerify: hc.Spec.InsecureSkipTLSVerify,
-		AllowInsecureHTTP:  hc.Spec.AllowInsecureHTTP,
-		Timeout:            r.Timeout,
-		Cluster:            Key(hc),
-		InstallationID:     hc.Spec.InstallationID,
-		AllowedNodes:       hc.Spec.AllowedNodes,
-	}
-	if cfg.InstallationID == "" {
-		// Without its identity a provider could not tell this installation's VMs from another's.
-		return cfg, &Error{Reason: infrav1.HypervisorClusterIdentityPendingReason,
-			Message: fmt.Sprintf("HypervisorCluster %s has no installation ID yet", Key(hc))}
-	}
-	if p := hc.Spec.Proxmox; p != nil {
-		cfg.ISOStorage = p.ISOStorage
-		if p.CloudInitDelivery == infrav1.CloudInitSnippets {
-			return cfg, &Error{Reason: infrav1.HypervisorClusterUnsupportedSettingReason,
-				Message: "cloudInitDelivery Snippets is not supported yet: the Proxmox API cannot upload snippets; use ISO"}
-		}
-	}
+// Credentials reads the credentials Secret spec.credentialsRef names.
+func (s Source) Credentials(ctx context.Context) (*corev1.Secret, error) {
+	hc := s.HypervisorCluster
 	creds := &corev1.Secret{}
-	if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: hc.Namespace, Name: hc.Spec.CredentialsRef.Name}, creds); err != nil {
+	if err := s.reader.Get(ctx, client.ObjectKey{Namespace: hc.Namespace, Name: hc.Spec.CredentialsRef.Name}, creds); err != nil {
 		if err := tenancy.Check(err, hc.Namespace); errors.Is(err, tenancy.ErrNamespaceNotEnabled) {
-			return cfg, &Error{Reason: infrav1.NamespaceNotEnabledReason, Message: err.Error(), Err: err}
+			return nil, &Error{Reason: infrav1.NamespaceNotEnabledReason, Message: err.Error(), Err: err}
 		}
 		if apierrors.IsNotFound(err) {
-			return cfg, &Error{Reason: infrav1.HypervisorClusterCredentialsNotFoundReason,
+			return nil, &Error{Reason: infrav1.HypervisorClusterCredentialsNotFoundReason,
 				Message: fmt.Sprintf("credentials Secret %s/%s not found", hc.Namespace, hc.Spec.CredentialsRef.Name), Err: err}
 		}
-		return cfg, err
+		return nil, err
 	}
-	d := creds.Data
-	switch {
-	case len(d[KeyTokenID]) > 0 && len(d[KeyTokenSecret]) > 0:
-		cfg.TokenID, cfg.TokenSecret = strings.TrimSpace(string(d[KeyTokenID])), strings.TrimSpace(string(d[KeyTokenSecret]))
-	case len(d[KeyUsername]) > 0 && len(d[KeyPassword]) > 0:
-		cfg.Username, cfg.Password = strings.TrimSpace(string(d[KeyUsername])), string(d[KeyPassword])
-	default:
-		return cfg, &Error{Reason: infrav1.HypervisorClusterCredentialsInvalidReason,
-			Message: fmt.Sprintf("credentials Secret %s/%s needs keys %s and %s, or %s and %s",
-				hc.Namespace, creds.Name, KeyTokenID, KeyTokenSecret, KeyUsername, KeyPassword)}
+	return creds, nil
+}
+
+// CABundle returns the PEM bundle caBundleRef points at, or nil when it is unset.
+func (s Source) CABundle(ctx context.Context) ([]byte, error) {
+	hc := s.HypervisorCluster
+	ref := hc.Spec.CABundleRef
+	if ref == nil {
+		return nil, nil
 	}
-	if ref := hc.Spec.CABundleRef; ref != nil {
-		key := ref.Key
-		if key == "" {
-			key = DefaultCAKey
-		}
-		ca := &corev1.Secret{}
-		if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: hc.Namespace, Name: ref.Name}, ca); err != nil {
-			if err := tenancy.Check(err, hc.Namespace); errors.Is(err, tenancy.ErrNamespaceNotEnabled) {
-				return cfg, &Error{Reason: infrav1.NamespaceNotEnabledReason, Message: err.Error(), Err: err}
-			}
-			if apierrors.IsNotFound(err) {
-				return cfg, &Error{Reason: infrav1.HypervisorClusterCABundleNotFoundReason,
-					Message: fmt.Sprintf("CA bundle Secret %s/%s not found", hc.Namespace, ref.Name), Err: err}
-			}
-			return cfg, err
-		}
-		if len(ca.Data[key]) == 0 {
-			return cfg, &Error{Reason: infrav1.HypervisorClusterCABundleNotFoundReason,
-				Message: fmt.Sprintf("CA bundle Secret %s/%s has no key %q", hc.Namespace, ref.Name, key)}
-		}
-		cfg.CABundle = ca.Data[key]
+	key := ref.Key
+	if key == "" {
+		key = DefaultCAKey
 	}
-	return cfg, nil
+	ca := &corev1.Secret{}
+	if err := s.reader.Get(ctx, client.ObjectKey{Namespace: hc.Namespace, Name: ref.Name}, ca); err != nil {
+		if err := tenancy.Check(err, hc.Namespace); errors.Is(err, tenancy.ErrNamespaceNotEnabled) {
+			return nil, &Error{Reason: infrav1.NamespaceNotEnabledReason, Message: err.Error(), Err: err}
+		}
+		if apierrors.IsNotFound(err) {
+			return nil, &Error{Reason: infrav1.HypervisorClusterCABundleNotFoundReason,
+				Message: fmt.Sprintf("CA bundle Secret %s/%s not found", hc.Namespace, ref.Name), Err: err}
+		}
+		return nil, err
+	}
+	if len(ca.Data[key]) == 0 {
+		return nil, &Error{Reason: infrav1.HypervisorClusterCABundleNotFoundReason,
+			Message: fmt.Sprintf("CA bundle Secret %s/%s has no key %q", hc.Namespace, ref.Name, key)}
+	}
+	return ca.Data[key], nil
 }
