@@ -36,7 +36,7 @@ func TestIncompleteListingRetiresNothing(t *testing.T) {
 	g.Expect(env.Client.Create(ctx, claim)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(get(g, claim).Status.Phase).To(Equal(infrav1.MachineClaimPhaseReady))
-	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	}, 90*time.Second, 100*time.Millisecond).Should(Succeed())
 	vmid, node := int(claim.Status.VMID), claim.Status.Node
 
 	stillThere := func(why string) {
@@ -59,7 +59,7 @@ func TestIncompleteListingRetiresNothing(t *testing.T) {
 	g.Expect(sim.PowerOff(vmid)).To(Succeed())
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(env.Client.Get(ctx, keyOf(claim), &infrav1.MachineClaim{}))
-	}, 30*time.Second, 100*time.Millisecond).Should(BeTrue(), "a VM that really stopped is still swept")
+	}, 90*time.Second, 100*time.Millisecond).Should(BeTrue(), "a VM that really stopped is still swept")
 }
 
 // busyMarkedRunner starts a pool of at most max runners (min 1) whose one runner runs a job while
@@ -82,7 +82,7 @@ func busyMarkedRunner(t *testing.T, max int32) (pool *fleetv1.RunnerPool, name s
 		ms := poolMachines(g, pool)
 		g.Expect(ms).To(HaveLen(1))
 		name = ms[0].Name
-	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	}, 90*time.Second, 100*time.Millisecond).Should(Succeed())
 
 	// The runner registered and took a job, as the bootstrap service and the runner would.
 	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -117,7 +117,7 @@ func busyMarkedRunner(t *testing.T, max int32) (pool *fleetv1.RunnerPool, name s
 	g.Eventually(func(g Gomega) {
 		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, claim)).To(Succeed())
 		g.Expect(claim.Spec.ClaimID).NotTo(BeEmpty(), "%+v", claim.Status.Conditions)
-	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	}, 90*time.Second, 100*time.Millisecond).Should(Succeed())
 	hc := get(g, &infrav1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pve"}})
 	p, err := proxmox.New(proxmox.Config{Endpoint: sim.URL(), TokenID: pvesim.TestTokenID, TokenSecret: pvesim.TestTokenSecret,
 		CABundle: sim.CACertPEM(), Cluster: ns + "/pve", InstallationID: hc.Spec.InstallationID, Timeout: 5 * time.Second})
@@ -141,7 +141,7 @@ func busyMarkedRunner(t *testing.T, max int32) (pool *fleetv1.RunnerPool, name s
 	g.Eventually(func(g Gomega) {
 		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, machine)).To(Succeed())
 		g.Expect(machine.Annotations).To(HaveKey(infrav1.VMStoppedAnnotation))
-	}, 30*time.Second, 100*time.Millisecond).Should(Succeed(), "the sweep reports the stopped VM to the pool")
+	}, 90*time.Second, 100*time.Millisecond).Should(Succeed(), "the sweep reports the stopped VM to the pool")
 	return pool, name, runner, job
 }
 
@@ -161,7 +161,7 @@ func TestSweepNeverRemovesABusyRunner(t *testing.T) {
 	// No webhook tells the pool the job is over: the sweep's next mark makes it ask GitHub again.
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: name}, &clusterv1.Machine{}))
-	}, 30*time.Second, 100*time.Millisecond).Should(BeTrue(), "once the job is over the pool replaces the runner")
+	}, 90*time.Second, 100*time.Millisecond).Should(BeTrue(), "once the job is over the pool replaces the runner")
 }
 
 // TestHeldRunnerHoldsItsPlace: a pool of at most 2 runners; its one runner runs a job while the
@@ -179,7 +179,7 @@ func TestHeldRunnerHoldsItsPlace(t *testing.T) {
 
 	g.Eventually(func(g Gomega) {
 		g.Expect(poolMachines(g, pool)).To(HaveLen(2))
-	}, 30*time.Second, 100*time.Millisecond).Should(Succeed(), "the free place is filled beside the held runner")
+	}, 90*time.Second, 100*time.Millisecond).Should(Succeed(), "the free place is filled beside the held runner")
 	g.Consistently(func(g Gomega) {
 		ms := poolMachines(g, pool)
 		g.Expect(len(ms)).To(BeNumerically("<=", 2), "never more Machines than maxReplicas")
