@@ -131,15 +131,10 @@ func TestTPMChallengeIsAnsweredOnceAndLeavesNoState(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
 			ctx := context.Background()
-			m := h.machine(t, "tpm-once-"+strconv.Itoa(tt.concurrent), time.Minute)
-			setMethod(t, m, bootstrapv1.AttestationTPM)
-			vm := openTPM(t)
-			ch, status := h.tpmChallenge(t, m.Token, vm)
-			g.Expect(status).To(Equal(http.StatusOK))
-			secret, err := vm.ActivateCredential(ch.CredentialBlob, ch.EncryptedSecret)
-			g.Expect(err).NotTo(HaveOccurred())
+			a := h.answeredChallenge(t, "tpm-once-"+strconv.Itoa(tt.concurrent))
+			m, vm, ch, secret := a.m, a.vm, a.ch, a.answer
 			if tt.concurrent == 0 {
-				_, status = h.tpmActivate(t, ch, secret, vm)
+				_, status := h.tpmActivate(t, ch, secret, vm)
 				g.Expect(status).To(Equal(http.StatusOK))
 				svid, status := h.tpmActivate(t, ch, secret, vm)
 				g.Expect(status).To(Equal(http.StatusConflict), "a replayed answer is spent")
@@ -174,8 +169,7 @@ func TestTPMChallengeIsAnsweredOnceAndLeavesNoState(t *testing.T) {
 func TestTPMEnrolledEndorsementKey(t *testing.T) {
 	g := NewWithT(t)
 	h := startService(t)
-	m := h.machine(t, "tpm-enrolled", time.Minute)
-	setMethod(t, m, bootstrapv1.AttestationTPM)
+	m := h.tpmMachine(t, "tpm-enrolled")
 	vm, other := openTPM(t), openTPM(t)
 	cfg := bootstraptest.Get(t, env.Client, m.Config)
 	cfg.Annotations = map[string]string{tpm.EKSHA256Annotation: vm.EKSHA256()}
@@ -196,9 +190,47 @@ func setMethod(t *testing.T, m *bootstraptest.Machine, method bootstrapv1.Attest
 	}
 }
 
+// tpmMachine is a Machine whose BootstrapConfig asks for TPM attestation.
+func (h *harness) tpmMachine(t *testing.T, name string) *bootstraptest.Machine {
+	t.Helper()
+	m := h.machine(t, name, time.Minute)
+	setMethod(t, m, bootstrapv1.AttestationTPM)
+	return m
+}
+
+// answeredChallenge is a TPM Machine whose VM has had its challenge and decrypted the answer,
+// which it has not sent yet.
+type answeredChallenge struct {
+	m      *bootstraptest.Machine
+	vm     *agenttpm.Device
+	ch     *protocol.TPMChallenge
+	answer []byte
+}
+
+// answeredChallenge runs the first attestation step for a new TPM Machine and has its TPM
+// decrypt the answer.
+func (h *harness) answeredChallenge(t *testing.T, name string) answeredChallenge {
+	t.Helper()
+	g := NewWithT(t)
+	m := h.tpmMachine(t, name)
+	vm := openTPM(t)
+	ch, status := h.tpmChallenge(t, m.Token, vm)
+	g.Expect(status).To(Equal(http.StatusOK))
+	answer, err := vm.ActivateCredential(ch.CredentialBlob, ch.EncryptedSecret)
+	g.Expect(err).NotTo(HaveOccurred())
+	return answeredChallenge{m: m, vm: vm, ch: ch, answer: answer}
+}
+
+// openTPM opens a fresh swtpm.
 func openTPM(t *testing.T) *agenttpm.Device {
 	t.Helper()
-	tr, err := agenttpm.Open(tpmtest.Start(t))
+	return openTPMAt(t, tpmtest.Start(t))
+}
+
+// openTPMAt opens the TPM listening at addr, closed when the test ends.
+func openTPMAt(t *testing.T, addr string) *agenttpm.Device {
+	t.Helper()
+	tr, err := agenttpm.Open(addr)
 	if err != nil {
 		t.Fatal(err)
 	}

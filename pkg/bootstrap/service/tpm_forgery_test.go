@@ -28,7 +28,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
-	agenttpm "github.com/hyperfleet-io/hyperfleet/pkg/agent/tpm"
 	"github.com/hyperfleet-io/hyperfleet/pkg/agent/tpm/tpmtest"
 	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/bootstraptest"
 	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/protocol"
@@ -69,8 +68,7 @@ func TestTPMForgedChallengeIsRefused(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	h := startService(t)
-	m := h.machine(t, "tpm-forged", time.Minute)
-	setMethod(t, m, bootstrapv1.AttestationTPM)
+	m := h.tpmMachine(t, "tpm-forged")
 	attacker := secretWriter(t, "forger", h.fleet.Namespace, h.caKey.Namespace)
 	cfg := bootstraptest.Get(t, env.Client, m.Config)
 
@@ -119,13 +117,8 @@ func TestTPMChallengeStateIsAuthenticated(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	h := startService(t)
-	m := h.machine(t, "tpm-tampered", time.Minute)
-	setMethod(t, m, bootstrapv1.AttestationTPM)
-	vm := openTPM(t)
-	ch, status := h.tpmChallenge(t, m.Token, vm)
-	g.Expect(status).To(Equal(http.StatusOK))
-	secret, err := vm.ActivateCredential(ch.CredentialBlob, ch.EncryptedSecret)
-	g.Expect(err).NotTo(HaveOccurred())
+	a := h.answeredChallenge(t, "tpm-tampered")
+	m, vm, ch, secret := a.m, a.vm, a.ch, a.answer
 
 	tampered := [][]byte{ch.State[:len(ch.State)-1], append(bytes.Clone(ch.State), 0), ch.State[1:]}
 	for i := range ch.State {
@@ -155,36 +148,19 @@ func TestTPMChallengeStateIsBoundToItsConfig(t *testing.T) {
 	})
 	other := startService(t) // a second installation, its own CA, on the same cluster
 	ctx := context.Background()
-	type challenged struct {
-		m      *bootstraptest.Machine
-		vm     *agenttpm.Device
-		ch     *protocol.TPMChallenge
-		answer []byte
-	}
-	challenge := func(t *testing.T, name string) challenged {
-		g := NewWithT(t)
-		m := h.machine(t, name, time.Minute)
-		setMethod(t, m, bootstrapv1.AttestationTPM)
-		vm := openTPM(t)
-		ch, status := h.tpmChallenge(t, m.Token, vm)
-		g.Expect(status).To(Equal(http.StatusOK))
-		answer, err := vm.ActivateCredential(ch.CredentialBlob, ch.EncryptedSecret)
-		g.Expect(err).NotTo(HaveOccurred())
-		return challenged{m: m, vm: vm, ch: ch, answer: answer}
-	}
 	for i, tt := range []struct {
 		name string
 		// attack answers a's challenge, with b's help, and returns the attestor's verdict.
-		attack func(a, b challenged) error
+		attack func(a, b answeredChallenge) error
 		want   error
 	}{
 		{name: "another config's ID with my state and answer", want: identity.ErrInvalidEvidence,
-			attack: func(a, b challenged) error {
+			attack: func(a, b answeredChallenge) error {
 				_, err := h.tpm.Activate(ctx, b.ch.ChallengeID, a.ch.State, a.answer)
 				return err
 			}},
 		{name: "my state after my config's join token was replaced", want: identity.ErrInvalidEvidence,
-			attack: func(a, _ challenged) error {
+			attack: func(a, _ answeredChallenge) error {
 				cfg := bootstraptest.Get(t, env.Client, a.m.Config)
 				cfg.Status.JoinToken.SHA256 = strings.Repeat("0", 64)
 				if err := env.Client.Status().Update(ctx, cfg); err != nil {
@@ -194,12 +170,12 @@ func TestTPMChallengeStateIsBoundToItsConfig(t *testing.T) {
 				return err
 			}},
 		{name: "another installation opens my state", want: identity.ErrInvalidEvidence,
-			attack: func(a, _ challenged) error {
+			attack: func(a, _ answeredChallenge) error {
 				_, err := other.tpm.Activate(ctx, a.ch.ChallengeID, a.ch.State, a.answer)
 				return err
 			}},
 		{name: "config deleted and recreated under its name", want: identity.ErrInvalidEvidence,
-			attack: func(a, _ challenged) error {
+			attack: func(a, _ answeredChallenge) error {
 				old := bootstraptest.Get(t, env.Client, a.m.Config)
 				if err := env.Client.Delete(ctx, old); err != nil {
 					return err
@@ -217,7 +193,7 @@ func TestTPMChallengeStateIsBoundToItsConfig(t *testing.T) {
 				return err
 			}},
 		{name: "answered after its expiry", want: identity.ErrExpired,
-			attack: func(a, _ challenged) error {
+			attack: func(a, _ answeredChallenge) error {
 				clock.Store(int64(tpm.DefaultChallengeTTL/time.Second) + 1)
 				defer clock.Store(0)
 				_, err := h.tpm.Activate(ctx, a.ch.ChallengeID, a.ch.State, a.answer)
@@ -226,7 +202,7 @@ func TestTPMChallengeStateIsBoundToItsConfig(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			a, b := challenge(t, "tpm-bound-a-"+strconv.Itoa(i)), challenge(t, "tpm-bound-b-"+strconv.Itoa(i))
+			a, b := h.answeredChallenge(t, "tpm-bound-a-"+strconv.Itoa(i)), h.answeredChallenge(t, "tpm-bound-b-"+strconv.Itoa(i))
 			err := tt.attack(a, b)
 			g.Expect(errors.Is(err, tt.want)).To(BeTrue(), "want %v, got %v", tt.want, err)
 			// b was not spent by the attack: its own VM still gets its SVID.
@@ -243,13 +219,8 @@ func TestTPMChallengeSurvivesRestart(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	h := startService(t)
-	m := h.machine(t, "tpm-restart", time.Minute)
-	setMethod(t, m, bootstrapv1.AttestationTPM)
-	vm := openTPM(t)
-	ch, status := h.tpmChallenge(t, m.Token, vm)
-	g.Expect(status).To(Equal(http.StatusOK))
-	answer, err := vm.ActivateCredential(ch.CredentialBlob, ch.EncryptedSecret)
-	g.Expect(err).NotTo(HaveOccurred())
+	a := h.answeredChallenge(t, "tpm-restart")
+	m, vm, ch, answer := a.m, a.vm, a.ch, a.answer
 
 	ca, err := builtin.LoadOrCreateCA(ctx, env.Client, h.caKey, td)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -265,8 +236,7 @@ func TestTPMChallengeSurvivesRestart(t *testing.T) {
 func TestTPMEnrolmentIsCheckedAtActivation(t *testing.T) {
 	g := NewWithT(t)
 	h := startService(t)
-	m := h.machine(t, "tpm-enrol-late", time.Minute)
-	setMethod(t, m, bootstrapv1.AttestationTPM)
+	m := h.tpmMachine(t, "tpm-enrol-late")
 	impostor, enrolled := openTPM(t), openTPM(t)
 	ch, status := h.tpmChallenge(t, m.Token, impostor)
 	g.Expect(status).To(Equal(http.StatusOK))
@@ -305,13 +275,8 @@ func TestTPMEKCertificateFromSwtpmLocalCA(t *testing.T) {
 				roots.AddCert(otherManufacturer)
 			}
 			h := startServiceWith(t, func(a *tpm.Attestor) { a.EKRoots, a.RequireEKCertificate = roots, true })
-			m := h.machine(t, "tpm-localca", time.Minute)
-			setMethod(t, m, bootstrapv1.AttestationTPM)
-			tr, err := agenttpm.Open(addr)
-			g.Expect(err).NotTo(HaveOccurred())
-			vm, err := agenttpm.NewDevice(tr)
-			g.Expect(err).NotTo(HaveOccurred())
-			t.Cleanup(func() { _ = vm.Close() })
+			m := h.tpmMachine(t, "tpm-localca")
+			vm := openTPMAt(t, addr)
 			svid, status := h.attestTPM(t, m.Token, vm, vm)
 			g.Expect(status).To(Equal(tt.want))
 			if tt.want == http.StatusOK {
@@ -359,13 +324,8 @@ func TestTPMEKCertificate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
 			h := startServiceWith(t, func(a *tpm.Attestor) { a.EKRoots, a.RequireEKCertificate = roots, tt.require })
-			m := h.machine(t, "tpm-ekcert-"+string(rune('a'+i)), time.Minute)
-			setMethod(t, m, bootstrapv1.AttestationTPM)
-			tr, err := agenttpm.Open(tt.tpm(t))
-			g.Expect(err).NotTo(HaveOccurred())
-			vm, err := agenttpm.NewDevice(tr)
-			g.Expect(err).NotTo(HaveOccurred())
-			t.Cleanup(func() { _ = vm.Close() })
+			m := h.tpmMachine(t, "tpm-ekcert-"+string(rune('a'+i)))
+			vm := openTPMAt(t, tt.tpm(t))
 			svid, status := h.attestTPM(t, m.Token, vm, vm)
 			g.Expect(status).To(Equal(tt.want))
 			if tt.want == http.StatusOK {
