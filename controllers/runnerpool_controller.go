@@ -27,6 +27,7 @@ import (
 
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/config"
 	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
 	"github.com/hyperfleet-io/hyperfleet/pkg/metrics"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
@@ -50,7 +51,8 @@ type RunnerPoolReconciler struct {
 	// it once); nil turns the repair loop and runner deregistration off.
 	Platforms   platform.Source
 	WatchFilter string
-	// RepairInterval is how often demand is reconciled against the CI platform's API. Default 60s.
+	// RepairInterval is how often demand is reconciled against the CI platform's API;
+	// config.DefaultRepairInterval when not positive.
 	RepairInterval time.Duration
 	// RunnerName names a new runner of pool; nil appends a random suffix to the pool's name.
 	RunnerName func(pool string) string
@@ -267,7 +269,7 @@ func (r *RunnerPoolReconciler) repairInterval() time.Duration {
 	if r.RepairInterval > 0 {
 		return r.RepairInterval
 	}
-	return time.Minute
+	return config.DefaultRepairInterval
 }
 
 // SetupWithManager registers the controller: it owns Machines and follows BootstrapConfigs (a runner

@@ -17,6 +17,7 @@ import (
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/config"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
 	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
 	hvinstrumented "github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/instrumented"
@@ -25,13 +26,12 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 )
 
-// Options are the settings controllers share.
+// Options are what Setup builds the controllers from: the manager's validated settings, embedded
+// as they are parsed, and the wiring and test knobs that are not settings.
 type Options struct {
-	Concurrency       int
-	WatchFilter       string
-	SweepInterval     time.Duration
-	OrphanGracePeriod time.Duration
-	ProviderTimeout   time.Duration
+	// Manager is the manager's configuration; each setting is declared, defaulted and validated
+	// there once and read here as it is.
+	config.Manager
 	// TaskPollInterval is how often in-flight hypervisor tasks are polled. Default 2s.
 	TaskPollInterval time.Duration
 	// TaskDeadline is how long a deleting MachineClaim waits for one hypervisor task before acting
@@ -41,32 +41,9 @@ type Options struct {
 	Builder connection.Builder
 	// TemplateCheckInterval is how often MachineClaimTemplates are re-checked. Default 1m.
 	TemplateCheckInterval time.Duration
-	// BootstrapServiceURL is where VMs reach the bootstrap service.
-	BootstrapServiceURL string
-	// BootstrapCASecret is namespace/name of the builtin identity CA Secret.
-	BootstrapCASecret string
-	// TrustDomain is the default SPIFFE trust domain.
-	TrustDomain string
-	// SPIREAdminAddress, when set, is where the manager reaches the SPIRE server's admin API for
-	// every BootstrapConfig with provider SPIRE (e.g. unix:///run/spire/server/private/api.sock when
-	// the server's socket is shared with the manager); otherwise each config's spireServerAddress.
-	SPIREAdminAddress string
-	// SPIREAgentServerAddress is the host:port VMs' spire-agent dials when spireServerAddress is a
-	// Unix socket.
-	SPIREAgentServerAddress string
-	// SPIREBootstrapServiceURL is where VMs attested by SPIRE reach the bootstrap service's SPIRE
-	// endpoint; a BootstrapConfig's spec.bootstrapServiceURL overrides it.
-	SPIREBootstrapServiceURL string
 	// SPIRESelectors are what a VM's workload must match to get its machine SVID ("type:value");
 	// spire.DefaultSelector (the agent running as root) when empty.
 	SPIRESelectors []string
-	// SPIREWorkloadAPIAddress is the Workload API giving the manager its admin SVID for mTLS to a
-	// SPIRE server over TCP; empty means SPIFFE_ENDPOINT_SOCKET.
-	SPIREWorkloadAPIAddress string
-	// WorkloadReaderServiceAccount is namespace/name of the ServiceAccount FleetControlPlanes use.
-	WorkloadReaderServiceAccount string
-	// RepairInterval is how often RunnerPool demand is checked against the GitHub API.
-	RepairInterval time.Duration
 	// RunnerName names a pool's new runner (Machine, MachineClaim and BootstrapConfig); nil
 	// appends a random suffix to the pool's name. Tests make it predictable.
 	RunnerName func(pool string) string
@@ -94,7 +71,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	// Every hypervisor call gets a span and latency/error metrics.
 	registry.Wrap = hvinstrumented.Wrap
-	copts := controller.Options{MaxConcurrentReconciles: max(opts.Concurrency, 1)}
+	copts := controller.Options{MaxConcurrentReconciles: opts.Concurrency}
 	if opts.SkipNameValidation {
 		copts.SkipNameValidation = &opts.SkipNameValidation
 	}

@@ -59,24 +59,8 @@ func New(ctx context.Context, restConfig *rest.Config, cfg *config.Manager, over
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
-	opts := controllers.Options{
-		Concurrency:                  cfg.Concurrency,
-		WatchFilter:                  cfg.WatchFilter,
-		SweepInterval:                cfg.SweepInterval,
-		OrphanGracePeriod:            cfg.OrphanGracePeriod,
-		ProviderTimeout:              cfg.ProviderTimeout,
-		BootstrapServiceURL:          cfg.BootstrapServiceURL,
-		BootstrapCASecret:            cfg.BootstrapCASecret,
-		TrustDomain:                  cfg.TrustDomain,
-		RepairInterval:               cfg.RepairInterval,
-		WorkloadReaderServiceAccount: cfg.WorkloadReaderServiceAccount,
-		PoolWakeups:                  wakeups,
-		JobClaimNamespace:            jobClaimNamespace(cfg),
-		SPIREAdminAddress:            cfg.SPIREAdminAddress,
-		SPIREAgentServerAddress:      cfg.SPIREAgentServerAddress,
-		SPIREWorkloadAPIAddress:      cfg.SPIREWorkloadAPIAddress,
-		SPIREBootstrapServiceURL:     cfg.SPIREBootstrapServiceURL,
-	}
+	// The controllers read the settings as parsed: a copy, so that overrides cannot change cfg.
+	opts := controllers.Options{Manager: *cfg, PoolWakeups: wakeups, JobClaimNamespace: jobClaimNamespace(cfg)}
 	for _, o := range override {
 		o(&opts)
 	}
