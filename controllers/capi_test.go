@@ -31,6 +31,17 @@ func capiFleet(t *testing.T, ns string, sim *pvesim.Simulator) *clusterv1.Cluste
 	return cluster
 }
 
+// startFleet starts Cluster API, a Proxmox simulator and the manager, and creates a runner fleet's
+// Cluster on that simulator in a new namespace.
+func startFleet(t *testing.T) (*pvesim.Simulator, string, *clusterv1.Cluster) {
+	t.Helper()
+	startCAPI(t)
+	sim := pvesim.StartForTest(t, pvesim.Config{})
+	startManager(t)
+	ns := newNamespace(t)
+	return sim, ns, capiFleet(t, ns, sim)
+}
+
 // capiMachine creates a Machine with a MachineClaim as its infrastructure and a plain bootstrap data Secret.
 func capiMachine(t *testing.T, ns, name string) (*clusterv1.Machine, *infrav1.MachineClaim) {
 	t.Helper()
@@ -58,11 +69,7 @@ func capiMachine(t *testing.T, ns, name string) (*clusterv1.Machine, *infrav1.Ma
 func TestClusterAPIMachineLifecycle(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	startCAPI(t)
-	sim := pvesim.StartForTest(t, pvesim.Config{})
-	startManager(t)
-	ns := newNamespace(t)
-	cluster := capiFleet(t, ns, sim)
+	sim, ns, cluster := startFleet(t)
 
 	g.Eventually(func(g Gomega) {
 		got := get(g, cluster)
@@ -112,11 +119,7 @@ func TestClusterAPIMachineLifecycle(t *testing.T) {
 func TestClaimReadyOnlyAfterAttestation(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	startCAPI(t)
-	sim := pvesim.StartForTest(t, pvesim.Config{})
-	startManager(t)
-	ns := newNamespace(t)
-	capiFleet(t, ns, sim)
+	sim, ns, _ := startFleet(t)
 	config := builder.NewBootstrapConfig("runner-a", ns).Build()
 	claim := capiMachineWithConfig(t, ns, config)
 
@@ -147,11 +150,7 @@ func TestClaimReadyOnlyAfterAttestation(t *testing.T) {
 // its agent and idle until removed).
 func TestClaimWaitsForBootstrapData(t *testing.T) {
 	g := NewWithT(t)
-	startCAPI(t)
-	sim := pvesim.StartForTest(t, pvesim.Config{})
-	startManager(t)
-	ns := newNamespace(t)
-	capiFleet(t, ns, sim)
+	sim, ns, _ := startFleet(t)
 	// No SPIRE server answers here: the BootstrapConfig never gets a data Secret.
 	config := builder.NewBootstrapConfig("runner-b", ns).WithAttestation(bootstrapv1.AttestationSpec{
 		Provider: bootstrapv1.IdentitySPIRE, SPIREServerAddress: "spire.example:8081"}).Build()

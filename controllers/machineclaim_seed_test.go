@@ -14,7 +14,6 @@ import (
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/proxmox"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
-	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 )
 
 // TestSpentSeedIsRemoved: the VM's NoCloud ISO holds its join token. It stays while the token may
@@ -24,11 +23,7 @@ import (
 func TestSpentSeedIsRemoved(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	startCAPI(t)
-	sim := pvesim.StartForTest(t, pvesim.Config{})
-	startManager(t)
-	ns := newNamespace(t)
-	capiFleet(t, ns, sim)
+	sim, ns, _ := startFleet(t)
 	config := builder.NewBootstrapConfig("runner-seed", ns).Build()
 	claim := capiMachineWithConfig(t, ns, config)
 

@@ -12,10 +12,8 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/config"
@@ -162,14 +160,7 @@ func TestBootstrapTimeoutSparesARunnerWithAJob(t *testing.T) {
 
 	// What the bootstrap service did, except recording its completion: the config was issued
 	// (long enough ago to count as done) and the runner registered and took a job.
-	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		bc := &bootstrapv1.BootstrapConfig{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, bc); err != nil {
-			return err
-		}
-		bc.Status.RunnerConfigTime = &metav1.Time{Time: time.Now().Add(-10 * time.Minute)}
-		return env.Client.Status().Update(ctx, bc)
-	})).To(Succeed())
+	setRunnerConfigTime(t, ns, name, &metav1.Time{Time: time.Now().Add(-10 * time.Minute)})
 	jit := registerJITRunner(t, gh, "acme", name)
 	job := gh.CreateJob("acme/app", []string{"self-hosted", "linux"})
 	runner, err := fakegithub.NewRunnerClient(jit, nil)

@@ -35,6 +35,20 @@ func runnerTemplates(t *testing.T, ns string) {
 	g.Expect(env.Client.Create(context.Background(), bct)).To(Succeed())
 }
 
+// setRunnerConfigTime records on the BootstrapConfig ns/name that the bootstrap service issued its
+// runner configuration at at (nil: never).
+func setRunnerConfigTime(t *testing.T, ns, name string, at *metav1.Time) {
+	t.Helper()
+	NewWithT(t).Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		bc := &bootstrapv1.BootstrapConfig{}
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, bc); err != nil {
+			return err
+		}
+		bc.Status.RunnerConfigTime = at
+		return env.Client.Status().Update(context.Background(), bc)
+	})).To(Succeed())
+}
+
 func poolMachines(g Gomega, pool *fleetv1.RunnerPool) []clusterv1.Machine {
 	list := &clusterv1.MachineList{}
 	g.Expect(env.Client.List(context.Background(), list, client.InNamespace(pool.Namespace),
@@ -58,11 +72,7 @@ func queued(id int64, labels ...string) platform.JobEvent {
 func TestRunnerPoolScalesWithDemand(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	startCAPI(t)
-	sim := pvesim.StartForTest(t, pvesim.Config{})
-	startManager(t)
-	ns := newNamespace(t)
-	capiFleet(t, ns, sim)
+	_, ns, _ := startFleet(t)
 	runnerTemplates(t, ns)
 	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github-app", Namespace: ns},
 		StringData: map[string]string{"app-id": "1", "private-key": "not used here"}})).To(Succeed())
@@ -123,11 +133,7 @@ func TestRunnerPoolScalesWithDemand(t *testing.T) {
 func TestClusterDeletionRemovesTheFleet(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	startCAPI(t)
-	sim := pvesim.StartForTest(t, pvesim.Config{})
-	startManager(t)
-	ns := newNamespace(t)
-	cluster := capiFleet(t, ns, sim)
+	sim, ns, cluster := startFleet(t)
 	runnerTemplates(t, ns)
 	pool := builder.NewRunnerPool("linux", ns).WithCluster("fleet").WithBounds(2, 4).WithTemplates("runner", "runner").Build()
 	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
@@ -176,21 +182,10 @@ func TestScaleDownRemovesTheRunnersParts(t *testing.T) {
 // registers, so it stays until the issuing ends; the other, which never got a config, goes at once.
 func TestScaleDownWaitsWhileARunnerRegisters(t *testing.T) {
 	g := NewWithT(t)
-	ctx := context.Background()
 	pool, ns := twoRunnerPool(t)
 	machines := poolMachines(g, pool)
 	registering, idle := machines[0].Name, machines[1].Name
-	setRunnerConfigTime := func(at *metav1.Time) {
-		g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			bc := &bootstrapv1.BootstrapConfig{}
-			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: registering}, bc); err != nil {
-				return err
-			}
-			bc.Status.RunnerConfigTime = at
-			return env.Client.Status().Update(ctx, bc)
-		})).To(Succeed())
-	}
-	setRunnerConfigTime(ptr.To(metav1.Now()))
+	setRunnerConfigTime(t, ns, registering, ptr.To(metav1.Now()))
 
 	scalePool(g, pool, 0)
 	g.Eventually(func(g Gomega) {
@@ -201,7 +196,7 @@ func TestScaleDownWaitsWhileARunnerRegisters(t *testing.T) {
 	}, 2*time.Second, 200*time.Millisecond).Should(Succeed(), "a runner being registered stays")
 
 	// The registration failed and the service gave the claim back: now the pool can retire it.
-	setRunnerConfigTime(nil)
+	setRunnerConfigTime(t, ns, registering, nil)
 	g.Eventually(func(g Gomega) { g.Expect(poolMachines(g, pool)).To(BeEmpty()) }, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 }
 

@@ -27,11 +27,7 @@ import (
 func TestGitHubOverPlainHTTP(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	startCAPI(t)
-	sim := pvesim.StartForTest(t, pvesim.Config{})
-	startManager(t)
-	ns := newNamespace(t)
-	capiFleet(t, ns, sim)
+	_, ns, _ := startFleet(t)
 	runnerTemplates(t, ns)
 	pool := func(name, url string, allow bool) *fleetv1.RunnerPool {
 		return builder.NewRunnerPool(name, ns).WithCluster("fleet").WithBounds(0, 1).WithTemplates("runner", "runner").

@@ -12,7 +12,6 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
@@ -85,14 +84,7 @@ func busyMarkedRunner(t *testing.T, max int32) (pool *fleetv1.RunnerPool, name s
 	}, 90*time.Second, 100*time.Millisecond).Should(Succeed())
 
 	// The runner registered and took a job, as the bootstrap service and the runner would.
-	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		bc := &bootstrapv1.BootstrapConfig{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, bc); err != nil {
-			return err
-		}
-		bc.Status.RunnerConfigTime = &metav1.Time{Time: time.Now().Add(-10 * time.Minute)}
-		return env.Client.Status().Update(ctx, bc)
-	})).To(Succeed())
+	setRunnerConfigTime(t, ns, name, &metav1.Time{Time: time.Now().Add(-10 * time.Minute)})
 	jit := registerJITRunner(t, gh, "sweeps", name)
 	job = gh.CreateJob("sweeps/app", []string{"self-hosted", "linux"})
 	runner, err := fakegithub.NewRunnerClient(jit, nil)
