@@ -121,24 +121,7 @@ func startManagerOn(t *testing.T, e *testenv.Env, mutate func(*config.Manager), 
 	if err != nil {
 		t.Fatalf("manager: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager stopped: %v", err)
-		}
-	}()
-	stopped := false
-	stop = func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			<-done
-		}
-	}
-	t.Cleanup(stop)
-	return stop
+	return testenv.RunManager(t, mgr)
 }
 
 func newNamespace(t *testing.T) string {

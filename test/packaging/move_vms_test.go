@@ -130,15 +130,7 @@ func startHyperFleet(t *testing.T, e *testenv.Env) {
 	if err != nil {
 		t.Fatalf("manager: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager stopped: %v", err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	testenv.RunManager(t, mgr)
 }
 
 // managedVMs are the VMIDs of the simulator's VMs that HyperFleet marked.

@@ -23,6 +23,7 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/controllers"
 	"github.com/hyperfleet-io/hyperfleet/pkg/config"
 	"github.com/hyperfleet-io/hyperfleet/pkg/manager"
+	"github.com/hyperfleet-io/hyperfleet/test/testenv"
 )
 
 // listeners are the addresses of a manager's metrics (HTTPS, authenticated) and health listeners.
@@ -46,15 +47,7 @@ func startManagerListening(t *testing.T) listeners {
 	}
 	mgr, err := manager.New(context.Background(), inst.Manager, cfg, func(o *controllers.Options) { o.SkipNameValidation = true })
 	g.Expect(err).NotTo(HaveOccurred())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager stopped: %v", err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	testenv.RunManager(t, mgr)
 	g.Eventually(func() int { return status(t, http.DefaultClient, "http://"+l.health+"/readyz", "") }, time.Minute, 200*time.Millisecond).Should(Equal(http.StatusOK))
 	return l
 }

@@ -66,15 +66,7 @@ func startManager(t *testing.T) {
 	if err != nil {
 		t.Fatalf("manager: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager stopped: %v", err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	testenv.RunManager(t, mgr)
 }
 
 // userClient is a client of a new user who has the built-in ClusterRole edit in namespace, the way
