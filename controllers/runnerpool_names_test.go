@@ -78,9 +78,12 @@ func TestRunnerNameTakenByAnotherObject(t *testing.T) {
 					g.Expect([]any{o.Spec.Template, o.Spec.Cores, o.Spec.MemoryMiB}).To(Equal([]any{b.Template, b.Cores, b.MemoryMiB}))
 				}
 			}, 3*time.Second, 200*time.Millisecond).Should(Succeed())
-			events := &corev1.EventList{}
-			g.Expect(env.Client.List(ctx, events, client.InNamespace(ns))).To(Succeed())
-			g.Expect(events.Items).To(ContainElement(HaveField("Reason", "RunnerNameTaken")))
+			// Events are posted asynchronously by the manager's recorder.
+			g.Eventually(func(g Gomega) {
+				events := &corev1.EventList{}
+				g.Expect(env.Client.List(ctx, events, client.InNamespace(ns))).To(Succeed())
+				g.Expect(events.Items).To(ContainElement(HaveField("Reason", "RunnerNameTaken")))
+			}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
 		})
 	}
 }
