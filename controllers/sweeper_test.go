@@ -2,21 +2,17 @@ package controllers_test
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
-	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
-	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/proxmox"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
@@ -62,17 +58,6 @@ func TestIncompleteListingRetiresNothing(t *testing.T) {
 	}, 90*time.Second, 100*time.Millisecond).Should(BeTrue(), "a VM that really stopped is still swept")
 }
 
-// skipQuarantined skips the tests built on busyMarkedRunner unless HYPERFLEET_QUARANTINED_TESTS is
-// set: under a full parallel run the hand-made VM races the MachineClaim controller's own
-// provisioning, and the sweep sometimes never sees the stopped VM (2 runs in about 10). Run them with
-// HYPERFLEET_QUARANTINED_TESTS=1 until the set-up is fixed.
-func skipQuarantined(t *testing.T) {
-	t.Helper()
-	if os.Getenv("HYPERFLEET_QUARANTINED_TESTS") == "" {
-		t.Skip("quarantined (racy set-up); run with HYPERFLEET_QUARANTINED_TESTS=1")
-	}
-}
-
 // busyMarkedRunner starts a pool of at most max runners (min 1) whose one runner runs a job while
 // the sweep sees its VM stopped, and returns once the sweep has marked its Machine.
 func busyMarkedRunner(t *testing.T, max int32) (pool *fleetv1.RunnerPool, name string, runner *fakegithub.RunnerClient,
@@ -81,6 +66,9 @@ func busyMarkedRunner(t *testing.T, max int32) (pool *fleetv1.RunnerPool, name s
 	ctx := context.Background()
 	gh := fakegithub.StartForTest(t, fakegithub.Options{TLS: true})
 	gh.AddRepository("sweeps/app")
+	// Cluster API runs, so the runner's VM is made the way every runner's is: Cluster API links
+	// the claim to its Machine and hands it the bootstrap data, the claim controller provisions.
+	startCAPI(t)
 	sim := pvesim.StartForTest(t, pvesim.Config{})
 	startManager(t, testTiming{sweep: 300 * time.Millisecond, orphanGrace: time.Second})
 	ns := newNamespace(t)
@@ -104,44 +92,15 @@ func busyMarkedRunner(t *testing.T, max int32) (pool *fleetv1.RunnerPool, name s
 	g.Expect(runner.Online(ctx)).To(Succeed())
 	g.Expect(runner.Acquire(ctx)).To(Equal(job.ID))
 
-	// Its VM, as the claim controller made it (Cluster API does not run here: the test links the
-	// claim to its Machine as Cluster API would, and makes the VM the claim would have made with
-	// bootstrap data), now powered off.
-	machine := &clusterv1.Machine{}
-	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, machine)).To(Succeed())
+	// Its VM, once the claim controller has started it, powers off while the job runs.
 	claim := &infrav1.MachineClaim{}
-	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, claim); err != nil {
-			return err
-		}
-		claim.OwnerReferences = append(claim.OwnerReferences, metav1.OwnerReference{
-			APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: machine.Name, UID: machine.UID})
-		return env.Client.Update(ctx, claim)
-	})).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, claim)).To(Succeed())
-		g.Expect(claim.Spec.ClaimID).NotTo(BeEmpty(), "%+v", claim.Status.Conditions)
+		g.Expect(claim.Status.CompletedStep).To(Equal(infrav1.StepStarted), "%+v", claim.Status.Conditions)
 	}, 90*time.Second, 100*time.Millisecond).Should(Succeed())
-	hc := get(g, &infrav1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pve"}})
-	p, err := proxmox.New(proxmox.Config{Endpoint: sim.URL(), TokenID: pvesim.TestTokenID, TokenSecret: pvesim.TestTokenSecret,
-		CABundle: sim.CACertPEM(), Cluster: ns + "/pve", InstallationID: hc.Spec.InstallationID, Timeout: 5 * time.Second})
-	g.Expect(err).NotTo(HaveOccurred())
-	ref := hypervisor.VMRef{Node: "pve1", ID: 1900}
-	task, err := p.Clone(ctx, hypervisor.CloneSpec{Source: hypervisor.VMRef{Node: "pve1", ID: 9000}, Target: ref, Name: name,
-		Owner: hypervisor.Ownership{ClaimNamespace: ns, ClaimName: name, ClaimID: claim.Spec.ClaimID}})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Eventually(func() bool { s, _ := p.TaskStatus(ctx, "", task); return s.Done }, 10*time.Second, 20*time.Millisecond).Should(BeTrue())
-	_, err = p.Configure(ctx, ref, hypervisor.ConfigSpec{})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		c := &infrav1.MachineClaim{}
-		if err := env.Client.Get(ctx, keyOf(claim), c); err != nil {
-			return err
-		}
-		c.Status.VMID, c.Status.Node, c.Status.CompletedStep = int32(ref.ID), ref.Node, infrav1.StepStarted
-		return env.Client.Status().Update(ctx, c)
-	})).To(Succeed())
+	g.Expect(sim.PowerOff(int(claim.Status.VMID))).To(Succeed())
 
+	machine := &clusterv1.Machine{}
 	g.Eventually(func(g Gomega) {
 		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, machine)).To(Succeed())
 		g.Expect(machine.Annotations).To(HaveKey(infrav1.VMStoppedAnnotation))
@@ -154,7 +113,6 @@ func busyMarkedRunner(t *testing.T, max int32) (pool *fleetv1.RunnerPool, name s
 // sweep must not delete the Machine itself: it marks it, and the pool, which asks GitHub first,
 // keeps a busy runner. Once the job is over the pool removes it.
 func TestSweepNeverRemovesABusyRunner(t *testing.T) {
-	skipQuarantined(t)
 	g := NewWithT(t)
 	ctx := context.Background()
 	pool, name, runner, job := busyMarkedRunner(t, 1)
@@ -174,7 +132,6 @@ func TestSweepNeverRemovesABusyRunner(t *testing.T) {
 // occupies one of the pool's places. Raised to a floor of 2, the pool makes exactly one more
 // runner, in the one free place, and never a third beside them.
 func TestHeldRunnerHoldsItsPlace(t *testing.T) {
-	skipQuarantined(t)
 	g := NewWithT(t)
 	ctx := context.Background()
 	pool, name, _, _ := busyMarkedRunner(t, 2)
