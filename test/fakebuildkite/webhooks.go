@@ -1,0 +1,187 @@
+package fakebuildkite
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Delivery records one webhook the fake sent (or tried to send).
+type Delivery struct {
+	Event      string
+	JobID      string
+	StatusCode int    // the receiver's answer, 0 if it could not be reached
+	Err        string // transport error, if any
+	Payload    []byte
+	At         time.Time
+}
+
+// Sign returns the X-Buildkite-Signature value for body sent at ts:
+// "timestamp=<unix>,signature=<hex HMAC-SHA256(token, "<unix>.<body>")>".
+func Sign(token string, ts time.Time, body []byte) string {
+	unix := strconv.FormatInt(ts.Unix(), 10)
+	mac := hmac.New(sha256.New, []byte(token))
+	mac.Write([]byte(unix + "." + string(body)))
+	return "timestamp=" + unix + ",signature=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// PostWebhook sends body as a Buildkite webhook of event to url with the headers Buildkite
+// sets: the event, and the token itself or (signature) an HMAC signature dated now.
+func PostWebhook(ctx context.Context, client *http.Client, url, token string, signature bool, event string, body []byte) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "Buildkite-Request")
+	req.Header.Set("X-Buildkite-Event", event)
+	req.Header.Set("X-Buildkite-Request", NewUUID())
+	if signature {
+		req.Header.Set("X-Buildkite-Signature", Sign(token, time.Now(), body))
+	} else {
+		req.Header.Set("X-Buildkite-Token", token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	return resp.StatusCode, nil
+}
+
+// webhookTime is the date format of webhook payloads (not the REST API's).
+func webhookTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UTC().Format("2006-01-02 15:04:05 MST")
+}
+
+// webhookPayloadLocked is the body Buildkite sends for a job event: {event, job, build,
+// pipeline, sender}, with webhook-format dates.
+func (s *Server) webhookPayloadLocked(event string, j *Job) map[string]any {
+	job := s.jobJSONLocked(j)
+	for k, t := range map[string]time.Time{"created_at": j.CreatedAt, "scheduled_at": j.ScheduledAt, "runnable_at": j.RunnableAt, "started_at": j.StartedAt, "finished_at": j.FinishedAt} {
+		job[k] = webhookTime(t)
+	}
+	build := s.buildJSONLocked(j.Build)
+	pipeline := build["pipeline"]
+	delete(build, "jobs")
+	delete(build, "pipeline")
+	build["created_at"] = webhookTime(j.Build.CreatedAt)
+	return map[string]any{
+		"event":    event,
+		"job":      job,
+		"build":    build,
+		"pipeline": pipeline,
+		"sender":   map[string]any{"id": "00000000-0000-4000-8000-000000000002", "name": "Buildkite"},
+	}
+}
+
+// Deliveries returns the webhooks sent so far, in order.
+func (s *Server) Deliveries() []Delivery {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Delivery(nil), s.deliveries...)
+}
+
+// enqueueJobHookLocked queues a delivery of event for j's current state; the caller holds s.mu.
+func (s *Server) enqueueJobHookLocked(event string, j *Job) {
+	if s.opts.WebhookURL == "" {
+		return
+	}
+	body, _ := json.Marshal(s.webhookPayloadLocked(event, j))
+	s.hooks.push(pendingHook{url: s.opts.WebhookURL, token: s.opts.WebhookToken, signature: s.opts.WebhookSignature,
+		delivery: Delivery{Event: event, JobID: j.ID, Payload: body}})
+}
+
+type pendingHook struct {
+	url, token string
+	signature  bool
+	delivery   Delivery
+}
+
+// webhookQueue delivers in order from one goroutine, so a job's events leave in the order they
+// happened and the API never blocks on a receiver.
+type webhookQueue struct {
+	s       *Server
+	mu      sync.Mutex
+	items   []pendingHook
+	wake    chan struct{}
+	ctx     context.Context
+	cancel  context.CancelFunc
+	done    chan struct{}
+	started bool
+}
+
+func newWebhookQueue(s *Server) *webhookQueue {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &webhookQueue{s: s, wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
+}
+
+func (q *webhookQueue) start() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.started {
+		q.started = true
+		go q.run()
+	}
+}
+
+func (q *webhookQueue) stop() {
+	q.cancel()
+	q.mu.Lock()
+	started := q.started
+	q.mu.Unlock()
+	if started {
+		<-q.done
+	}
+}
+
+func (q *webhookQueue) push(h pendingHook) {
+	q.mu.Lock()
+	q.items = append(q.items, h)
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (q *webhookQueue) run() {
+	defer close(q.done)
+	for {
+		q.mu.Lock()
+		items := q.items
+		q.items = nil
+		q.mu.Unlock()
+		for _, h := range items {
+			if q.ctx.Err() != nil {
+				return
+			}
+			d := h.delivery
+			status, err := PostWebhook(q.ctx, q.s.opts.WebhookClient, h.url, h.token, h.signature, d.Event, d.Payload)
+			d.StatusCode, d.At = status, time.Now()
+			if err != nil {
+				d.Err = err.Error()
+			}
+			q.s.mu.Lock()
+			q.s.deliveries = append(q.s.deliveries, d)
+			q.s.mu.Unlock()
+		}
+		select {
+		case <-q.ctx.Done():
+			return
+		case <-q.wake:
+		}
+	}
+}
