@@ -218,4 +218,3 @@ func organizationOf(ev bk.JobEvent) string {
 	}
 	return ""
 }
-
