@@ -6,8 +6,9 @@
 //
 // It registers with the agent token, pings until test/fakebuildkite hands it a job of its queue
 // and tags, accepts, starts and finishes it (exit status 0, after FAKEBUILDKITEAGENT_JOB_DURATION
-// if set), disconnects and exits. The token may be given as file://PATH, like the real agent's.
-// TLS trust comes from the system roots, so SSL_CERT_FILE points it at a test CA as it would the
+// if set), disconnects and exits. Like the real agent it checks the job out under
+// --build-path/<agent name>/<org>/<pipeline>, which tells a watcher that a job started. The
+// token may be given as file://PATH, like the real agent's. TLS trust comes from the system roots, so SSL_CERT_FILE points it at a test CA as it would the
 // real agent. On SIGTERM it disconnects and exits.
 package main
 
@@ -18,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -27,6 +29,7 @@ import (
 
 type options struct {
 	token, endpoint, name, tags string
+	buildPath                   string
 	disconnectAfterJob          bool
 	idleTimeout                 int
 }
@@ -64,6 +67,7 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.endpoint, "endpoint", env("BUILDKITE_AGENT_ENDPOINT", "https://agent.buildkite.com/v3"), "agent API endpoint")
 	fs.StringVar(&o.name, "name", env("BUILDKITE_AGENT_NAME", host), "agent name")
 	fs.StringVar(&o.tags, "tags", env("BUILDKITE_AGENT_TAGS", ""), "key=value tags, comma separated")
+	fs.StringVar(&o.buildPath, "build-path", env("BUILDKITE_BUILD_PATH", "builds"), "where job checkouts go")
 	fs.BoolVar(&o.disconnectAfterJob, "disconnect-after-job", env("BUILDKITE_AGENT_DISCONNECT_AFTER_JOB", "") == "true", "exit after one job")
 	fs.IntVar(&o.idleTimeout, "disconnect-after-idle-timeout", 0, "exit after this many idle seconds (0: never)")
 	if err := fs.Parse(args); err != nil {
@@ -115,7 +119,7 @@ func run(ctx context.Context, o options) error {
 		case err != nil && ctx.Err() == nil:
 			return err
 		case job != nil:
-			if err := runJob(context.WithoutCancel(ctx), c, job); err != nil {
+			if err := runJob(context.WithoutCancel(ctx), c, job, checkoutDir(o, job)); err != nil {
 				return err
 			}
 			return bye()
@@ -132,11 +136,27 @@ func run(ctx context.Context, o options) error {
 	}
 }
 
-func runJob(ctx context.Context, c *fakebuildkite.AgentClient, job *fakebuildkite.AgentJob) error {
+// checkoutDir is where the real agent checks a job out: <build-path>/<agent name>/<org>/<pipeline>,
+// the agent name with anything but letters, digits and - . _ replaced by -.
+func checkoutDir(o options, job *fakebuildkite.AgentJob) string {
+	safe := strings.Map(func(r rune) rune {
+		if r == '-' || r == '.' || r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
+			return r
+		}
+		return '-'
+	}, o.name)
+	return filepath.Join(o.buildPath, safe, job.Env["BUILDKITE_ORGANIZATION_SLUG"], job.Env["BUILDKITE_PIPELINE_SLUG"])
+}
+
+func runJob(ctx context.Context, c *fakebuildkite.AgentClient, job *fakebuildkite.AgentJob, dir string) error {
 	if err := c.Accept(ctx, job.ID); err != nil {
 		return err
 	}
 	if err := c.Start(ctx, job.ID); err != nil {
+		return err
+	}
+	// The checkout directory is the sign, visible from outside, that a job started.
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	fmt.Printf("job %s started: %s\n", job.ID, job.Env["BUILDKITE_COMMAND"])

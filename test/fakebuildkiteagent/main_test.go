@@ -36,6 +36,7 @@ func TestStartRunsExactlyOneJob(t *testing.T) {
 		cmd := exec.Command(bin, "start", "--token", "file://"+tokFile, "--endpoint", s.AgentEndpoint(),
 			"--name", name, "--tags", "queue=linux,os=linux", "--disconnect-after-job")
 		cmd.Env = append(os.Environ(), "SSL_CERT_FILE="+ca)
+		cmd.Dir = dir
 		done := make(chan error, 1)
 		var output []byte
 		go func() { o, e := cmd.CombinedOutput(); output = o; done <- e }()
@@ -47,6 +48,7 @@ func TestStartRunsExactlyOneJob(t *testing.T) {
 			t.Fatalf("agent %d did not exit after its job", i+1)
 		}
 		g.Expect(string(output)).To(ContainSubstring("finished"))
+		g.Expect(filepath.Join(dir, "builds", name, "acme", "api")).To(BeADirectory())
 	}
 	for _, id := range []string{first.ID, second.ID} {
 		j, _ := s.GetJob(id)
