@@ -8,8 +8,9 @@
 // and tags, accepts, starts and finishes it (exit status 0, after FAKEBUILDKITEAGENT_JOB_DURATION
 // if set), disconnects and exits. Like the real agent it checks the job out under
 // --build-path/<agent name>/<org>/<pipeline>, which tells a watcher that a job started. The
-// token may be given as file://PATH, like the real agent's. TLS trust comes from the system roots, so SSL_CERT_FILE points it at a test CA as it would the
-// real agent. On SIGTERM it disconnects and exits.
+// token may be given as file://PATH, like the real agent's. TLS trust comes from the system
+// roots, so SSL_CERT_FILE points it at a test CA as it would the real agent. On SIGTERM it
+// disconnects and exits.
 package main
 
 import (
