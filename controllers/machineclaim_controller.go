@@ -138,6 +138,7 @@ func (r *MachineClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		r.summarize(s)
 		if err := helper.Patch(ctx, claim, patch.WithOwnedConditions{Conditions: []string{
 			infrav1.ReadyCondition, infrav1.MachineClaimVMProvisionedCondition, infrav1.MachineClaimBootstrapReadyCondition, infrav1.PausedCondition,
+			infrav1.MachineClaimLiveMigratableCondition,
 		}}); err != nil {
 			reterr = kerrors.NewAggregate([]error{reterr, err})
 		}
@@ -193,6 +194,7 @@ func (r *MachineClaimReconciler) reconcileNormal(ctx context.Context, s *claimSc
 		r.reconcileLostStatus,
 		r.reconcileBootstrapData,
 		r.reconcileVM,
+		r.reconcilePersistent,
 		r.reconcileBootstrapped,
 		r.reconcileSpentSeed,
 	} {
@@ -368,6 +370,7 @@ func (r *MachineClaimReconciler) summarize(s *claimScope) {
 	} else {
 		mirrorCondition(c, infrav1.MachineClaimVMProvisionedCondition, infrav1.ReadyCondition)
 	}
+	summarizePersistent(c)
 	c.Status.ObservedGeneration = c.Generation
 }
 
@@ -436,8 +439,8 @@ func (r *MachineClaimReconciler) hypervisorClusterToClaims(ctx context.Context, 
 		if c.Labels[infrav1.HypervisorClusterNameLabel] != o.GetName() && c.Spec.HypervisorClusterName != o.GetName() {
 			continue
 		}
-		// Ready claims have nothing to gain; the sweep watches their VMs.
-		if c.Status.Phase != infrav1.MachineClaimPhaseReady {
+		// Ready, Running and Stopped claims have nothing to gain; the sweep watches their VMs.
+		if p := c.Status.Phase; p != infrav1.MachineClaimPhaseReady && p != infrav1.MachineClaimPhaseRunning && p != infrav1.MachineClaimPhaseStopped {
 			reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&c)})
 		}
 	}

@@ -112,6 +112,15 @@ func (r *MachineClaimReconciler) reconcileDeleteVM(ctx context.Context, s *claim
 	case vm.Lock != "":
 		setVMCondition(c, metav1.ConditionFalse, infrav1.DeletingReason, fmt.Sprintf("VM %s is locked (%s)", ref, vm.Lock))
 		return ctrl.Result{RequeueAfter: r.poll()}, nil
+	case vm.State != hypervisor.PowerStateStopped && c.Spec.IsPersistent():
+		// A long-lived VM gets its preStop hook and a guest shutdown before it is powered off.
+		if c.Status.PendingStop == nil {
+			r.beginGracefulStop(s, "the claim is being deleted")
+		}
+		if c.Status.Hook != nil {
+			return r.reconcileHook(ctx, s)
+		}
+		return r.reconcileGracefulStop(ctx, s, vm)
 	case vm.State != hypervisor.PowerStateStopped:
 		// The read above, of this reconcile, proved the VM ours: it is not read again.
 		task, err := s.provider.StopSeen(ctx, vm)

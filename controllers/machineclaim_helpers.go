@@ -109,8 +109,10 @@ func reasonFor(op string) string {
 		return infrav1.CloningReason
 	case opConfigure:
 		return infrav1.ConfiguringReason
-	case opStart:
+	case opStart, opPowerOn:
 		return infrav1.StartingReason
+	case opPowerOff:
+		return infrav1.StoppingReason
 	}
 	return infrav1.DeletingReason
 }

@@ -53,9 +53,10 @@ func (s *Sweeper) Sweep(ctx context.Context, hc *infrav1.HypervisorCluster, prov
 		byName[c.Name] = c
 		infos = append(infos, sweep.Claim{
 			Namespace: c.Namespace, Name: c.Name, ID: c.Spec.ClaimID, UID: string(c.UID), VMID: int(c.Status.VMID),
-			Started:  c.Status.CompletedStep == infrav1.StepStarted,
-			Deleting: !c.DeletionTimestamp.IsZero(),
-			Busy:     c.Status.Task != nil,
+			Started:    c.Status.CompletedStep == infrav1.StepStarted,
+			Deleting:   !c.DeletionTimestamp.IsZero(),
+			Busy:       c.Status.Task != nil,
+			Persistent: c.Spec.IsPersistent(),
 		})
 	}
 	plan := sweep.Decide(vms, infos, s.orphanMemory(connection.Key(hc)), time.Now(), s.OrphanGrace)
@@ -85,6 +86,11 @@ func (s *Sweeper) Sweep(ctx context.Context, hc *infrav1.HypervisorCluster, prov
 	}
 	for _, vm := range plan.RemoveOrphans {
 		if err := s.removeOrphan(ctx, hc, provider, vm); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, o := range plan.Observed {
+		if err := s.observe(ctx, byName[o.Claim.Name], o.VM); err != nil {
 			errs = append(errs, err)
 		}
 	}

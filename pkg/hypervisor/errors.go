@@ -28,6 +28,9 @@ var (
 	ErrTaskFailed = errors.New("task failed")
 	// ErrAmbiguous: a template selector matched more than one template.
 	ErrAmbiguous = errors.New("ambiguous")
+	// ErrUnsupported: the provider does not offer an optional capability (snapshots, guest
+	// commands); retrying will not help.
+	ErrUnsupported = errors.New("not supported by this hypervisor provider")
 )
 
 // Error is a classified hypervisor error: Class is one of the Err* sentinels, Op the operation.
@@ -71,6 +74,8 @@ func Reason(err error) string {
 		{ErrInvalid, "Invalid"},
 		{ErrTaskFailed, "TaskFailed"},
 		{ErrAmbiguous, "Ambiguous"},
+		{ErrUnsupported, "Unsupported"},
+		{ErrNoGuestAgent, "NoGuestAgent"},
 		{ErrTransient, "Transient"},
 	} {
 		if errors.Is(err, c.err) {

@@ -64,6 +64,8 @@ type VM struct {
 	Owner *Ownership
 	// Uptime is how long the VM has been running; zero when stopped.
 	Uptime time.Duration
+	// Usage is filled by OwnedVMs from the same listing; VM leaves it zero.
+	Usage Usage
 }
 
 // Owned reports whether HyperFleet created the VM.

@@ -22,6 +22,15 @@ type Claim struct {
 	Deleting bool
 	// Busy is true while the claim has a task in flight.
 	Busy bool
+	// Persistent is true for a long-lived VM: the sweep never retires it, whatever its power
+	// state, and reports what it saw instead (Plan.Observed).
+	Persistent bool
+}
+
+// Observation is a persistent claim's VM as the listing showed it.
+type Observation struct {
+	Claim Claim
+	VM    hypervisor.VM
 }
 
 // Adoption is a VM marked by an older release that a claim of this installation tracks.
@@ -45,6 +54,9 @@ type Plan struct {
 	// with the installation's identity. Legacy VMs no claim tracks may be another installation's
 	// and are left alone.
 	Adopt []Adoption
+	// Observed are the persistent claims' VMs the listing showed: their claims' power state and
+	// resource usage are refreshed from it, and their run strategy decides what happens next.
+	Observed []Observation
 	// Owned counts the VMs the cluster owns, adopted ones included.
 	Owned int
 	// Legacy counts the Legacy VMs no claim tracks.
@@ -108,6 +120,10 @@ func Decide(vms []hypervisor.VM, claims []Claim, seen Orphans, now time.Time, gr
 			}
 			continue
 		}
+		if claim.Persistent && claim.VMID == vm.Ref.ID && !claim.Deleting {
+			plan.Observed = append(plan.Observed, Observation{Claim: claim, VM: vm})
+			continue
+		}
 		if claim.Deleting || claim.Busy || !claim.Started || claim.VMID != vm.Ref.ID {
 			continue
 		}
@@ -121,7 +137,7 @@ func Decide(vms []hypervisor.VM, claims []Claim, seen Orphans, now time.Time, gr
 		}
 	}
 	for _, c := range claims {
-		if c.Started && !c.Deleting && !c.Busy && c.VMID != 0 {
+		if c.Started && !c.Deleting && !c.Busy && !c.Persistent && c.VMID != 0 {
 			if _, ok := present[c.VMID]; !ok {
 				plan.Missing = append(plan.Missing, c)
 			}

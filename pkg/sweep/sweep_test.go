@@ -51,6 +51,18 @@ func TestDecide(t *testing.T) {
 			wantRetire: []string{"a"},
 		},
 		{
+			name: "a persistent claim's stopped VM is never retired, only observed",
+			vms:  []hypervisor.VM{vm(100, "a", stopped), vm(101, "b", running)},
+			claims: []Claim{
+				{Namespace: "ns", Name: "a", ID: "a", UID: "uid-a", VMID: 100, Started: true, Persistent: true},
+				{Namespace: "ns", Name: "b", ID: "b", UID: "uid-b", VMID: 101, Started: true, Persistent: true},
+			},
+		},
+		{
+			name:   "a persistent claim whose VM is missing from the listing is not retired",
+			claims: []Claim{{Namespace: "ns", Name: "a", ID: "a", UID: "uid-a", VMID: 100, Started: true, Persistent: true}},
+		},
+		{
 			name:   "stopped VM still being provisioned is not retired",
 			vms:    []hypervisor.VM{vm(100, "a", stopped)},
 			claims: []Claim{{Namespace: "ns", Name: "a", ID: "a", UID: "uid-a", VMID: 100}},
@@ -177,3 +189,17 @@ func toAnyInt(s []int) []any {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+func TestDecideObservesPersistentVMs(t *testing.T) {
+	g := NewWithT(t)
+	persistent := Claim{Namespace: "ns", Name: "db", ID: "db", UID: "uid-db", VMID: 100, Started: true, Persistent: true}
+	deleting := Claim{Namespace: "ns", Name: "old", ID: "old", UID: "uid-old", VMID: 101, Started: true, Persistent: true, Deleting: true}
+	plan := Decide([]hypervisor.VM{vm(100, "db", hypervisor.PowerStateStopped), vm(101, "old", hypervisor.PowerStateStopped)},
+		[]Claim{persistent, deleting}, Orphans{}, time.Now(), time.Minute)
+	g.Expect(plan.Retire).To(BeEmpty())
+	g.Expect(plan.Missing).To(BeEmpty())
+	g.Expect(plan.RemoveOrphans).To(BeEmpty())
+	g.Expect(plan.Observed).To(HaveLen(1))
+	g.Expect(plan.Observed[0].Claim.Name).To(Equal("db"))
+	g.Expect(plan.Observed[0].VM.State).To(Equal(hypervisor.PowerStateStopped))
+}

@@ -85,6 +85,31 @@ func (b *MachineClaimBuilder) WithTemplateName(name string, tags ...string) *Mac
 	return b
 }
 
+// WithPersistent makes the claim a long-lived VM with the given run strategy.
+func (b *MachineClaimBuilder) WithPersistent(strategy infrav1.RunStrategy) *MachineClaimBuilder {
+	b.obj.Spec.Lifecycle, b.obj.Spec.RunStrategy = infrav1.LifecyclePersistent, strategy
+	return b
+}
+
+// WithHooks sets the preStart and preStop commands (nil for none).
+func (b *MachineClaimBuilder) WithHooks(preStart, preStop []string) *MachineClaimBuilder {
+	h := &infrav1.LifecycleHooks{}
+	if preStart != nil {
+		h.PreStart = &infrav1.LifecycleHook{Command: preStart, TimeoutSeconds: 30}
+	}
+	if preStop != nil {
+		h.PreStop = &infrav1.LifecycleHook{Command: preStop, TimeoutSeconds: 30}
+	}
+	b.obj.Spec.Hooks = h
+	return b
+}
+
+// WithTerminationGracePeriod sets how long a stopping guest gets before it is powered off.
+func (b *MachineClaimBuilder) WithTerminationGracePeriod(seconds int32) *MachineClaimBuilder {
+	b.obj.Spec.TerminationGracePeriodSeconds = ptr.To(seconds)
+	return b
+}
+
 func (b *MachineClaimBuilder) WithHypervisorCluster(name string) *MachineClaimBuilder {
 	b.obj.Spec.HypervisorClusterName = name
 	return b

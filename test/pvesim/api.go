@@ -27,6 +27,13 @@ type VM struct {
 	Config map[string]string
 	// Pending holds changes queued while running ("" means delete).
 	Pending map[string]string
+	// Snapshots are the VM's snapshot names, oldest first; Parent the one the current state
+	// derives from.
+	Snapshots []string
+	Parent    string
+	// GuestData stands for what the guest wrote to its disks (WriteGuestData): snapshots keep it
+	// and a rollback restores it.
+	GuestData string
 }
 
 func (s *Simulator) snapshot(vm *vmState) VM {
@@ -59,6 +66,10 @@ func (s *Simulator) snapshot(vm *vmState) VM {
 			out.Pool = id
 		}
 	}
+	for _, sn := range vm.sortedSnapshots() {
+		out.Snapshots = append(out.Snapshots, sn.name)
+	}
+	out.Parent, out.GuestData = vm.parent, vm.guestData
 	return out
 }
 
@@ -82,6 +93,33 @@ func (s *Simulator) VM(vmid int) (VM, bool) {
 		return VM{}, false
 	}
 	return s.snapshot(vm), true
+}
+
+// WriteGuestData stands for the guest writing to its disks: snapshots keep the data and a
+// rollback restores it.
+func (s *Simulator) WriteGuestData(vmid int, data string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	vm, ok := s.vms[vmid]
+	if !ok {
+		return fmt.Errorf("pvesim: VM %d does not exist", vmid)
+	}
+	vm.guestData = data
+	return nil
+}
+
+// IgnoreShutdown makes vmid's guest ignore ACPI shutdown requests (a hung or busy OS): a
+// shutdown task then fails after its time with PVE's "VM quit/powerdown failed - got timeout"
+// and only a stop powers the VM off.
+func (s *Simulator) IgnoreShutdown(vmid int, ignore bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	vm, ok := s.vms[vmid]
+	if !ok {
+		return fmt.Errorf("pvesim: VM %d does not exist", vmid)
+	}
+	vm.ignoreShutdown = ignore
+	return nil
 }
 
 // PowerOff is a guest-initiated shutdown (the OS halted): the VM stops at

@@ -226,7 +226,13 @@ func jsonParam(v any) pval {
 		}
 		return pval{s: "0", ref: "JSON::PP::Boolean"}
 	case []any:
-		return pval{ref: "ARRAY"}
+		// Items are kept, NUL-joined like a repeated query parameter, for handlers that read
+		// them (agent/exec's command).
+		items := make([]string, 0, len(t))
+		for _, it := range t {
+			items = append(items, fmt.Sprint(it))
+		}
+		return pval{s: strings.Join(items, "\x00"), ref: "ARRAY"}
 	default:
 		return pval{ref: "HASH"}
 	}

@@ -84,6 +84,10 @@ type Simulator struct {
 	faultSeq int
 	requests map[string]int
 	boots    map[int]*bootRun
+	// guestProcs are agent/exec commands by VMID and PID; guestExecs records every one started.
+	guestProcs map[int]map[int]*guestProcess
+	guestExecs []GuestExec
+	snapSeq    int
 
 	tlsCert *tls.Certificate
 	caPEM   []byte

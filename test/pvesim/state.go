@@ -70,6 +70,13 @@ type vmState struct {
 	pid       int
 	ip        string
 	ctimeSeq  int
+	// snapshots by name and parent, the snapshot the current state derives from.
+	snapshots map[string]*vmSnapshot
+	parent    string
+	// guestData stands for the guest's disk contents (WriteGuestData).
+	guestData string
+	// ignoreShutdown: the guest does not react to ACPI shutdown (IgnoreShutdown).
+	ignoreShutdown bool
 }
 
 func (s *Simulator) node(name string) *nodeState {

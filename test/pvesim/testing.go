@@ -1,6 +1,14 @@
 package pvesim
 
-import "testing"
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"net/http"
+	"testing"
+	"time"
+
+	proxmox "github.com/luthermonson/go-proxmox"
+)
 
 // Test credentials StartForTest installs when Config.Tokens is empty.
 const (
@@ -24,4 +32,15 @@ func StartForTest(t testing.TB, cfg Config) *Simulator {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
+}
+
+// PersonClient is go-proxmox, trusting the simulator's CA and signed in with the test token:
+// what a person (or another tool) acting on the hypervisor side uses in tests, so their stops,
+// starts and config edits go through the API and leave the tasks PVE would record.
+func (s *Simulator) PersonClient() *proxmox.Client {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(s.CACertPEM())
+	hc := &http.Client{Timeout: 10 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	return proxmox.NewClient(s.URL(), proxmox.WithHTTPClient(hc), proxmox.WithAPIToken(TestTokenID, TestTokenSecret))
 }

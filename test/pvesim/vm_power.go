@@ -164,6 +164,9 @@ func (s *Simulator) stopTask(rq *request, typ, endpoint string) (any, *apiError)
 				return err
 			}
 		}
+		if typ == "qmshutdown" && vm.ignoreShutdown && !rq.p.flag("forceStop") {
+			return errf("VM quit/powerdown failed - got timeout")
+		}
 		s.stopVM(vm)
 		return nil
 	}}, endpoint)

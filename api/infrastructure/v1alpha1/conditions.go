@@ -97,3 +97,32 @@ const (
 	TemplateAmbiguousReason = "TemplateAmbiguous"
 	CapacityAvailableReason = "CapacityAvailable"
 )
+
+// Persistent MachineClaim conditions and reasons.
+const (
+	// MachineClaimLiveMigratableCondition is True when the VM could move to another host while it
+	// runs.
+	MachineClaimLiveMigratableCondition = "LiveMigratable"
+
+	// LiveMigratableReason: the VM runs and all its disks are on shared storage.
+	LiveMigratableReason = "Migratable"
+	// NotRunningReason: a stopped VM is moved offline, not live.
+	NotRunningReason = "NotRunning"
+	// LocalDisksReason: a disk of the VM is on storage only its host has.
+	LocalDisksReason = "LocalDisks"
+	// LocalResourcesReason: the VM uses a device of its host (PCI, USB) that cannot move.
+	LocalResourcesReason = "LocalResources"
+	// MigratabilityUnknownReason: the hypervisor could not say (or this provider cannot tell).
+	MigratabilityUnknownReason = "Unknown"
+
+	// VMStoppedByRunStrategyReason: the persistent VM is off as its run strategy wants.
+	VMStoppedByRunStrategyReason = "StoppedByRunStrategy"
+	// RestartingReason: the persistent VM stopped and its run strategy starts it again.
+	RestartingReason = "Restarting"
+	// StoppingReason: HyperFleet is stopping the VM (hook, guest shutdown, power-off).
+	StoppingReason = "Stopping"
+	// PowerRequestRefusedReason: a power request was refused because the run strategy is not Manual.
+	PowerRequestRefusedReason = "PowerRequestRefused"
+	// HookFailedReason: a lifecycle hook exited non-zero, timed out or could not run.
+	HookFailedReason = "HookFailed"
+)

@@ -19,7 +19,7 @@ const VMStoppedAnnotation = "infrastructure.cluster.x-k8s.io/vm-stopped"
 const ProviderIDPrefix = "hyperfleet://"
 
 // MachineClaimPhase is a one-word summary of a MachineClaim's lifecycle.
-// +kubebuilder:validation:Enum=Pending;Provisioning;Ready;Deleting;Failed
+// +kubebuilder:validation:Enum=Pending;Provisioning;Ready;Running;Stopped;Migrating;Deleting;Failed
 type MachineClaimPhase string
 
 const (
@@ -33,6 +33,12 @@ const (
 	MachineClaimPhaseDeleting MachineClaimPhase = "Deleting"
 	// MachineClaimPhaseFailed: provisioning failed in a way retrying will not fix; see conditions.
 	MachineClaimPhaseFailed MachineClaimPhase = "Failed"
+	// MachineClaimPhaseRunning: a persistent claim's VM is provisioned and runs.
+	MachineClaimPhaseRunning MachineClaimPhase = "Running"
+	// MachineClaimPhaseStopped: a persistent claim's VM is provisioned and powered off.
+	MachineClaimPhaseStopped MachineClaimPhase = "Stopped"
+	// MachineClaimPhaseMigrating: a persistent claim's VM is moving to another host.
+	MachineClaimPhaseMigrating MachineClaimPhase = "Migrating"
 )
 
 // TemplateSource selects the VM template to clone: by VMID, or by name and/or tags. A name/tags
@@ -106,7 +112,14 @@ type BootstrapSpec struct {
 // MachineClaimSpec describes one VM.
 // +kubebuilder:validation:XValidation:rule="!has(self.storage) || (has(self.cloneMode) && self.cloneMode == 'Full')",message="storage can only be chosen for a Full clone: linked clones stay on the template's storage"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.claimID) || (has(self.claimID) && self.claimID == oldSelf.claimID)",message="claimID cannot be changed or removed once set: the claim's VM carries it"
+// +kubebuilder:validation:XValidation:rule="!has(self.runStrategy) || (has(self.lifecycle) && self.lifecycle == 'Persistent')",message="runStrategy applies only to a Persistent claim: set lifecycle: Persistent, or remove runStrategy"
+// +kubebuilder:validation:XValidation:rule="!has(self.lifecycle) || self.lifecycle != 'Persistent' || has(self.runStrategy)",message="a Persistent claim needs a runStrategy: Always, RerunOnFailure, Halted, Manual or Once"
+// +kubebuilder:validation:XValidation:rule="!has(self.hooks) || (has(self.lifecycle) && self.lifecycle == 'Persistent')",message="hooks apply only to a Persistent claim: an Ephemeral runner's VM is destroyed, not stopped"
+// +kubebuilder:validation:XValidation:rule="(has(self.lifecycle) ? self.lifecycle : 'Ephemeral') == (has(oldSelf.lifecycle) ? oldSelf.lifecycle : 'Ephemeral')",message="lifecycle cannot change: create a new claim instead"
 type MachineClaimSpec struct {
+	// Lifecycle fields (lifecycle, runStrategy, hooks, terminationGracePeriodSeconds).
+	MachineClaimLifecycleSpec `json:",inline"`
+
 	// claimID identifies this claim on its VM. HyperFleet generates it at random before the VM
 	// is created and stamps it, with the claim's namespace and name, on the VM; unlike the
 	// object's UID it survives clusterctl move, so a moved claim keeps its VM. It cannot change
@@ -233,11 +246,15 @@ type MachineClaimInitializationStatus struct {
 
 // MachineClaimStatus is what HyperFleet observed about the VM.
 type MachineClaimStatus struct {
+	// Lifecycle status of persistent claims (resources, last stop, power requests, hooks).
+	MachineClaimLifecycleStatus `json:",inline"`
+
 	// initialization is the Cluster API provisioning contract.
 	// +optional
 	Initialization *MachineClaimInitializationStatus `json:"initialization,omitempty"`
 
-	// conditions: Ready (summary, mirrored to the Machine), VMProvisioned, BootstrapReady, Paused.
+	// conditions: Ready (summary, mirrored to the Machine), VMProvisioned, BootstrapReady, Paused;
+	// for persistent claims also LiveMigratable.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -252,7 +269,7 @@ type MachineClaimStatus struct {
 	// +optional
 	Addresses clusterv1.MachineAddresses `json:"addresses,omitempty"`
 
-	// node hosts the VM.
+	// node is the host running the VM.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	Node string `json:"node,omitempty"`

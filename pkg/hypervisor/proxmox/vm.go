@@ -60,6 +60,16 @@ type vmResource struct {
 	MaxMem   number `json:"maxmem"`
 	MaxDisk  number `json:"maxdisk"`
 	Uptime   number `json:"uptime"`
+	CPU      number `json:"cpu"`
+	Mem      number `json:"mem"`
+	Disk     number `json:"disk"`
+}
+
+// usage is the row's resource usage.
+func (r vmResource) usage() hypervisor.Usage {
+	return hypervisor.Usage{CPUs: int(r.MaxCPU), CPULoad: float64(r.CPU),
+		MemoryBytes: uint64(r.MaxMem), MemoryUsedBytes: uint64(r.Mem),
+		DiskBytes: uint64(r.MaxDisk), DiskUsedBytes: uint64(r.Disk)}
 }
 
 // vmFacts is what one inspection of a VM found.
@@ -195,7 +205,7 @@ func (p *Provider) OwnedVMs(ctx context.Context) ([]hypervisor.VM, error) {
 		ref := hypervisor.VMRef{Node: r.Node, ID: int(r.VMID)}
 		vms = append(vms, hypervisor.VM{Ref: ref, Name: r.Name, State: powerState(r.Status, ""),
 			Tags: splitTags(r.Tags), Lock: r.Lock, Cores: int(r.MaxCPU), MemoryMiB: int(r.MaxMem / (1 << 20)),
-			Owner: owner, Uptime: time.Duration(r.Uptime) * time.Second})
+			Owner: owner, Uptime: time.Duration(r.Uptime) * time.Second, Usage: r.usage()})
 	}
 	return vms, nil
 }

@@ -1,0 +1,266 @@
+package controllers_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/test/builder"
+	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
+)
+
+// persistentVM starts a manager and a simulator and provisions a standalone persistent claim,
+// returning once its VM runs.
+func persistentVM(t *testing.T, strategy infrav1.RunStrategy, mutate ...func(*builder.MachineClaimBuilder)) (*infrav1.MachineClaim, *pvesim.Simulator) {
+	t.Helper()
+	g := NewWithT(t)
+	sim := pvesim.StartForTest(t, pvesim.Config{})
+	startManager(t, testTiming{sweep: 300 * time.Millisecond, orphanGrace: time.Second})
+	ns := newNamespace(t)
+	proxmoxCluster(t, ns, "pve", sim)
+	b := builder.NewMachineClaim("db-0", ns).WithHypervisorCluster("pve").WithPersistent(strategy)
+	for _, m := range mutate {
+		m(b)
+	}
+	claim := b.Build()
+	g.Expect(env.Client.Create(context.Background(), claim)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := get(g, claim)
+		g.Expect(got.Status.VMID).NotTo(BeZero())
+		g.Expect(got.Status.Initialization).NotTo(BeNil())
+	}, 90*time.Second, 100*time.Millisecond).Should(Succeed())
+	return claim, sim
+}
+
+// vmStatus is the simulator's power state of the claim's VM, "gone" when it does not exist.
+func vmStatus(sim *pvesim.Simulator, claim *infrav1.MachineClaim) func() string {
+	return func() string {
+		vm, ok := sim.VM(int(claim.Status.VMID))
+		if !ok {
+			return "gone"
+		}
+		return vm.Status
+	}
+}
+
+// personStops stops (or shuts down) the VM from the hypervisor side, through the API as a person
+// or another tool would.
+func personStops(t *testing.T, sim *pvesim.Simulator, claim *infrav1.MachineClaim, shutdown bool) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	node, err := sim.PersonClient().Node(ctx, claim.Status.Node)
+	g.Expect(err).NotTo(HaveOccurred())
+	vm, err := node.VirtualMachine(ctx, int(claim.Status.VMID))
+	g.Expect(err).NotTo(HaveOccurred())
+	if shutdown {
+		_, err = vm.Shutdown(ctx)
+	} else {
+		_, err = vm.Stop(ctx)
+	}
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(vmStatus(sim, claim), 10*time.Second, 10*time.Millisecond).Should(Equal("stopped"))
+}
+
+// staysOff asserts the claim's VM stays stopped and the claim (and its VM) stay, for a few sweeps.
+func staysOff(t *testing.T, sim *pvesim.Simulator, claim *infrav1.MachineClaim, why string) {
+	t.Helper()
+	NewWithT(t).Consistently(func(g Gomega) {
+		got := &infrav1.MachineClaim{}
+		g.Expect(env.Client.Get(context.Background(), keyOf(claim), got)).To(Succeed(), why)
+		g.Expect(got.DeletionTimestamp.IsZero()).To(BeTrue(), why+": the sweep never deletes a persistent claim")
+		g.Expect(vmStatus(sim, claim)()).To(Equal("stopped"), why)
+	}, 3*time.Second, 100*time.Millisecond).Should(Succeed())
+}
+
+func annotatePowerRequest(t *testing.T, claim *infrav1.MachineClaim, action string) {
+	t.Helper()
+	g := NewWithT(t)
+	got := get(g, claim)
+	patch := client.MergeFrom(got.DeepCopy())
+	if got.Annotations == nil {
+		got.Annotations = map[string]string{}
+	}
+	got.Annotations[infrav1.PowerRequestAnnotation] = action
+	g.Expect(env.Client.Patch(context.Background(), got, patch)).To(Succeed())
+}
+
+// TestPersistentAlwaysRestarts: under Always a persistent VM that stops, whether the guest shut it
+// down or someone stopped it on the hypervisor, is started again and never swept; its status
+// carries the resource usage from the sweep's listing.
+func TestPersistentAlwaysRestarts(t *testing.T) {
+	g := NewWithT(t)
+	claim, sim := persistentVM(t, infrav1.RunStrategyAlways)
+	g.Eventually(func(g Gomega) {
+		got := get(g, claim)
+		g.Expect(got.Status.Phase).To(Equal(infrav1.MachineClaimPhaseRunning))
+		g.Expect(conditions.IsTrue(got, infrav1.ReadyCondition)).To(BeTrue())
+		g.Expect(got.Status.Resources).NotTo(BeNil())
+		g.Expect(got.Status.Resources.Memory.Allocated.Equal(resource.MustParse("2Gi"))).To(BeTrue(), "%v", got.Status.Resources.Memory.Allocated)
+		g.Expect(got.Status.Resources.CPU.Allocated.Value()).To(Equal(int64(2)))
+		g.Expect(got.Status.Resources.Memory.Used.IsZero()).To(BeFalse())
+		g.Expect(got.Status.Resources.Disk.Allocated.IsZero()).To(BeFalse())
+		g.Expect(conditions.Get(got, infrav1.MachineClaimLiveMigratableCondition)).NotTo(BeNil())
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+
+	g.Expect(sim.PowerOff(int(claim.Status.VMID))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := get(g, claim)
+		g.Expect(got.Status.RestartCount).To(BeNumerically(">=", 1))
+		g.Expect(vmStatus(sim, claim)()).To(Equal("running"))
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed(), "a guest shutdown is undone")
+
+	personStops(t, sim, claim, false)
+	g.Eventually(func(g Gomega) {
+		got := get(g, claim)
+		g.Expect(got.Status.RestartCount).To(BeNumerically(">=", 2))
+		g.Expect(vmStatus(sim, claim)()).To(Equal("running"))
+		g.Expect(got.DeletionTimestamp.IsZero()).To(BeTrue())
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed(), "a hypervisor-side stop is undone")
+}
+
+// TestPersistentRerunOnFailure: a guest shutdown is respected, a stop from the hypervisor side is
+// a failure and is undone.
+func TestPersistentRerunOnFailure(t *testing.T) {
+	g := NewWithT(t)
+	claim, sim := persistentVM(t, infrav1.RunStrategyRerunOnFailure)
+	g.Eventually(func() infrav1.MachineClaimPhase { return get(g, claim).Status.Phase }, 30*time.Second, 100*time.Millisecond).
+		Should(Equal(infrav1.MachineClaimPhaseRunning))
+
+	g.Expect(sim.PowerOff(int(claim.Status.VMID))).To(Succeed())
+	staysOff(t, sim, claim, "a guest shutdown is respected under RerunOnFailure")
+	got := get(g, claim)
+	g.Expect(got.Status.Phase).To(Equal(infrav1.MachineClaimPhaseStopped))
+	g.Expect(got.Status.LastStopCause).To(Equal(infrav1.StopCauseGuestShutdown))
+	g.Expect(conditions.IsFalse(got, infrav1.ReadyCondition)).To(BeTrue())
+	g.Expect(conditions.GetReason(got, infrav1.MachineClaimLiveMigratableCondition)).To(Equal(infrav1.NotRunningReason))
+	g.Expect(got.Status.RestartCount).To(BeZero())
+
+	// Someone starts it again on the hypervisor, then stops it there: that is a failure.
+	ctx := context.Background()
+	node, err := sim.PersonClient().Node(ctx, claim.Status.Node)
+	g.Expect(err).NotTo(HaveOccurred())
+	vm, err := node.VirtualMachine(ctx, int(claim.Status.VMID))
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = vm.Start(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() infrav1.MachineClaimPhase { return get(g, claim).Status.Phase }, 30*time.Second, 100*time.Millisecond).
+		Should(Equal(infrav1.MachineClaimPhaseRunning))
+	personStops(t, sim, claim, true)
+	g.Eventually(func(g Gomega) {
+		got := get(g, claim)
+		g.Expect(got.Status.RestartCount).To(Equal(int32(1)))
+		g.Expect(vmStatus(sim, claim)()).To(Equal("running"))
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed(), "a shutdown asked of the hypervisor is a failure")
+}
+
+// TestPersistentHaltedOnceManual: Halted keeps the VM off; Once and Manual leave a stopped VM
+// off; Manual acts on power requests only, running the preStop hook before a graceful stop, and
+// the other strategies refuse requests.
+func TestPersistentHaltedOnceManual(t *testing.T) {
+	t.Run("Halted", func(t *testing.T) {
+		g := NewWithT(t)
+		claim, sim := persistentVM(t, infrav1.RunStrategyHalted, func(b *builder.MachineClaimBuilder) { b.WithTerminationGracePeriod(5) })
+		g.Eventually(vmStatus(sim, claim), 30*time.Second, 100*time.Millisecond).Should(Equal("stopped"))
+		g.Eventually(func(g Gomega) {
+			got := get(g, claim)
+			g.Expect(got.Status.Phase).To(Equal(infrav1.MachineClaimPhaseStopped))
+			g.Expect(got.Status.LastStopCause).To(Equal(infrav1.StopCauseRequested))
+			g.Expect(conditions.GetReason(got, infrav1.ReadyCondition)).To(Equal(infrav1.VMStoppedByRunStrategyReason))
+		}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+		annotatePowerRequest(t, claim, infrav1.PowerRequestStart)
+		g.Eventually(func(g Gomega) {
+			got := get(g, claim)
+			g.Expect(got.Annotations).NotTo(HaveKey(infrav1.PowerRequestAnnotation))
+			g.Expect(got.Status.LastPowerRequest).NotTo(BeNil())
+			g.Expect(got.Status.LastPowerRequest.Accepted).To(BeFalse())
+		}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+		staysOff(t, sim, claim, "Halted refuses a start request")
+	})
+
+	t.Run("Once", func(t *testing.T) {
+		g := NewWithT(t)
+		claim, sim := persistentVM(t, infrav1.RunStrategyOnce)
+		g.Eventually(func() infrav1.MachineClaimPhase { return get(g, claim).Status.Phase }, 30*time.Second, 100*time.Millisecond).
+			Should(Equal(infrav1.MachineClaimPhaseRunning))
+		personStops(t, sim, claim, false)
+		staysOff(t, sim, claim, "Once never restarts, even after a hypervisor-side stop")
+		g.Expect(get(g, claim).Status.RestartCount).To(BeZero())
+	})
+
+	t.Run("Manual", func(t *testing.T) {
+		g := NewWithT(t)
+		claim, sim := persistentVM(t, infrav1.RunStrategyManual, func(b *builder.MachineClaimBuilder) {
+			b.WithHooks([]string{"echo", "warm"}, []string{"echo", "bye"}).WithTerminationGracePeriod(2)
+		})
+		vmid := int(claim.Status.VMID)
+		g.Expect(sim.PowerOff(vmid)).To(Succeed())
+		staysOff(t, sim, claim, "Manual does not restart by itself")
+
+		annotatePowerRequest(t, claim, infrav1.PowerRequestStart)
+		g.Eventually(vmStatus(sim, claim), 30*time.Second, 100*time.Millisecond).Should(Equal("running"))
+		g.Eventually(func(g Gomega) {
+			got := get(g, claim)
+			g.Expect(got.Annotations).NotTo(HaveKey(infrav1.PowerRequestAnnotation))
+			g.Expect(got.Status.LastPowerRequest.Accepted).To(BeTrue())
+			g.Expect(got.Status.Hook).To(BeNil())
+			g.Expect(commands(sim, vmid)).To(ContainElement("echo warm"), "preStart runs once the guest agent answers")
+		}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+
+		// A guest that ignores the shutdown request is powered off after the grace period.
+		g.Expect(sim.IgnoreShutdown(vmid, true)).To(Succeed())
+		asked := time.Now()
+		annotatePowerRequest(t, claim, infrav1.PowerRequestStop)
+		g.Eventually(vmStatus(sim, claim), 30*time.Second, 50*time.Millisecond).Should(Equal("stopped"))
+		g.Expect(time.Since(asked)).To(BeNumerically(">=", 2*time.Second), "the guest had its grace period")
+		g.Expect(commands(sim, vmid)).To(ContainElement("echo bye"), "preStop ran before the stop")
+		g.Eventually(func() infrav1.StopCause { return get(g, claim).Status.LastStopCause }, 30*time.Second, 100*time.Millisecond).
+			Should(Equal(infrav1.StopCauseRequested))
+		staysOff(t, sim, claim, "a requested stop stays")
+
+		// Deleting the claim destroys the VM; a running one gets its preStop hook first.
+		annotatePowerRequest(t, claim, infrav1.PowerRequestStart)
+		g.Eventually(vmStatus(sim, claim), 30*time.Second, 100*time.Millisecond).Should(Equal("running"))
+		g.Expect(sim.IgnoreShutdown(vmid, false)).To(Succeed())
+		byes := countOf(commands(sim, vmid), "echo bye")
+		g.Eventually(func() bool { return get(g, claim).Status.Hook == nil }, 30*time.Second, 100*time.Millisecond).Should(BeTrue())
+		g.Expect(env.Client.Delete(context.Background(), claim)).To(Succeed())
+		g.Eventually(vmStatus(sim, claim), 30*time.Second, 100*time.Millisecond).Should(Equal("gone"))
+		g.Eventually(func() bool {
+			return apierrors.IsNotFound(env.Client.Get(context.Background(), keyOf(claim), &infrav1.MachineClaim{}))
+		}, 30*time.Second, 100*time.Millisecond).Should(BeTrue())
+		g.Expect(countOf(commands(sim, vmid), "echo bye")).To(Equal(byes+1), "preStop ran before the deletion stopped the VM")
+	})
+}
+
+func commands(sim *pvesim.Simulator, vmid int) []string {
+	var out []string
+	for _, e := range sim.GuestExecs(vmid) {
+		s := ""
+		for i, a := range e.Command {
+			if i > 0 {
+				s += " "
+			}
+			s += a
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func countOf(list []string, s string) int {
+	n := 0
+	for _, x := range list {
+		if x == s {
+			n++
+		}
+	}
+	return n
+}

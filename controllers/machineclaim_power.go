@@ -1,0 +1,316 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
+	"github.com/hyperfleet-io/hyperfleet/pkg/lifecycle"
+)
+
+// Operations of persistent claims recorded in status.task.
+const (
+	opPowerOn  = "PowerOn"
+	opPowerOff = "PowerOff"
+)
+
+// Hook names in status.hook.
+const (
+	hookPreStart = "PreStart"
+	hookPreStop  = "PreStop"
+)
+
+// reconcilePersistent applies a provisioned persistent claim's run strategy. It acts on the power
+// state the sweep recorded from its one listing, and reads the VM itself only before it acts, so a
+// steady persistent VM costs no hypervisor call of its own.
+func (r *MachineClaimReconciler) reconcilePersistent(ctx context.Context, s *claimScope) (ctrl.Result, error) {
+	c := s.claim
+	if !c.Spec.IsPersistent() || c.Status.CompletedStep != infrav1.StepStarted || c.Status.Task != nil || !isProvisioned(c) {
+		return ctrl.Result{}, nil
+	}
+	if c.Status.Hook != nil {
+		if res, err := r.reconcileHook(ctx, s); err != nil || !res.IsZero() {
+			return res, err
+		}
+	}
+	if c.Status.PendingStop != nil {
+		vm, err := s.provider.VM(ctx, vmRef(c))
+		if err != nil {
+			return r.powerError(ctx, s, "reading the VM", err)
+		}
+		return r.reconcileGracefulStop(ctx, s, vm)
+	}
+	request := c.Annotations[infrav1.PowerRequestAnnotation]
+	obs := lifecycle.Observation{State: hypervisor.PowerState(c.Status.PowerState), Cause: c.Status.LastStopCause, Request: request}
+	d := lifecycle.Decide(c.Spec.RunStrategy, obs)
+	if d.Action == lifecycle.None && request == "" && (obs.State != hypervisor.PowerStateStopped || c.Status.LastStopCause != "") {
+		return ctrl.Result{}, nil
+	}
+	// About to act (or to learn why the VM stopped): the sweep's view may be a sweep old.
+	vm, err := s.provider.VM(ctx, vmRef(c))
+	if err != nil {
+		return r.powerError(ctx, s, "reading the VM", err)
+	}
+	c.Status.FailureCount, c.Status.LastFailureTime = 0, nil
+	if vm.Lock != "" {
+		return ctrl.Result{RequeueAfter: r.poll()}, nil
+	}
+	r.observePower(ctx, s, vm)
+	obs.State, obs.Cause = vm.State, c.Status.LastStopCause
+	d = lifecycle.Decide(c.Spec.RunStrategy, obs)
+	if request != "" {
+		r.takePowerRequest(s, request, d)
+	}
+	switch d.Action {
+	case lifecycle.Start:
+		task, err := s.provider.Start(ctx, vmRef(c))
+		if err != nil {
+			return r.powerError(ctx, s, "starting the VM", err)
+		}
+		if request == "" {
+			c.Status.RestartCount++
+		}
+		c.Status.LastStopCause = ""
+		if c.Spec.Hooks != nil && c.Spec.Hooks.PreStart != nil {
+			c.Status.Hook = &infrav1.HookStatus{Name: hookPreStart, StartTime: metav1.NowMicro()}
+		}
+		r.Recorder.Eventf(c, corev1.EventTypeNormal, infrav1.RestartingReason, "starting VM %s: %s", vmRef(c), d.Reason)
+		return r.recordTask(s, opPowerOn, c.Status.Node, task)
+	case lifecycle.Stop:
+		r.beginGracefulStop(s, d.Reason)
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// observePower records a fresh read of the VM and, for a VM newly seen stopped, how it stopped.
+func (r *MachineClaimReconciler) observePower(ctx context.Context, s *claimScope, vm hypervisor.VM) {
+	c := s.claim
+	c.Status.PowerState = string(vm.State)
+	switch vm.State {
+	case hypervisor.PowerStateRunning:
+		c.Status.LastStopCause = ""
+	case hypervisor.PowerStateStopped:
+		if c.Status.LastStopCause != "" {
+			return
+		}
+		c.Status.LastStopCause = infrav1.StopCauseUnknown
+		c.Status.LastStopTime = &metav1.Time{Time: time.Now()}
+		if reporter, ok := s.provider.(hypervisor.StopReporter); ok {
+			rec, err := reporter.LastStop(ctx, vm.Ref)
+			switch {
+			case err != nil:
+				ctrl.LoggerFrom(ctx).Info("could not tell how the VM stopped", "error", err.Error())
+			case rec.Cause == hypervisor.StopByGuest:
+				c.Status.LastStopCause = infrav1.StopCauseGuestShutdown
+			case rec.Cause == hypervisor.StopByHypervisor:
+				c.Status.LastStopCause = infrav1.StopCauseHypervisorStop
+			}
+		}
+		r.Recorder.Eventf(c, corev1.EventTypeNormal, infrav1.VMStoppedReason, "VM %s stopped (%s)", vm.Ref, c.Status.LastStopCause)
+	}
+}
+
+// takePowerRequest consumes the power request annotation: it is acted on once, like KubeVirt's
+// start and stop subresources, and its outcome stays in status.lastPowerRequest.
+func (r *MachineClaimReconciler) takePowerRequest(s *claimScope, request string, d lifecycle.Decision) {
+	c := s.claim
+	accepted := d.RequestAccepted && (request == infrav1.PowerRequestStart || request == infrav1.PowerRequestStop)
+	c.Status.LastPowerRequest = &infrav1.PowerRequestRecord{Action: request, Time: metav1.Now(), Accepted: accepted}
+	delete(c.Annotations, infrav1.PowerRequestAnnotation)
+	switch {
+	case request != infrav1.PowerRequestStart && request != infrav1.PowerRequestStop:
+		r.Recorder.Eventf(c, corev1.EventTypeWarning, infrav1.PowerRequestRefusedReason,
+			"power request %q is neither %s nor %s", request, infrav1.PowerRequestStart, infrav1.PowerRequestStop)
+	case !accepted:
+		r.Recorder.Eventf(c, corev1.EventTypeWarning, infrav1.PowerRequestRefusedReason,
+			"power request %s refused: runStrategy %s decides the power state (power requests need runStrategy Manual); %s",
+			request, c.Spec.RunStrategy, d.Reason)
+	}
+}
+
+// beginGracefulStop starts a stop: the preStop hook (when there is one), a guest shutdown, and a
+// power-off once the grace period is over.
+func (r *MachineClaimReconciler) beginGracefulStop(s *claimScope, why string) {
+	c := s.claim
+	c.Status.PendingStop = &infrav1.GracefulStopStatus{Stage: infrav1.StopStagePreStopHook, StartTime: metav1.NowMicro()}
+	if c.Spec.Hooks != nil && c.Spec.Hooks.PreStop != nil {
+		c.Status.Hook = &infrav1.HookStatus{Name: hookPreStop, StartTime: metav1.NowMicro()}
+	}
+	r.Recorder.Eventf(c, corev1.EventTypeNormal, infrav1.StoppingReason, "stopping VM %s: %s", vmRef(c), why)
+}
+
+// reconcileGracefulStop moves a stop on by one stage; vm is a read of this reconcile. The preStop
+// hook has run (or failed) once status.hook is clear.
+func (r *MachineClaimReconciler) reconcileGracefulStop(ctx context.Context, s *claimScope, vm hypervisor.VM) (ctrl.Result, error) {
+	c := s.claim
+	ps := c.Status.PendingStop
+	if vm.State == hypervisor.PowerStateStopped {
+		c.Status.PendingStop = nil
+		c.Status.PowerState = string(vm.State)
+		c.Status.LastStopCause = infrav1.StopCauseRequested
+		c.Status.LastStopTime = &metav1.Time{Time: time.Now()}
+		r.Recorder.Eventf(c, corev1.EventTypeNormal, infrav1.VMStoppedReason, "VM %s stopped after %s", vm.Ref, ps.Stage)
+		return ctrl.Result{}, nil
+	}
+	if c.Status.Hook != nil {
+		return r.reconcileHook(ctx, s)
+	}
+	grace := c.Spec.TerminationGracePeriod()
+	switch ps.Stage {
+	case infrav1.StopStagePreStopHook:
+		ps.Stage, ps.StartTime = infrav1.StopStageShutdown, metav1.NowMicro()
+		if grace > 0 {
+			if _, err := s.provider.Shutdown(ctx, vm.Ref); err != nil {
+				// The power-off after the grace period still comes.
+				r.Recorder.Eventf(c, corev1.EventTypeWarning, infrav1.StoppingReason, "asking the guest to shut down failed: %v", err)
+			}
+		}
+		return ctrl.Result{RequeueAfter: min(r.poll(), max(grace, time.Millisecond))}, nil
+	case infrav1.StopStageShutdown:
+		if left := grace - time.Since(ps.StartTime.Time); left > 0 {
+			return ctrl.Result{RequeueAfter: min(r.poll(), left)}, nil
+		}
+		ps.Stage, ps.StartTime = infrav1.StopStagePowerOff, metav1.NowMicro()
+		r.Recorder.Eventf(c, corev1.EventTypeNormal, infrav1.StoppingReason,
+			"VM %s still running %s after the shutdown request; powering it off", vm.Ref, grace)
+	}
+	task, err := s.provider.StopSeen(ctx, vm)
+	if err != nil {
+		return r.powerError(ctx, s, "powering the VM off", err)
+	}
+	return r.recordTask(s, opPowerOff, vm.Ref.Node, task)
+}
+
+// reconcileHook runs a lifecycle hook in the guest and follows it to its end. A hook that fails,
+// times out or cannot run is reported with an Event and never blocks the power change.
+func (r *MachineClaimReconciler) reconcileHook(ctx context.Context, s *claimScope) (ctrl.Result, error) {
+	c := s.claim
+	h := c.Status.Hook
+	var hook *infrav1.LifecycleHook
+	if c.Spec.Hooks != nil {
+		hook = map[string]*infrav1.LifecycleHook{hookPreStart: c.Spec.Hooks.PreStart, hookPreStop: c.Spec.Hooks.PreStop}[h.Name]
+	}
+	if hook == nil {
+		c.Status.Hook = nil
+		return ctrl.Result{}, nil
+	}
+	timeout := time.Duration(max(hook.TimeoutSeconds, 1)) * time.Second
+	if hook.TimeoutSeconds == 0 {
+		timeout = 30 * time.Second
+	}
+	failed := func(format string, args ...any) (ctrl.Result, error) {
+		c.Status.Hook = nil
+		r.Recorder.Eventf(c, corev1.EventTypeWarning, infrav1.HookFailedReason, "%s hook %v: %s", h.Name, hook.Command, fmt.Sprintf(format, args...))
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+	}
+	if time.Since(h.StartTime.Time) > timeout {
+		return failed("did not finish within %s", timeout)
+	}
+	execer, ok := s.provider.(hypervisor.GuestExecer)
+	if !ok {
+		return failed("the provider cannot run commands in a guest")
+	}
+	ref := vmRef(c)
+	if h.PID == 0 {
+		pid, err := execer.GuestExec(ctx, ref, hook.Command)
+		switch {
+		case errors.Is(err, hypervisor.ErrBusy) || errors.Is(err, hypervisor.ErrTransient):
+			// The guest agent answers once the guest has booted.
+			return ctrl.Result{RequeueAfter: min(r.poll(), time.Second)}, nil
+		case err != nil:
+			return failed("could not run: %v", err)
+		}
+		h.PID = pid
+		return ctrl.Result{RequeueAfter: min(r.poll(), 500*time.Millisecond)}, nil
+	}
+	st, err := execer.GuestExecStatus(ctx, ref, h.PID)
+	switch {
+	case errors.Is(err, hypervisor.ErrTransient):
+		return ctrl.Result{RequeueAfter: r.poll()}, nil
+	case err != nil:
+		return failed("lost track of pid %d: %v", h.PID, err)
+	case !st.Exited:
+		return ctrl.Result{RequeueAfter: min(r.poll(), 500*time.Millisecond)}, nil
+	case st.ExitCode != 0 || st.Signal != 0:
+		return failed("exited with code %d (signal %d): %s", st.ExitCode, st.Signal, st.Stderr)
+	}
+	c.Status.Hook = nil
+	r.Recorder.Eventf(c, corev1.EventTypeNormal, "HookSucceeded", "%s hook %v finished", h.Name, hook.Command)
+	return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+}
+
+// powerError reports a failed power step on the claim and retries with backoff.
+func (r *MachineClaimReconciler) powerError(ctx context.Context, s *claimScope, what string, err error) (ctrl.Result, error) {
+	c := s.claim
+	if errors.Is(err, hypervisor.ErrNotFound) {
+		conditions.Set(c, metav1.Condition{Type: infrav1.MachineClaimVMProvisionedCondition, Status: metav1.ConditionFalse,
+			Reason: infrav1.VMNotFoundReason, Message: fmt.Sprintf("VM %s is gone; the persistent claim keeps its place until it is deleted", vmRef(c)),
+			ObservedGeneration: c.Generation})
+		return ctrl.Result{RequeueAfter: time.Minute}, nil
+	}
+	c.Status.FailureCount++
+	c.Status.LastFailureTime = &metav1.Time{Time: time.Now()}
+	delay := backoff(c.Status.FailureCount)
+	r.Recorder.Eventf(c, corev1.EventTypeWarning, infrav1.HypervisorErrorReason, "%s: %v (retrying in %s)", what, err, delay)
+	ctrl.LoggerFrom(ctx).Info("power step failed", "step", what, "error", err.Error(), "retryIn", delay)
+	return ctrl.Result{RequeueAfter: delay}, nil
+}
+
+func isProvisioned(c *infrav1.MachineClaim) bool {
+	return ptr.Deref(ptr.Deref(c.Status.Initialization, infrav1.MachineClaimInitializationStatus{}).Provisioned, false)
+}
+
+// summarizePersistent sets a provisioned persistent claim's phase from its power state, Ready
+// False while the VM is off, and LiveMigratable.
+func summarizePersistent(c *infrav1.MachineClaim) {
+	if !c.Spec.IsPersistent() || !c.DeletionTimestamp.IsZero() || !isProvisioned(c) ||
+		c.Status.Phase == infrav1.MachineClaimPhaseFailed {
+		return
+	}
+	setReady := func(status metav1.ConditionStatus, reason, msg string) {
+		conditions.Set(c, metav1.Condition{Type: infrav1.ReadyCondition, Status: status, Reason: reason, Message: msg, ObservedGeneration: c.Generation})
+	}
+	migratable := func(status metav1.ConditionStatus, reason, msg string) {
+		conditions.Set(c, metav1.Condition{Type: infrav1.MachineClaimLiveMigratableCondition, Status: status, Reason: reason, Message: msg,
+			ObservedGeneration: c.Generation})
+	}
+	switch hypervisor.PowerState(c.Status.PowerState) {
+	case hypervisor.PowerStateRunning:
+		c.Status.Phase = infrav1.MachineClaimPhaseRunning
+		if c.Status.Task == nil && c.Status.FailureCount == 0 && !conditions.IsTrue(c, infrav1.MachineClaimVMProvisionedCondition) &&
+			conditions.GetReason(c, infrav1.MachineClaimVMProvisionedCondition) != infrav1.VMNotFoundReason {
+			setVMCondition(c, metav1.ConditionTrue, infrav1.VMRunningReason, fmt.Sprintf("VM %s running", vmRef(c)))
+			mirrorCondition(c, infrav1.MachineClaimVMProvisionedCondition, infrav1.ReadyCondition)
+		}
+		if c.Status.PendingStop != nil {
+			setReady(metav1.ConditionFalse, infrav1.StoppingReason, fmt.Sprintf("stopping: %s", c.Status.PendingStop.Stage))
+		}
+		if !conditions.Has(c, infrav1.MachineClaimLiveMigratableCondition) || conditions.GetReason(c, infrav1.MachineClaimLiveMigratableCondition) == infrav1.NotRunningReason {
+			migratable(metav1.ConditionUnknown, infrav1.MigratabilityUnknownReason, "the VM's disks and devices have not been checked for live migration yet")
+		}
+	case hypervisor.PowerStateStopped:
+		c.Status.Phase = infrav1.MachineClaimPhaseStopped
+		reason := infrav1.VMStoppedReason
+		if c.Spec.RunStrategy == infrav1.RunStrategyHalted || c.Status.LastStopCause == infrav1.StopCauseRequested {
+			reason = infrav1.VMStoppedByRunStrategyReason
+		}
+		setReady(metav1.ConditionFalse, reason, fmt.Sprintf("VM %s is off (%s; runStrategy %s)", vmRef(c), c.Status.LastStopCause, c.Spec.RunStrategy))
+		migratable(metav1.ConditionFalse, infrav1.NotRunningReason, "a stopped VM is moved offline, not live")
+	}
+	if t := c.Status.Task; t != nil && t.Operation == opMigrate {
+		c.Status.Phase = infrav1.MachineClaimPhaseMigrating
+	}
+}
+
+// opMigrate is the task operation of a live migration; the phase Migrating shows it.
+const opMigrate = "Migrate"

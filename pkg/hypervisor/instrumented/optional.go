@@ -1,0 +1,98 @@
+package instrumented
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
+)
+
+// The wrapper offers the optional interfaces whatever it wraps, so callers keep one provider
+// value; a wrapped provider without the capability answers hypervisor.ErrUnsupported.
+var (
+	_ hypervisor.Snapshotter  = (*provider)(nil)
+	_ hypervisor.GuestExecer  = (*provider)(nil)
+	_ hypervisor.StopReporter = (*provider)(nil)
+)
+
+func unsupported(op string) error {
+	return hypervisor.Errorf(hypervisor.ErrUnsupported, op, "the provider has no %s", op)
+}
+
+func (p *provider) Snapshots(ctx context.Context, ref hypervisor.VMRef) ([]hypervisor.Snapshot, error) {
+	s, ok := p.next.(hypervisor.Snapshotter)
+	if !ok {
+		return nil, unsupported("Snapshots")
+	}
+	ctx, c := p.begin(ctx, "Snapshots", refAttrs(ref)...)
+	out, err := s.Snapshots(ctx, ref)
+	c.end(err)
+	return out, err
+}
+
+func (p *provider) CreateSnapshot(ctx context.Context, ref hypervisor.VMRef, spec hypervisor.SnapshotSpec) (hypervisor.TaskID, error) {
+	s, ok := p.next.(hypervisor.Snapshotter)
+	if !ok {
+		return "", unsupported("CreateSnapshot")
+	}
+	ctx, c := p.begin(ctx, "CreateSnapshot", refAttrs(ref)...)
+	id, err := s.CreateSnapshot(ctx, ref, spec)
+	p.startedTask(c, id, err)
+	return id, err
+}
+
+func (p *provider) DeleteSnapshot(ctx context.Context, ref hypervisor.VMRef, name string) (hypervisor.TaskID, error) {
+	s, ok := p.next.(hypervisor.Snapshotter)
+	if !ok {
+		return "", unsupported("DeleteSnapshot")
+	}
+	ctx, c := p.begin(ctx, "DeleteSnapshot", refAttrs(ref)...)
+	id, err := s.DeleteSnapshot(ctx, ref, name)
+	p.startedTask(c, id, err)
+	return id, err
+}
+
+func (p *provider) RollbackSnapshot(ctx context.Context, ref hypervisor.VMRef, name string, start bool) (hypervisor.TaskID, error) {
+	s, ok := p.next.(hypervisor.Snapshotter)
+	if !ok {
+		return "", unsupported("RollbackSnapshot")
+	}
+	ctx, c := p.begin(ctx, "RollbackSnapshot", refAttrs(ref)...)
+	id, err := s.RollbackSnapshot(ctx, ref, name, start)
+	p.startedTask(c, id, err)
+	return id, err
+}
+
+func (p *provider) GuestExec(ctx context.Context, ref hypervisor.VMRef, command []string) (int64, error) {
+	g, ok := p.next.(hypervisor.GuestExecer)
+	if !ok {
+		return 0, unsupported("GuestExec")
+	}
+	ctx, c := p.begin(ctx, "GuestExec", refAttrs(ref)...)
+	pid, err := g.GuestExec(ctx, ref, command)
+	c.end(err)
+	return pid, err
+}
+
+func (p *provider) GuestExecStatus(ctx context.Context, ref hypervisor.VMRef, pid int64) (hypervisor.ExecStatus, error) {
+	g, ok := p.next.(hypervisor.GuestExecer)
+	if !ok {
+		return hypervisor.ExecStatus{}, unsupported("GuestExecStatus")
+	}
+	ctx, c := p.begin(ctx, "GuestExecStatus", refAttrs(ref)...)
+	st, err := g.GuestExecStatus(ctx, ref, pid)
+	c.end(err, attribute.Bool("hyperfleet.exec.exited", st.Exited))
+	return st, err
+}
+
+func (p *provider) LastStop(ctx context.Context, ref hypervisor.VMRef) (hypervisor.StopRecord, error) {
+	r, ok := p.next.(hypervisor.StopReporter)
+	if !ok {
+		return hypervisor.StopRecord{Cause: hypervisor.StopUnknown}, nil
+	}
+	ctx, c := p.begin(ctx, "LastStop", refAttrs(ref)...)
+	rec, err := r.LastStop(ctx, ref)
+	c.end(err)
+	return rec, err
+}
