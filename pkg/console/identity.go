@@ -1,0 +1,60 @@
+package console
+
+import (
+	"strconv"
+
+	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
+)
+
+// The console reads VM identity and a pool's CI platform only through these accessors, so a change
+// of the API's shape (provider-neutral VM IDs, platform-neutral pools) is adapted here alone.
+
+// claimVMID is the hypervisor's ID of a claim's VM, empty before it is chosen.
+func claimVMID(c *infrav1.MachineClaim) string {
+	if c.Status.VMID == 0 {
+		return ""
+	}
+	return strconv.Itoa(int(c.Status.VMID))
+}
+
+// claimHost is the host the claim's VM runs on.
+func claimHost(c *infrav1.MachineClaim) string { return c.Status.Node }
+
+// vmID is the ID of a VM as the hypervisor reports it.
+func vmID(vm hypervisor.VM) string { return strconv.Itoa(vm.Ref.ID) }
+
+// vmHost is the host of a VM as the hypervisor reports it.
+func vmHost(vm hypervisor.VM) string { return vm.Ref.Node }
+
+// claimTemplate describes the template a claim clones, for people.
+func claimTemplate(c *infrav1.MachineClaim) string {
+	t := c.Spec.Template
+	if t.VMID != nil {
+		return strconv.Itoa(int(*t.VMID))
+	}
+	return t.Name
+}
+
+// templateSource turns what a person typed (a template name or a numeric ID) into the API's form.
+func templateSource(template string) infrav1.TemplateSource {
+	if id, err := strconv.Atoi(template); err == nil {
+		v := int32(id)
+		return infrav1.TemplateSource{VMID: &v}
+	}
+	return infrav1.TemplateSource{Name: template}
+}
+
+// poolPlatform names a pool's CI platform and scope for people.
+func poolPlatform(p *fleetv1.RunnerPool) (platform, scope string) {
+	gh := p.Spec.GitHub
+	scope = gh.Organization
+	if gh.Repository != "" {
+		scope = gh.Repository
+	}
+	return "github", scope
+}
+
+// poolLabels are the job labels a pool serves.
+func poolLabels(p *fleetv1.RunnerPool) []string { return p.Spec.GitHub.Labels }

@@ -1,0 +1,102 @@
+package console
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"golang.org/x/oauth2"
+)
+
+// safeNext keeps a post-sign-in redirect on this console: a local path, never //host or a URL.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+		return "/"
+	}
+	return next
+}
+
+// startLogin sends the browser to the identity provider with a fresh state, nonce and PKCE
+// verifier, kept in a sealed, short-lived cookie until the callback.
+func (a *Authenticator) startLogin(w http.ResponseWriter, r *http.Request) {
+	ls := loginState{State: randomToken(), Nonce: randomToken(), Verifier: oauth2.GenerateVerifier(),
+		Next: safeNext(r.URL.Query().Get("next"))}
+	expires := time.Now().Add(loginLifetime)
+	sealed, err := a.seal.seal(loginPurpose, expires, ls)
+	if err != nil {
+		writeProblem(w, r, http.StatusInternalServerError, "Sign-in failed", err.Error(), nil)
+		return
+	}
+	http.SetCookie(w, a.cookie(a.loginCookieName(), sealed, expires))
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, a.oauth.AuthCodeURL(ls.State, oidc.Nonce(ls.Nonce), oauth2.S256ChallengeOption(ls.Verifier)), http.StatusFound)
+}
+
+// callback finishes the sign-in: the state must match the sign-in cookie (which is spent at once,
+// so a callback is never accepted twice), the code is exchanged with the PKCE verifier, and the ID
+// token's signature, issuer, audience, expiry, nonce and role are checked.
+func (a *Authenticator) callback(w http.ResponseWriter, r *http.Request) {
+	c, err := r.Cookie(a.loginCookieName())
+	// Spend the sign-in cookie whatever happens next.
+	http.SetCookie(w, a.cookie(a.loginCookieName(), "", time.Unix(0, 0)))
+	var ls loginState
+	if err != nil || a.seal.open(loginPurpose, c.Value, &ls) != nil {
+		writeProblem(w, r, http.StatusBadRequest, "Sign-in refused", "no sign-in is in progress in this browser (or it expired): start again", nil)
+		return
+	}
+	q := r.URL.Query()
+	if e := q.Get("error"); e != "" {
+		writeProblem(w, r, http.StatusUnauthorized, "Sign-in refused", fmt.Sprintf("the identity provider said %s: %s", e, q.Get("error_description")), nil)
+		return
+	}
+	if subtle.ConstantTimeCompare([]byte(q.Get("state")), []byte(ls.State)) != 1 {
+		writeProblem(w, r, http.StatusBadRequest, "Sign-in refused", "the state parameter does not match this browser's sign-in", nil)
+		return
+	}
+	ctx := oidc.ClientContext(r.Context(), a.httpClient)
+	tok, err := a.oauth.Exchange(ctx, q.Get("code"), oauth2.VerifierOption(ls.Verifier))
+	if err != nil {
+		writeProblem(w, r, http.StatusUnauthorized, "Sign-in refused", "the identity provider did not accept the authorization code: "+err.Error(), nil)
+		return
+	}
+	raw, _ := tok.Extra("id_token").(string)
+	if raw == "" {
+		writeProblem(w, r, http.StatusUnauthorized, "Sign-in refused", "the identity provider returned no ID token", nil)
+		return
+	}
+	p, idToken, err := a.verify(r.Context(), raw)
+	if err != nil {
+		status := http.StatusUnauthorized
+		if !errors.Is(err, errUnauthenticated) {
+			status = http.StatusForbidden
+		}
+		writeProblem(w, r, status, "Sign-in refused", err.Error(), nil)
+		return
+	}
+	if subtle.ConstantTimeCompare([]byte(idToken.Nonce), []byte(ls.Nonce)) != 1 {
+		writeProblem(w, r, http.StatusUnauthorized, "Sign-in refused", "the ID token's nonce does not match this sign-in", nil)
+		return
+	}
+	expires := idToken.Expiry
+	if limit := time.Now().Add(maxSession); expires.After(limit) {
+		expires = limit
+	}
+	s := session{Principal: p, CSRF: randomToken(), Expires: expires}
+	sealed, err := a.seal.seal(sessionPurpose, expires, s)
+	if err != nil {
+		writeProblem(w, r, http.StatusInternalServerError, "Sign-in failed", err.Error(), nil)
+		return
+	}
+	http.SetCookie(w, a.cookie(a.sessionCookieName(), sealed, expires))
+	http.Redirect(w, r, ls.Next, http.StatusSeeOther)
+}
+
+// logout ends the browser session.
+func (a *Authenticator) logout(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, a.cookie(a.sessionCookieName(), "", time.Unix(0, 0)))
+	http.Redirect(w, r, "/signed-out", http.StatusSeeOther)
+}

@@ -1,0 +1,152 @@
+package console
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+)
+
+// Default paths of the mounted secret files.
+const (
+	DefaultClientSecretFile = "/run/secrets/console/client-secret"
+	DefaultSessionKeyFile   = "/run/secrets/console/session-key"
+)
+
+// Settings configure the console. LoadSettings reads them from the environment; secrets come from
+// files, never from the environment.
+type Settings struct {
+	// Listen is the address to serve on (LISTEN, default :8080).
+	Listen string
+	// PublicURL is the console's external URL (PUBLIC_URL), e.g. https://console.example.com; the
+	// OIDC redirect URI is PublicURL + /oidc/callback.
+	PublicURL string
+	// IssuerURL (OIDC_ISSUER_URL) and ClientID (OIDC_CLIENT_ID) name the OIDC client.
+	IssuerURL string
+	ClientID  string
+	// ClientSecret is read from ClientSecretFile (OIDC_CLIENT_SECRET_FILE).
+	ClientSecret     string
+	ClientSecretFile string
+	// RoleName (OIDC_ROLE_NAME) is the role that grants access; ReadOnlyRoleName
+	// (OIDC_READ_ONLY_ROLE_NAME) a role that may look but not change. RoleClaim (OIDC_ROLE_CLAIM,
+	// default roles) is the claim that carries them.
+	RoleName         string
+	ReadOnlyRoleName string
+	RoleClaim        string
+	// UsernameClaim (OIDC_USERNAME_CLAIM, default email) and GroupsClaim (OIDC_GROUPS_CLAIM,
+	// default groups) name who is impersonated; UsernamePrefix and GroupsPrefix
+	// (OIDC_USERNAME_PREFIX, OIDC_GROUPS_PREFIX, default "oidc:") are put before them, as the API
+	// server's own OIDC flags do, so no token can name a system user or group.
+	UsernameClaim  string
+	GroupsClaim    string
+	UsernamePrefix string
+	GroupsPrefix   string
+	// SessionKey seals session and sign-in cookies; read from SessionKeyFile (SESSION_KEY_FILE),
+	// at least 32 bytes.
+	SessionKey     []byte
+	SessionKeyFile string
+	// InsecureCookies drops the Secure attribute from cookies (CONSOLE_INSECURE_COOKIES=true); only
+	// allowed when PublicURL is http://127.0.0.1, for a local fleet.
+	InsecureCookies bool
+	// InventoryRefreshInterval (INVENTORY_REFRESH_INTERVAL, default 15s) is how often hosts and
+	// VM power states are read from the hypervisors.
+	InventoryRefreshInterval time.Duration
+	// LogLevel (LOG_LEVEL) is DEBUG, INFO, WARN or ERROR.
+	LogLevel string
+}
+
+// LoadSettings reads Settings from getenv and the secret files it names.
+func LoadSettings(getenv func(string) string) (Settings, error) {
+	get := func(key, def string) string {
+		if v := strings.TrimSpace(getenv(key)); v != "" {
+			return v
+		}
+		return def
+	}
+	s := Settings{
+		Listen:           get("LISTEN", ":8080"),
+		PublicURL:        strings.TrimSuffix(get("PUBLIC_URL", ""), "/"),
+		IssuerURL:        get("OIDC_ISSUER_URL", ""),
+		ClientID:         get("OIDC_CLIENT_ID", ""),
+		ClientSecretFile: get("OIDC_CLIENT_SECRET_FILE", DefaultClientSecretFile),
+		RoleName:         get("OIDC_ROLE_NAME", ""),
+		ReadOnlyRoleName: get("OIDC_READ_ONLY_ROLE_NAME", ""),
+		RoleClaim:        get("OIDC_ROLE_CLAIM", "roles"),
+		UsernameClaim:    get("OIDC_USERNAME_CLAIM", "email"),
+		GroupsClaim:      get("OIDC_GROUPS_CLAIM", "groups"),
+		UsernamePrefix:   get("OIDC_USERNAME_PREFIX", "oidc:"),
+		GroupsPrefix:     get("OIDC_GROUPS_PREFIX", "oidc:"),
+		SessionKeyFile:   get("SESSION_KEY_FILE", DefaultSessionKeyFile),
+		LogLevel:         get("LOG_LEVEL", "INFO"),
+	}
+	var errs []error
+	if v := get("INVENTORY_REFRESH_INTERVAL", "15s"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second {
+			errs = append(errs, fmt.Errorf("INVENTORY_REFRESH_INTERVAL %q: want a duration of at least 1s, e.g. 15s", v))
+		}
+		s.InventoryRefreshInterval = d
+	}
+	switch v := get("CONSOLE_INSECURE_COOKIES", "false"); v {
+	case "true":
+		s.InsecureCookies = true
+	case "false":
+	default:
+		errs = append(errs, fmt.Errorf("CONSOLE_INSECURE_COOKIES %q: want true or false", v))
+	}
+	secret, err := os.ReadFile(s.ClientSecretFile)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("OIDC client secret: %w", err))
+	}
+	s.ClientSecret = strings.TrimSpace(string(secret))
+	if s.SessionKey, err = os.ReadFile(s.SessionKeyFile); err != nil {
+		errs = append(errs, fmt.Errorf("session key: %w", err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return s, err
+	}
+	return s, s.Validate()
+}
+
+// Validate checks that the settings are complete and consistent.
+func (s Settings) Validate() error {
+	var errs []error
+	need := map[string]string{"OIDC_ISSUER_URL": s.IssuerURL, "OIDC_CLIENT_ID": s.ClientID,
+		"OIDC_ROLE_NAME": s.RoleName, "PUBLIC_URL": s.PublicURL}
+	for _, k := range []string{"OIDC_ISSUER_URL", "OIDC_CLIENT_ID", "OIDC_ROLE_NAME", "PUBLIC_URL"} {
+		if need[k] == "" {
+			errs = append(errs, fmt.Errorf("%s is required", k))
+		}
+	}
+	if s.ClientSecret == "" {
+		errs = append(errs, errors.New("the OIDC client secret file is empty"))
+	}
+	if len(s.SessionKey) < 32 {
+		errs = append(errs, fmt.Errorf("the session key file holds %d bytes; it needs at least 32 random bytes", len(s.SessionKey)))
+	}
+	if s.ReadOnlyRoleName != "" && s.ReadOnlyRoleName == s.RoleName {
+		errs = append(errs, errors.New("OIDC_READ_ONLY_ROLE_NAME must differ from OIDC_ROLE_NAME"))
+	}
+	if s.PublicURL != "" {
+		u, err := url.Parse(s.PublicURL)
+		switch {
+		case err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http"):
+			errs = append(errs, fmt.Errorf("PUBLIC_URL %q: want an absolute http(s) URL", s.PublicURL))
+		case u.Scheme == "http" && u.Hostname() != "127.0.0.1":
+			errs = append(errs, fmt.Errorf("PUBLIC_URL %q: the console is served over https:// (plain http only on 127.0.0.1 for a local fleet)", s.PublicURL))
+		case s.InsecureCookies && u.Hostname() != "127.0.0.1":
+			errs = append(errs, errors.New("CONSOLE_INSECURE_COOKIES is only allowed with a PUBLIC_URL on http://127.0.0.1"))
+		case u.Scheme == "http" && !s.InsecureCookies:
+			errs = append(errs, errors.New("PUBLIC_URL is http://: browsers drop Secure cookies there; set CONSOLE_INSECURE_COOKIES=true for a local fleet"))
+		}
+	}
+	if s.InventoryRefreshInterval <= 0 {
+		errs = append(errs, errors.New("INVENTORY_REFRESH_INTERVAL must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// RedirectURL is where the identity provider sends a browser back to.
+func (s Settings) RedirectURL() string { return s.PublicURL + "/oidc/callback" }

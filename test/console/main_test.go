@@ -1,0 +1,212 @@
+package console
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/hyperfleet-io/hyperfleet/api"
+	"github.com/hyperfleet-io/hyperfleet/controllers"
+	"github.com/hyperfleet-io/hyperfleet/pkg/config"
+	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
+	"github.com/hyperfleet-io/hyperfleet/pkg/console"
+	"github.com/hyperfleet-io/hyperfleet/pkg/logging"
+	"github.com/hyperfleet-io/hyperfleet/pkg/manager"
+	"github.com/hyperfleet-io/hyperfleet/test/builder"
+	"github.com/hyperfleet-io/hyperfleet/test/fakeoidc"
+	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
+	"github.com/hyperfleet-io/hyperfleet/test/testenv"
+)
+
+// Roles and client of the console under test.
+const (
+	clientID     = "hyperfleet-console"
+	clientSecret = "console-client-secret"
+	operatorRole = "HyperFleet.Operator"
+	viewerRole   = "HyperFleet.Viewer"
+	teamA        = "console-team-a"
+	teamB        = "console-team-b"
+)
+
+// People of the identity provider. alice has edit in team-a only; victor has the read-only role
+// and view in team-a; carol has no console role; mallory claims Kubernetes' admin group.
+var (
+	alice   = fakeoidc.User{Username: "alice", Password: "alice-pw", Email: "alice@example.com", Name: "Alice Operator", Groups: []string{"team-a"}, Roles: []string{operatorRole}}
+	victor  = fakeoidc.User{Username: "victor", Password: "victor-pw", Email: "victor@example.com", Name: "Victor Viewer", Roles: []string{viewerRole}}
+	carol   = fakeoidc.User{Username: "carol", Password: "carol-pw", Email: "carol@example.com", Name: "Carol", Roles: []string{"SomethingElse"}}
+	mallory = fakeoidc.User{Username: "mallory", Password: "mallory-pw", Email: "mallory@example.com", Name: "Mallory", Groups: []string{"system:masters"}, Roles: []string{operatorRole}}
+)
+
+var (
+	env  *testenv.Env
+	inst *testenv.Installation
+	// consoleConfig authenticates as the console's ServiceAccount.
+	consoleConfig *rest.Config
+)
+
+func TestMain(m *testing.M) {
+	level := os.Getenv("LOG_LEVEL")
+	if level == "" {
+		level = "ERROR"
+	}
+	log, _ := logging.New(level, os.Stderr)
+	ctrl.SetLogger(log)
+	var err error
+	if env, err = testenv.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := func() int {
+		ctx := context.Background()
+		if inst, err = env.Install(ctx, time.Hour); err != nil {
+			fmt.Fprintln(os.Stderr, "installing HyperFleet's RBAC:", err)
+			return 1
+		}
+		if consoleConfig, err = env.InstallConsole(ctx, time.Hour); err != nil {
+			fmt.Fprintln(os.Stderr, "installing the console's RBAC:", err)
+			return 1
+		}
+		for _, ns := range []string{teamA, teamB} {
+			if err := env.EnableNamespace(ctx, ns); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			if err := env.EnableConsoleNamespace(ctx, ns); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+		}
+		// People get the built-in roles HyperFleet's kinds aggregate into, as docs/console.md
+		// says. envtest runs no controller that fills the aggregated built-in roles, so the
+		// aggregated HyperFleet role is bound next to them, and the Secrets rights edit has on a
+		// real cluster come from a stand-in role.
+		if err := env.Client.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "console-test-edit-secrets"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets", "events"},
+				Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}}}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		grants := map[string][]string{
+			"oidc:alice@example.com":  {"edit", "hyperfleet-aggregate-to-edit", "console-test-edit-secrets"},
+			"oidc:victor@example.com": {"view", "hyperfleet-aggregate-to-view"},
+		}
+		for user, roles := range grants {
+			for _, role := range roles {
+				if err := env.GrantClusterRole(ctx, teamA, role, user); err != nil {
+					fmt.Fprintln(os.Stderr, err)
+					return 1
+				}
+			}
+		}
+		return m.Run()
+	}()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping envtest:", err)
+	}
+	os.Exit(code)
+}
+
+// fixture is a running console with its identity provider.
+type fixture struct {
+	issuer *fakeoidc.Server
+	server *console.Server
+	// URL is the console's base URL.
+	URL string
+}
+
+// startConsole runs an identity provider and a console (with its ServiceAccount's token and
+// shipped RBAC) on loopback until the test ends.
+func startConsole(t *testing.T) *fixture {
+	t.Helper()
+	g := NewWithT(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	g.Expect(err).NotTo(HaveOccurred())
+	base := "http://" + l.Addr().String()
+	issuer, err := fakeoidc.Start(fakeoidc.Options{
+		Users:   []fakeoidc.User{alice, victor, carol, mallory},
+		Clients: []fakeoidc.Client{{ID: clientID, Secret: clientSecret, RedirectURIs: []string{base + "/oidc/callback"}}},
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = issuer.Close() })
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	settings := console.Settings{
+		Listen: l.Addr().String(), PublicURL: base, IssuerURL: issuer.Issuer(), ClientID: clientID, ClientSecret: clientSecret,
+		RoleName: operatorRole, ReadOnlyRoleName: viewerRole, RoleClaim: "roles", UsernameClaim: "email", GroupsClaim: "groups",
+		UsernamePrefix: "oidc:", GroupsPrefix: "oidc:", SessionKey: key, InsecureCookies: true,
+		InventoryRefreshInterval: time.Second, LogLevel: "ERROR",
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := console.New(ctx, console.Options{Settings: settings, Config: consoleConfig, Scheme: api.NewScheme(), Log: ctrl.Log.WithName("console")})
+	g.Expect(err).NotTo(HaveOccurred())
+	done := make(chan struct{}, 2)
+	go func() { _ = srv.Inventory().Start(ctx); done <- struct{}{} }()
+	go func() { _ = srv.Serve(ctx, l); done <- struct{}{} }()
+	t.Cleanup(func() { cancel(); <-done; <-done })
+	g.Eventually(func() int {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return 0
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}, 20*time.Second, 100*time.Millisecond).Should(Equal(http.StatusOK))
+	return &fixture{issuer: issuer, server: srv, URL: base}
+}
+
+// token mints a token of user for the console, changed by o.
+func (f *fixture) token(t *testing.T, user fakeoidc.User, o fakeoidc.TokenOptions) string {
+	t.Helper()
+	tok, err := f.issuer.Token(user, clientID, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// startManager runs HyperFleet's manager with the installation's ServiceAccount token, until the
+// test ends.
+func startManager(t *testing.T) {
+	t.Helper()
+	cfg := &config.Manager{
+		MetricsBindAddress: "0", HealthProbeBindAddress: "0", WebhookBindAddress: "0", Concurrency: 2,
+		SyncPeriod: time.Minute, SweepInterval: time.Second, OrphanGracePeriod: time.Minute,
+		ProviderTimeout: 5 * time.Second, LeaderElectionID: "hyperfleet-console-test",
+		BootstrapCASecret: inst.CASecret.String(), TrustDomain: "hyperfleet.local",
+		BootstrapServiceURL: "https://127.0.0.1:8443", RepairInterval: time.Hour,
+		WorkloadReaderServiceAccount: inst.WorkloadReader.String(),
+	}
+	mgr, err := manager.New(context.Background(), inst.Manager, cfg, func(o *controllers.Options) { o.SkipNameValidation = true })
+	if err != nil {
+		t.Fatalf("manager: %v", err)
+	}
+	testenv.RunManager(t, mgr)
+}
+
+// hypervisorCluster creates a HypervisorCluster for sim in namespace, with its Secrets.
+func hypervisorCluster(t *testing.T, sim *pvesim.Simulator, namespace, name string) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-credentials", Namespace: namespace},
+		StringData: map[string]string{connection.KeyTokenID: pvesim.TestTokenID, connection.KeyTokenSecret: pvesim.TestTokenSecret}})).To(Succeed())
+	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-ca", Namespace: namespace},
+		Data: map[string][]byte{"ca.crt": sim.CACertPEM()}})).To(Succeed())
+	hc := builder.NewHypervisorCluster(name, namespace).WithEndpoint(strings.TrimSuffix(sim.URL(), "/api2/json")).
+		WithCredentials(name+"-credentials").WithCABundle(name+"-ca", "").
+		WithHealthCheckInterval(metav1.Duration{Duration: time.Second}).Build()
+	g.Expect(env.Client.Create(ctx, hc)).To(Succeed())
+}
