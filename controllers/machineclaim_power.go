@@ -37,6 +37,9 @@ func (r *MachineClaimReconciler) reconcilePersistent(ctx context.Context, s *cla
 	if !c.Spec.IsPersistent() || c.Status.CompletedStep != infrav1.StepStarted || c.Status.Task != nil || !isProvisioned(c) {
 		return ctrl.Result{}, nil
 	}
+	if _, restoring := c.Annotations[infrav1.RestoreInProgressAnnotation]; restoring {
+		return ctrl.Result{}, nil // the restore hands the VM back when it is done
+	}
 	if c.Status.Hook != nil {
 		if res, err := r.reconcileHook(ctx, s); err != nil || !res.IsZero() {
 			return res, err

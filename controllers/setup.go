@@ -102,6 +102,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := claims.SetupWithManager(ctx, mgr, copts); err != nil {
 		return err
 	}
+	if err := setupVMControllers(mgr, registry, opts, copts); err != nil {
+		return err
+	}
 	templates := &MachineClaimTemplateReconciler{
 		Client:      mgr.GetClient(),
 		Recorder:    mgr.GetEventRecorderFor("machineclaimtemplate-controller"),

@@ -52,6 +52,11 @@ const (
 	PowerRequestStop  = "Stop"
 )
 
+// RestoreInProgressAnnotation is set on a persistent claim, to the name of a MachineSnapshotRestore,
+// while that restore stops the VM and rolls it back: the claim's run strategy waits meanwhile (an
+// Always VM is not restarted in the middle of a rollback). The restore removes it when done.
+const RestoreInProgressAnnotation = "infrastructure.cluster.x-k8s.io/restore-in-progress"
+
 // DefaultTerminationGracePeriod is how long a persistent VM's guest gets to shut down before it
 // is powered off, when spec.terminationGracePeriodSeconds is unset.
 const DefaultTerminationGracePeriod = 180 * time.Second

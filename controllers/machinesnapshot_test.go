@@ -1,0 +1,97 @@
+package controllers_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+)
+
+func newSnapshot(name, ns, claim string) *fleetv1.MachineSnapshot {
+	return &fleetv1.MachineSnapshot{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: fleetv1.MachineSnapshotSpec{Source: fleetv1.MachineSnapshotSource{MachineClaimName: claim}}}
+}
+
+func newRestore(name, ns, claim, snapshot string) *fleetv1.MachineSnapshotRestore {
+	return &fleetv1.MachineSnapshotRestore{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: fleetv1.MachineSnapshotRestoreSpec{Target: fleetv1.MachineSnapshotSource{MachineClaimName: claim}, MachineSnapshotName: snapshot}}
+}
+
+// TestMachineSnapshotCreateRestoreDelete takes a snapshot of a running persistent VM, restores it
+// after the guest wrote more data (the VM is stopped for the rollback and started again), and
+// deleting the MachineSnapshot removes the hypervisor snapshot.
+func TestMachineSnapshotCreateRestoreDelete(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	claim, sim := persistentVM(t, infrav1.RunStrategyAlways)
+	ns, vmid := claim.Namespace, int(claim.Status.VMID)
+	g.Eventually(func() infrav1.MachineClaimPhase { return get(g, claim).Status.Phase }, 30*time.Second, 100*time.Millisecond).
+		Should(Equal(infrav1.MachineClaimPhaseRunning))
+	g.Expect(sim.WriteGuestData(vmid, "v1")).To(Succeed())
+
+	snap := newSnapshot("before-upgrade", ns, claim.Name)
+	snap.Spec.Description = "before the upgrade"
+	g.Expect(env.Client.Create(ctx, snap)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := get(g, snap)
+		g.Expect(got.Status.Phase).To(Equal(fleetv1.MachineSnapshotPhaseSucceeded))
+		g.Expect(got.Status.ReadyToUse).To(BeTrue())
+		g.Expect(got.Status.CreationTime).NotTo(BeNil())
+		g.Expect(conditions.IsTrue(got, fleetv1.ReadyCondition)).To(BeTrue())
+		g.Expect(got.OwnerReferences).To(ContainElement(HaveField("Name", claim.Name)))
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	name := get(g, snap).Status.SnapshotName
+	vm, _ := sim.VM(vmid)
+	g.Expect(vm.Snapshots).To(Equal([]string{name}))
+
+	g.Expect(sim.WriteGuestData(vmid, "v2")).To(Succeed())
+	restore := newRestore("back", ns, claim.Name, snap.Name)
+	g.Expect(env.Client.Create(ctx, restore)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := get(g, restore)
+		g.Expect(got.Status.Complete).To(BeTrue(), "%v", got.Status.Conditions)
+		g.Expect(conditions.GetReason(got, fleetv1.ReadyCondition)).To(Equal(fleetv1.RestoreCompleteReason))
+		g.Expect(*got.Status.WasRunning).To(BeTrue())
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	vm, _ = sim.VM(vmid)
+	g.Expect(vm.GuestData).To(Equal("v1"), "the disks are back at the snapshot")
+	g.Eventually(vmStatus(sim, claim), 30*time.Second, 100*time.Millisecond).Should(Equal("running"), "a VM that ran runs again")
+	g.Eventually(func() map[string]string { return get(g, claim).Annotations }, 10*time.Second, 100*time.Millisecond).
+		ShouldNot(HaveKey(infrav1.RestoreInProgressAnnotation), "the claim is handed back to its run strategy: %+v", get(g, restore).Status)
+
+	// A snapshot restores only onto the VM it was taken of.
+	wrong := newRestore("wrong", ns, "another-claim", snap.Name)
+	g.Expect(env.Client.Create(ctx, wrong)).To(Succeed())
+	g.Eventually(func() string { return conditions.GetReason(get(g, wrong), fleetv1.ReadyCondition) }, 30*time.Second, 100*time.Millisecond).
+		Should(Equal(fleetv1.RestoreFailedReason))
+
+	g.Expect(env.Client.Delete(ctx, snap)).To(Succeed())
+	g.Eventually(func() bool { return apierrors.IsNotFound(env.Client.Get(ctx, keyOf(snap), &fleetv1.MachineSnapshot{})) },
+		30*time.Second, 100*time.Millisecond).Should(BeTrue())
+	vm, _ = sim.VM(vmid)
+	g.Expect(vm.Snapshots).To(BeEmpty(), "deleting the MachineSnapshot removed the hypervisor snapshot")
+}
+
+// TestMachineSnapshotStaysInItsNamespace plays a tenant who names another namespace's claim: a
+// MachineSnapshot only ever resolves claims of its own namespace, so the other team's VM gets no
+// snapshot.
+func TestMachineSnapshotStaysInItsNamespace(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	claim, sim := persistentVM(t, infrav1.RunStrategyAlways)
+	attacker := newNamespace(t)
+	snap := newSnapshot("steal", attacker, claim.Name)
+	g.Expect(env.Client.Create(ctx, snap)).To(Succeed())
+	g.Eventually(func() string { return conditions.GetReason(get(g, snap), fleetv1.ReadyCondition) }, 30*time.Second, 100*time.Millisecond).
+		Should(Equal(fleetv1.SourceNotFoundReason))
+	g.Consistently(func() []string { vm, _ := sim.VM(int(claim.Status.VMID)); return vm.Snapshots }, 2*time.Second, 100*time.Millisecond).
+		Should(BeEmpty())
+	g.Expect(get(g, snap).Status.ReadyToUse).To(BeFalse())
+}

@@ -1,0 +1,254 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/finalizers"
+	"sigs.k8s.io/cluster-api/util/patch"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
+	"github.com/hyperfleet-io/hyperfleet/pkg/tracing"
+)
+
+// MachineSnapshotRestoreReconciler returns a claim's VM to a snapshot: it holds the claim's run
+// strategy (RestoreInProgressAnnotation), stops a running VM, rolls it back, starts it again if it
+// ran before, and hands the claim back.
+type MachineSnapshotRestoreReconciler struct {
+	Client   client.Client
+	Recorder record.EventRecorder
+	Registry *connection.Registry
+	// PollInterval is how often a task is polled. Default 2s.
+	PollInterval time.Duration
+}
+
+// +kubebuilder:rbac:groups=hyperfleet.io,resources=machinesnapshotrestores,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=hyperfleet.io,resources=machinesnapshotrestores/status;machinesnapshotrestores/finalizers,verbs=get;update;patch
+
+// Reconcile moves one restore one step on.
+func (r *MachineSnapshotRestoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	rs := &fleetv1.MachineSnapshotRestore{}
+	if err := r.Client.Get(ctx, req.NamespacedName, rs); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("MachineClaim", rs.Spec.Target.MachineClaimName))
+	if rs.DeletionTimestamp.IsZero() {
+		if added, err := finalizers.EnsureFinalizer(ctx, r.Client, rs, fleetv1.MachineSnapshotRestoreFinalizer); err != nil || added {
+			return ctrl.Result{}, err
+		}
+	}
+	helper, err := patch.NewHelper(rs, r.Client)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	defer func() {
+		if err := helper.Patch(ctx, rs, patch.WithStatusObservedGeneration{},
+			patch.WithOwnedConditions{Conditions: []string{fleetv1.ReadyCondition, fleetv1.ProgressingCondition}}); err != nil {
+			reterr = kerrors.NewAggregate([]error{reterr, err})
+		}
+	}()
+	if !rs.DeletionTimestamp.IsZero() {
+		if err := r.releaseClaim(ctx, rs); err != nil {
+			return ctrl.Result{}, err
+		}
+		controllerutil.RemoveFinalizer(rs, fleetv1.MachineSnapshotRestoreFinalizer)
+		return ctrl.Result{}, nil
+	}
+	if rs.Status.Complete || conditions.GetReason(rs, fleetv1.ReadyCondition) == fleetv1.RestoreFailedReason {
+		return ctrl.Result{}, nil // a restore runs once
+	}
+	return r.reconcileRestore(ctx, rs)
+}
+
+func (r *MachineSnapshotRestoreReconciler) poll() time.Duration {
+	if r.PollInterval > 0 {
+		return r.PollInterval
+	}
+	return 2 * time.Second
+}
+
+func setRestoreState(rs *fleetv1.MachineSnapshotRestore, ready metav1.ConditionStatus, reason, msg string) {
+	conditions.Set(rs, metav1.Condition{Type: fleetv1.ReadyCondition, Status: ready, Reason: reason, Message: msg, ObservedGeneration: rs.Generation})
+	progressing := metav1.ConditionFalse
+	if ready == metav1.ConditionFalse && reason != fleetv1.RestoreFailedReason {
+		progressing = metav1.ConditionTrue
+	}
+	conditions.Set(rs, metav1.Condition{Type: fleetv1.ProgressingCondition, Status: progressing, Reason: reason, Message: msg, ObservedGeneration: rs.Generation})
+}
+
+func (r *MachineSnapshotRestoreReconciler) reconcileRestore(ctx context.Context, rs *fleetv1.MachineSnapshotRestore) (ctrl.Result, error) {
+	snap := &fleetv1.MachineSnapshot{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: rs.Spec.MachineSnapshotName}, snap); err != nil {
+		if apierrors.IsNotFound(err) {
+			setRestoreState(rs, metav1.ConditionFalse, fleetv1.RestoreWaitingReason, fmt.Sprintf("MachineSnapshot %s not found", rs.Spec.MachineSnapshotName))
+			return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	if snap.Spec.Source.MachineClaimName != rs.Spec.Target.MachineClaimName {
+		return r.fail(ctx, rs, fmt.Sprintf("MachineSnapshot %s is of MachineClaim %s, not %s: a snapshot can only be restored onto the VM it was taken of",
+			snap.Name, snap.Spec.Source.MachineClaimName, rs.Spec.Target.MachineClaimName))
+	}
+	if snap.Status.Phase == fleetv1.MachineSnapshotPhaseFailed {
+		return r.fail(ctx, rs, fmt.Sprintf("MachineSnapshot %s failed: %s", snap.Name, snap.Status.Error))
+	}
+	if !snap.Status.ReadyToUse {
+		setRestoreState(rs, metav1.ConditionFalse, fleetv1.RestoreWaitingReason, fmt.Sprintf("MachineSnapshot %s is not ready to use", snap.Name))
+		return ctrl.Result{RequeueAfter: r.poll()}, nil
+	}
+	vm, err := resolveClaimVM(ctx, r.Client, r.Registry, rs.Namespace, rs.Spec.Target.MachineClaimName)
+	var nr *notReady
+	switch {
+	case errors.As(err, &nr):
+		setRestoreState(rs, metav1.ConditionFalse, fleetv1.RestoreWaitingReason, nr.message)
+		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
+	case err != nil:
+		return ctrl.Result{}, err
+	}
+	if vm.claim.Status.VMID != snap.Status.SourceVMID {
+		return r.fail(ctx, rs, fmt.Sprintf("MachineClaim %s has VM %d now; the snapshot was of VM %d", vm.claim.Name, vm.claim.Status.VMID, snap.Status.SourceVMID))
+	}
+	if err := setOwnerClaim(r.Client, rs, vm.claim); err != nil {
+		return ctrl.Result{}, err
+	}
+	if holder := vm.claim.Annotations[infrav1.RestoreInProgressAnnotation]; holder != rs.Name {
+		if holder != "" {
+			setRestoreState(rs, metav1.ConditionFalse, fleetv1.RestoreWaitingReason, fmt.Sprintf("MachineSnapshotRestore %s is restoring the claim", holder))
+			return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
+		}
+		if rs.Status.WasRunning != nil {
+			// This restore held the claim and has let it go: it is done, and this read of it is
+			// older than the status that says so.
+			return ctrl.Result{RequeueAfter: r.poll()}, nil
+		}
+		// Hold the claim's run strategy first, so an Always VM is not started mid-rollback.
+		p := client.MergeFrom(vm.claim.DeepCopy())
+		if vm.claim.Annotations == nil {
+			vm.claim.Annotations = map[string]string{}
+		}
+		vm.claim.Annotations[infrav1.RestoreInProgressAnnotation] = rs.Name
+		if err := r.Client.Patch(ctx, vm.claim, p); err != nil {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+	}
+	if t := rs.Status.Task; t != nil {
+		st, err := vm.provider.TaskStatus(ctx, t.Node, hypervisor.TaskID(t.ID))
+		switch {
+		case err != nil && !errors.Is(err, hypervisor.ErrNotFound):
+			setRestoreState(rs, metav1.ConditionFalse, hypervisor.Reason(err), err.Error())
+			return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
+		case err == nil && !st.Done:
+			return ctrl.Result{RequeueAfter: r.poll()}, nil
+		case err == nil && st.Err != nil:
+			rs.Status.Task = nil
+			return r.fail(ctx, rs, fmt.Sprintf("%s task failed: %v", t.Operation, st.Err))
+		}
+		rs.Status.Task = nil
+		if t.Operation == opRollback && err == nil {
+			return r.complete(ctx, rs, snap)
+		}
+	}
+	state, err := vm.provider.VM(ctx, vm.ref())
+	if err != nil {
+		setRestoreState(rs, metav1.ConditionFalse, hypervisor.Reason(err), err.Error())
+		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
+	}
+	if rs.Status.WasRunning == nil {
+		rs.Status.WasRunning = ptr.To(state.State == hypervisor.PowerStateRunning)
+	}
+	switch {
+	case state.Lock != "":
+		setRestoreState(rs, metav1.ConditionFalse, fleetv1.RestoreWaitingReason, fmt.Sprintf("VM %s is locked (%s)", state.Ref, state.Lock))
+		return ctrl.Result{RequeueAfter: r.poll()}, nil
+	case state.State != hypervisor.PowerStateStopped:
+		task, err := vm.provider.StopSeen(ctx, state)
+		if err != nil {
+			setRestoreState(rs, metav1.ConditionFalse, hypervisor.Reason(err), "stopping the VM: "+err.Error())
+			return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
+		}
+		rs.Status.Task = &fleetv1.SnapshotTask{ID: string(task), Node: state.Ref.Node, Operation: opStop, StartTime: metav1.Now()}
+		setRestoreState(rs, metav1.ConditionFalse, fleetv1.RestoreStoppingReason, fmt.Sprintf("stopping VM %s before the rollback", state.Ref))
+		return ctrl.Result{RequeueAfter: r.poll()}, nil
+	}
+	// A snapshot with memory resumes the VM by itself; otherwise a VM that ran is started again.
+	start := *rs.Status.WasRunning && !snap.Status.WithMemory
+	task, err := vm.snapper.RollbackSnapshot(ctx, vm.ref(), snap.Status.SnapshotName, start)
+	if err != nil {
+		if !hypervisor.IsRetryable(err) {
+			return r.fail(ctx, rs, "rolling back: "+err.Error())
+		}
+		setRestoreState(rs, metav1.ConditionFalse, hypervisor.Reason(err), "rolling back: "+err.Error())
+		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
+	}
+	rs.Status.Task = &fleetv1.SnapshotTask{ID: string(task), Node: state.Ref.Node, Operation: opRollback, StartTime: metav1.Now()}
+	setRestoreState(rs, metav1.ConditionFalse, fleetv1.RestoreRollingBackReason, fmt.Sprintf("rolling VM %s back to %s", state.Ref, snap.Status.SnapshotName))
+	r.Recorder.Eventf(rs, corev1.EventTypeNormal, fleetv1.RestoreRollingBackReason, "rolling VM %s back to snapshot %s", state.Ref, snap.Status.SnapshotName)
+	return ctrl.Result{RequeueAfter: r.poll()}, nil
+}
+
+func (r *MachineSnapshotRestoreReconciler) complete(ctx context.Context, rs *fleetv1.MachineSnapshotRestore, snap *fleetv1.MachineSnapshot) (ctrl.Result, error) {
+	if err := r.releaseClaim(ctx, rs); err != nil {
+		return ctrl.Result{}, err
+	}
+	rs.Status.Complete, rs.Status.RestoreTime = true, &metav1.Time{Time: time.Now()}
+	setRestoreState(rs, metav1.ConditionTrue, fleetv1.RestoreCompleteReason, fmt.Sprintf("VM is back at snapshot %s (MachineSnapshot %s)", snap.Status.SnapshotName, snap.Name))
+	r.Recorder.Eventf(rs, corev1.EventTypeNormal, fleetv1.RestoreCompleteReason, "restored MachineSnapshot %s", snap.Name)
+	return ctrl.Result{}, nil
+}
+
+func (r *MachineSnapshotRestoreReconciler) fail(ctx context.Context, rs *fleetv1.MachineSnapshotRestore, msg string) (ctrl.Result, error) {
+	if err := r.releaseClaim(ctx, rs); err != nil {
+		return ctrl.Result{}, err
+	}
+	setRestoreState(rs, metav1.ConditionFalse, fleetv1.RestoreFailedReason, msg)
+	r.Recorder.Event(rs, corev1.EventTypeWarning, fleetv1.RestoreFailedReason, msg)
+	return ctrl.Result{}, nil
+}
+
+// releaseClaim hands the claim back to its run strategy if this restore holds it. A JSON patch
+// that tests the annotation's value removes it only while it names this restore, without trusting
+// a cached read of the claim.
+func (r *MachineSnapshotRestoreReconciler) releaseClaim(ctx context.Context, rs *fleetv1.MachineSnapshotRestore) error {
+	path := "/metadata/annotations/" + strings.ReplaceAll(strings.ReplaceAll(infrav1.RestoreInProgressAnnotation, "~", "~0"), "/", "~1")
+	ops, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": path, "value": rs.Name},
+		{"op": "remove", "path": path},
+	})
+	if err != nil {
+		return err
+	}
+	claim := &infrav1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Namespace: rs.Namespace, Name: rs.Spec.Target.MachineClaimName}}
+	err = r.Client.Patch(ctx, claim, client.RawPatch(types.JSONPatchType, ops))
+	if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) {
+		return nil // no claim, or it is not held by this restore
+	}
+	return err
+}
+
+// SetupWithManager registers the controller.
+func (r *MachineSnapshotRestoreReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&fleetv1.MachineSnapshotRestore{}).
+		WithOptions(opts).
+		Complete(tracing.Reconciler("machinesnapshotrestore", r))
+}

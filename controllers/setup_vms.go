@@ -1,0 +1,29 @@
+package controllers
+
+import (
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+
+	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
+)
+
+// setupVMControllers registers the controllers of long-lived VMs' request objects: snapshots,
+// restores and snapshot schedules.
+func setupVMControllers(mgr ctrl.Manager, registry *connection.Registry, opts Options, copts controller.Options) error {
+	snapshots := &MachineSnapshotReconciler{
+		Client:       mgr.GetClient(),
+		Recorder:     mgr.GetEventRecorderFor("machinesnapshot-controller"),
+		Registry:     registry,
+		PollInterval: opts.TaskPollInterval,
+	}
+	if err := snapshots.SetupWithManager(mgr, copts); err != nil {
+		return err
+	}
+	restores := &MachineSnapshotRestoreReconciler{
+		Client:       mgr.GetClient(),
+		Recorder:     mgr.GetEventRecorderFor("machinesnapshotrestore-controller"),
+		Registry:     registry,
+		PollInterval: opts.TaskPollInterval,
+	}
+	return restores.SetupWithManager(mgr, copts)
+}
