@@ -77,6 +77,10 @@ test-integration: tools ## envtest-backed controller tests.
 test-e2e: tools ## End-to-end tests on the local fleet.
 	go test -count=1 -timeout 30m $(GO_TEST_FLAGS) ./test/e2e/...
 
+.PHONY: test-console
+test-console: tools ## The console's API, attacker and browser tests (Chromium from hack/prereqs.sh); CONSOLE_ARTIFACTS=dir keeps the screenshots.
+	go test -count=1 $(GO_TEST_FLAGS) ./pkg/console/... ./test/fakeoidc/... ./test/console/...
+
 .PHONY: fuzz
 FUZZTIME ?= 30s
 fuzz: ## Run every fuzz target for $(FUZZTIME) each (go test runs their seed corpora on every change).

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the system packages HyperFleet's toolchain and tests need and Go cannot fetch:
 # gcc (SPIRE's sqlite datastore needs cgo), swtpm and swtpm-tools (TPM attestation tests run
-# against a software TPM and fail, not skip, without it) and make/git (the build itself).
+# against a software TPM and fail, not skip, without it), chromium (the console's browser test
+# drives Debian's Chromium; it fails in CI without it) and make/git (the build itself).
 # As root on a Debian or Ubuntu machine it installs what is missing with apt-get; otherwise it
 # stops at once with the one command to run. Idempotent: with everything present it prints nothing.
 #
@@ -15,9 +16,10 @@ declare -A pkgs=(
   [swtpm_setup]="swtpm-tools"
   [git]="git"
   [make]="make"
+  [chromium]="chromium"
 )
 missing=()
-for cmd in gcc swtpm swtpm_setup git make; do
+for cmd in gcc swtpm swtpm_setup git make chromium; do
   command -v "$cmd" >/dev/null 2>&1 || missing+=(${pkgs[$cmd]})
 done
 [ ${#missing[@]} -eq 0 ] && exit 0

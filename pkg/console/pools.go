@@ -32,8 +32,10 @@ type Pool struct {
 	Idle       int32    `json:"idleReplicas"`
 	Busy       int32    `json:"busyReplicas"`
 	QueuedJobs int32    `json:"queuedJobs"`
-	Reason     string   `json:"reason,omitempty"`
-	Message    string   `json:"message,omitempty"`
+	// ScaleTo is the size the pool is asked to have: spec.replicas, else what demand decided.
+	ScaleTo int32  `json:"-"`
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 func poolOf(p *fleetv1.RunnerPool) Pool {
@@ -42,6 +44,10 @@ func poolOf(p *fleetv1.RunnerPool) Pool {
 		Scope: scope, Labels: poolLabels(p), Min: p.Spec.MinReplicas, Max: p.Spec.MaxReplicas, Replicas: p.Status.Replicas,
 		Desired: p.Status.DesiredReplicas, Ready: p.Status.ReadyReplicas, Idle: p.Status.IdleReplicas,
 		Busy: p.Status.BusyReplicas, QueuedJobs: p.Status.QueuedJobs}
+	out.ScaleTo = max(p.Status.DesiredReplicas, p.Spec.MinReplicas)
+	if p.Spec.Replicas != nil {
+		out.ScaleTo = *p.Spec.Replicas
+	}
 	if c := conditions.Get(p, infrav1.ReadyCondition); c != nil {
 		out.Reason, out.Message = c.Reason, c.Message
 	}

@@ -2,11 +2,33 @@
 (function () {
   "use strict";
 
+  // refreshFacts updates the job page's VM facts from the API, at most every two seconds.
+  var lastFacts = 0;
+  function refreshFacts(force) {
+    var facts = document.getElementById("vm-facts");
+    if (!facts || (!force && Date.now() - lastFacts < 2000)) { return; }
+    lastFacts = Date.now();
+    fetch(facts.getAttribute("data-vm"), { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (vm) {
+        if (!vm) { return; }
+        facts.querySelectorAll("[data-field]").forEach(function (el) {
+          var f = el.getAttribute("data-field");
+          var v = vm[f];
+          if (Array.isArray(v)) { v = v.join(", "); }
+          el.textContent = v || "";
+          if (f === "powerState") { el.className = "badge power power-" + String(v).toLowerCase(); }
+        });
+      })
+      .catch(function () {});
+  }
+
   function streamLog(pre) {
     var src = pre.getAttribute("data-src");
     var state = document.getElementById("job-state");
     var es = new EventSource(src);
     es.addEventListener("log", function (e) {
+      refreshFacts(false);
       var line = document.createElement("div");
       var text = e.data;
       var sp = text.indexOf(" ");
@@ -34,6 +56,7 @@
         state.textContent = end.state;
         state.className = "badge job-" + String(end.state).toLowerCase();
       }
+      refreshFacts(true);
       pre.setAttribute("data-ended", end.state);
     });
   }
