@@ -1,0 +1,239 @@
+package fakegitlab
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Endpoint patterns, as registered with net/http. They key request counters and fault injection.
+const (
+	EndpointCreateRunner       = "POST /api/v4/user/runners"
+	EndpointDeleteRunner       = "DELETE /api/v4/runners/{id}"
+	EndpointDeleteRunnerByTok  = "DELETE /api/v4/runners"
+	EndpointGetRunner          = "GET /api/v4/runners/{id}"
+	EndpointListAllRunners     = "GET /api/v4/runners/all"
+	EndpointListGroupRunners   = "GET /api/v4/groups/{id}/runners"
+	EndpointListProjectRunners = "GET /api/v4/projects/{id}/runners"
+	EndpointListProjectJobs    = "GET /api/v4/projects/{id}/jobs"
+	EndpointGetProjectJob      = "GET /api/v4/projects/{id}/jobs/{job}"
+	EndpointListGroupProjects  = "GET /api/v4/groups/{id}/projects"
+	EndpointProtectedBranches  = "GET /api/v4/projects/{id}/protected_branches"
+	EndpointProtectedTags      = "GET /api/v4/projects/{id}/protected_tags"
+
+	EndpointJobRequest = "POST /api/v4/jobs/request"
+	EndpointJobUpdate  = "PUT /api/v4/jobs/{id}"
+)
+
+// handlerFunc serves an authenticated request; tok is the caller's access token.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, tok accessToken)
+
+func (s *Server) routes() {
+	s.handle(EndpointCreateRunner, ScopeCreateRunner, s.createRunner)
+	s.handle(EndpointDeleteRunner, ScopeManageRunner, s.deleteRunner)
+	s.handle(EndpointGetRunner, ScopeReadAPI, s.getRunner)
+	s.handle(EndpointListAllRunners, ScopeReadAPI, s.listAllRunners)
+	s.handle(EndpointListGroupRunners, ScopeReadAPI, s.listGroupRunners)
+	s.handle(EndpointListProjectRunners, ScopeReadAPI, s.listProjectRunners)
+	s.handle(EndpointListProjectJobs, ScopeReadAPI, s.listProjectJobs)
+	s.handle(EndpointGetProjectJob, ScopeReadAPI, s.getProjectJob)
+	s.handle(EndpointListGroupProjects, ScopeReadAPI, s.listGroupProjects)
+	s.handle(EndpointProtectedBranches, ScopeReadAPI, s.listProtectedRefs(false))
+	s.handle(EndpointProtectedTags, ScopeReadAPI, s.listProtectedRefs(true))
+
+	// The runner's endpoints authenticate with the runner or job token in the body.
+	s.handleRunner(EndpointDeleteRunnerByTok, s.deleteRunnerByToken)
+	s.handleRunner(EndpointJobRequest, s.requestJob)
+	s.handleRunner(EndpointJobUpdate, s.updateJob)
+}
+
+// handleRunner wraps a runner endpoint with counting and injected faults.
+func (s *Server) handleRunner(pattern string, h http.HandlerFunc) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		s.countRequest(pattern)
+		if f, ok := s.takeFault(pattern); ok && s.serveFault(w, r, f) {
+			return
+		}
+		h(w, r)
+	})
+}
+
+// handle wraps a REST endpoint with counting, injected faults, authentication (PRIVATE-TOKEN
+// or Authorization: Bearer), the per-token rate limit and the scope check. api grants every
+// scope; read_api grants every GET.
+func (s *Server) handle(pattern, scope string, h handlerFunc) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		s.countRequest(pattern)
+		if f, ok := s.takeFault(pattern); ok && s.serveFault(w, r, f) {
+			return
+		}
+		raw := credential(r)
+		s.mu.Lock()
+		tok, known := s.tokens[raw]
+		s.mu.Unlock()
+		if !known {
+			writeMessage(w, http.StatusUnauthorized, "401 Unauthorized")
+			return
+		}
+		if !s.spendRate(w, raw) {
+			return
+		}
+		if !tok.grants(scope, r.Method) {
+			writeJSON(w, http.StatusForbidden, map[string]any{
+				"error":             "insufficient_scope",
+				"error_description": "The request requires higher privileges than provided by the access token.",
+				"scope":             scope,
+			})
+			return
+		}
+		h(w, r, tok)
+	})
+}
+
+func (t accessToken) grants(scope, method string) bool {
+	return slices.Contains(t.scopes, ScopeAPI) || slices.Contains(t.scopes, scope) ||
+		(method == http.MethodGet && slices.Contains(t.scopes, ScopeReadAPI))
+}
+
+// credential is the PRIVATE-TOKEN header or the bearer token.
+func credential(r *http.Request) string {
+	if v := r.Header.Get("PRIVATE-TOKEN"); v != "" {
+		return v
+	}
+	scheme, cred, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if ok && strings.EqualFold(scheme, "Bearer") {
+		return strings.TrimSpace(cred)
+	}
+	return ""
+}
+
+// rateBucket is one token's budget for the current minute.
+type rateBucket struct {
+	observed int
+	resetAt  time.Time
+}
+
+// spendRate charges one request to the token's per-minute budget and writes GitLab's
+// RateLimit-* headers; over the limit it answers 429 "Retry later" with Retry-After.
+func (s *Server) spendRate(w http.ResponseWriter, tok string) bool {
+	s.mu.Lock()
+	now := s.now()
+	b, ok := s.rate[tok]
+	if !ok || !now.Before(b.resetAt) {
+		b = &rateBucket{resetAt: now.Add(time.Minute)}
+		s.rate[tok] = b
+	}
+	b.observed++
+	observed, reset := b.observed, b.resetAt
+	s.mu.Unlock()
+	limit := s.opts.RateLimit
+	setRateHeaders(w, limit, observed, reset)
+	if observed > limit {
+		retryAfter(w, reset.Sub(now))
+		return false
+	}
+	return true
+}
+
+// setRateHeaders writes the headers GitLab sends on rate-limited paths: RateLimit-Reset is a
+// Unix time, RateLimit-ResetTime the same instant as an HTTP date.
+func setRateHeaders(w http.ResponseWriter, limit, observed int, reset time.Time) {
+	h := w.Header()
+	h.Set("RateLimit-Limit", strconv.Itoa(limit))
+	h.Set("RateLimit-Name", "throttle_authenticated_api")
+	h.Set("RateLimit-Observed", strconv.Itoa(observed))
+	h.Set("RateLimit-Remaining", strconv.Itoa(max(limit-observed, 0)))
+	h.Set("RateLimit-Reset", strconv.FormatInt(reset.Unix(), 10))
+	h.Set("RateLimit-ResetTime", reset.UTC().Format(http.TimeFormat))
+}
+
+// retryAfter answers 429 as GitLab's throttle does: plain text "Retry later".
+func retryAfter(w http.ResponseWriter, wait time.Duration) {
+	w.Header().Set("Retry-After", strconv.Itoa(max(int((wait+time.Second-1)/time.Second), 1)))
+	w.Header().Set("Content-Type", "text/plain")
+	w.WriteHeader(http.StatusTooManyRequests)
+	_, _ = w.Write([]byte("Retry later\n"))
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeMessage writes GitLab's {"message": "..."} error body.
+func writeMessage(w http.ResponseWriter, status int, message string) {
+	writeJSON(w, status, map[string]any{"message": message})
+}
+
+// writeBadRequest writes GitLab's {"error": "..."} parameter error body.
+func writeBadRequest(w http.ResponseWriter, message string) {
+	writeJSON(w, http.StatusBadRequest, map[string]any{"error": message})
+}
+
+// paginate applies page/per_page (default 20, at most 100) to n items and writes GitLab's
+// offset pagination headers (X-Page, X-Next-Page empty on the last page, X-Total, Link); it
+// returns the half-open index range to serve.
+func (s *Server) paginate(w http.ResponseWriter, r *http.Request, n int) (int, int, bool) {
+	q := r.URL.Query()
+	perPage, page := 20, 1
+	if v := q.Get("per_page"); v != "" {
+		p, err := strconv.Atoi(v)
+		if err != nil || p < 1 {
+			writeBadRequest(w, "per_page is invalid")
+			return 0, 0, false
+		}
+		perPage = min(p, 100)
+	}
+	if v := q.Get("page"); v != "" {
+		p, err := strconv.Atoi(v)
+		if err != nil || p < 1 {
+			writeBadRequest(w, "page is invalid")
+			return 0, 0, false
+		}
+		page = p
+	}
+	start := min((page-1)*perPage, n)
+	end := min(start+perPage, n)
+	pages := max((n+perPage-1)/perPage, 1)
+	h := w.Header()
+	h.Set("X-Page", strconv.Itoa(page))
+	h.Set("X-Per-Page", strconv.Itoa(perPage))
+	h.Set("X-Total", strconv.Itoa(n))
+	h.Set("X-Total-Pages", strconv.Itoa(pages))
+	h.Set("X-Next-Page", "")
+	h.Set("X-Prev-Page", "")
+	link := func(p int, rel string) string {
+		q2 := r.URL.Query()
+		q2.Set("page", strconv.Itoa(p))
+		q2.Set("per_page", strconv.Itoa(perPage))
+		u := url.URL{Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: q2.Encode()}
+		return fmt.Sprintf("<%s%s>; rel=%q", s.url, u.String(), rel)
+	}
+	var links []string
+	if page < pages {
+		h.Set("X-Next-Page", strconv.Itoa(page+1))
+		links = append(links, link(page+1, "next"))
+	}
+	if page > 1 {
+		h.Set("X-Prev-Page", strconv.Itoa(page-1))
+		links = append(links, link(page-1, "prev"))
+	}
+	links = append(links, link(1, "first"), link(pages, "last"))
+	h.Set("Link", strings.Join(links, ", "))
+	return start, end, true
+}
+
+// timeJSON renders a time as GitLab's API does, null when unset.
+func timeJSON(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000Z")
+}
