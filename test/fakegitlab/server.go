@@ -313,6 +313,21 @@ func (s *Server) SetJobStatus(id int64, st JobStatus) bool {
 	return true
 }
 
+// AddRunner creates a runner as POST /user/runners would, for tests that need one without
+// the API: ID and Token are generated, AccessLevel defaults to not_protected.
+func (s *Server) AddRunner(r Runner) Runner {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r.ID = s.newIDLocked()
+	r.Token = "glrt-" + randomHex(10)
+	r.Tags = slices.Clone(r.Tags)
+	if r.AccessLevel == "" {
+		r.AccessLevel = AccessNotProtected
+	}
+	s.runners[r.ID] = &r
+	return r
+}
+
 // GetJob returns a copy of a job.
 func (s *Server) GetJob(id int64) (Job, bool) {
 	s.mu.Lock()
