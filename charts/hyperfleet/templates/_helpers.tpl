@@ -56,3 +56,12 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- define "hyperfleet.webhookSecretName" -}}
 {{- default (printf "%s-github-webhook" (include "hyperfleet.fullname" .)) .Values.manager.webhook.existingSecret }}
 {{- end }}
+
+{{- define "hyperfleet.consoleImage" -}}
+{{- printf "%s:%s" .Values.console.image.repository (default .Chart.AppVersion .Values.console.image.tag) }}
+{{- end }}
+
+{{/* Secret with the console's client secret and session key (keys client-secret, session-key). */}}
+{{- define "hyperfleet.consoleSecretName" -}}
+{{- default (printf "%s-console-secrets" (include "hyperfleet.fullname" .)) .Values.console.existingSecret }}
+{{- end }}
