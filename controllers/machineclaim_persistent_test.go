@@ -20,9 +20,15 @@ import (
 // returning once its VM runs.
 func persistentVM(t *testing.T, strategy infrav1.RunStrategy, mutate ...func(*builder.MachineClaimBuilder)) (*infrav1.MachineClaim, *pvesim.Simulator) {
 	t.Helper()
+	return persistentVMWith(t, testTiming{sweep: 300 * time.Millisecond, orphanGrace: time.Second}, strategy, mutate...)
+}
+
+// persistentVMWith is persistentVM with the manager's timing (and clock) chosen by the test.
+func persistentVMWith(t *testing.T, tm testTiming, strategy infrav1.RunStrategy, mutate ...func(*builder.MachineClaimBuilder)) (*infrav1.MachineClaim, *pvesim.Simulator) {
+	t.Helper()
 	g := NewWithT(t)
 	sim := pvesim.StartForTest(t, pvesim.Config{})
-	startManager(t, testTiming{sweep: 300 * time.Millisecond, orphanGrace: time.Second})
+	startManager(t, tm)
 	ns := newNamespace(t)
 	proxmoxCluster(t, ns, "pve", sim)
 	b := builder.NewMachineClaim("db-0", ns).WithHypervisorCluster("pve").WithPersistent(strategy)

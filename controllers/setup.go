@@ -10,6 +10,7 @@ import (
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -61,6 +62,8 @@ type Options struct {
 	PoolWakeups <-chan event.TypedGenericEvent[*fleetv1.RunnerPool]
 	// SkipNameValidation allows several managers in one process, as tests that restart the manager need.
 	SkipNameValidation bool
+	// Clock tells snapshot schedules the time; nil is the real clock. Tests pass a fake one.
+	Clock clock.PassiveClock
 }
 
 // Setup registers every controller with the manager.

@@ -25,5 +25,13 @@ func setupVMControllers(mgr ctrl.Manager, registry *connection.Registry, opts Op
 		Registry:     registry,
 		PollInterval: opts.TaskPollInterval,
 	}
-	return restores.SetupWithManager(mgr, copts)
+	if err := restores.SetupWithManager(mgr, copts); err != nil {
+		return err
+	}
+	schedules := &MachineSnapshotScheduleReconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorderFor("machinesnapshotschedule-controller"),
+		Clock:    opts.Clock,
+	}
+	return schedules.SetupWithManager(mgr, copts)
 }

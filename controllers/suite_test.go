@@ -13,6 +13,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -73,6 +74,8 @@ type testTiming struct {
 	runnerName func(pool string) string
 	// taskDeadline, when set, bounds a deleting claim's wait for one task.
 	taskDeadline time.Duration
+	// clock, when set, tells snapshot schedules the time.
+	clock clock.PassiveClock
 }
 
 // startManager runs HyperFleet's manager, as the binary would, until the test ends or stop is called.
@@ -113,6 +116,7 @@ func startManagerOn(t *testing.T, e *testenv.Env, mutate func(*config.Manager), 
 		o.SkipNameValidation = true
 		o.TemplateCheckInterval = time.Second
 		o.RunnerName = tm.runnerName
+		o.Clock = tm.clock
 		o.Builder = func(c proxmox.Config) (hypervisorProvider, error) {
 			c.TaskPollInterval = 20 * time.Millisecond
 			return connection.DefaultBuilder(c)
