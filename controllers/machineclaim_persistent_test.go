@@ -8,6 +8,9 @@ import (
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -269,4 +272,55 @@ func countOf(list []string, s string) int {
 		}
 	}
 	return n
+}
+
+// TestPersistentMachineUnderClusterAPI runs the real Cluster API controllers: a Machine whose
+// MachineClaim is persistent is never marked for remediation or deleted when its VM stops; the
+// run strategy restarts the VM, and deleting the Machine still destroys it.
+func TestPersistentMachineUnderClusterAPI(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	startCAPI(t)
+	sim := pvesim.StartForTest(t, pvesim.Config{})
+	startManager(t, testTiming{sweep: 300 * time.Millisecond, orphanGrace: time.Second})
+	ns := newNamespace(t)
+	capiFleet(t, ns, sim)
+	bootstrapSecret(t, ns, "db-0-bootstrap", userData)
+	labels := map[string]string{clusterv1.ClusterNameLabel: "fleet"}
+	claim := builder.NewMachineClaim("db-0", ns).WithLabels(labels).WithPersistent(infrav1.RunStrategyAlways).Build()
+	g.Expect(env.Client.Create(ctx, claim)).To(Succeed())
+	machine := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Name: "db-0", Namespace: ns, Labels: labels},
+		Spec: clusterv1.MachineSpec{
+			ClusterName: "fleet",
+			Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To("db-0-bootstrap")},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: infrav1.GroupVersion.Group, Kind: "MachineClaim", Name: "db-0"},
+		},
+	}
+	g.Expect(env.Client.Create(ctx, machine)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := get(g, machine)
+		g.Expect(got.Spec.ProviderID).To(HavePrefix(infrav1.ProviderIDPrefix))
+		g.Expect(got.Status.Phase).To(Equal(string(clusterv1.MachinePhaseProvisioned)))
+		g.Expect(get(g, claim).Status.Phase).To(Equal(infrav1.MachineClaimPhaseRunning))
+	}, 90*time.Second, 200*time.Millisecond).Should(Succeed())
+	claim = get(g, claim)
+
+	g.Expect(sim.PowerOff(int(claim.Status.VMID))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(get(g, claim).Status.RestartCount).To(BeNumerically(">=", 1))
+		g.Expect(vmStatus(sim, claim)()).To(Equal("running"))
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		got := get(g, machine)
+		g.Expect(got.DeletionTimestamp.IsZero()).To(BeTrue())
+		g.Expect(got.Annotations).NotTo(HaveKey(infrav1.VMStoppedAnnotation))
+		g.Expect(got.Annotations).NotTo(HaveKey(clusterv1.RemediateMachineAnnotation))
+	}, 2*time.Second, 100*time.Millisecond).Should(Succeed(), "a persistent VM's Machine is never retired")
+
+	g.Expect(env.Client.Delete(ctx, machine)).To(Succeed())
+	g.Eventually(func() bool { return apierrors.IsNotFound(env.Client.Get(ctx, keyOf(machine), machine)) },
+		60*time.Second, 200*time.Millisecond).Should(BeTrue())
+	g.Expect(vmStatus(sim, claim)()).To(Equal("gone"))
 }
