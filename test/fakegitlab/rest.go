@@ -404,14 +404,7 @@ func (s *Server) listGroupProjects(w http.ResponseWriter, r *http.Request, _ acc
 	for _, id := range ids {
 		p := s.projects[id]
 		if p.GroupID == g.ID || (sub && s.inGroupLocked(g.ID, p.GroupID)) {
-			name := p.PathWithNamespace[strings.LastIndex(p.PathWithNamespace, "/")+1:]
-			ns := s.groups[p.GroupID]
-			list = append(list, map[string]any{
-				"id": p.ID, "name": name, "path": name, "path_with_namespace": p.PathWithNamespace,
-				"name_with_namespace": strings.ReplaceAll(p.PathWithNamespace, "/", " / "), "default_branch": "main",
-				"web_url":   s.url + "/" + p.PathWithNamespace,
-				"namespace": map[string]any{"id": ns.ID, "full_path": ns.FullPath, "kind": "group"},
-			})
+			list = append(list, s.projectJSONLocked(p))
 		}
 	}
 	s.mu.Unlock()
@@ -466,4 +459,94 @@ func nonNil[T any](v []T) []T {
 		return []T{}
 	}
 	return v
+}
+
+// projectJSONLocked is the project entity of the projects API.
+func (s *Server) projectJSONLocked(p *Project) map[string]any {
+	name := p.PathWithNamespace[strings.LastIndex(p.PathWithNamespace, "/")+1:]
+	ns := s.groups[p.GroupID]
+	return map[string]any{
+		"id": p.ID, "name": name, "path": name, "path_with_namespace": p.PathWithNamespace,
+		"name_with_namespace": strings.ReplaceAll(p.PathWithNamespace, "/", " / "), "default_branch": "main",
+		"web_url":   s.url + "/" + p.PathWithNamespace,
+		"namespace": map[string]any{"id": ns.ID, "full_path": ns.FullPath, "kind": "group"},
+	}
+}
+
+func (s *Server) getProject(w http.ResponseWriter, r *http.Request, _ accessToken) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.projectLocked(r.PathValue("id"))
+	if p == nil {
+		writeMessage(w, http.StatusNotFound, "404 Project Not Found")
+		return
+	}
+	writeJSON(w, http.StatusOK, s.projectJSONLocked(p))
+}
+
+// listProjects lists every project by ID, as an administrator sees them.
+func (s *Server) listProjects(w http.ResponseWriter, r *http.Request, _ accessToken) {
+	s.mu.Lock()
+	ids := make([]int64, 0, len(s.projects))
+	for id := range s.projects {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	list := make([]map[string]any, 0, len(ids))
+	for _, id := range ids {
+		list = append(list, s.projectJSONLocked(s.projects[id]))
+	}
+	s.mu.Unlock()
+	start, end, ok := s.paginate(w, r, len(list))
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, list[start:end])
+}
+
+func (s *Server) getGroup(w http.ResponseWriter, r *http.Request, _ accessToken) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.groupLocked(r.PathValue("id"))
+	if g == nil {
+		writeMessage(w, http.StatusNotFound, "404 Group Not Found")
+		return
+	}
+	name := g.FullPath[strings.LastIndex(g.FullPath, "/")+1:]
+	var parent any
+	if g.ParentID != 0 {
+		parent = g.ParentID
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": g.ID, "name": name, "path": name, "full_path": g.FullPath,
+		"full_name": strings.ReplaceAll(g.FullPath, "/", " / "), "parent_id": parent, "visibility": "private",
+		"web_url": s.url + "/groups/" + g.FullPath})
+}
+
+// listRunnerJobs lists the jobs a runner has had, filtered by status.
+func (s *Server) listRunnerJobs(w http.ResponseWriter, r *http.Request, _ accessToken) {
+	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	status := r.URL.Query().Get("status")
+	s.mu.Lock()
+	if s.runners[id] == nil {
+		s.mu.Unlock()
+		writeMessage(w, http.StatusNotFound, "404 Runner Not Found")
+		return
+	}
+	var jobs []*Job
+	for _, j := range s.jobs {
+		if j.RunnerID == id && (status == "" || string(j.Status) == status) {
+			jobs = append(jobs, j)
+		}
+	}
+	slices.SortFunc(jobs, func(a, b *Job) int { return int(b.ID - a.ID) })
+	out := make([]map[string]any, 0, len(jobs))
+	for _, j := range jobs {
+		out = append(out, s.jobJSONLocked(j))
+	}
+	s.mu.Unlock()
+	start, end, ok := s.paginate(w, r, len(out))
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, out[start:end])
 }

@@ -25,6 +25,10 @@ const (
 	EndpointListGroupProjects  = "GET /api/v4/groups/{id}/projects"
 	EndpointProtectedBranches  = "GET /api/v4/projects/{id}/protected_branches"
 	EndpointProtectedTags      = "GET /api/v4/projects/{id}/protected_tags"
+	EndpointGetGroup           = "GET /api/v4/groups/{id}"
+	EndpointGetProject         = "GET /api/v4/projects/{id}"
+	EndpointListProjects       = "GET /api/v4/projects"
+	EndpointListRunnerJobs     = "GET /api/v4/runners/{id}/jobs"
 
 	EndpointJobRequest = "POST /api/v4/jobs/request"
 	EndpointJobUpdate  = "PUT /api/v4/jobs/{id}"
@@ -45,6 +49,10 @@ func (s *Server) routes() {
 	s.handle(EndpointListGroupProjects, ScopeReadAPI, s.listGroupProjects)
 	s.handle(EndpointProtectedBranches, ScopeReadAPI, s.listProtectedRefs(false))
 	s.handle(EndpointProtectedTags, ScopeReadAPI, s.listProtectedRefs(true))
+	s.handle(EndpointGetGroup, ScopeReadAPI, s.getGroup)
+	s.handle(EndpointGetProject, ScopeReadAPI, s.getProject)
+	s.handle(EndpointListProjects, ScopeReadAPI, s.listProjects)
+	s.handle(EndpointListRunnerJobs, ScopeReadAPI, s.listRunnerJobs)
 
 	// The runner's endpoints authenticate with the runner or job token in the body.
 	s.handleRunner(EndpointDeleteRunnerByTok, s.deleteRunnerByToken)

@@ -238,8 +238,9 @@ func (s *Server) canPickLocked(r *Runner, j *Job) bool {
 	if len(j.Tags) == 0 {
 		return r.RunUntagged
 	}
+	// Tags are case-insensitive in GitLab ("Linux" and "linux" are one tag).
 	for _, t := range j.Tags {
-		if !slices.Contains(r.Tags, t) {
+		if !slices.ContainsFunc(r.Tags, func(have string) bool { return strings.EqualFold(have, t) }) {
 			return false
 		}
 	}
