@@ -99,5 +99,8 @@ func status(ctx context.Context, args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "RunnerPool %s/%s (fleet process %d, up since %s)\n", s.Namespace, s.Pool, s.PID, s.StartedAt.Local().Format(time.Kitchen))
 	sum.Print(out)
+	if s.Console != nil {
+		fmt.Fprintf(out, "Console %s (sign in as %s / %s)\n", s.Console.URL, s.Console.Username, s.Console.Password)
+	}
 	return nil
 }

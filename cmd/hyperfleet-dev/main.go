@@ -104,6 +104,8 @@ func up(ctx context.Context, stopSignals func(), args []string, out io.Writer) e
 	logLevel := fs.String("log-level", "INFO", "log level of the component logs under <state-dir>/logs")
 	quiet := fs.Bool("quiet", false, "do not print VM events and pool changes")
 	identity := fs.String("identity", devfleet.IdentityBuiltin, "who attests the VMs: Builtin (the bootstrap service's CA) or SPIRE (a local spire-server; each VM runs spire-agent)")
+	noConsole := fs.Bool("no-console", false, "do not start the operator console and its identity provider")
+	consoleListen := fs.String("console-listen", "127.0.0.1:0", "address of the operator console (127.0.0.1 only: it serves plain http)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -112,6 +114,7 @@ func up(ctx context.Context, stopSignals func(), args []string, out io.Writer) e
 		StateDir: *stateDir, Namespace: *namespace, JobDuration: *jobDuration, LogLevel: *logLevel, Identity: *identity,
 		Pool: devfleet.PoolOptions{Min: int32(*minReplicas), Max: int32(*maxReplicas), Labels: splitList(*labels),
 			Organization: *org, Repository: *repo},
+		NoConsole: *noConsole, ConsoleListen: *consoleListen,
 		OnVMEvent: feed.vmEvent,
 		Progress:  func(s string) { fmt.Fprintf(out, "  %s...\n", s) },
 	}
@@ -135,12 +138,13 @@ HyperFleet local fleet is up (%s). RunnerPool %s/%s: min %d, max %d, labels %s.
 State: %s   Logs: %s
 Webhook receiver: %s   Proxmox simulator: %s   fake GitHub: %s
 VM identity: %s
+%s
 Press Ctrl-C to stop everything.
 
 `, time.Since(started).Round(time.Second), s.Namespace, s.Pool, fleet.PoolOptions().Min, fleet.PoolOptions().Max,
 		strings.Join(fleet.PoolOptions().Labels, ","), relative(s.Kubeconfig), s.Kubectl,
 		strings.Join(fleet.PoolOptions().Labels, ","), relative(filepath.Join(*stateDir, devfleet.StateFileName)),
-		relative(s.LogDir), s.Webhook.URL, s.Proxmox.URL, s.GitHub.URL, identityLine(s))
+		relative(s.LogDir), s.Webhook.URL, s.Proxmox.URL, s.GitHub.URL, identityLine(s), consoleLines(s))
 
 	feed.watch(ctx, fleet)
 	// A second Ctrl-C while stopping ends the process at once.
@@ -155,6 +159,20 @@ Press Ctrl-C to stop everything.
 	case <-time.After(90 * time.Second):
 		return errors.New("stopping took longer than 90s")
 	}
+}
+
+// consoleLines tell a person where the console is and how to sign in.
+func consoleLines(s devfleet.State) string {
+	c := s.Console
+	if c == nil {
+		return ""
+	}
+	return fmt.Sprintf(`
+Operator console: %s
+  sign in as %s / %s (create and delete VMs in %s), or %s / %s (read-only)
+  template for new VMs: %d (ubuntu-2404-runner), cluster %s/%s
+`, c.URL, c.Username, c.Password, s.Namespace, devfleet.ConsoleViewer, c.ViewerPassword,
+		devfleet.RunnerTemplateVMID, s.Namespace, devfleet.HypervisorClusterName)
 }
 
 // identityLine says who attests the fleet's VMs.

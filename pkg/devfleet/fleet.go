@@ -48,6 +48,10 @@ type Options struct {
 	// or IdentitySPIRE (a local spire-server; each VM runs spire-agent, which needs
 	// hack/spire.sh's binaries in the tools cache).
 	Identity string
+	// NoConsole leaves the operator console and its identity provider out.
+	NoConsole bool
+	// ConsoleListen is the console's address; default 127.0.0.1 on a free port.
+	ConsoleListen string
 	// OnVMEvent, if set, hears every VM boot and power-off.
 	OnVMEvent func(VMEvent)
 	// Progress, if set, hears what Start is doing.
@@ -248,6 +252,12 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 		return nil, err
 	}
 	f.AppliedAt = time.Now()
+	if !opts.NoConsole {
+		progress("starting the operator console and its identity provider")
+		if err := f.startConsole(ctx, runCtx); err != nil {
+			return nil, fmt.Errorf("console: %w", err)
+		}
+	}
 	go collectGarbage(runCtx, f.Env.Client, opts.Namespace, 5*time.Second)
 	f.State.StartedAt = time.Now().UTC()
 	if err := WriteState(stateDir, &f.State); err != nil {

@@ -42,6 +42,8 @@ type State struct {
 	SPIRE   *SPIREState  `json:"spire,omitempty"`
 	Manager ManagerState `json:"manager"`
 	Runner  RunnerState  `json:"runnerPackage"`
+	// Console is the operator console (unless Options.NoConsole).
+	Console *ConsoleState `json:"console,omitempty"`
 }
 
 // WebhookState is where GitHub webhooks are received and the secret that signs them.
