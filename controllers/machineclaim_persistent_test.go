@@ -116,7 +116,8 @@ func TestPersistentAlwaysRestarts(t *testing.T) {
 		g.Expect(got.Status.Resources.CPU.Allocated.Value()).To(Equal(int64(2)))
 		g.Expect(got.Status.Resources.Memory.Used.IsZero()).To(BeFalse())
 		g.Expect(got.Status.Resources.Disk.Allocated.IsZero()).To(BeFalse())
-		g.Expect(conditions.Get(got, infrav1.MachineClaimLiveMigratableCondition)).NotTo(BeNil())
+		// The simulator's disks are on local-lvm, which only the VM's node has.
+		g.Expect(conditions.GetReason(got, infrav1.MachineClaimLiveMigratableCondition)).To(Equal(infrav1.LocalDisksReason))
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 
 	g.Expect(sim.PowerOff(int(claim.Status.VMID))).To(Succeed())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -44,6 +45,10 @@ func (r *MachineClaimReconciler) reconcilePersistent(ctx context.Context, s *cla
 		if res, err := r.reconcileHook(ctx, s); err != nil || !res.IsZero() {
 			return res, err
 		}
+	}
+	if c.Status.PendingStop == nil && hypervisor.PowerState(c.Status.PowerState) == hypervisor.PowerStateRunning &&
+		conditions.GetReason(c, infrav1.MachineClaimLiveMigratableCondition) == infrav1.MigratabilityUnknownReason {
+		r.checkMigratable(ctx, s)
 	}
 	if c.Status.PendingStop != nil {
 		vm, err := s.provider.VM(ctx, vmRef(c))
@@ -93,6 +98,36 @@ func (r *MachineClaimReconciler) reconcilePersistent(ctx context.Context, s *cla
 		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// checkMigratable asks the hypervisor, once per start, whether the running VM could move live, and
+// sets LiveMigratable with the reason that keeps it from moving.
+func (r *MachineClaimReconciler) checkMigratable(ctx context.Context, s *claimScope) {
+	c := s.claim
+	set := func(status metav1.ConditionStatus, reason, msg string) {
+		conditions.Set(c, metav1.Condition{Type: infrav1.MachineClaimLiveMigratableCondition, Status: status, Reason: reason,
+			Message: msg, ObservedGeneration: c.Generation})
+	}
+	checker, ok := s.provider.(hypervisor.MigrationChecker)
+	if !ok {
+		set(metav1.ConditionUnknown, infrav1.MigrationCheckFailedReason, "the provider cannot tell whether the VM can migrate")
+		return
+	}
+	m, err := checker.CheckMigration(ctx, vmRef(c))
+	switch {
+	case err != nil:
+		set(metav1.ConditionUnknown, infrav1.MigrationCheckFailedReason, fmt.Sprintf("checking migration: %v", err))
+	case !m.Running:
+		set(metav1.ConditionFalse, infrav1.NotRunningReason, "a stopped VM is moved offline, not live")
+	case len(m.LocalResources) > 0:
+		set(metav1.ConditionFalse, infrav1.LocalResourcesReason, fmt.Sprintf("the VM uses host devices: %s", strings.Join(m.LocalResources, ", ")))
+	case len(m.LocalDisks) > 0:
+		set(metav1.ConditionFalse, infrav1.LocalDisksReason, fmt.Sprintf("disks on storage only %s has: %s", c.Status.Node, strings.Join(m.LocalDisks, ", ")))
+	case len(m.AllowedHosts) == 0:
+		set(metav1.ConditionFalse, infrav1.NoCapacityReason, "no other host can take the VM")
+	default:
+		set(metav1.ConditionTrue, infrav1.LiveMigratableReason, fmt.Sprintf("can move live to %s", strings.Join(m.AllowedHosts, ", ")))
+	}
 }
 
 // observePower records a fresh read of the VM and, for a VM newly seen stopped, how it stopped.

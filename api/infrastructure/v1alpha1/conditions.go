@@ -112,8 +112,11 @@ const (
 	LocalDisksReason = "LocalDisks"
 	// LocalResourcesReason: the VM uses a device of its host (PCI, USB) that cannot move.
 	LocalResourcesReason = "LocalResources"
-	// MigratabilityUnknownReason: the hypervisor could not say (or this provider cannot tell).
+	// MigratabilityUnknownReason: not checked yet since the VM started.
 	MigratabilityUnknownReason = "Unknown"
+	// MigrationCheckFailedReason: the hypervisor did not answer the check (e.g. the token lacks
+	// VM.Migrate) or this provider cannot tell; it is checked again after the next start.
+	MigrationCheckFailedReason = "CheckFailed"
 
 	// VMStoppedByRunStrategyReason: the persistent VM is off as its run strategy wants.
 	VMStoppedByRunStrategyReason = "StoppedByRunStrategy"

@@ -96,3 +96,16 @@ func (p *provider) LastStop(ctx context.Context, ref hypervisor.VMRef) (hypervis
 	c.end(err)
 	return rec, err
 }
+
+var _ hypervisor.MigrationChecker = (*provider)(nil)
+
+func (p *provider) CheckMigration(ctx context.Context, ref hypervisor.VMRef) (hypervisor.Migratability, error) {
+	m, ok := p.next.(hypervisor.MigrationChecker)
+	if !ok {
+		return hypervisor.Migratability{}, unsupported("CheckMigration")
+	}
+	ctx, c := p.begin(ctx, "CheckMigration", refAttrs(ref)...)
+	out, err := m.CheckMigration(ctx, ref)
+	c.end(err)
+	return out, err
+}

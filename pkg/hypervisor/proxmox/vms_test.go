@@ -197,3 +197,37 @@ func TestSnapshotsRefuseForeignVMs(t *testing.T) {
 	g.Expect(errors.Is(err, hypervisor.ErrNotOwned)).To(BeTrue(), "%v", err)
 	g.Expect(simVM(t, sim, foreignStopped).Snapshots).To(BeEmpty())
 }
+
+// TestCheckMigration reads PVE's migration precondition: disks on local storage and host devices
+// keep a VM from moving live; on shared storage it can go to the other nodes.
+func TestCheckMigration(t *testing.T) {
+	g := NewWithT(t)
+	inv := pvesim.DefaultInventory()
+	inv.Storages = append(inv.Storages, pvesim.StorageSpec{Name: "ceph", Type: "rbd", Content: []string{"images"}, Shared: true, TotalGiB: 1024})
+	sim := startSim(t, pvesim.Config{Inventory: inv})
+	p := newTestProvider(t, sim, clusterA)
+	ctx := testCtx(t)
+	ref := startOwned(t, sim, p, 305)
+
+	m, err := p.CheckMigration(ctx, ref)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(m.Running).To(BeTrue())
+	g.Expect(m.LocalDisks).To(ConsistOf(And(HavePrefix("local-lvm:"), HaveSuffix("vm-305-disk-0"))))
+	g.Expect(m.LiveMigratable()).To(BeFalse())
+
+	g.Expect(sim.SetVMConfig(ref.ID, "scsi0", "ceph:vm-305-disk-0,size=32G")).To(Succeed())
+	m, err = p.CheckMigration(ctx, ref)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(m.LocalDisks).To(BeEmpty())
+	g.Expect(m.AllowedHosts).To(Equal([]string{"pve2", "pve3"}))
+	g.Expect(m.LiveMigratable()).To(BeTrue())
+
+	g.Expect(sim.SetVMConfig(ref.ID, "hostpci0", "0000:01:00.0,pcie=1")).To(Succeed())
+	m, err = p.CheckMigration(ctx, ref)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(m.LocalResources).To(Equal([]string{"hostpci0"}))
+	g.Expect(m.LiveMigratable()).To(BeFalse())
+
+	_, err = p.CheckMigration(ctx, hypervisor.VMRef{Node: "pve1", ID: foreignRunning})
+	g.Expect(errors.Is(err, hypervisor.ErrNotOwned)).To(BeTrue())
+}
