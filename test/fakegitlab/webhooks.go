@@ -22,8 +22,9 @@ type Delivery struct {
 }
 
 // PostJobHook sends body as a GitLab Job Hook to url with the headers GitLab sets: the event
-// name, the webhook's secret token in X-Gitlab-Token, and a fresh event UUID.
-func PostJobHook(ctx context.Context, client *http.Client, url, token string, body []byte) (int, error) {
+// name, the webhook's secret token in X-Gitlab-Token, a fresh event UUID and the sending
+// instance's URL.
+func PostJobHook(ctx context.Context, client *http.Client, url, token, instance string, body []byte) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return 0, err
@@ -33,7 +34,7 @@ func PostJobHook(ctx context.Context, client *http.Client, url, token string, bo
 	req.Header.Set("X-Gitlab-Event", "Job Hook")
 	req.Header.Set("X-Gitlab-Event-UUID", newUUID())
 	req.Header.Set("X-Gitlab-Webhook-UUID", "7c2a6f0e-2a1f-4f57-9a46-3c2b1d0e9f10")
-	req.Header.Set("X-Gitlab-Instance", "https://gitlab.example.com")
+	req.Header.Set("X-Gitlab-Instance", instance)
 	if token != "" {
 		req.Header.Set("X-Gitlab-Token", token)
 	}
@@ -99,8 +100,10 @@ func (s *Server) jobHookPayloadLocked(j *Job) map[string]any {
 		"repository": map[string]any{"name": name, "url": s.url + "/" + p.PathWithNamespace + ".git", "description": "",
 			"homepage": s.url + "/" + p.PathWithNamespace, "git_http_url": s.url + "/" + p.PathWithNamespace + ".git",
 			"git_ssh_url": "git@example.com:" + p.PathWithNamespace + ".git", "visibility_level": 0},
-		"project": map[string]any{"id": p.ID, "name": name, "path_with_namespace": p.PathWithNamespace,
-			"web_url": s.url + "/" + p.PathWithNamespace},
+		"project": map[string]any{"id": p.ID, "name": name, "description": "", "web_url": s.url + "/" + p.PathWithNamespace,
+			"avatar_url": nil, "git_ssh_url": "git@example.com:" + p.PathWithNamespace + ".git",
+			"git_http_url": s.url + "/" + p.PathWithNamespace + ".git", "namespace": s.groups[p.GroupID].FullPath,
+			"visibility_level": 0, "path_with_namespace": p.PathWithNamespace, "default_branch": "main", "ci_config_path": nil},
 		"runner":      runner,
 		"environment": nil,
 	}
@@ -194,7 +197,7 @@ func (q *webhookQueue) run() {
 				return
 			}
 			d := h.delivery
-			status, err := PostJobHook(q.ctx, q.s.opts.WebhookClient, h.url, h.token, d.Payload)
+			status, err := PostJobHook(q.ctx, q.s.opts.WebhookClient, h.url, h.token, q.s.url, d.Payload)
 			d.StatusCode, d.At = status, time.Now()
 			if err != nil {
 				d.Err = err.Error()
