@@ -4,41 +4,61 @@ import (
 	"fmt"
 	"net/http"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 )
 
-// power turns a long-lived VM on or off by setting its claim's run strategy (Always or Halted),
-// so the claim, not the console, decides and keeps deciding. Ephemeral VMs (one CI job each) have
-// no power control: they power off when their job ends and are then deleted.
-func (s *Server) power(op string) func(w http.ResponseWriter, r *http.Request, c *caller) {
-	strategy := "Always"
-	if op == opPowerOff {
-		strategy = "Halted"
+// errNoPowerControl: the VM's claim has no power control the console may use.
+type errNoPowerControl struct{ msg string }
+
+func (e errNoPowerControl) Error() string { return e.msg }
+
+// powerChange is what turning a claim's VM on or off changes on the claim, the way KubeVirt's
+// virtctl start and stop do: a Manual VM gets a one-off power request (the PowerRequestAnnotation),
+// any other persistent VM a run strategy (Always to run, Halted to stay off). Ephemeral VMs (one CI
+// job each) have no power control: they power off when their job ends and are then removed.
+func powerChange(c *infrav1.MachineClaim, op string) (client.Patch, error) {
+	if c.Spec.Lifecycle != infrav1.LifecyclePersistent {
+		return nil, errNoPowerControl{fmt.Sprintf("MachineClaim %s/%s is not Persistent (spec.lifecycle): an ephemeral VM runs one job and is removed when it powers off", c.Namespace, c.Name)}
 	}
+	base := client.MergeFrom(c.DeepCopy())
+	switch {
+	case c.Spec.RunStrategy == infrav1.RunStrategyManual:
+		if c.Annotations == nil {
+			c.Annotations = map[string]string{}
+		}
+		c.Annotations[infrav1.PowerRequestAnnotation] = infrav1.PowerRequestStart
+		if op == opPowerOff {
+			c.Annotations[infrav1.PowerRequestAnnotation] = infrav1.PowerRequestStop
+		}
+	case op == opPowerOff:
+		c.Spec.RunStrategy = infrav1.RunStrategyHalted
+	case c.Spec.RunStrategy == infrav1.RunStrategyHalted || c.Spec.RunStrategy == infrav1.RunStrategyOnce:
+		c.Spec.RunStrategy = infrav1.RunStrategyAlways
+	}
+	return base, nil
+}
+
+// power turns a long-lived VM on or off through its claim, so the claim, not the console, decides
+// and keeps deciding.
+func (s *Server) power(op string) func(w http.ResponseWriter, r *http.Request, c *caller) {
 	return func(w http.ResponseWriter, r *http.Request, c *caller) {
-		ns, name := r.PathValue("namespace"), r.PathValue("name")
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(infrav1.GroupVersion.WithKind("MachineClaim"))
-		if err := c.Client.Get(r.Context(), client.ObjectKey{Namespace: ns, Name: name}, u); err != nil {
+		claim, err := s.getClaim(r, c)
+		if err != nil {
 			writeKubeError(w, r, err)
 			return
 		}
-		lifecycle, _, _ := unstructured.NestedString(u.Object, "spec", "lifecycle")
-		if lifecycle != "Persistent" {
-			writeProblem(w, r, http.StatusConflict, "No power control for this VM",
-				fmt.Sprintf("MachineClaim %s/%s is not Persistent (spec.lifecycle): an ephemeral VM runs one job and is removed when it powers off", ns, name), nil)
+		patch, err := powerChange(claim, op)
+		if err != nil {
+			writeProblem(w, r, http.StatusConflict, "No power control for this VM", err.Error(), nil)
 			return
 		}
-		patch := []byte(fmt.Sprintf(`{"spec":{"runStrategy":%q}}`, strategy))
-		if err := c.Client.Patch(r.Context(), u, client.RawPatch("application/merge-patch+json", patch)); err != nil {
+		if err := c.Client.Patch(r.Context(), claim, patch); err != nil {
 			writeKubeError(w, r, err)
 			return
 		}
-		j := Job{ID: jobID(op, ns, name), Operation: op, Namespace: ns, Name: name, State: JobRunning}
-		j.Log = "/api/v1/jobs/" + j.ID + "/log"
+		j, _ := jobOf(op, claim.Namespace, claim.Name, claim)
 		w.Header().Set("Location", "/api/v1/jobs/"+j.ID)
 		writeJSON(w, http.StatusAccepted, j)
 	}

@@ -117,6 +117,8 @@ func (s *Server) registerUI() {
 	s.mux.HandleFunc("POST /vms/new", s.ui(true, s.createVMForm))
 	s.mux.HandleFunc("GET /vms/{namespace}/{name}/delete", s.ui(false, s.deleteVMPage))
 	s.mux.HandleFunc("POST /vms/{namespace}/{name}/delete", s.ui(true, s.deleteVMForm))
+	s.mux.HandleFunc("POST /vms/{namespace}/{name}/power-on", s.ui(true, s.powerForm(opPowerOn)))
+	s.mux.HandleFunc("POST /vms/{namespace}/{name}/power-off", s.ui(true, s.powerForm(opPowerOff)))
 	s.mux.HandleFunc("GET /jobs", s.ui(false, s.jobsPage))
 	s.mux.HandleFunc("GET /jobs/{id}", s.ui(false, s.jobPage))
 	s.mux.HandleFunc("GET /signed-out", func(w http.ResponseWriter, _ *http.Request) {
@@ -301,6 +303,26 @@ func (s *Server) deleteVMForm(w http.ResponseWriter, r *http.Request, c *caller)
 		return
 	}
 	http.Redirect(w, r, "/jobs/"+url.PathEscape(j.ID), http.StatusSeeOther)
+}
+
+func (s *Server) powerForm(op string) func(w http.ResponseWriter, r *http.Request, c *caller) {
+	return func(w http.ResponseWriter, r *http.Request, c *caller) {
+		claim, err := s.getClaim(r, c)
+		if err != nil {
+			s.renderKubeError(w, c, err)
+			return
+		}
+		patch, err := powerChange(claim, op)
+		if err != nil {
+			s.render(w, http.StatusConflict, "error", c, "No power control for this VM", "", err.Error())
+			return
+		}
+		if err := c.Client.Patch(r.Context(), claim, patch); err != nil {
+			s.renderKubeError(w, c, err)
+			return
+		}
+		http.Redirect(w, r, "/jobs/"+url.PathEscape(jobID(op, claim.Namespace, claim.Name)), http.StatusSeeOther)
+	}
 }
 
 func (s *Server) jobsPage(w http.ResponseWriter, r *http.Request, c *caller) {

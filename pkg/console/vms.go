@@ -45,6 +45,8 @@ type VM struct {
 	Machine string `json:"machine,omitempty"`
 	// Job is the VM's current job, if one runs.
 	Job string `json:"job,omitempty"`
+	// Persistent is a long-lived VM (spec.lifecycle Persistent) with power control.
+	Persistent bool `json:"persistent,omitempty"`
 }
 
 // VMFilter narrows a VM listing.
@@ -83,7 +85,8 @@ func (s *Server) vmOf(c *infrav1.MachineClaim) VM {
 	v := VM{Namespace: c.Namespace, Name: c.Name, Cluster: claimCluster(c), Host: claimHost(c), ID: claimVMID(c),
 		Template: claimTemplate(c), Pool: c.Labels[fleetv1.RunnerPoolNameLabel], Phase: string(c.Status.Phase),
 		PowerState: c.Status.PowerState, CPUs: c.Spec.Cores, MemoryMiB: c.Spec.MemoryMiB,
-		Deleting: !c.DeletionTimestamp.IsZero(), Created: c.CreationTimestamp.Time}
+		Deleting: !c.DeletionTimestamp.IsZero(), Created: c.CreationTimestamp.Time,
+		Persistent: c.Spec.Lifecycle == infrav1.LifecyclePersistent}
 	for _, a := range c.Status.Addresses {
 		v.Addresses = append(v.Addresses, a.Address)
 	}

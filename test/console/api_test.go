@@ -240,3 +240,47 @@ func TestCreateAndDeleteVMThroughTheAPI(t *testing.T) {
 		_ = os.WriteFile(filepath.Join(dir, "api-job-log.txt"), []byte(text), 0o644)
 	}
 }
+
+// TestPowerControlOfPersistentVMs: a persistent VM is turned off and on through its claim, as
+// KubeVirt's virtctl does (a power request for Manual, the run strategy otherwise); an ephemeral
+// runner VM has no power control.
+func TestPowerControlOfPersistentVMs(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	f := startConsole(t)
+	tok := f.token(t, alice, fakeoidc.TokenOptions{})
+	claim := func(name string, lifecycle infrav1.Lifecycle, strategy infrav1.RunStrategy) *infrav1.MachineClaim {
+		c := builder.NewMachineClaim(name, teamA).WithTemplate(infrav1.TemplateSource{VMID: ptr32(9000)}).
+			WithHypervisorCluster("pve").WithBootstrapSecret(name + "-user-data").Build()
+		c.Spec.Lifecycle, c.Spec.RunStrategy = lifecycle, strategy
+		g.Expect(env.Client.Create(ctx, c)).To(Succeed())
+		return c
+	}
+	always := claim("power-always", infrav1.LifecyclePersistent, infrav1.RunStrategyAlways)
+	manual := claim("power-manual", infrav1.LifecyclePersistent, infrav1.RunStrategyManual)
+	runner := claim("power-runner", infrav1.LifecycleEphemeral, "")
+
+	r := f.call(t, http.MethodPost, "/api/v1/vms/"+teamA+"/power-always/power-off", tok, nil)
+	g.Expect(r.Status).To(Equal(http.StatusAccepted), string(r.Body))
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(always), always)).To(Succeed())
+	g.Expect(always.Spec.RunStrategy).To(Equal(infrav1.RunStrategyHalted))
+	r = f.call(t, http.MethodPost, "/api/v1/vms/"+teamA+"/power-always/power-on", tok, nil)
+	g.Expect(r.Status).To(Equal(http.StatusAccepted), string(r.Body))
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(always), always)).To(Succeed())
+	g.Expect(always.Spec.RunStrategy).To(Equal(infrav1.RunStrategyAlways))
+
+	r = f.call(t, http.MethodPost, "/api/v1/vms/"+teamA+"/power-manual/power-off", tok, nil)
+	g.Expect(r.Status).To(Equal(http.StatusAccepted), string(r.Body))
+	var job console.Job
+	r.decode(t, &job)
+	g.Expect(job.ID).To(Equal("power-off:" + teamA + ":power-manual"))
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(manual), manual)).To(Succeed())
+	g.Expect(manual.Annotations).To(HaveKeyWithValue(infrav1.PowerRequestAnnotation, infrav1.PowerRequestStop))
+	g.Expect(manual.Spec.RunStrategy).To(Equal(infrav1.RunStrategyManual))
+
+	r = f.call(t, http.MethodPost, "/api/v1/vms/"+teamA+"/power-runner/power-off", tok, nil)
+	g.Expect(r.Status).To(Equal(http.StatusConflict))
+	g.Expect(r.problem(t).Detail).To(ContainSubstring("not Persistent"))
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(runner), runner)).To(Succeed())
+	g.Expect(runner.Annotations).NotTo(HaveKey(infrav1.PowerRequestAnnotation))
+}
