@@ -2,10 +2,12 @@ package controllers_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -324,4 +326,60 @@ func TestPersistentMachineUnderClusterAPI(t *testing.T) {
 	g.Eventually(func() bool { return apierrors.IsNotFound(env.Client.Get(ctx, keyOf(machine), machine)) },
 		60*time.Second, 200*time.Millisecond).Should(BeTrue())
 	g.Expect(vmStatus(sim, claim)()).To(Equal("gone"))
+}
+
+// TestPreStopHookTimeout: a preStop hook that outlives its timeout is reported with a HookFailed
+// Event and does not keep the VM from stopping.
+func TestPreStopHookTimeout(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	claim, sim := persistentVM(t, infrav1.RunStrategyManual, func(b *builder.MachineClaimBuilder) {
+		b.WithHooks(nil, []string{"sleep", "60"}).WithTerminationGracePeriod(0)
+	})
+	got := get(g, claim)
+	p := client.MergeFrom(got.DeepCopy())
+	got.Spec.Hooks.PreStop.TimeoutSeconds = 1
+	g.Expect(env.Client.Patch(ctx, got, p)).To(Succeed())
+	g.Eventually(vmStatus(sim, claim), 30*time.Second, 100*time.Millisecond).Should(Equal("running"))
+
+	asked := time.Now()
+	annotatePowerRequest(t, claim, infrav1.PowerRequestStop)
+	g.Eventually(vmStatus(sim, claim), 30*time.Second, 50*time.Millisecond).Should(Equal("stopped"))
+	g.Expect(time.Since(asked)).To(BeNumerically(">=", time.Second), "the hook had its second")
+	g.Expect(commands(sim, int(claim.Status.VMID))).To(ContainElement("sleep 60"))
+	g.Eventually(func(g Gomega) {
+		events := &corev1.EventList{}
+		g.Expect(env.Client.List(ctx, events, client.InNamespace(claim.Namespace))).To(Succeed())
+		var reasons []string
+		for _, e := range events.Items {
+			if e.InvolvedObject.Name == claim.Name {
+				reasons = append(reasons, e.Reason+": "+e.Message)
+			}
+		}
+		g.Expect(reasons).To(ContainElement(And(HavePrefix(infrav1.HookFailedReason), ContainSubstring("did not finish within 1s"))))
+	}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
+}
+
+// TestPersistentVMCostsNoCallsOfItsOwn measures a steady persistent VM's hypervisor calls: its
+// power state and resource usage come from the sweep's one cluster-wide listing, so over ten sweeps
+// the VM is not read once on its own.
+func TestPersistentVMCostsNoCallsOfItsOwn(t *testing.T) {
+	g := NewWithT(t)
+	claim, sim := persistentVM(t, infrav1.RunStrategyAlways)
+	g.Eventually(func(g Gomega) {
+		got := get(g, claim)
+		g.Expect(got.Status.Phase).To(Equal(infrav1.MachineClaimPhaseRunning))
+		g.Expect(conditions.GetReason(got, infrav1.MachineClaimLiveMigratableCondition)).To(Equal(infrav1.LocalDisksReason))
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	time.Sleep(time.Second) // let the provisioning's last reads finish
+	sim.ResetRequests()
+	time.Sleep(3 * time.Second) // ten sweeps at 300ms
+	reqs := sim.Requests()
+	t.Logf("hypervisor requests over 3s with one steady persistent VM: %v", reqs)
+	g.Expect(reqs["GET /cluster/resources"]).To(BeNumerically(">=", 5), "the sweep lists the cluster")
+	for key, n := range reqs {
+		if strings.Contains(key, "{vmid}") || strings.HasPrefix(key, "GET /nodes/{node}/tasks") {
+			g.Expect(n).To(BeZero(), "a per-VM call: %s", key)
+		}
+	}
 }

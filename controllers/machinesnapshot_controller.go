@@ -116,13 +116,13 @@ func (r *MachineSnapshotReconciler) reconcileNormal(ctx context.Context, snap *f
 	if snap.Status.SnapshotName == "" {
 		// Recorded before the snapshot is taken: the name and VM survive a restart.
 		snap.Status.SnapshotName = snapshotName(snap)
-		snap.Status.SourceVMID, snap.Status.SourceNode = vm.claim.Status.VMID, vm.claim.Status.Node
+		snap.Status.SourceVMID, snap.Status.SourceNode = vm.vmID(), vm.claim.Status.Node
 		setSnapshotReady(snap, metav1.ConditionFalse, fleetv1.SnapshotInProgressReason, "taking snapshot "+snap.Status.SnapshotName)
 		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	}
-	if vm.claim.Status.VMID != snap.Status.SourceVMID {
-		return r.failed(snap, fleetv1.SourceVMGoneReason, fmt.Sprintf("MachineClaim %s now has VM %d, not VM %d this snapshot was for",
-			vm.claim.Name, vm.claim.Status.VMID, snap.Status.SourceVMID))
+	if vm.vmID() != snap.Status.SourceVMID {
+		return r.failed(snap, fleetv1.SourceVMGoneReason, fmt.Sprintf("MachineClaim %s now has VM %s, not VM %s this snapshot was for",
+			vm.claim.Name, vm.vmID(), snap.Status.SourceVMID))
 	}
 	if done, err := r.recordExisting(ctx, snap, vm); err != nil || done {
 		return ctrl.Result{}, err
@@ -249,7 +249,7 @@ func (r *MachineSnapshotReconciler) reconcileDelete(ctx context.Context, snap *f
 	case err != nil:
 		return ctrl.Result{}, err
 	}
-	if vm.claim.Status.VMID != snap.Status.SourceVMID {
+	if vm.vmID() != snap.Status.SourceVMID {
 		return release("the snapshot's VM is gone")
 	}
 	if t := snap.Status.Task; t != nil {

@@ -124,8 +124,8 @@ func (r *MachineSnapshotRestoreReconciler) reconcileRestore(ctx context.Context,
 	case err != nil:
 		return ctrl.Result{}, err
 	}
-	if vm.claim.Status.VMID != snap.Status.SourceVMID {
-		return r.fail(ctx, rs, fmt.Sprintf("MachineClaim %s has VM %d now; the snapshot was of VM %d", vm.claim.Name, vm.claim.Status.VMID, snap.Status.SourceVMID))
+	if vm.vmID() != snap.Status.SourceVMID {
+		return r.fail(ctx, rs, fmt.Sprintf("MachineClaim %s has VM %s now; the snapshot was of VM %s", vm.claim.Name, vm.vmID(), snap.Status.SourceVMID))
 	}
 	if err := setOwnerClaim(r.Client, rs, vm.claim); err != nil {
 		return ctrl.Result{}, err

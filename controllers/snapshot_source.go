@@ -26,6 +26,9 @@ type claimVM struct {
 
 func (v *claimVM) ref() hypervisor.VMRef { return vmRef(v.claim) }
 
+// vmID is the claim's VM ID as snapshots record it: the hypervisor's ID as text.
+func (v *claimVM) vmID() string { return fmt.Sprint(v.claim.Status.VMID) }
+
 // notReady says why a claim's VM cannot be acted on yet: a reason from api/hyperfleet and a message.
 type notReady struct{ reason, message string }
 

@@ -97,9 +97,11 @@ type MachineSnapshotStatus struct {
 	// +kubebuilder:validation:MaxLength=40
 	SnapshotName string `json:"snapshotName,omitempty"`
 
-	// sourceVMID and sourceNode are the VM the snapshot belongs to.
+	// sourceVMID and sourceNode are the VM the snapshot belongs to. The ID is the hypervisor's own,
+	// opaque to HyperFleet (a Proxmox VMID in decimal).
 	// +optional
-	SourceVMID int32 `json:"sourceVMID,omitempty"`
+	// +kubebuilder:validation:MaxLength=128
+	SourceVMID string `json:"sourceVMID,omitempty"`
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	SourceNode string `json:"sourceNode,omitempty"`
