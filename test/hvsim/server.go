@@ -108,6 +108,7 @@ func Start(opts Options) (*Server, error) {
 	s := &Server{opts: opts, machine: "hvsim", ln: ln, log: log, ctx: ctx, cancel: cancel,
 		shells: map[string]*shell{}, stats: Stats{Calls: map[string]int{}, Faults: map[uint32]int{}}}
 	s.http = &http.Server{Handler: s, ConnContext: withConnState, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		// HTTP/1.1 only, as HTTP.sys serves WinRM: NTLM authenticates a connection.
 		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){}}
 	scheme := "http"
@@ -152,15 +153,12 @@ func (s *Server) URL() string { return s.url }
 // Options.TLSCertificate).
 func (s *Server) CAPEM() []byte { return s.caPEM }
 
-// Close stops the server, ending running commands.
+// Close stops the server, ending running commands and dropping connections.
 func (s *Server) Close() error {
 	s.cancel()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err := s.http.Shutdown(ctx)
-	if err != nil {
-		err = s.http.Close()
-	}
+	// Close, not Shutdown: a client connection that finished its TLS handshake but sent no request
+	// yet would hold Shutdown for five seconds, and long-polling Receives end with s.ctx anyway.
+	err := s.http.Close()
 	s.wg.Wait()
 	return err
 }
