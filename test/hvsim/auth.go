@@ -91,14 +91,14 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) string {
 	if !s.opts.DisableBasic {
 		w.Header().Add("WWW-Authenticate", `Basic realm="WSMAN"`)
 	}
-	s.writeUnauthorized(w, true)
+	s.writeUnauthorized(w, scheme != "")
 	return ""
 }
 
-// writeUnauthorized answers 401 with no body, as WinRM does; final marks the end of an attempt
-// (counted) rather than the NTLM challenge round.
-func (s *Server) writeUnauthorized(w http.ResponseWriter, final bool) {
-	if final {
+// writeUnauthorized answers 401 with no body, as WinRM does; refused marks credentials that were
+// presented and refused (counted), not a request without any or the NTLM challenge round.
+func (s *Server) writeUnauthorized(w http.ResponseWriter, refused bool) {
+	if refused {
 		s.mu.Lock()
 		s.stats.Unauthorized++
 		s.mu.Unlock()

@@ -124,8 +124,8 @@ type Stats struct {
 	Calls map[string]int
 	// Faults counts SOAP faults sent, by WSManFault code.
 	Faults map[uint32]int
-	// Unauthorized counts 401 answers that ended an authentication attempt (bad or missing
-	// credentials, not the NTLM challenge round).
+	// Unauthorized counts requests whose credentials were refused (not requests without any, nor
+	// the NTLM challenge round).
 	Unauthorized int
 	// HTTPErrors counts other non-SOAP error answers (bad method, content type, injected status).
 	HTTPErrors int

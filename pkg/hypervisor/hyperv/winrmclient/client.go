@@ -52,8 +52,9 @@ type Config struct {
 type Client struct {
 	cfg      Config
 	endpoint *url.URL
-	http     *http.Client
 	insecure bool
+	newHTTP  func() *http.Client
+	idle     chan *http.Client
 }
 
 // New validates cfg and builds a Client. It does not contact the host.
@@ -108,23 +109,54 @@ func New(cfg Config) (*Client, error) {
 		DialContext:         (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		TLSClientConfig:     tlsConfig,
 		TLSHandshakeTimeout: 15 * time.Second,
-		MaxIdleConnsPerHost: 4,
-		IdleConnTimeout:     90 * time.Second,
+		// NTLM authenticates a TCP connection, and go-ntlmssp sends its NEGOTIATE and AUTHENTICATE
+		// messages as separate requests: with one connection per HTTP client they cannot land on
+		// different connections.
+		MaxConnsPerHost: 1,
+		IdleConnTimeout: 90 * time.Second,
 	}
-	var rt http.RoundTripper = base
-	if cfg.Auth == AuthNTLM {
-		// go-ntlmssp turns the request's Basic credentials into an NTLM handshake, but falls back to
-		// sending them as Basic when the host offers nothing else; refuseBasic stops that downgrade.
-		rt = ntlmssp.Negotiator{RoundTripper: refuseBasic{base}}
-	}
-	return &Client{
+	c := &Client{
 		cfg:      cfg,
 		endpoint: u,
 		insecure: u.Scheme == "http" || cfg.InsecureSkipVerify,
-		http: &http.Client{Transport: rt,
+		idle:     make(chan *http.Client, maxIdleConnections),
+	}
+	c.newHTTP = func() *http.Client {
+		var rt http.RoundTripper = base.Clone()
+		if cfg.Auth == AuthNTLM {
+			// go-ntlmssp turns the request's Basic credentials into an NTLM handshake, but falls
+			// back to sending them as Basic when the host offers nothing else; refuseBasic stops
+			// that downgrade.
+			rt = ntlmssp.Negotiator{RoundTripper: refuseBasic{rt}}
+		}
+		return &http.Client{Transport: rt,
 			// A redirect would carry the credentials elsewhere; WinRM never redirects.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-	}, nil
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	return c, nil
+}
+
+// maxIdleConnections is how many authenticated connections a Client keeps between runs.
+const maxIdleConnections = 4
+
+// acquire returns an HTTP client (one connection, perhaps already authenticated) for one run,
+// which sends its requests one after another.
+func (c *Client) acquire() *http.Client {
+	select {
+	case h := <-c.idle:
+		return h
+	default:
+		return c.newHTTP()
+	}
+}
+
+// release keeps h for a later run, or closes its connection when enough are kept.
+func (c *Client) release(h *http.Client) {
+	select {
+	case c.idle <- h:
+	default:
+		h.CloseIdleConnections()
+	}
 }
 
 // Insecure reports whether the client sends in clear (http://) or does not verify the host's

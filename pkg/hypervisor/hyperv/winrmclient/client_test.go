@@ -241,3 +241,25 @@ func TestLargeOutput(t *testing.T) {
 	g.Expect(res.Stdout).To(HaveLen(1000002))
 	g.Expect(e.srv.Stats().Calls[hvsim.ActionReceive]).To(BeNumerically(">=", 8))
 }
+
+// NTLM authenticates a connection, so concurrent runs must never split one handshake over two
+// connections (the host would answer 401).
+func TestConcurrentNTLMRuns(t *testing.T) {
+	g := NewWithT(t)
+	e := newEnv(t, hvsim.Options{TLS: true})
+	c := e.client(t, e.config(AuthNTLM))
+	errs := make(chan error, 24)
+	for i := 0; i < cap(errs); i++ {
+		go func() {
+			res, err := c.RunPowerShell(context.Background(), "Start-Sleep -Milliseconds 20; whoami")
+			if err == nil && res.Stdout != testUser+"\r\n" {
+				err = errors.New("unexpected output " + res.Stdout)
+			}
+			errs <- err
+		}()
+	}
+	for i := 0; i < cap(errs); i++ {
+		g.Eventually(errs, 10*time.Second).Should(Receive(BeNil()))
+	}
+	g.Expect(e.srv.Stats().Unauthorized).To(BeZero())
+}

@@ -75,6 +75,7 @@ func (c *Client) withShell(ctx context.Context, fn func(*winrm.Shell, *transport
 	if err != nil {
 		return err
 	}
+	defer c.release(tr.http)
 	sh, err := wc.CreateShell()
 	if err != nil {
 		return err
@@ -88,14 +89,14 @@ func (c *Client) withShell(ctx context.Context, fn func(*winrm.Shell, *transport
 	return fn(sh, tr)
 }
 
-// runInShell runs one command line in sh with an empty stdin and collects its streams.
+// runInShell runs one command line in sh and collects its streams.
 func runInShell(sh *winrm.Shell, line string) (Result, error) {
 	cmd, err := sh.Execute(line)
 	if err != nil {
 		return Result{}, err
 	}
-	// End stdin at once: the console-mode stdin WinRM gives the process would otherwise stay open.
-	stdinErr := cmd.Stdin.Close()
+	// No Send: stdin stays open, as with masterzen/winrm's own RunPSWithString, so the run's
+	// requests go one after another (the library polls Receive in a goroutine of its own).
 	var stdout, stderr cappedBuffer
 	var outErr, errErr error
 	var wg sync.WaitGroup
@@ -106,7 +107,7 @@ func runInShell(sh *winrm.Shell, line string) (Result, error) {
 	wg.Wait()
 	_ = cmd.Close() // Signal terminate; the command is done, its failure changes nothing.
 	res := Result{Stdout: stdout.String(), Stderr: stderr.String(), ExitCode: cmd.ExitCode()}
-	for _, err := range []error{outErr, errErr, stdinErr} {
+	for _, err := range []error{outErr, errErr} {
 		if err != nil {
 			return res, err
 		}

@@ -23,8 +23,9 @@ const maxResponse = 32 << 20
 // little after the OperationTimeout, whichever is first, and the library's Receive loop (which
 // polls again only on an OperationTimeout fault) stops at the first such error.
 type transport struct {
-	c  *Client
-	mu sync.Mutex
+	c    *Client
+	http *http.Client
+	mu   sync.Mutex
 	// ctx is the caller's context, swapped for a short detached one to close the shell.
 	ctx context.Context
 }
@@ -67,7 +68,7 @@ func (t *transport) Post(_ *winrm.Client, msg *soap.SoapMessage) (string, error)
 	}
 	req.Header.Set("Content-Type", "application/soap+xml;charset=UTF-8")
 	req.SetBasicAuth(t.c.cfg.Username, t.c.cfg.Password)
-	resp, err := t.c.http.Do(req)
+	resp, err := t.http.Do(req)
 	if err != nil {
 		return "", classifyTransport(op, err)
 	}
@@ -100,13 +101,14 @@ func (c *Client) httpDeadline() time.Duration {
 
 // newWinRM builds a masterzen/winrm client whose requests run under ctx.
 func (c *Client) newWinRM(ctx context.Context) (*winrm.Client, *transport, error) {
-	tr := &transport{c: c, ctx: ctx}
+	tr := &transport{c: c, ctx: ctx, http: c.acquire()}
 	params := winrm.NewParameters(wsmanDuration(c.cfg.OperationTimeout), "en-US", 153600)
 	params.TransportDecorator = func() winrm.Transporter { return tr }
 	host, port := c.hostPort()
 	ep := winrm.NewEndpoint(host, port, c.endpoint.Scheme == "https", c.cfg.InsecureSkipVerify, nil, nil, nil, c.httpDeadline())
 	wc, err := winrm.NewClientWithParameters(ep, c.cfg.Username, c.cfg.Password, params)
 	if err != nil {
+		c.release(tr.http)
 		return nil, nil, classifyTransport("configure WinRM client", err)
 	}
 	return wc, tr, nil
