@@ -87,6 +87,10 @@ func (s *Server) getJobLog(w http.ResponseWriter, r *http.Request, c *caller) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-s.shuttingDown:
+			// No end event: the browser's EventSource reconnects to the next console, which
+			// derives the same log again.
+			return
 		case <-deadline:
 			write("end", `{"state":"Running","detail":"stream time limit reached; reconnect to follow"}`)
 			return

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -36,6 +37,10 @@ type Server struct {
 	mux       *http.ServeMux
 	// routes are the API's operations, the ones the OpenAPI document describes.
 	routes []route
+	// shuttingDown is closed when Serve starts to shut down: streaming job logs end then (their
+	// browsers reconnect to the next console), so graceful shutdown does not wait for them.
+	shuttingDown chan struct{}
+	shutdownOnce sync.Once
 }
 
 // route is one API operation.
@@ -69,7 +74,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{settings: o.Settings, auth: auth, kube: k, log: o.Log,
+	s := &Server{settings: o.Settings, auth: auth, kube: k, log: o.Log, shuttingDown: make(chan struct{}),
 		inventory: NewInventory(reader, o.Settings.InventoryRefreshInterval, 15*time.Second)}
 	s.routes = s.apiRoutes()
 	s.mux = http.NewServeMux()
@@ -170,6 +175,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		IdleTimeout:    2 * time.Minute,
 		MaxHeaderBytes: 32 << 10,
 	}
+	srv.RegisterOnShutdown(func() { s.shutdownOnce.Do(func() { close(s.shuttingDown) }) })
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 	select {

@@ -284,3 +284,34 @@ func TestPowerControlOfPersistentVMs(t *testing.T) {
 	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(runner), runner)).To(Succeed())
 	g.Expect(runner.Annotations).NotTo(HaveKey(infrav1.PowerRequestAnnotation))
 }
+
+// TestShutdownEndsLogStreams: a console shutting down does not wait for job logs that stream for
+// minutes; their connections close without an end event, so browsers reconnect to the next console.
+func TestShutdownEndsLogStreams(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	f := startConsole(t)
+	tok := f.token(t, alice, fakeoidc.TokenOptions{})
+	// No HypervisorCluster of that name: the claim stays Pending and its job runs.
+	c := builder.NewMachineClaim("never-ready", teamA).WithTemplate(infrav1.TemplateSource{VMID: ptr32(9000)}).
+		WithHypervisorCluster("nowhere").WithBootstrapSecret("never-ready-user-data").Build()
+	g.Expect(env.Client.Create(ctx, c)).To(Succeed())
+
+	req, _ := http.NewRequest(http.MethodGet, f.URL+"/api/v1/jobs/create:"+teamA+":never-ready/log", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = resp.Body.Close() }()
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	sc := bufio.NewScanner(resp.Body)
+	g.Expect(sc.Scan()).To(BeTrue(), "the stream has begun")
+
+	start := time.Now()
+	f.stop()
+	g.Expect(time.Since(start)).To(BeNumerically("<", 5*time.Second), "shutdown did not wait for the stream")
+	var rest []string
+	for sc.Scan() {
+		rest = append(rest, sc.Text())
+	}
+	g.Expect(strings.Join(rest, "\n")).NotTo(ContainSubstring("event: end"))
+}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -125,6 +126,8 @@ type fixture struct {
 	server *console.Server
 	// URL is the console's base URL.
 	URL string
+	// stop shuts the console down gracefully and waits for it (also done when the test ends).
+	stop func()
 }
 
 // startConsole runs an identity provider and a console (with its ServiceAccount's token and
@@ -155,7 +158,9 @@ func startConsole(t *testing.T) *fixture {
 	done := make(chan struct{}, 2)
 	go func() { _ = srv.Inventory().Start(ctx); done <- struct{}{} }()
 	go func() { _ = srv.Serve(ctx, l); done <- struct{}{} }()
-	t.Cleanup(func() { cancel(); <-done; <-done })
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); <-done; <-done }) }
+	t.Cleanup(stop)
 	g.Eventually(func() int {
 		resp, err := http.Get(base + "/readyz")
 		if err != nil {
@@ -164,7 +169,7 @@ func startConsole(t *testing.T) *fixture {
 		_ = resp.Body.Close()
 		return resp.StatusCode
 	}, 20*time.Second, 100*time.Millisecond).Should(Equal(http.StatusOK))
-	return &fixture{issuer: issuer, server: srv, URL: base}
+	return &fixture{issuer: issuer, server: srv, URL: base, stop: stop}
 }
 
 // token mints a token of user for the console, changed by o.
