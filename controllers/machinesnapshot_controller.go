@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/finalizers"
 	"sigs.k8s.io/cluster-api/util/patch"
@@ -232,6 +233,11 @@ func (r *MachineSnapshotReconciler) reconcileDelete(ctx context.Context, snap *f
 	}
 	if snap.Spec.DeletionPolicy == fleetv1.SnapshotDeletionPolicyRetain {
 		return release("deletionPolicy Retain")
+	}
+	if _, moving := snap.Annotations[clusterctlv1.DeleteForMoveAnnotation]; moving {
+		// clusterctl move deletes the source copy once the target has it: the snapshot is the
+		// moved object's now.
+		return release("moved to another management cluster by clusterctl; the snapshot stays")
 	}
 	if snap.Status.SnapshotName == "" {
 		return release("no snapshot was taken")

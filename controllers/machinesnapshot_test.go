@@ -8,7 +8,10 @@ import (
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
@@ -72,11 +75,27 @@ func TestMachineSnapshotCreateRestoreDelete(t *testing.T) {
 	g.Eventually(func() string { return conditions.GetReason(get(g, wrong), fleetv1.ReadyCondition) }, 30*time.Second, 100*time.Millisecond).
 		Should(Equal(fleetv1.RestoreFailedReason))
 
+	// clusterctl move deletes the source copy of a moved snapshot: the hypervisor snapshot stays.
+	moved := newSnapshot("moved", ns, claim.Name)
+	g.Expect(env.Client.Create(ctx, moved)).To(Succeed())
+	g.Eventually(func() bool { return get(g, moved).Status.ReadyToUse }, 30*time.Second, 100*time.Millisecond).Should(BeTrue())
+	movedName := get(g, moved).Status.SnapshotName
+	got := get(g, moved)
+	p := client.MergeFrom(got.DeepCopy())
+	got.Annotations = map[string]string{clusterctlv1.DeleteForMoveAnnotation: ""}
+	g.Expect(env.Client.Patch(ctx, got, p)).To(Succeed())
+	g.Expect(env.Client.Delete(ctx, moved)).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, keyOf(moved), &fleetv1.MachineSnapshot{}))
+	},
+		30*time.Second, 100*time.Millisecond).Should(BeTrue())
+
 	g.Expect(env.Client.Delete(ctx, snap)).To(Succeed())
 	g.Eventually(func() bool { return apierrors.IsNotFound(env.Client.Get(ctx, keyOf(snap), &fleetv1.MachineSnapshot{})) },
 		30*time.Second, 100*time.Millisecond).Should(BeTrue())
 	vm, _ = sim.VM(vmid)
-	g.Expect(vm.Snapshots).To(BeEmpty(), "deleting the MachineSnapshot removed the hypervisor snapshot")
+	g.Expect(vm.Snapshots).To(Equal([]string{movedName}),
+		"deleting the MachineSnapshot removed its hypervisor snapshot; the moved one's stays")
 }
 
 // TestMachineSnapshotStaysInItsNamespace plays a tenant who names another namespace's claim: a
@@ -94,4 +113,38 @@ func TestMachineSnapshotStaysInItsNamespace(t *testing.T) {
 	g.Consistently(func() []string { vm, _ := sim.VM(int(claim.Status.VMID)); return vm.Snapshots }, 2*time.Second, 100*time.Millisecond).
 		Should(BeEmpty())
 	g.Expect(get(g, snap).Status.ReadyToUse).To(BeFalse())
+}
+
+// TestMachineSnapshotWaitsForAPausedClaim: while the claim is paused (its Cluster is paused, as
+// clusterctl move does, or it carries Cluster API's paused annotation) no snapshot is taken; once
+// it resumes, the snapshot is.
+func TestMachineSnapshotWaitsForAPausedClaim(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	claim, sim := persistentVM(t, infrav1.RunStrategyAlways)
+	setPaused := func(on bool) {
+		got := get(g, claim)
+		p := client.MergeFrom(got.DeepCopy())
+		if got.Annotations == nil {
+			got.Annotations = map[string]string{}
+		}
+		if on {
+			got.Annotations[clusterv1.PausedAnnotation] = ""
+		} else {
+			delete(got.Annotations, clusterv1.PausedAnnotation)
+		}
+		g.Expect(env.Client.Patch(ctx, got, p)).To(Succeed())
+	}
+	setPaused(true)
+	g.Eventually(func() bool { return conditions.IsTrue(get(g, claim), infrav1.PausedCondition) }, 30*time.Second, 100*time.Millisecond).Should(BeTrue())
+
+	snap := newSnapshot("while-paused", claim.Namespace, claim.Name)
+	g.Expect(env.Client.Create(ctx, snap)).To(Succeed())
+	g.Eventually(func() string { return conditions.GetMessage(get(g, snap), fleetv1.ReadyCondition) }, 30*time.Second, 100*time.Millisecond).
+		Should(ContainSubstring("is paused"))
+	g.Consistently(func() []string { vm, _ := sim.VM(int(claim.Status.VMID)); return vm.Snapshots }, 2*time.Second, 200*time.Millisecond).
+		Should(BeEmpty())
+
+	setPaused(false)
+	g.Eventually(func() bool { return get(g, snap).Status.ReadyToUse }, 30*time.Second, 100*time.Millisecond).Should(BeTrue())
 }

@@ -86,6 +86,11 @@ func (r *MachineSnapshotScheduleReconciler) Reconcile(ctx context.Context, req c
 		setReady(metav1.ConditionFalse, fleetv1.SchedulePausedReason, "paused: no new snapshots; retention still applies")
 		return ctrl.Result{}, nil
 	}
+	if paused, err := r.claimPaused(ctx, sched); err != nil || paused {
+		sched.Status.NextRunTime = nil
+		setReady(metav1.ConditionFalse, fleetv1.SchedulePausedReason, "the claim is paused (its Cluster is): no new snapshots")
+		return ctrl.Result{RequeueAfter: time.Minute}, err
+	}
 	now := r.now()
 	base := sched.CreationTimestamp.Time
 	if t := sched.Status.LastRunTime; t != nil && t.After(base) {
@@ -184,6 +189,15 @@ func (r *MachineSnapshotScheduleReconciler) ownByClaim(ctx context.Context, sche
 		return client.IgnoreNotFound(err)
 	}
 	return setOwnerClaim(r.Client, sched, claim)
+}
+
+// claimPaused reports whether the schedule's claim is paused with its Cluster (clusterctl move).
+func (r *MachineSnapshotScheduleReconciler) claimPaused(ctx context.Context, sched *fleetv1.MachineSnapshotSchedule) (bool, error) {
+	claim := &infrav1.MachineClaim{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: sched.Namespace, Name: sched.Spec.Source.MachineClaimName}, claim); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return conditions.IsTrue(claim, infrav1.PausedCondition), nil
 }
 
 // SetupWithManager registers the controller; a schedule's snapshot changing wakes it, so

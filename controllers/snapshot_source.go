@@ -47,6 +47,11 @@ func resolveClaimVM(ctx context.Context, c client.Client, registry *connection.R
 		return nil, err
 	}
 	v := &claimVM{claim: claim}
+	if conditions.IsTrue(claim, infrav1.PausedCondition) {
+		// The claim's Cluster is paused (clusterctl move pauses it): its VM is not ours to act on
+		// until it resumes, here or in the cluster it moves to.
+		return v, &notReady{fleetv1.SourceNotReadyReason, fmt.Sprintf("MachineClaim %s is paused", name)}
+	}
 	if claim.Status.VMID == 0 || claim.Status.CompletedStep != infrav1.StepStarted || claim.Status.Node == "" {
 		return v, &notReady{fleetv1.SourceNotReadyReason, fmt.Sprintf("MachineClaim %s has no provisioned VM yet", name)}
 	}
