@@ -155,6 +155,8 @@ func TestCancelledRunClosesItsShell(t *testing.T) {
 	g.Expect(errors.Is(err, context.DeadlineExceeded)).To(BeTrue())
 	g.Expect(time.Since(start)).To(BeNumerically("<", 3*time.Second))
 	g.Eventually(func() int { return e.srv.Stats().OpenShells }).Should(BeZero(), "the shell was deleted after the deadline")
+	g.Expect(e.srv.Stats().Calls[hvsim.ActionSignal]).To(Equal(1), "the command was signalled to terminate")
+	g.Eventually(e.host.stopped.Load).Should(Equal(int32(1)), "the host stopped the command")
 }
 
 func TestFaultsAreClassified(t *testing.T) {

@@ -129,6 +129,11 @@ func classifyStatus(op string, resp *http.Response, body []byte, detail string) 
 		detail = "the host refused the credentials (check the user, password and the auth scheme enabled on the WinRM service)"
 	case resp.StatusCode == http.StatusForbidden:
 		class = hypervisor.ErrForbidden
+	case resp.StatusCode < 300:
+		// A success without a SOAP body: something between HyperFleet and WinRM answered, or the
+		// answer was cut short.
+		class = hypervisor.ErrTransient
+		detail = "answer without a SOAP body (Content-Type " + resp.Header.Get("Content-Type") + ")"
 	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusRequestTimeout:
 		class = hypervisor.ErrTransient
 	}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,6 +33,8 @@ type fakeHost struct {
 	// dropChunk, when set, loses the Nth upload chunk (1-based), as a broken host would.
 	dropChunk int
 	chunks    int
+	// stopped counts commands ended early by the server (Signal or Delete).
+	stopped atomic.Int32
 }
 
 func newFakeHost() *fakeHost { return &fakeHost{files: map[string][]byte{}} }
@@ -135,6 +138,7 @@ func (h *fakeHost) Run(ctx context.Context, user, line string, _ []byte) ([]byte
 				select {
 				case <-time.After(time.Duration(ms) * time.Millisecond):
 				case <-ctx.Done():
+					h.stopped.Add(1)
 					return stdout, clixml("The pipeline has been stopped."), 1
 				}
 				continue

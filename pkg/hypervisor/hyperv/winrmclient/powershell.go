@@ -9,7 +9,6 @@ import (
 	"io"
 	"strings"
 	"sync"
-	"time"
 	"unicode/utf16"
 
 	"github.com/masterzen/winrm"
@@ -60,9 +59,9 @@ func (c *Client) RunPowerShell(ctx context.Context, script string) (Result, erro
 			len(line), MaxCommandLine)
 	}
 	var res Result
-	err := c.withShell(ctx, func(sh *winrm.Shell, _ *transport) error {
+	err := c.withShell(ctx, func(sh *winrm.Shell, tr *transport) error {
 		var err error
-		res, err = runInShell(sh, line)
+		res, err = runInShell(sh, tr, line)
 		return err
 	})
 	return res, err
@@ -81,16 +80,15 @@ func (c *Client) withShell(ctx context.Context, fn func(*winrm.Shell, *transport
 		return err
 	}
 	defer func() {
-		cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(c.httpDeadline(), 15*time.Second))
+		cancel := tr.detach()
 		defer cancel()
-		tr.setContext(cleanup)
 		_ = sh.Close()
 	}()
 	return fn(sh, tr)
 }
 
 // runInShell runs one command line in sh and collects its streams.
-func runInShell(sh *winrm.Shell, line string) (Result, error) {
+func runInShell(sh *winrm.Shell, tr *transport, line string) (Result, error) {
 	cmd, err := sh.Execute(line)
 	if err != nil {
 		return Result{}, err
@@ -105,7 +103,12 @@ func runInShell(sh *winrm.Shell, line string) (Result, error) {
 	go func() { defer wg.Done(); _, errErr = io.Copy(&stderr, cmd.Stderr) }()
 	cmd.Wait()
 	wg.Wait()
-	_ = cmd.Close() // Signal terminate; the command is done, its failure changes nothing.
+	if tr.context().Err() != nil {
+		// Cut short: the terminate signal still goes out, under its own short deadline.
+		cancel := tr.detach()
+		defer cancel()
+	}
+	_ = cmd.Close() // Signal terminate; for a finished command its failure changes nothing.
 	res := Result{Stdout: stdout.String(), Stderr: stderr.String(), ExitCode: cmd.ExitCode()}
 	for _, err := range []error{outErr, errErr} {
 		if err != nil {

@@ -38,6 +38,16 @@ func (t *transport) setContext(ctx context.Context) {
 	t.mu.Unlock()
 }
 
+// detach moves the transport to a context that outlives the caller's by a short deadline, for
+// the requests that clean up (Signal, Delete) after the caller's context ended.
+func (t *transport) detach() context.CancelFunc {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), min(t.c.httpDeadline(), 15*time.Second))
+	t.ctx = ctx
+	return cancel
+}
+
 func (t *transport) context() context.Context {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -79,6 +89,10 @@ func (t *transport) Post(_ *winrm.Client, msg *soap.SoapMessage) (string, error)
 	}
 	if len(data) > maxResponse {
 		return "", classifyStatus(op, resp, nil, fmt.Sprintf("response larger than %d bytes", maxResponse))
+	}
+	if err := ctx.Err(); err != nil {
+		// Whatever arrived, the caller's deadline (or this request's) has passed.
+		return "", classifyTransport(op, err)
 	}
 	soapBody := strings.Contains(resp.Header.Get("Content-Type"), "application/soap+xml")
 	if resp.StatusCode == http.StatusOK && soapBody {

@@ -47,9 +47,9 @@ func (c *Client) Upload(ctx context.Context, remotePath string, content []byte) 
 	}
 	for start := 0; start < len(chunks); start += commandsPerShell {
 		batch := chunks[start:min(start+commandsPerShell, len(chunks))]
-		err := c.withShell(ctx, func(sh *winrm.Shell, _ *transport) error {
+		err := c.withShell(ctx, func(sh *winrm.Shell, tr *transport) error {
 			for i, chunk := range batch {
-				if err := runChecked(sh, chunkScript(b64Path, chunk, start+i == 0)); err != nil {
+				if err := runChecked(sh, tr, chunkScript(b64Path, chunk, start+i == 0)); err != nil {
 					return err
 				}
 			}
@@ -64,9 +64,9 @@ func (c *Client) Upload(ctx context.Context, remotePath string, content []byte) 
 	sum := sha256.Sum256(content)
 	want := hex.EncodeToString(sum[:])
 	var res Result
-	err := c.withShell(ctx, func(sh *winrm.Shell, _ *transport) error {
+	err := c.withShell(ctx, func(sh *winrm.Shell, tr *transport) error {
 		var err error
-		res, err = runInShell(sh, EncodeCommand(finishScript(b64Path, tmpPath, remotePath, want)))
+		res, err = runInShell(sh, tr, EncodeCommand(finishScript(b64Path, tmpPath, remotePath, want)))
 		return err
 	})
 	if err != nil {
@@ -82,8 +82,8 @@ func (c *Client) Upload(ctx context.Context, remotePath string, content []byte) 
 }
 
 // runChecked runs one script and turns a non-zero exit into an error.
-func runChecked(sh *winrm.Shell, script string) error {
-	res, err := runInShell(sh, EncodeCommand(script))
+func runChecked(sh *winrm.Shell, tr *transport, script string) error {
+	res, err := runInShell(sh, tr, EncodeCommand(script))
 	if err != nil {
 		return err
 	}
