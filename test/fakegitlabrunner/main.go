@@ -9,15 +9,18 @@
 // reports it running, then success, after FAKEGITLABRUNNER_JOB_DURATION if set) and exits.
 // Like the shell executor it checks the job out under
 // <builds-dir>/<short token>/0/<project path>, which tells a watcher that a job started. TLS
-// trust comes from the system roots, so SSL_CERT_FILE points it at a test CA as it would the
-// real runner. On SIGTERM or SIGQUIT it stops waiting and exits.
+// trust comes from the system roots and, as for the real runner, --tls-ca-file
+// (CI_SERVER_TLS_CA_FILE). On SIGTERM or SIGQUIT it stops waiting and exits.
 package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -29,8 +32,8 @@ import (
 )
 
 type options struct {
-	url, token, executor, buildsDir string
-	maxBuilds, waitTimeout          int
+	url, token, executor, buildsDir, caFile string
+	maxBuilds, waitTimeout                  int
 }
 
 func main() {
@@ -65,6 +68,7 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.token, "token", env("CI_SERVER_TOKEN", ""), "runner authentication token")
 	fs.StringVar(&o.executor, "executor", env("RUNNER_EXECUTOR", ""), "executor")
 	fs.StringVar(&o.buildsDir, "builds-dir", env("RUNNER_BUILDS_DIR", "builds"), "where job checkouts go")
+	fs.StringVar(&o.caFile, "tls-ca-file", env("CI_SERVER_TLS_CA_FILE", ""), "PEM certificates to trust besides the system roots")
 	fs.IntVar(&o.maxBuilds, "max-builds", 0, "jobs to run before exiting (0: run forever)")
 	fs.IntVar(&o.waitTimeout, "wait-timeout", 0, "seconds to wait for a job before exiting (0: forever)")
 	if err := fs.Parse(args); err != nil {
@@ -85,6 +89,13 @@ func parse(args []string) (options, error) {
 
 func run(ctx context.Context, o options) error {
 	c := &fakegitlab.RunnerClient{URL: o.url, Token: o.token}
+	if o.caFile != "" {
+		hc, err := trusting(o.caFile)
+		if err != nil {
+			return err
+		}
+		c.HTTP = hc
+	}
 	var deadline <-chan time.Time
 	if o.waitTimeout > 0 {
 		deadline = time.After(time.Duration(o.waitTimeout) * time.Second)
@@ -106,6 +117,24 @@ func run(ctx context.Context, o options) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// trusting is a client that trusts the system roots and the certificates of caFile.
+func trusting(caFile string) (*http.Client, error) {
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-ca-file: %w", err)
+	}
+	roots, err := x509.SystemCertPool()
+	if err != nil {
+		roots = x509.NewCertPool()
+	}
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--tls-ca-file %s holds no certificate", caFile)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}, nil
 }
 
 // checkoutDir is where the shell executor checks a job out:

@@ -13,8 +13,8 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/test/fakegitlab"
 )
 
-// TestRunSingleRunsExactlyOneJob builds the binary and starts it as the in-VM agent would
-// start gitlab-runner: over HTTPS (the CA through SSL_CERT_FILE). Each runner takes one job its
+// TestRunSingleRunsExactlyOneJob builds the binary and starts it as the in-VM agent starts
+// gitlab-runner: URL, token and CA file in the environment, over HTTPS. Each runner takes one job its
 // tags allow, runs it to success and exits; a job for other tags is left pending, and a runner
 // with nothing to do leaves after its wait timeout.
 func TestRunSingleRunsExactlyOneJob(t *testing.T) {
@@ -35,9 +35,8 @@ func TestRunSingleRunsExactlyOneJob(t *testing.T) {
 		return s.AddRunner(fakegitlab.Runner{Type: fakegitlab.InstanceType, Tags: []string{"linux"}}).Token
 	}
 	start := func(tok string) (string, error) {
-		cmd := exec.Command(bin, "run-single", "--url", s.URL(), "--token", tok, "--executor", "shell",
-			"--max-builds", "1", "--wait-timeout", "2")
-		cmd.Env = append(os.Environ(), "SSL_CERT_FILE="+ca)
+		cmd := exec.Command(bin, "run-single", "--executor", "shell", "--max-builds", "1", "--wait-timeout", "2")
+		cmd.Env = append(os.Environ(), "CI_SERVER_URL="+s.URL(), "CI_SERVER_TOKEN="+tok, "CI_SERVER_TLS_CA_FILE="+ca)
 		cmd.Dir = dir
 		done := make(chan error, 1)
 		var output []byte
