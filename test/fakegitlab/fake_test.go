@@ -2,11 +2,13 @@ package fakegitlab_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -275,4 +277,31 @@ func TestRateLimit(t *testing.T) {
 	resp = get()
 	g.Expect(resp.StatusCode).To(Equal(http.StatusTooManyRequests))
 	g.Expect(resp.Header.Get("Retry-After")).To(Equal("30"))
+}
+
+// TestAdminJobs: the admin endpoint creates a job in a project (its Job Hook sent as for any job)
+// and lists every job with its status and acquisitions.
+func TestAdminJobs(t *testing.T) {
+	g := NewWithT(t)
+	s := fakegitlab.StartForTest(t, fakegitlab.Options{TLS: true})
+	s.AddProject("acme/app")
+	post := func(body string) *http.Response {
+		resp, err := s.HTTPClient().Post(s.URL()+"/_fake/jobs", "application/json", strings.NewReader(body))
+		g.Expect(err).NotTo(HaveOccurred())
+		return resp
+	}
+	resp := post(`{"project":"acme/app","tags":["linux"],"name":"build-1"}`)
+	g.Expect(resp.StatusCode).To(Equal(http.StatusCreated))
+	var created fakegitlab.AdminJob
+	g.Expect(json.NewDecoder(resp.Body).Decode(&created)).To(Succeed())
+	g.Expect(created.Status).To(Equal(fakegitlab.JobPending))
+	g.Expect(post(`{"project":"acme/nope","tags":["linux"]}`).StatusCode).To(Equal(http.StatusNotFound))
+	g.Expect(post(`{"project":"acme/app","status":"bogus"}`).StatusCode).To(Equal(http.StatusBadRequest))
+
+	resp, err := s.HTTPClient().Get(s.URL() + "/_fake/jobs")
+	g.Expect(err).NotTo(HaveOccurred())
+	var jobs []fakegitlab.AdminJob
+	g.Expect(json.NewDecoder(resp.Body).Decode(&jobs)).To(Succeed())
+	g.Expect(jobs).To(ConsistOf(And(HaveField("ID", created.ID), HaveField("Project", "acme/app"), HaveField("Tags", []string{"linux"}))))
+	g.Expect(s.VerifyEachJobRanOnce()).To(Succeed())
 }

@@ -58,6 +58,7 @@ func (s *Server) routes() {
 	s.handleRunner(EndpointDeleteRunnerByTok, s.deleteRunnerByToken)
 	s.handleRunner(EndpointJobRequest, s.requestJob)
 	s.handleRunner(EndpointJobUpdate, s.updateJob)
+	s.adminRoutes()
 }
 
 // handleRunner wraps a runner endpoint with counting and injected faults.
