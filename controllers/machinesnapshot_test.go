@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -147,4 +148,46 @@ func TestMachineSnapshotWaitsForAPausedClaim(t *testing.T) {
 
 	setPaused(false)
 	g.Eventually(func() bool { return get(g, snap).Status.ReadyToUse }, 30*time.Second, 100*time.Millisecond).Should(BeTrue())
+}
+
+// TestMachineSnapshotOfAStoppedVMAndRefusals: a stopped VM is restored and stays stopped; a
+// snapshot the hypervisor refuses (a disk on storage without snapshots) fails with PVE's words.
+func TestMachineSnapshotOfAStoppedVMAndRefusals(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	claim, sim := persistentVM(t, infrav1.RunStrategyManual)
+	vmid := int(claim.Status.VMID)
+	g.Expect(sim.PowerOff(vmid)).To(Succeed())
+	g.Expect(sim.WriteGuestData(vmid, "v1")).To(Succeed())
+
+	snap := newSnapshot("cold", claim.Namespace, claim.Name)
+	snap.Spec.WithMemory = true // ignored: the VM is off
+	g.Expect(env.Client.Create(ctx, snap)).To(Succeed())
+	g.Eventually(func() bool { return get(g, snap).Status.ReadyToUse }, 30*time.Second, 100*time.Millisecond).Should(BeTrue())
+	g.Expect(get(g, snap).Status.WithMemory).To(BeFalse())
+
+	g.Expect(sim.WriteGuestData(vmid, "v2")).To(Succeed())
+	restore := newRestore("cold-back", claim.Namespace, claim.Name, snap.Name)
+	g.Expect(env.Client.Create(ctx, restore)).To(Succeed())
+	g.Eventually(func() bool { return get(g, restore).Status.Complete }, 30*time.Second, 100*time.Millisecond).Should(BeTrue())
+	g.Expect(*get(g, restore).Status.WasRunning).To(BeFalse())
+	vm, _ := sim.VM(vmid)
+	g.Expect(vm.GuestData).To(Equal("v1"))
+	staysOff(t, sim, claim, "a VM that was off stays off after its restore")
+
+	// A disk moved to directory storage in raw format: PVE cannot snapshot it.
+	g.Expect(sim.SetVMConfig(vmid, "scsi1", fmt.Sprintf("local:%d/vm-%d-disk-1.raw,size=4G", vmid, vmid))).To(Succeed())
+	refused := newSnapshot("refused", claim.Namespace, claim.Name)
+	g.Expect(env.Client.Create(ctx, refused)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := get(g, refused)
+		g.Expect(got.Status.Phase).To(Equal(fleetv1.MachineSnapshotPhaseFailed))
+		g.Expect(got.Status.Error).To(ContainSubstring("snapshot feature is not available"))
+		g.Expect(conditions.GetReason(got, fleetv1.ReadyCondition)).To(Equal(fleetv1.SnapshotFailedReason))
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	// A restore of a failed snapshot fails too, and says why.
+	bad := newRestore("from-failed", claim.Namespace, claim.Name, refused.Name)
+	g.Expect(env.Client.Create(ctx, bad)).To(Succeed())
+	g.Eventually(func() string { return conditions.GetMessage(get(g, bad), fleetv1.ReadyCondition) }, 30*time.Second, 100*time.Millisecond).
+		Should(ContainSubstring("snapshot feature is not available"))
 }
