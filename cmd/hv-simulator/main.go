@@ -49,6 +49,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	keyFile := fs.String("tls-key", "", "TLS key PEM")
 	caOut := fs.String("ca-out", "", "write the CA certificate PEM clients should trust to this file")
 	maxShells := fs.Int("max-shells-per-user", hvsim.DefaultMaxShellsPerUser, "WinRM's MaxShellsPerUser quota")
+	idle := fs.Duration("shell-idle-timeout", hvsim.DefaultShellIdleTimeout, "close shells idle this long (WinRM's IdleTimeout)")
 	noBasic := fs.Bool("disable-basic", false, "turn Basic authentication off")
 	noNTLM := fs.Bool("disable-ntlm", false, "turn NTLM (Negotiate) authentication off")
 	logLevel := fs.String("log-level", envOr("LOG_LEVEL", "INFO"), "DEBUG, INFO, WARN or ERROR")
@@ -64,7 +65,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
 	opts := hvsim.Options{Addr: *listen, Users: map[string]string{}, TLS: !*plainHTTP,
-		MaxShellsPerUser: *maxShells, DisableBasic: *noBasic, DisableNTLM: *noNTLM, Logger: logger}
+		MaxShellsPerUser: *maxShells, ShellIdleTimeout: *idle, DisableBasic: *noBasic, DisableNTLM: *noNTLM, Logger: logger}
 	if len(users) == 0 {
 		users = multiFlag{defaultUser}
 	}

@@ -30,6 +30,8 @@ const (
 	// (WINRS_SKIP_CMD_SHELL=FALSE).
 	MaxCommandLine          = 8191
 	defaultOperationTimeout = 60 * time.Second
+	// DefaultShellIdleTimeout is winrm/config/winrs IdleTimeout (7200000 ms).
+	DefaultShellIdleTimeout = 2 * time.Hour
 )
 
 // Options configure a Server.
@@ -50,6 +52,9 @@ type Options struct {
 	Executor Executor
 	// MaxShellsPerUser is the per-user shell quota; 0 means DefaultMaxShellsPerUser.
 	MaxShellsPerUser int
+	// ShellIdleTimeout closes a shell that saw no request for this long, as WinRM's IdleTimeout
+	// does; 0 means DefaultShellIdleTimeout.
+	ShellIdleTimeout time.Duration
 	// MaxEnvelopeSize bounds request bodies; 0 means DefaultMaxEnvelopeSize.
 	MaxEnvelopeSize int
 	// ReceiveTimeout, when set and shorter, replaces the request's OperationTimeout as the time a
@@ -89,6 +94,9 @@ func Start(opts Options) (*Server, error) {
 	}
 	if opts.MaxShellsPerUser <= 0 {
 		opts.MaxShellsPerUser = DefaultMaxShellsPerUser
+	}
+	if opts.ShellIdleTimeout <= 0 {
+		opts.ShellIdleTimeout = DefaultShellIdleTimeout
 	}
 	if opts.MaxEnvelopeSize <= 0 {
 		opts.MaxEnvelopeSize = DefaultMaxEnvelopeSize

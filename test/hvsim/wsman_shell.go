@@ -15,6 +15,22 @@ import (
 type shell struct {
 	id, owner string
 	commands  map[string]*command
+	lastUsed  time.Time
+}
+
+// reapLocked closes shells idle for longer than ShellIdleTimeout; s.mu is held.
+func (s *Server) reapLocked(now time.Time) {
+	for id, sh := range s.shells {
+		if now.Sub(sh.lastUsed) <= s.opts.ShellIdleTimeout {
+			continue
+		}
+		for _, c := range sh.commands {
+			if c.cancel != nil {
+				c.cancel()
+			}
+		}
+		delete(s.shells, id)
+	}
 }
 
 // command is one command line in a shell. The Executor takes stdin whole, so the command starts
@@ -38,7 +54,12 @@ type command struct {
 func (s *Server) lookupShell(w http.ResponseWriter, env *envelope, user string) *shell {
 	id := env.selector("ShellId")
 	s.mu.Lock()
+	now := time.Now()
+	s.reapLocked(now)
 	sh := s.shells[strings.ToUpper(id)]
+	if sh != nil && sh.owner == user {
+		sh.lastUsed = now
+	}
 	s.mu.Unlock()
 	if sh == nil || sh.owner != user {
 		s.writeFault(w, env, faultFor(FaultShellNotFound, id))
@@ -49,6 +70,7 @@ func (s *Server) lookupShell(w http.ResponseWriter, env *envelope, user string) 
 
 func (s *Server) create(w http.ResponseWriter, r *http.Request, env *envelope, user string) {
 	s.mu.Lock()
+	s.reapLocked(time.Now())
 	open := 0
 	for _, sh := range s.shells {
 		if sh.owner == user {
@@ -60,7 +82,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, env *envelope, u
 		s.writeFault(w, env, faultFor(FaultShellQuota, fmt.Sprint(s.opts.MaxShellsPerUser)))
 		return
 	}
-	sh := &shell{id: newID(), owner: user, commands: map[string]*command{}}
+	sh := &shell{id: newID(), owner: user, commands: map[string]*command{}, lastUsed: time.Now()}
 	s.shells[sh.id] = sh
 	s.mu.Unlock()
 	clientIP, _, _ := net.SplitHostPort(r.RemoteAddr)

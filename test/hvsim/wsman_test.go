@@ -295,3 +295,14 @@ func trusting(t testing.TB, s *Server) *http.Client {
 	pool.AppendCertsFromPEM(s.CAPEM())
 	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
 }
+
+func TestIdleShellsAreClosed(t *testing.T) {
+	g := NewWithT(t)
+	s := startServer(t, Options{TLS: true, MaxShellsPerUser: 1, ShellIdleTimeout: 100 * time.Millisecond, Executor: echoExecutor(nil)})
+	sh := createShell(t, s, testUser, testPassword)
+	time.Sleep(150 * time.Millisecond)
+	status, body := call(t, s, testUser, testPassword, winrm.NewExecuteCommandRequest(s.URL(), sh, "echo late", nil, nil))
+	g.Expect(status).To(Equal(http.StatusInternalServerError))
+	g.Expect(body).To(ContainSubstring(`Code="2150858843"`))
+	createShell(t, s, testUser, testPassword) // the quota was freed
+}
