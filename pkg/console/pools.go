@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -32,6 +33,11 @@ type Pool struct {
 	Idle       int32    `json:"idleReplicas"`
 	Busy       int32    `json:"busyReplicas"`
 	QueuedJobs int32    `json:"queuedJobs"`
+	// OldestQueuedSeconds is how long the longest-waiting queued job has waited, and
+	// PickupMedianSeconds the median wait of the jobs running now before a runner took them, from
+	// the pool's job ledger; absent when there are no such jobs or the caller may not read it.
+	OldestQueuedSeconds *int64 `json:"oldestQueuedSeconds,omitempty"`
+	PickupMedianSeconds *int64 `json:"pickupMedianSeconds,omitempty"`
 	// ScaleTo is the size the pool is asked to have: spec.replicas, else what demand decided.
 	ScaleTo int32  `json:"-"`
 	Reason  string `json:"reason,omitempty"`
@@ -58,8 +64,19 @@ func (s *Server) listPools(ctx context.Context, c client.Client, namespace strin
 	var pools []Pool
 	err := listVisible(ctx, c, s.inventory.Namespaces(), namespace, func() *fleetv1.RunnerPoolList { return &fleetv1.RunnerPoolList{} },
 		func(l *fleetv1.RunnerPoolList) {
+			now := time.Now()
 			for i := range l.Items {
-				pools = append(pools, poolOf(&l.Items[i]))
+				p := poolOf(&l.Items[i])
+				if lat, ok := poolLatency(ctx, c, &l.Items[i], now); ok {
+					oldest, pickup := int64(lat.OldestQueued.Seconds()), int64(lat.PickupMedian.Seconds())
+					if lat.OldestQueued > 0 {
+						p.OldestQueuedSeconds = &oldest
+					}
+					if lat.Running > 0 {
+						p.PickupMedianSeconds = &pickup
+					}
+				}
+				pools = append(pools, p)
 			}
 		})
 	sort.Slice(pools, func(i, j int) bool {

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+
+	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 )
 
 func TestLoadSettings(t *testing.T) {
@@ -149,4 +152,22 @@ func TestCreateVMRequestValidate(t *testing.T) {
 		fields[e.Field] = true
 	}
 	g.Expect(fields).To(Equal(map[string]bool{"namespace": true, "name": true, "cluster": true, "host": true, "template": true, "diskGiB": true}))
+}
+
+func TestLatencyOf(t *testing.T) {
+	g := NewWithT(t)
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	ago := func(d time.Duration) time.Time { return now.Add(-d) }
+	jobs := map[int64]demand.Record{
+		1: {State: platform.JobQueued, FirstQueued: ago(90 * time.Second), Transition: ago(90 * time.Second)},
+		2: {State: platform.JobQueued, FirstQueued: ago(10 * time.Second), Transition: ago(10 * time.Second)},
+		3: {State: platform.JobInProgress, FirstQueued: ago(60 * time.Second), Transition: ago(50 * time.Second)},
+		4: {State: platform.JobInProgress, FirstQueued: ago(60 * time.Second), Transition: ago(30 * time.Second)},
+		5: {State: platform.JobInProgress, FirstQueued: ago(60 * time.Second), Transition: ago(58 * time.Second)},
+		// Seen running first: no pickup time.
+		6: {State: platform.JobInProgress, Transition: ago(5 * time.Second)},
+		7: {State: platform.JobCompleted, FirstQueued: ago(600 * time.Second), Transition: ago(1 * time.Second)},
+	}
+	g.Expect(latencyOf(jobs, now)).To(Equal(PoolLatency{OldestQueued: 90 * time.Second, PickupMedian: 10 * time.Second, Running: 3}))
+	g.Expect(latencyOf(map[int64]demand.Record{}, now)).To(Equal(PoolLatency{}))
 }

@@ -28,7 +28,13 @@ var pages = func() map[string]*template.Template {
 			}
 			return shortDuration(time.Since(t))
 		},
-		"join":  strings.Join,
+		"join": strings.Join,
+		"seconds": func(s *int64) string {
+			if s == nil {
+				return "—"
+			}
+			return shortDuration(time.Duration(*s) * time.Second)
+		},
 		"list":  func(v ...string) []string { return v },
 		"jobID": jobID,
 		"fieldError": func(errs []FieldError, field string) string {

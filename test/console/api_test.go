@@ -18,6 +18,8 @@ import (
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/console"
+	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
 	"github.com/hyperfleet-io/hyperfleet/test/fakeoidc"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
@@ -98,13 +100,25 @@ func TestPoolsScaleThroughTheScaleSubresource(t *testing.T) {
 	pool.Status.QueuedJobs = 3
 	g.Expect(env.Client.Status().Update(ctx, pool)).To(Succeed())
 	tok := f.token(t, alice, fakeoidc.TokenOptions{})
+	// The pool's job ledger: a job queued two minutes ago, another taken by a runner after 40s.
+	ledger := &demand.Store{Client: env.Client}
+	queuedAt := demand.WithObservedAt(ctx, time.Now().Add(-2*time.Minute))
+	for _, ev := range []platform.JobEvent{{JobID: 1, State: platform.JobQueued}, {JobID: 2, State: platform.JobQueued}} {
+		_, err := ledger.Record(queuedAt, pool, ev)
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	_, err := ledger.Record(demand.WithObservedAt(ctx, time.Now().Add(-80*time.Second)), pool,
+		platform.JobEvent{JobID: 2, State: platform.JobInProgress, RunnerName: "r1"})
+	g.Expect(err).NotTo(HaveOccurred())
 
 	r := f.call(t, http.MethodGet, "/api/v1/pools?namespace="+teamA, tok, nil)
 	g.Expect(r.Status).To(Equal(http.StatusOK))
 	var pools console.List[console.Pool]
 	r.decode(t, &pools)
 	g.Expect(pools.Items).To(ContainElement(And(HaveField("Name", "scale-me"), HaveField("QueuedJobs", int32(3)),
-		HaveField("Labels", []string{"linux", "x64"}), HaveField("Platform", "github"))))
+		HaveField("Labels", []string{"linux", "x64"}), HaveField("Platform", "github"),
+		HaveField("OldestQueuedSeconds", HaveValue(BeNumerically("~", 120, 5))),
+		HaveField("PickupMedianSeconds", HaveValue(BeNumerically("~", 40, 5))))))
 
 	r = f.call(t, http.MethodPatch, "/api/v1/pools/"+teamA+"/scale-me", tok, map[string]any{"replicas": 9})
 	g.Expect(r.Status).To(Equal(http.StatusUnprocessableEntity))

@@ -92,10 +92,10 @@ func TestMain(m *testing.M) {
 		}
 		// People get the built-in roles HyperFleet's kinds aggregate into, as docs/console.md
 		// says. envtest runs no controller that fills the aggregated built-in roles, so the
-		// aggregated HyperFleet role is bound next to them, and the Secrets rights edit has on a
-		// real cluster come from a stand-in role.
+		// aggregated HyperFleet role is bound next to them, and the Secrets, Events and ConfigMaps
+		// rights edit has on a real cluster come from a stand-in role.
 		if err := env.Client.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "console-test-edit-secrets"},
-			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets", "events"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets", "events", "configmaps"},
 				Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}}}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
