@@ -21,7 +21,7 @@ type AdminJob struct {
 	Tags         []string   `json:"tags"`
 	Ref          string     `json:"ref"`
 	Status       JobStatus  `json:"status"`
-	Runner       string     `json:"runner,omitempty"` // its runner's description
+	Runner       string     `json:"runner,omitempty"` // the description of the runner that took it
 	Acquisitions int        `json:"acquisitions"`
 	CreatedAt    time.Time  `json:"created_at"`
 	StartedAt    *time.Time `json:"started_at,omitempty"`
@@ -75,13 +75,10 @@ func (s *Server) AdminJobs() []AdminJob {
 
 func (s *Server) adminJob(j Job) AdminJob {
 	s.mu.Lock()
-	p, run := s.projects[j.ProjectID], s.runners[j.RunnerID]
+	p := s.projects[j.ProjectID]
 	s.mu.Unlock()
 	a := AdminJob{ID: j.ID, Project: p.PathWithNamespace, Name: j.Name, Tags: nonNil(j.Tags), Ref: j.Ref, Status: j.Status,
-		Acquisitions: j.Acquisitions, CreatedAt: j.CreatedAt}
-	if run != nil {
-		a.Runner = run.Description
-	}
+		Runner: j.RunnerDescription, Acquisitions: j.Acquisitions, CreatedAt: j.CreatedAt}
 	if !j.StartedAt.IsZero() {
 		a.StartedAt = &j.StartedAt
 	}

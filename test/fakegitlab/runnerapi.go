@@ -43,7 +43,7 @@ func (s *Server) requestJob(w http.ResponseWriter, r *http.Request) {
 		if !s.canPickLocked(run, j) {
 			continue
 		}
-		j.RunnerID = run.ID
+		j.RunnerID, j.RunnerDescription = run.ID, run.Description
 		j.Token = "glcbt-" + randomHex(10)
 		j.Acquisitions++
 		run.JobsRun++

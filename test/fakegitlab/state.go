@@ -110,7 +110,10 @@ type Job struct {
 	Status        JobStatus
 	Token         string // the job token the runner updates the job with
 	RunnerID      int64
-	FailureReason string
+	// RunnerDescription is its runner's description when it took the job, kept after the
+	// runner is deleted.
+	RunnerDescription string
+	FailureReason     string
 	CreatedAt     time.Time
 	StartedAt     time.Time
 	FinishedAt    time.Time
