@@ -106,17 +106,17 @@ type Job struct {
 	Tags       []string
 	// Protected is fixed when the job is created, from the project's protected branches or
 	// tags, as GitLab does.
-	Protected     bool
-	Status        JobStatus
-	Token         string // the job token the runner updates the job with
-	RunnerID      int64
+	Protected bool
+	Status    JobStatus
+	Token     string // the job token the runner updates the job with
+	RunnerID  int64
 	// RunnerDescription is its runner's description when it took the job, kept after the
 	// runner is deleted.
 	RunnerDescription string
 	FailureReason     string
-	CreatedAt     time.Time
-	StartedAt     time.Time
-	FinishedAt    time.Time
+	CreatedAt         time.Time
+	StartedAt         time.Time
+	FinishedAt        time.Time
 	// Acquisitions counts how often a runner was handed the job; a correct fleet makes it 1.
 	Acquisitions int
 }
