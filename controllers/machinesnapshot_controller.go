@@ -189,7 +189,17 @@ func (r *MachineSnapshotReconciler) reconcileTask(ctx context.Context, snap *fle
 	case err != nil:
 		return r.hypervisorError(snap, "polling the snapshot task", err)
 	case !st.Done:
-		return ctrl.Result{RequeueAfter: r.poll()}, nil
+		deadline := 5 * time.Minute
+		if d := snap.Spec.FailureDeadline; d != nil && d.Duration > 0 {
+			deadline = d.Duration
+		}
+		late := time.Since(t.StartTime.Time)
+		if late > deadline {
+			// The snapshot may still appear; deleting this object removes it then.
+			return r.failed(snap, fleetv1.SnapshotFailedReason, fmt.Sprintf("snapshot task %s still running after %s (failureDeadline %s)",
+				t.ID, late.Round(time.Second), deadline))
+		}
+		return ctrl.Result{RequeueAfter: min(r.poll(), max(deadline-late, time.Millisecond))}, nil
 	}
 	snap.Status.Task = nil
 	if st.Err != nil {

@@ -16,6 +16,7 @@ import (
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 )
 
 func newSnapshot(name, ns, claim string) *fleetv1.MachineSnapshot {
@@ -190,4 +191,22 @@ func TestMachineSnapshotOfAStoppedVMAndRefusals(t *testing.T) {
 	g.Expect(env.Client.Create(ctx, bad)).To(Succeed())
 	g.Eventually(func() string { return conditions.GetMessage(get(g, bad), fleetv1.ReadyCondition) }, 30*time.Second, 100*time.Millisecond).
 		Should(ContainSubstring("snapshot feature is not available"))
+}
+
+// TestMachineSnapshotFailureDeadline: a snapshot task that hangs (slow storage) fails the snapshot
+// once its failureDeadline passes, instead of leaving it InProgress for ever.
+func TestMachineSnapshotFailureDeadline(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	claim, sim := persistentVM(t, infrav1.RunStrategyAlways)
+	sim.InjectFault(pvesim.Fault{Endpoint: "POST /nodes/{node}/qemu/{vmid}/snapshot", TaskDuration: time.Minute, Count: 1})
+	snap := newSnapshot("hung", claim.Namespace, claim.Name)
+	snap.Spec.FailureDeadline = &metav1.Duration{Duration: 2 * time.Second}
+	g.Expect(env.Client.Create(ctx, snap)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := get(g, snap)
+		g.Expect(got.Status.Phase).To(Equal(fleetv1.MachineSnapshotPhaseFailed))
+		g.Expect(got.Status.Error).To(ContainSubstring("failureDeadline 2s"))
+		g.Expect(got.Status.ReadyToUse).To(BeFalse())
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 }

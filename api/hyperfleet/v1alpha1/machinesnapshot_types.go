@@ -45,6 +45,7 @@ type MachineSnapshotSource struct {
 
 // MachineSnapshotSpec is a request for one snapshot of a MachineClaim's VM. It cannot change.
 // +kubebuilder:validation:XValidation:rule="self.source == oldSelf.source && (has(self.withMemory) ? self.withMemory : false) == (has(oldSelf.withMemory) ? oldSelf.withMemory : false)",message="a snapshot's source and withMemory cannot change: create another MachineSnapshot"
+// +kubebuilder:validation:XValidation:rule="!has(self.failureDeadline) || duration(self.failureDeadline) > duration('0s')",message="failureDeadline must be more than 0s"
 type MachineSnapshotSpec struct {
 	// source is the claim whose VM is snapshotted.
 	Source MachineSnapshotSource `json:"source"`
@@ -59,6 +60,12 @@ type MachineSnapshotSpec struct {
 	// +optional
 	// +kubebuilder:default=Delete
 	DeletionPolicy SnapshotDeletionPolicy `json:"deletionPolicy,omitempty"`
+
+	// failureDeadline fails a snapshot whose hypervisor task has not ended this long after it
+	// started (a hung storage), as KubeVirt's does. Default 5m.
+	// +optional
+	// +kubebuilder:default="5m"
+	FailureDeadline *metav1.Duration `json:"failureDeadline,omitempty"`
 
 	// description is stored with the hypervisor snapshot.
 	// +optional
