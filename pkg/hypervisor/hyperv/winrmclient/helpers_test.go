@@ -46,6 +46,12 @@ func (h *fakeHost) file(path string) ([]byte, bool) {
 	return b, ok
 }
 
+func (h *fakeHost) chunkCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.chunks
+}
+
 func (h *fakeHost) paths() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -93,8 +93,11 @@ func runChecked(sh *winrm.Shell, tr *transport, script string) error {
 	return nil
 }
 
+// removeStaging deletes a partial staging file, even when ctx has ended, within a short deadline.
 func (c *Client) removeStaging(ctx context.Context, path string) {
-	_, _ = c.RunPowerShell(context.WithoutCancel(ctx), "Remove-Item -LiteralPath "+psQuote(path)+" -Force -ErrorAction SilentlyContinue")
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.httpDeadline())
+	defer cancel()
+	_, _ = c.RunPowerShell(ctx, "Remove-Item -LiteralPath "+psQuote(path)+" -Force -ErrorAction SilentlyContinue")
 }
 
 func wrapOp(op, path string, err error) error {

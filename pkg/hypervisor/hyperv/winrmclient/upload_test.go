@@ -109,3 +109,22 @@ func TestPSQuote(t *testing.T) {
 		g.Expect(v).To(Equal(s))
 	}
 }
+
+func TestCancelledUploadLeavesNoStagingFile(t *testing.T) {
+	g := NewWithT(t)
+	e := newEnv(t, hvsim.Options{TLS: true})
+	content := make([]byte, 50000)
+	c := e.client(t, e.config(AuthNTLM))
+	ctx, cancel := context.WithCancel(context.Background())
+	// Cancel once the first chunks have landed.
+	go func() {
+		for e.host.chunkCount() < 3 {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
+	err := c.Upload(ctx, `C:\HyperFleet\big.bin`, content)
+	g.Expect(err).To(MatchError(hypervisor.ErrTransient))
+	g.Eventually(e.host.paths).Should(BeEmpty(), "the staging file was removed after the cancellation")
+	g.Eventually(func() int { return e.srv.Stats().OpenShells }).Should(BeZero())
+}
