@@ -58,6 +58,8 @@ type Authenticator struct {
 	seal     *sealer
 	// httpClient talks to the identity provider.
 	httpClient *http.Client
+	// errorPage renders a refused sign-in for a person; nil answers with problem documents.
+	errorPage func(w http.ResponseWriter, status int, title, detail string)
 }
 
 // NewAuthenticator discovers the issuer and prepares token verification against its JWKS.

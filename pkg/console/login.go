@@ -12,6 +12,16 @@ import (
 	"golang.org/x/oauth2"
 )
 
+// refuse answers a failed sign-in: the UI's error page when the server set one, else a problem
+// document.
+func (a *Authenticator) refuse(w http.ResponseWriter, r *http.Request, status int, title, detail string, fields []FieldError) {
+	if a.errorPage != nil {
+		a.errorPage(w, status, title, detail)
+		return
+	}
+	writeProblem(w, r, status, title, detail, fields)
+}
+
 // safeNext keeps a post-sign-in redirect on this console: a local path, never //host or a URL.
 func safeNext(next string) string {
 	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
@@ -28,7 +38,7 @@ func (a *Authenticator) startLogin(w http.ResponseWriter, r *http.Request) {
 	expires := time.Now().Add(loginLifetime)
 	sealed, err := a.seal.seal(loginPurpose, expires, ls)
 	if err != nil {
-		writeProblem(w, r, http.StatusInternalServerError, "Sign-in failed", err.Error(), nil)
+		a.refuse(w, r, http.StatusInternalServerError, "Sign-in failed", err.Error(), nil)
 		return
 	}
 	http.SetCookie(w, a.cookie(a.loginCookieName(), sealed, expires))
@@ -45,27 +55,27 @@ func (a *Authenticator) callback(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, a.cookie(a.loginCookieName(), "", time.Unix(0, 0)))
 	var ls loginState
 	if err != nil || a.seal.open(loginPurpose, c.Value, &ls) != nil {
-		writeProblem(w, r, http.StatusBadRequest, "Sign-in refused", "no sign-in is in progress in this browser (or it expired): start again", nil)
+		a.refuse(w, r, http.StatusBadRequest, "Sign-in refused", "no sign-in is in progress in this browser (or it expired): start again", nil)
 		return
 	}
 	q := r.URL.Query()
 	if e := q.Get("error"); e != "" {
-		writeProblem(w, r, http.StatusUnauthorized, "Sign-in refused", fmt.Sprintf("the identity provider said %s: %s", e, q.Get("error_description")), nil)
+		a.refuse(w, r, http.StatusUnauthorized, "Sign-in refused", fmt.Sprintf("the identity provider said %s: %s", e, q.Get("error_description")), nil)
 		return
 	}
 	if subtle.ConstantTimeCompare([]byte(q.Get("state")), []byte(ls.State)) != 1 {
-		writeProblem(w, r, http.StatusBadRequest, "Sign-in refused", "the state parameter does not match this browser's sign-in", nil)
+		a.refuse(w, r, http.StatusBadRequest, "Sign-in refused", "the state parameter does not match this browser's sign-in", nil)
 		return
 	}
 	ctx := oidc.ClientContext(r.Context(), a.httpClient)
 	tok, err := a.oauth.Exchange(ctx, q.Get("code"), oauth2.VerifierOption(ls.Verifier))
 	if err != nil {
-		writeProblem(w, r, http.StatusUnauthorized, "Sign-in refused", "the identity provider did not accept the authorization code: "+err.Error(), nil)
+		a.refuse(w, r, http.StatusUnauthorized, "Sign-in refused", "the identity provider did not accept the authorization code: "+err.Error(), nil)
 		return
 	}
 	raw, _ := tok.Extra("id_token").(string)
 	if raw == "" {
-		writeProblem(w, r, http.StatusUnauthorized, "Sign-in refused", "the identity provider returned no ID token", nil)
+		a.refuse(w, r, http.StatusUnauthorized, "Sign-in refused", "the identity provider returned no ID token", nil)
 		return
 	}
 	p, idToken, err := a.verify(r.Context(), raw)
@@ -74,11 +84,11 @@ func (a *Authenticator) callback(w http.ResponseWriter, r *http.Request) {
 		if !errors.Is(err, errUnauthenticated) {
 			status = http.StatusForbidden
 		}
-		writeProblem(w, r, status, "Sign-in refused", err.Error(), nil)
+		a.refuse(w, r, status, "Sign-in refused", err.Error(), nil)
 		return
 	}
 	if subtle.ConstantTimeCompare([]byte(idToken.Nonce), []byte(ls.Nonce)) != 1 {
-		writeProblem(w, r, http.StatusUnauthorized, "Sign-in refused", "the ID token's nonce does not match this sign-in", nil)
+		a.refuse(w, r, http.StatusUnauthorized, "Sign-in refused", "the ID token's nonce does not match this sign-in", nil)
 		return
 	}
 	expires := idToken.Expiry
@@ -88,7 +98,7 @@ func (a *Authenticator) callback(w http.ResponseWriter, r *http.Request) {
 	s := session{Principal: p, CSRF: randomToken(), Expires: expires}
 	sealed, err := a.seal.seal(sessionPurpose, expires, s)
 	if err != nil {
-		writeProblem(w, r, http.StatusInternalServerError, "Sign-in failed", err.Error(), nil)
+		a.refuse(w, r, http.StatusInternalServerError, "Sign-in failed", err.Error(), nil)
 		return
 	}
 	http.SetCookie(w, a.cookie(a.sessionCookieName(), sealed, expires))

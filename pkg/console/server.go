@@ -76,6 +76,9 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	}
 	s := &Server{settings: o.Settings, auth: auth, kube: k, log: o.Log, shuttingDown: make(chan struct{}),
 		inventory: NewInventory(reader, o.Settings.InventoryRefreshInterval, 15*time.Second)}
+	auth.errorPage = func(w http.ResponseWriter, status int, title, detail string) {
+		s.render(w, status, "signinerror", nil, title, "", detail)
+	}
 	s.routes = s.apiRoutes()
 	s.mux = http.NewServeMux()
 	for _, rt := range s.routes {
