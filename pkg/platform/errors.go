@@ -47,6 +47,9 @@ var (
 	// ErrTLS: the TLS handshake or the server's certificate check failed: the server was not
 	// the one the CA bundle (or the system roots) vouch for, and no request was sent.
 	ErrTLS = errors.New("TLS verification of the CI platform API failed")
+	// ErrUnsupported: the pool's spec.platform names a platform this process has no driver for
+	// (none registered, or no member set); nothing was sent.
+	ErrUnsupported = errors.New("CI platform not supported")
 )
 
 // IsPlainHTTP reports whether an API URL is http://.

@@ -21,8 +21,12 @@ func TestIsForward(t *testing.T) {
 		{JobQueued, JobCompleted, true},
 		{JobWaiting, JobInProgress, true},
 		{JobInProgress, JobCompleted, true},
+		{"", JobWaiting, true},
+		// An approval releases a held job: it becomes demand.
+		{JobWaiting, JobQueued, true},
+		// A late "waiting" after "queued" is dropped: the job stays demand.
 		{JobQueued, JobWaiting, false},
-		{JobWaiting, JobQueued, false},
+		{JobInProgress, JobWaiting, false},
 		{JobQueued, JobQueued, false},
 		{JobInProgress, JobQueued, false},
 		{JobCompleted, JobInProgress, false},
@@ -40,7 +44,9 @@ func TestIsForward(t *testing.T) {
 func TestNeedsRunner(t *testing.T) {
 	g := NewWithT(t)
 	g.Expect(JobQueued.NeedsRunner()).To(BeTrue())
-	g.Expect(JobWaiting.NeedsRunner()).To(BeTrue())
+	g.Expect(JobWaiting.NeedsRunner()).To(BeFalse(), "a held job is not demand")
+	g.Expect(JobWaiting.IsHeld()).To(BeTrue())
+	g.Expect(JobQueued.IsHeld()).To(BeFalse())
 	g.Expect(JobInProgress.NeedsRunner()).To(BeFalse())
 	g.Expect(JobCompleted.NeedsRunner()).To(BeFalse())
 }
@@ -58,7 +64,12 @@ func TestScope(t *testing.T) {
 		{name: "organization", scope: Scope{Organization: "acme"}, effective: Scope{Organization: "acme"}, owner: "acme", contains: "acme/web", valid: true},
 		{name: "repository wins", scope: Scope{Organization: "acme", Repository: "acme/api"}, effective: Scope{Repository: "acme/api"}, owner: "acme", contains: "acme/api", valid: true},
 		{name: "malformed repository", scope: Scope{Repository: "acme"}, effective: Scope{Repository: "acme"}, owner: "acme"},
+		{name: "empty segment", scope: Scope{Repository: "acme//api"}, effective: Scope{Repository: "acme//api"}, owner: "acme"},
 		{name: "empty", scope: Scope{}, effective: Scope{}},
+		{name: "GitLab project", scope: Scope{Repository: "platform/ci/builder"}, effective: Scope{Repository: "platform/ci/builder"}, owner: "platform", contains: "Platform/CI/builder", valid: true},
+		{name: "GitLab nested group", scope: Scope{Organization: "platform/ci"}, effective: Scope{Organization: "platform/ci"}, owner: "platform/ci", contains: "platform/ci/tools/lint", valid: true},
+		{name: "instance", scope: Scope{Instance: true}, effective: Scope{Instance: true}, contains: "anyone/anything", valid: true},
+		{name: "group wins over instance", scope: Scope{Instance: true, Organization: "platform"}, effective: Scope{Organization: "platform"}, owner: "platform", contains: "platform/x", valid: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -71,7 +82,15 @@ func TestScope(t *testing.T) {
 			}
 		})
 	}
-	NewWithT(t).Expect(Scope{Repository: "acme/api"}.Contains("acme/web")).To(BeFalse())
+	g := NewWithT(t)
+	g.Expect(Scope{Repository: "acme/api"}.Contains("acme/web")).To(BeFalse())
+	g.Expect(Scope{Organization: "acme"}.Contains("acme")).To(BeFalse())
+	g.Expect(Scope{Organization: "acme"}.Contains("acmeco/api")).To(BeFalse(), "a prefix of the name is not the group")
+	g.Expect(Scope{Organization: "platform/ci"}.Contains("platform/cix/tool")).To(BeFalse())
+	g.Expect(Scope{Organization: "platform/ci"}.Contains("platform/tool")).To(BeFalse())
+	g.Expect(Scope{}.Contains("acme/api")).To(BeFalse())
+	owner, name := Scope{Repository: "platform/ci/builder"}.RepositoryParts()
+	g.Expect([]string{owner, name}).To(Equal([]string{"platform/ci", "builder"}))
 }
 
 func TestErrorClassification(t *testing.T) {

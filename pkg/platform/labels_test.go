@@ -40,6 +40,6 @@ func TestLabelSetKey(t *testing.T) {
 
 func TestFilterJobs(t *testing.T) {
 	g := NewWithT(t)
-	jobs := []Job{{ID: 1, Labels: []string{"linux"}}, {ID: 2, Labels: []string{"gpu"}}, {ID: 3, Labels: []string{"self-hosted", "linux", "x64"}}}
-	g.Expect(FilterJobs(jobs, []string{"linux", "x64"})).To(ConsistOf(HaveField("ID", int64(1)), HaveField("ID", int64(3))))
+	jobs := []Job{{ID: "1", Labels: []string{"linux"}}, {ID: "2", Labels: []string{"gpu"}}, {ID: "3", Labels: []string{"self-hosted", "linux", "x64"}}}
+	g.Expect(FilterJobs(jobs, []string{"linux", "x64"})).To(ConsistOf(HaveField("ID", "1"), HaveField("ID", "3")))
 }

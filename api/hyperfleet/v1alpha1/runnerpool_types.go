@@ -11,64 +11,6 @@ const RunnerPoolFinalizer = "runnerpool.hyperfleet.io"
 // RunnerPoolNameLabel is set on every Machine, MachineClaim and BootstrapConfig of a pool.
 const RunnerPoolNameLabel = "hyperfleet.io/runner-pool"
 
-// GitHubSpec is where the pool's runners register and which jobs they take.
-// +kubebuilder:validation:XValidation:rule="has(self.organization) || has(self.repository)",message="set github.organization or github.repository (repository wins when both are set)"
-// +kubebuilder:validation:XValidation:rule="!has(self.apiURL) || !self.apiURL.startsWith('http://') || (has(self.allowInsecureHTTP) && self.allowInsecureHTTP)",message="apiURL is http://: the App's tokens would travel in clear text; use https:// or, for a lab, set allowInsecureHTTP: true"
-// +kubebuilder:validation:XValidation:rule="!has(self.caBundleRef) || !has(self.apiURL) || self.apiURL.startsWith('https://')",message="caBundleRef needs an https:// apiURL: a CA bundle means nothing over plain HTTP"
-type GitHubSpec struct {
-	// organization whose jobs the runners take (organization-level runners).
-	// +optional
-	// +kubebuilder:validation:MaxLength=39
-	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9-]*$`
-	Organization string `json:"organization,omitempty"`
-
-	// repository owner/name whose jobs the runners take; wins over organization.
-	// +optional
-	// +kubebuilder:validation:MaxLength=140
-	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9-]*/[A-Za-z0-9._-]+$`
-	Repository string `json:"repository,omitempty"`
-
-	// labels of the runners. A job runs on a runner whose labels contain all its runs-on labels
-	// (case-insensitive); self-hosted is always added.
-	// +kubebuilder:validation:MinItems=1
-	// +kubebuilder:validation:MaxItems=32
-	// +listType=set
-	// +kubebuilder:validation:items:MinLength=1
-	// +kubebuilder:validation:items:MaxLength=256
-	Labels []string `json:"labels"`
-
-	// runnerGroupID the runners join. Default 1 (the Default group).
-	// +optional
-	// +kubebuilder:validation:Minimum=1
-	RunnerGroupID int64 `json:"runnerGroupID,omitempty"`
-
-	// credentialsRef names a Secret with the GitHub App: keys app-id, private-key and optionally installation-id.
-	CredentialsRef LocalObjectReference `json:"credentialsRef"`
-
-	// apiURL of the GitHub API, for GitHub Enterprise Server. Default https://api.github.com/.
-	// +optional
-	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://')",message="apiURL must be an http:// or https:// URL"
-	APIURL string `json:"apiURL,omitempty"`
-
-	// allowInsecureHTTP lets apiURL be an http:// URL, over which the App's JWT and installation
-	// tokens travel in clear text. Only for labs: while apiURL is http:// the pool's
-	// InsecureTransport condition is True (reason PlainHTTP) and a Warning Event says so.
-	// +optional
-	AllowInsecureHTTP bool `json:"allowInsecureHTTP,omitempty"`
-
-	// caBundleRef points at a Secret key in the pool's namespace with the PEM CA bundle that signs
-	// the GitHub API's certificate (default key ca.crt), e.g. GitHub Enterprise Server behind a
-	// private CA. It replaces the system roots for this pool's App-token and API calls; the
-	// certificate is always verified. Without it the system roots are used.
-	// +optional
-	CABundleRef *SecretKeyReference `json:"caBundleRef,omitempty"`
-
-	// httpTimeout bounds each GitHub API call. Default 30s.
-	// +optional
-	HTTPTimeout *metav1.Duration `json:"httpTimeout,omitempty"`
-}
-
 // LocalObjectReference names an object in the referencing object's namespace.
 type LocalObjectReference struct {
 	// +kubebuilder:validation:MinLength=1
@@ -150,12 +92,13 @@ type RunnerPoolSpec struct {
 	// +optional
 	MaxLifetime *metav1.Duration `json:"maxLifetime,omitempty"`
 
-	// bootstrapTimeout removes a runner whose VM has not registered with GitHub within it. Default 10m.
+	// bootstrapTimeout removes a runner whose VM has not registered with its CI platform within it. Default 10m.
 	// +optional
 	BootstrapTimeout *metav1.Duration `json:"bootstrapTimeout,omitempty"`
 
-	// github is where the runners register.
-	GitHub GitHubSpec `json:"github"`
+	// platform is the CI platform the runners register with and take jobs from: exactly one of
+	// github, gitlab or buildkite.
+	Platform PlatformSpec `json:"platform"`
 
 	// template is what each runner's Machine is built from.
 	Template RunnerMachineTemplate `json:"template"`
@@ -188,6 +131,10 @@ type RunnerPoolStatus struct {
 	// +kubebuilder:default=0
 	BusyReplicas int32 `json:"busyReplicas"`
 
+	// platform is the kind of CI platform spec.platform names: github, gitlab or buildkite.
+	// +optional
+	Platform string `json:"platform,omitempty"`
+
 	// queuedJobs is the number of queued jobs this pool can serve.
 	// +optional
 	// +kubebuilder:default=0
@@ -197,11 +144,11 @@ type RunnerPoolStatus struct {
 	// +optional
 	Selector string `json:"selector,omitempty"`
 
-	// lastRepairTime is when demand was last reconciled against the GitHub API.
+	// lastRepairTime is when demand was last reconciled against the CI platform's API.
 	// +optional
 	LastRepairTime *metav1.Time `json:"lastRepairTime,omitempty"`
 
-	// conditions: Ready, ScalingLimited, GitHubAvailable.
+	// conditions: Ready, ScalingLimited, PlatformAvailable, PlatformRateLimited, InsecureTransport.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -226,7 +173,7 @@ type RunnerPoolStatus struct {
 // +kubebuilder:printcolumn:name="Queued",type="integer",JSONPath=".status.queuedJobs"
 // +kubebuilder:printcolumn:name="Min",type="integer",JSONPath=".spec.minReplicas"
 // +kubebuilder:printcolumn:name="Max",type="integer",JSONPath=".spec.maxReplicas"
-// +kubebuilder:printcolumn:name="Labels",type="string",JSONPath=".spec.github.labels",priority=1
+// +kubebuilder:printcolumn:name="Platform",type="string",JSONPath=".status.platform",priority=1
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
 
 // RunnerPool keeps a pool of ephemeral one-job CI runners, one Cluster API Machine (and VM) each,
