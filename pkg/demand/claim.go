@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"crypto/sha256"
+	"encoding/hex"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +28,7 @@ const (
 	claimKeyName      = "pool-name"
 	claimKeyUID       = "pool-uid"
 	claimKeyJob       = "job"
+	claimKeyInstall   = "installation"
 	claimKeyAt        = "claimed-at"
 
 	// claimAttempts bounds the create/take-over race; each lost round means another writer won.
@@ -38,10 +40,10 @@ const (
 
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;create;update;delete
 
-// InstallationSource tells which CI platform installation a pool's credentials belong to (for
-// GitHub: the App installation the credentials have proven to hold, github.PoolClients).
+// InstallationSource tells which CI platform account a pool's credentials have proven to hold
+// (platform.Source.Installation).
 type InstallationSource interface {
-	Installation(ctx context.Context, pool *fleetv1.RunnerPool) (int64, error)
+	Installation(ctx context.Context, pool *fleetv1.RunnerPool) (string, error)
 }
 
 // Owner is the pool that owns a job.
@@ -76,9 +78,17 @@ func (c *Claims) now() time.Time {
 	return time.Now()
 }
 
-// ClaimName names the claim of a job of an installation.
-func ClaimName(installation, jobID int64) string {
-	return fmt.Sprintf("job-claim-%d-%d", installation, jobID)
+// ClaimName names the claim of a job of an installation. Two decimal IDs (GitHub's App
+// installation and job) keep the readable "job-claim-<installation>-<job>", as before there were
+// other platforms; anything else (a GitLab host, a Buildkite slug and UUID) is hashed into
+// "job-claim-h-<40 hex>", since a host or a UUID may not fit a ConfigMap name and "a-b"+"c" must
+// not meet "a"+"b-c".
+func ClaimName(installation, jobID string) string {
+	if isDecimal(installation) && isDecimal(jobID) && len(installation)+len(jobID) <= 200 {
+		return "job-claim-" + installation + "-" + jobID
+	}
+	sum := sha256.Sum256([]byte(installation + "\x00" + jobID))
+	return "job-claim-h-" + hex.EncodeToString(sum[:20])
 }
 
 func ownerOf(cm *corev1.ConfigMap) Owner {
@@ -88,23 +98,23 @@ func ownerOf(cm *corev1.ConfigMap) Owner {
 	}
 }
 
-func (c *Claims) setOwner(cm *corev1.ConfigMap, jobID int64, pool *fleetv1.RunnerPool) {
+func (c *Claims) setOwner(cm *corev1.ConfigMap, installation, jobID string, pool *fleetv1.RunnerPool) {
 	cm.Labels = map[string]string{ClaimLabel: string(pool.UID)}
 	cm.Data = map[string]string{
 		claimKeyNamespace: pool.Namespace, claimKeyName: pool.Name, claimKeyUID: string(pool.UID),
-		claimKeyJob: strconv.FormatInt(jobID, 10), claimKeyAt: c.now().UTC().Format(time.RFC3339),
+		claimKeyInstall: installation, claimKeyJob: jobID, claimKeyAt: c.now().UTC().Format(time.RFC3339),
 	}
 }
 
 // Owner returns the pool that claimed a job, if any (alive or not).
-func (c *Claims) Owner(ctx context.Context, installation, jobID int64) (Owner, bool, error) {
+func (c *Claims) Owner(ctx context.Context, installation, jobID string) (Owner, bool, error) {
 	cm := &corev1.ConfigMap{}
 	err := c.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: ClaimName(installation, jobID)}, cm)
 	switch {
 	case apierrors.IsNotFound(err):
 		return Owner{}, false, nil
 	case err != nil:
-		return Owner{}, false, fmt.Errorf("reading the claim of job %d: %w", jobID, err)
+		return Owner{}, false, fmt.Errorf("reading the claim of job %s: %w", jobID, err)
 	}
 	return ownerOf(cm), true, nil
 }
@@ -112,9 +122,9 @@ func (c *Claims) Owner(ctx context.Context, installation, jobID int64) (Owner, b
 // Claim returns the owner of a job, making pool its owner when the job has none yet, or when its
 // owner was deleted (or is being deleted) since. Callers record the job only in the owner's
 // ledger.
-func (c *Claims) Claim(ctx context.Context, installation, jobID int64, pool *fleetv1.RunnerPool) (Owner, error) {
-	if installation == 0 || jobID == 0 {
-		return Owner{}, fmt.Errorf("a job claim needs an installation and a job id (installation %d, job %d)", installation, jobID)
+func (c *Claims) Claim(ctx context.Context, installation, jobID string, pool *fleetv1.RunnerPool) (Owner, error) {
+	if installation == "" || jobID == "" {
+		return Owner{}, fmt.Errorf("a job claim needs an installation and a job id (installation %q, job %q)", installation, jobID)
 	}
 	if pool.UID == "" {
 		return Owner{}, fmt.Errorf("runner pool %s/%s has no UID; pass the object read from the API server", pool.Namespace, pool.Name)
@@ -127,17 +137,17 @@ func (c *Claims) Claim(ctx context.Context, installation, jobID int64, pool *fle
 		switch {
 		case apierrors.IsNotFound(err):
 			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
-			c.setOwner(cm, jobID, pool)
+			c.setOwner(cm, installation, jobID, pool)
 			if err := c.Client.Create(ctx, cm); err != nil {
 				if apierrors.IsAlreadyExists(err) {
 					lastErr = err
 					continue // another path won; read its claim
 				}
-				return Owner{}, fmt.Errorf("claiming job %d: %w", jobID, err)
+				return Owner{}, fmt.Errorf("claiming job %s: %w", jobID, err)
 			}
 			return ownerOf(cm), nil
 		case err != nil:
-			return Owner{}, fmt.Errorf("reading the claim of job %d: %w", jobID, err)
+			return Owner{}, fmt.Errorf("reading the claim of job %s: %w", jobID, err)
 		}
 		owner := ownerOf(cm)
 		if owner.Is(pool) {
@@ -152,17 +162,17 @@ func (c *Claims) Claim(ctx context.Context, installation, jobID int64, pool *fle
 		}
 		// The owner is gone: take the job over, with the resourceVersion read, so of two pools
 		// doing this at once only one wins.
-		c.setOwner(cm, jobID, pool)
+		c.setOwner(cm, installation, jobID, pool)
 		if err := c.Client.Update(ctx, cm); err != nil {
 			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 				lastErr = err
 				continue
 			}
-			return Owner{}, fmt.Errorf("taking over the claim of job %d: %w", jobID, err)
+			return Owner{}, fmt.Errorf("taking over the claim of job %s: %w", jobID, err)
 		}
 		return ownerOf(cm), nil
 	}
-	return Owner{}, fmt.Errorf("claiming job %d: gave up after %d rounds: %w", jobID, claimAttempts, lastErr)
+	return Owner{}, fmt.Errorf("claiming job %s: gave up after %d rounds: %w", jobID, claimAttempts, lastErr)
 }
 
 // alive reports whether the claim's owner still exists and is not being deleted.
@@ -179,7 +189,7 @@ func (c *Claims) alive(ctx context.Context, o Owner) (bool, error) {
 
 // Owned keeps the jobs of an installation that pool owns, claiming the unclaimed ones for it: the
 // repair loop passes the queued jobs it found, so a job another pool saw first is left to it.
-func (c *Claims) Owned(ctx context.Context, installation int64, pool *fleetv1.RunnerPool, jobs []platform.Job) ([]platform.Job, error) {
+func (c *Claims) Owned(ctx context.Context, installation string, pool *fleetv1.RunnerPool, jobs []platform.Job) ([]platform.Job, error) {
 	var out []platform.Job
 	var errs []error
 	for _, j := range jobs {
@@ -198,7 +208,7 @@ func (c *Claims) Owned(ctx context.Context, installation int64, pool *fleetv1.Ru
 // Prune deletes pool's claims of jobs its ledger no longer holds (pruned after completion, or
 // never written), once they are older than ClaimPruneGrace: claims live as long as the ledger
 // remembers the job.
-func (c *Claims) Prune(ctx context.Context, pool *fleetv1.RunnerPool, ledger map[int64]Record) (int, error) {
+func (c *Claims) Prune(ctx context.Context, pool *fleetv1.RunnerPool, ledger map[string]Record) (int, error) {
 	list := &corev1.ConfigMapList{}
 	if err := c.Client.List(ctx, list, client.InNamespace(c.Namespace), client.MatchingLabels{ClaimLabel: string(pool.UID)}); err != nil {
 		return 0, fmt.Errorf("listing job claims: %w", err)
@@ -207,12 +217,12 @@ func (c *Claims) Prune(ctx context.Context, pool *fleetv1.RunnerPool, ledger map
 	var errs []error
 	for i := range list.Items {
 		cm := &list.Items[i]
-		id, err := strconv.ParseInt(cm.Data[claimKeyJob], 10, 64)
-		if err != nil {
+		id := cm.Data[claimKeyJob]
+		if id == "" {
 			continue
 		}
 		at, err := time.Parse(time.RFC3339, cm.Data[claimKeyAt])
-		if _, known := ledger[id]; known || (err == nil && c.now().Sub(at) < ClaimPruneGrace) {
+		if _, known := ledger[JobKey(id)]; known || (err == nil && c.now().Sub(at) < ClaimPruneGrace) {
 			continue
 		}
 		// With the resourceVersion read: a claim another pool took over meanwhile stays.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -75,7 +76,7 @@ func jobEvent(id int64, state platform.JobState, labels ...string) platform.JobE
 	if len(labels) == 0 {
 		labels = []string{"self-hosted", "linux"}
 	}
-	ev := platform.JobEvent{JobID: id, State: state, Labels: labels, Repository: "acme/api", Organization: "acme"}
+	ev := platform.JobEvent{JobID: strconv.FormatInt(id, 10), State: state, Labels: labels, Repository: "acme/api", Organization: "acme"}
 	if state == platform.JobInProgress || state == platform.JobCompleted {
 		ev.RunnerName = fmt.Sprintf("runner-%d", id)
 	}

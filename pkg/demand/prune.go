@@ -1,7 +1,9 @@
 package demand
 
 import (
+	"cmp"
 	"fmt"
+	"strings"
 	"slices"
 
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
@@ -16,11 +18,11 @@ const maxLedgerBytes = 900 << 10
 // oldest completed records. Completed records only serve dedupe; queued and running ones are
 // demand and are never dropped here. If the ledger is still over its bounds and this write made
 // it grow (before is the record count read), the write is refused with ErrLedgerFull.
-func (s *Store) encodeLedger(jobs map[int64]Record, before int) (map[string]string, error) {
+func (s *Store) encodeLedger(jobs map[string]Record, before int) (map[string]string, error) {
 	cutoff := s.now().Add(-s.retention())
 	data := make(map[string]string, len(jobs))
 	size := 0
-	var completed []int64
+	var completed []string
 	for id, r := range jobs {
 		if r.State == platform.JobCompleted {
 			if r.Transition.Before(cutoff) {
@@ -29,7 +31,7 @@ func (s *Store) encodeLedger(jobs map[int64]Record, before int) (map[string]stri
 			}
 			completed = append(completed, id)
 		}
-		k, v := jobKey(id), encodeRecord(r)
+		k, v := id, encodeRecord(r)
 		data[k] = v
 		size += len(k) + len(v)
 	}
@@ -38,17 +40,17 @@ func (s *Store) encodeLedger(jobs map[int64]Record, before int) (map[string]stri
 	if fits() {
 		return data, nil
 	}
-	slices.SortFunc(completed, func(a, b int64) int {
+	slices.SortFunc(completed, func(a, b string) int {
 		if c := jobs[a].Transition.Compare(jobs[b].Transition); c != 0 {
 			return c
 		}
-		return int(min(max(a-b, -1), 1))
+		return compareKeys(a, b)
 	})
 	for _, id := range completed {
 		if fits() {
 			break
 		}
-		k := jobKey(id)
+		k := id
 		size -= len(k) + len(data[k])
 		delete(data, k)
 		delete(jobs, id)
@@ -58,4 +60,22 @@ func (s *Store) encodeLedger(jobs map[int64]Record, before int) (map[string]stri
 			ErrLedgerFull, len(data), size, limit, maxLedgerBytes)
 	}
 	return data, nil
+}
+
+// compareKeys orders job keys numerically when both are decimal (GitHub's and GitLab's IDs grow
+// with time), else as strings.
+func compareKeys(a, b string) int {
+	if len(a) != len(b) && isDecimal(a) && isDecimal(b) {
+		return cmp.Compare(len(a), len(b))
+	}
+	return strings.Compare(a, b)
+}
+
+func isDecimal(s string) bool {
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return s != ""
 }

@@ -1,6 +1,7 @@
 package demand
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,11 +17,11 @@ func TestLedgerStaysUnderTheObjectSizeLimit(t *testing.T) {
 	s := &Store{Now: func() time.Time { return now }}
 	// 8 KiB label sets: 150 records would make a 1.2 MiB ConfigMap.
 	longLabels := strings.Repeat("l", 8<<10)
-	jobs := map[int64]Record{}
+	jobs := map[string]Record{}
 	for id := int64(1); id <= 150; id++ {
-		jobs[id] = Record{State: platform.JobCompleted, LabelSet: longLabels, Transition: now.Add(time.Duration(id) * time.Second)}
+		jobs[strconv.FormatInt(id, 10)] = Record{State: platform.JobCompleted, LabelSet: longLabels, Transition: now.Add(time.Duration(id) * time.Second)}
 	}
-	jobs[1000] = Record{State: platform.JobQueued, LabelSet: longLabels, Transition: now}
+	jobs["1000"] = Record{State: platform.JobQueued, LabelSet: longLabels, Transition: now}
 
 	data, err := s.encodeLedger(jobs, 150)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -34,9 +35,9 @@ func TestLedgerStaysUnderTheObjectSizeLimit(t *testing.T) {
 	g.Expect(data).NotTo(HaveKey("1"), "the oldest completed records go first")
 
 	// All queued: growing further is refused.
-	queued := map[int64]Record{}
+	queued := map[string]Record{}
 	for id := int64(1); id <= 120; id++ {
-		queued[id] = Record{State: platform.JobQueued, LabelSet: longLabels, Transition: now}
+		queued[strconv.FormatInt(id, 10)] = Record{State: platform.JobQueued, LabelSet: longLabels, Transition: now}
 	}
 	_, err = s.encodeLedger(queued, 119)
 	g.Expect(err).To(MatchError(ErrLedgerFull))

@@ -3,16 +3,17 @@ package demand
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
 	"time"
 
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 )
 
-// Record is what the ledger knows about one workflow job.
+// Record is what the ledger knows about one job.
 type Record struct {
-	// State is queued, in_progress or completed; waiting is stored as queued because both
-	// need a runner and neither is forward of the other.
+	// State is waiting (held: not demand), queued (demand), in_progress or completed.
 	State platform.JobState
 	// LabelSet is platform.LabelSetKey of the job's runs-on labels.
 	LabelSet string
@@ -26,12 +27,12 @@ type Record struct {
 
 // Demand is a snapshot of one pool's ledger.
 type Demand struct {
-	// Queued counts jobs queued or waiting.
+	// Queued counts jobs queued (held jobs are not demand).
 	Queued int
-	// Busy maps runner name to job id for jobs in progress.
-	Busy map[string]int64
-	// Jobs is every retained record, completed ones included.
-	Jobs map[int64]Record
+	// Busy maps runner name to job key for jobs in progress.
+	Busy map[string]string
+	// Jobs is every retained record by JobKey of its job ID, completed ones included.
+	Jobs map[string]Record
 }
 
 // QueuedByLabelSet counts queued jobs per label set key, for pools that scale per set.
@@ -55,13 +56,6 @@ type wireRecord struct {
 	Q int64             `json:"q,omitempty"`
 }
 
-func storedState(s platform.JobState) platform.JobState {
-	if s == platform.JobWaiting {
-		return platform.JobQueued
-	}
-	return s
-}
-
 func unixOrZero(t time.Time) int64 {
 	if t.IsZero() {
 		return 0
@@ -78,7 +72,7 @@ func timeOrZero(sec int64) time.Time {
 
 func encodeRecord(r Record) string {
 	b, _ := json.Marshal(wireRecord{
-		S: storedState(r.State), L: r.LabelSet, R: r.Runner,
+		S: r.State, L: r.LabelSet, R: r.Runner,
 		T: unixOrZero(r.Transition), Q: unixOrZero(r.FirstQueued),
 	})
 	return string(b)
@@ -95,28 +89,46 @@ func decodeRecord(s string) (Record, error) {
 	return Record{State: w.S, LabelSet: w.L, Runner: w.R, Transition: timeOrZero(w.T), FirstQueued: timeOrZero(w.Q)}, nil
 }
 
-func jobKey(id int64) string { return strconv.FormatInt(id, 10) }
+// maxKeyLength bounds a ConfigMap data key.
+const maxKeyLength = 253
+
+// JobKey is the ledger key of a job ID: the ID itself when it is a valid ConfigMap key (GitHub's
+// and GitLab's decimal IDs, Buildkite's UUIDs), else "h-" and a SHA-256 of it, so any platform's
+// ID fits. A ledger written with decimal GitHub IDs reads back unchanged.
+func JobKey(id string) string {
+	if len(id) > 0 && len(id) <= maxKeyLength && !strings.HasPrefix(id, "h-") && validKey(id) {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "h-" + hex.EncodeToString(sum[:20])
+}
+
+// validKey reports whether s only holds ConfigMap key characters: alphanumerics, '-', '_', '.'.
+func validKey(s string) bool {
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return s != "." && s != ".."
+}
 
 // decodeLedger reads a ConfigMap's data. Entries that do not parse (a hand edit, a future
 // format) are skipped rather than failing the pool: the repair loop restores real demand.
-func decodeLedger(data map[string]string) map[int64]Record {
-	out := make(map[int64]Record, len(data))
+func decodeLedger(data map[string]string) map[string]Record {
+	out := make(map[string]Record, len(data))
 	for k, v := range data {
-		id, err := strconv.ParseInt(k, 10, 64)
-		if err != nil {
-			continue
-		}
 		r, err := decodeRecord(v)
 		if err != nil {
 			continue
 		}
-		out[id] = r
+		out[k] = r
 	}
 	return out
 }
 
-func newDemand(jobs map[int64]Record) Demand {
-	d := Demand{Busy: map[string]int64{}, Jobs: jobs}
+func newDemand(jobs map[string]Record) Demand {
+	d := Demand{Busy: map[string]string{}, Jobs: jobs}
 	for id, r := range jobs {
 		switch {
 		case r.State.NeedsRunner():

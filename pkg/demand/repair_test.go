@@ -27,11 +27,13 @@ func TestRepairAddsMissedJobsAndDropsVanishedOnes(t *testing.T) {
 	clk.Advance(2 * minAge)
 	g.Expect(store.Record(ctx, pool, jobEvent(4, platform.JobQueued))).To(BeTrue())
 
-	// The API lists 1, and 5 whose webhook was lost; 6 is reported in progress and is no demand.
+	// The API lists 1, and 5 whose webhook was lost; 6 is reported in progress and is no demand;
+	// 7 is held (waiting for an approval) and is no demand either.
 	listed := []platform.Job{
-		{ID: 1, State: platform.JobQueued, Labels: []string{"linux"}, Repository: "acme/api"},
-		{ID: 5, State: platform.JobWaiting, Labels: []string{"Linux", "self-hosted"}, Repository: "acme/api"},
-		{ID: 6, State: platform.JobInProgress, Labels: []string{"linux"}, Repository: "acme/api"},
+		{ID: "1", State: platform.JobQueued, Labels: []string{"linux"}, Repository: "acme/api"},
+		{ID: "5", State: platform.JobQueued, Labels: []string{"Linux", "self-hosted"}, Repository: "acme/api"},
+		{ID: "6", State: platform.JobInProgress, Labels: []string{"linux"}, Repository: "acme/api"},
+		{ID: "7", State: platform.JobWaiting, Labels: []string{"linux"}, Repository: "acme/api"},
 	}
 	added, removed, err := store.Repair(ctx, pool, listed, minAge)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -40,12 +42,13 @@ func TestRepairAddsMissedJobsAndDropsVanishedOnes(t *testing.T) {
 
 	d, err := store.Snapshot(ctx, pool)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(d.Jobs[1].State).To(Equal(platform.JobQueued))
-	g.Expect(d.Jobs[2].State).To(Equal(platform.JobCompleted))
-	g.Expect(d.Jobs[3].State).To(Equal(platform.JobInProgress))
-	g.Expect(d.Jobs[4].State).To(Equal(platform.JobQueued), "younger than minAge: the list may predate it")
-	g.Expect(d.Jobs[5]).To(And(HaveField("State", platform.JobQueued), HaveField("LabelSet", "linux")))
-	g.Expect(d.Jobs).NotTo(HaveKey(int64(6)))
+	g.Expect(d.Jobs["1"].State).To(Equal(platform.JobQueued))
+	g.Expect(d.Jobs["2"].State).To(Equal(platform.JobCompleted))
+	g.Expect(d.Jobs["3"].State).To(Equal(platform.JobInProgress))
+	g.Expect(d.Jobs["4"].State).To(Equal(platform.JobQueued), "younger than minAge: the list may predate it")
+	g.Expect(d.Jobs["5"]).To(And(HaveField("State", platform.JobQueued), HaveField("LabelSet", "linux")))
+	g.Expect(d.Jobs).NotTo(HaveKey("6"))
+	g.Expect(d.Jobs["7"].State).To(Equal(platform.JobWaiting))
 	g.Expect(d.Queued).To(Equal(3))
 
 	// Repeating the repair with the same truth changes nothing.
@@ -57,6 +60,44 @@ func TestRepairAddsMissedJobsAndDropsVanishedOnes(t *testing.T) {
 	g.Expect(store.Record(ctx, pool, jobEvent(2, platform.JobQueued))).To(BeFalse())
 }
 
+// TestRepairTrustsTheAPIForHeldJobs: a queued webhook followed by a job the API says is held
+// again (the order webhooks imposed was wrong) stops counting as demand; once the API no longer
+// lists a held job, it is completed like a vanished queued one.
+func TestRepairTrustsTheAPIForHeldJobs(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	pool := createPool(t, builder.NewRunnerPool("pool", ""))
+	clk := newClock()
+	store := newStore(clk)
+	const minAge = time.Minute
+	g.Expect(store.Record(ctx, pool, jobEvent(1, platform.JobQueued))).To(BeTrue())
+	clk.Advance(2 * minAge)
+
+	held := []platform.Job{{ID: "1", State: platform.JobWaiting, Labels: []string{"linux"}, Repository: "acme/api"}}
+	added, removed, err := store.Repair(ctx, pool, held, minAge)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect([]int{added, removed}).To(Equal([]int{0, 1}))
+	d, err := store.Snapshot(ctx, pool)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(d.Queued).To(BeZero())
+	g.Expect(d.Jobs["1"].State).To(Equal(platform.JobWaiting))
+
+	// Released by an approval: the queued webhook moves it forward again.
+	g.Expect(store.Record(ctx, pool, jobEvent(1, platform.JobQueued))).To(BeTrue())
+	g.Expect(store.Record(ctx, pool, jobEvent(1, platform.JobWaiting))).To(BeFalse())
+	g.Expect(store.Record(ctx, pool, jobEvent(2, platform.JobWaiting))).To(BeTrue())
+
+	// The API lists neither any more: cancelled or run elsewhere.
+	clk.Advance(2 * minAge)
+	_, removed, err = store.Repair(ctx, pool, nil, minAge)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(removed).To(Equal(1), "only the queued one was demand")
+	d, err = store.Snapshot(ctx, pool)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(d.Jobs["1"].State).To(Equal(platform.JobCompleted))
+	g.Expect(d.Jobs["2"].State).To(Equal(platform.JobCompleted))
+}
+
 func TestRepairDoesNotResurrectFinishedJobs(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -65,7 +106,7 @@ func TestRepairDoesNotResurrectFinishedJobs(t *testing.T) {
 	g.Expect(store.Record(ctx, pool, jobEvent(1, platform.JobCompleted))).To(BeTrue())
 
 	// An API list older than the completed webhook still shows the job queued.
-	added, removed, err := store.Repair(ctx, pool, []platform.Job{{ID: 1, State: platform.JobQueued, Labels: []string{"linux"}}}, time.Minute)
+	added, removed, err := store.Repair(ctx, pool, []platform.Job{{ID: "1", State: platform.JobQueued, Labels: []string{"linux"}}}, time.Minute)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect([]int{added, removed}).To(Equal([]int{0, 0}))
 	d, err := store.Snapshot(ctx, pool)

@@ -8,20 +8,22 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 )
 
-// SelectPool picks the one pool a job of repository ("owner/name") with runs-on labels is
+// SelectPool picks the one pool a job of a platform's repository (its path) with labels is
 // counted against, or nil. Counting a job in every pool that could serve it would start a VM
 // per pool for one job, so exactly one is chosen, the same way by every replica and by the
 // repair loop:
-//  1. the pool's scope contains the repository (repository pools by name, organization pools
-//     by owner, ignoring case) and its labels satisfy the job (platform.MatchesLabels);
-//  2. repository-scoped pools win over organization-scoped ones, as on GitHub;
+//  1. the pool is of the job's platform, its scope contains the repository (repository pools by
+//     path, organization and group pools by prefix, instance pools all, ignoring case) and its
+//     runners may take the job (platform.Pool.Serves: labels, tags, queue);
+//  2. repository-scoped pools win over organization-scoped ones, and those over instance ones,
+//     as on GitHub and GitLab;
 //  3. then the pool with the fewest labels beyond the job's, so a plain job does not take a
 //     GPU runner;
 //  4. then namespace and name, so the choice is stable.
 //
-// Pools being deleted are skipped.
-func SelectPool(pools []fleetv1.RunnerPool, repository string, labels []string) *fleetv1.RunnerPool {
-	ranked := RankPools(pools, repository, labels)
+// Pools being deleted are skipped. A job never selects a pool of another platform.
+func SelectPool(pools []fleetv1.RunnerPool, kind platform.Kind, repository string, labels []string) *fleetv1.RunnerPool {
+	ranked := RankPools(pools, kind, repository, labels)
 	if len(ranked) == 0 {
 		return nil
 	}
@@ -30,14 +32,14 @@ func SelectPool(pools []fleetv1.RunnerPool, repository string, labels []string) 
 
 // RankPools returns the pools that could serve a job, best first by SelectPool's rules. The
 // webhook receiver walks them until one proves it holds the job's installation.
-func RankPools(pools []fleetv1.RunnerPool, repository string, labels []string) []*fleetv1.RunnerPool {
+func RankPools(pools []fleetv1.RunnerPool, kind platform.Kind, repository string, labels []string) []*fleetv1.RunnerPool {
 	type ranked struct {
 		pool *fleetv1.RunnerPool
 		rank poolRank
 	}
 	var out []ranked
 	for i := range pools {
-		if rank, ok := rankPool(&pools[i], repository, labels); ok {
+		if rank, ok := rankPool(&pools[i], kind, repository, labels); ok {
 			out = append(out, ranked{pool: &pools[i], rank: rank})
 		}
 	}
@@ -61,8 +63,9 @@ func RankPools(pools []fleetv1.RunnerPool, repository string, labels []string) [
 // passing all of a scope's queued jobs to Repair would count a job in several pools.
 func JobsForPool(pools []fleetv1.RunnerPool, pool *fleetv1.RunnerPool, jobs []platform.Job) []platform.Job {
 	var out []platform.Job
+	kind := platform.KindOf(pool)
 	for _, j := range jobs {
-		if p := SelectPool(pools, j.Repository, j.Labels); p != nil && p.Namespace == pool.Namespace && p.Name == pool.Name {
+		if p := SelectPool(pools, kind, j.Repository, j.Labels); p != nil && p.Namespace == pool.Namespace && p.Name == pool.Name {
 			out = append(out, j)
 		}
 	}
@@ -70,14 +73,14 @@ func JobsForPool(pools []fleetv1.RunnerPool, pool *fleetv1.RunnerPool, jobs []pl
 }
 
 type poolRank struct {
-	organizationScoped bool
-	extraLabels        int
-	namespace, name    string
+	breadth         int // 0 repository, 1 organization or group, 2 instance
+	extraLabels     int
+	namespace, name string
 }
 
 func (a poolRank) less(b poolRank) bool {
-	if a.organizationScoped != b.organizationScoped {
-		return !a.organizationScoped
+	if a.breadth != b.breadth {
+		return a.breadth < b.breadth
 	}
 	return cmp.Or(
 		cmp.Compare(a.extraLabels, b.extraLabels),
@@ -86,23 +89,23 @@ func (a poolRank) less(b poolRank) bool {
 	) < 0
 }
 
-func rankPool(p *fleetv1.RunnerPool, repository string, jobLabels []string) (poolRank, bool) {
+func rankPool(p *fleetv1.RunnerPool, kind platform.Kind, repository string, jobLabels []string) (poolRank, bool) {
 	if !p.DeletionTimestamp.IsZero() {
 		return poolRank{}, false
 	}
-	scope := platform.Scope{Organization: p.Spec.GitHub.Organization, Repository: p.Spec.GitHub.Repository}
-	if scope.Validate() != nil || !scope.Contains(repository) {
+	pool, ok := platform.PoolOf(p)
+	if !ok || pool.Kind != kind {
 		return poolRank{}, false
 	}
-	if !platform.MatchesLabels(jobLabels, p.Spec.GitHub.Labels) {
+	if pool.Scope.Validate() != nil || !pool.Scope.Contains(repository) || !pool.Serves(jobLabels) {
 		return poolRank{}, false
 	}
-	job := platform.NormalizeLabels(jobLabels)
-	extra := 0
-	for _, l := range platform.NormalizeLabels(p.Spec.GitHub.Labels) {
-		if _, found := slices.BinarySearch(job, l); !found && l != platform.SelfHostedLabel {
-			extra++
-		}
+	breadth := 0
+	switch {
+	case pool.Scope.IsInstance():
+		breadth = 2
+	case !pool.Scope.IsRepository():
+		breadth = 1
 	}
-	return poolRank{organizationScoped: !scope.IsRepository(), extraLabels: extra, namespace: p.Namespace, name: p.Name}, true
+	return poolRank{breadth: breadth, extraLabels: pool.ExtraLabels(jobLabels), namespace: p.Namespace, name: p.Name}, true
 }

@@ -101,25 +101,27 @@ func (s *Store) maxRecords() int {
 }
 
 // Record applies one job event to pool's ledger. Only forward transitions are applied
-// (platform.IsForward; waiting counts as queued), so duplicates, replays and events arriving
-// out of order return changed=false. A job the ledger has never seen is recorded whatever its
+// (platform.IsForward: waiting < queued < in_progress < completed), so duplicates, replays and
+// events arriving out of order return changed=false. A held (waiting) job is recorded but is not
+// demand until its queued event arrives. A job the ledger has never seen is recorded whatever its
 // state: a runner of ours may have taken a job whose queued event was lost, and a completed
 // record keeps a late queued replay from creating demand.
 func (s *Store) Record(ctx context.Context, pool *fleetv1.RunnerPool, ev platform.JobEvent) (bool, error) {
-	if ev.JobID == 0 || !ev.State.Valid() {
-		return false, fmt.Errorf("job event needs a job id and a known state (job %d, state %q)", ev.JobID, ev.State)
+	if ev.JobID == "" || !ev.State.Valid() {
+		return false, fmt.Errorf("job event needs a job id and a known state (job %q, state %q)", ev.JobID, ev.State)
 	}
+	key := JobKey(ev.JobID)
 	at, ok := ctx.Value(observedAtKey{}).(time.Time)
 	if !ok {
 		at = s.now()
 	}
-	return s.mutate(ctx, pool, func(jobs map[int64]Record) bool {
-		old, known := jobs[ev.JobID]
+	return s.mutate(ctx, pool, func(jobs map[string]Record) bool {
+		old, known := jobs[key]
 		if known && !platform.IsForward(old.State, ev.State) {
 			return false
 		}
 		r := old
-		r.State, r.Transition = storedState(ev.State), at
+		r.State, r.Transition = ev.State, at
 		if !known || r.LabelSet == "" {
 			r.LabelSet = platform.LabelSetKey(ev.Labels)
 		}
@@ -129,7 +131,7 @@ func (s *Store) Record(ctx context.Context, pool *fleetv1.RunnerPool, ev platfor
 		if ev.RunnerName != "" {
 			r.Runner = ev.RunnerName
 		}
-		jobs[ev.JobID] = r
+		jobs[key] = r
 		return true
 	})
 }
@@ -139,44 +141,68 @@ func (s *Store) Snapshot(ctx context.Context, pool *fleetv1.RunnerPool) (Demand,
 	cm := &corev1.ConfigMap{}
 	if err := s.Client.Get(ctx, ConfigMapKey(pool), cm); err != nil {
 		if apierrors.IsNotFound(err) {
-			return newDemand(map[int64]Record{}), nil
+			return newDemand(map[string]Record{}), nil
 		}
 		return Demand{}, fmt.Errorf("reading job ledger: %w", err)
 	}
 	return newDemand(decodeLedger(cm.Data)), nil
 }
 
-// Repair reconciles pool's ledger with the platform's list of jobs waiting for a runner, which
-// the repair loop fetches because webhooks are never retried. queued must hold only the jobs
-// routed to this pool (see JobsForPool). Jobs the ledger lacks are added as queued. Jobs the
-// ledger holds as queued that the platform no longer lists were cancelled or taken by a runner
-// that is not ours, and are marked completed, unless they were queued less than minAge ago: the
-// platform's list may predate the webhook that announced them.
+// Repair reconciles pool's ledger with the platform's list of jobs waiting for a runner or held
+// (platform.DemandSource.QueuedJobs), which the repair loop fetches because webhooks may be lost.
+// queued must hold only the jobs routed to this pool (see JobsForPool). Jobs the ledger lacks are
+// added in their listed state (queued when the list gives none). The platform's word wins over
+// the order webhooks imposed: a job the ledger holds as queued that the platform lists as held
+// (waiting) goes back to waiting, so it stops counting as demand. Jobs the ledger holds as queued
+// or waiting that the platform no longer lists were cancelled or taken by a runner that is not
+// ours, and are marked completed, unless they were queued less than minAge ago: the platform's
+// list may predate the webhook that announced them.
 func (s *Store) Repair(ctx context.Context, pool *fleetv1.RunnerPool, queued []platform.Job, minAge time.Duration) (added, removed int, err error) {
-	_, err = s.mutate(ctx, pool, func(jobs map[int64]Record) bool {
+	_, err = s.mutate(ctx, pool, func(jobs map[string]Record) bool {
 		added, removed = 0, 0 // a retry starts over from a fresh read
+		changed := false
 		now := s.now()
-		listed := make(map[int64]bool, len(queued))
+		listed := make(map[string]bool, len(queued))
 		for _, j := range queued {
-			if j.State != "" && !j.State.NeedsRunner() {
+			state := j.State
+			if state == "" {
+				state = platform.JobQueued
+			}
+			if state != platform.JobQueued && state != platform.JobWaiting {
 				continue
 			}
-			listed[j.ID] = true
-			if _, known := jobs[j.ID]; known {
+			key := JobKey(j.ID)
+			listed[key] = true
+			if r, known := jobs[key]; known {
+				if r.State == platform.JobQueued && state == platform.JobWaiting {
+					r.State, r.Transition = platform.JobWaiting, now
+					jobs[key] = r
+					removed++
+				}
 				continue
 			}
-			jobs[j.ID] = Record{State: platform.JobQueued, LabelSet: platform.LabelSetKey(j.Labels), Transition: now, FirstQueued: now}
-			added++
+			r := Record{State: state, LabelSet: platform.LabelSetKey(j.Labels), Transition: now}
+			if state.NeedsRunner() {
+				r.FirstQueued = now
+				added++
+			} else {
+				changed = true
+			}
+			jobs[key] = r
 		}
 		for id, r := range jobs {
-			if !r.State.NeedsRunner() || listed[id] || now.Sub(queuedSince(r)) < minAge {
+			if !(r.State.NeedsRunner() || r.State.IsHeld()) || listed[id] || now.Sub(queuedSince(r)) < minAge {
 				continue
+			}
+			if r.State.NeedsRunner() {
+				removed++
+			} else {
+				changed = true
 			}
 			r.State, r.Transition = platform.JobCompleted, now
 			jobs[id] = r
-			removed++
 		}
-		return added+removed > 0
+		return changed || added+removed > 0
 	})
 	if err != nil {
 		return 0, 0, err
@@ -199,7 +225,7 @@ func queuedSince(r Record) time.Time {
 // write back with the read's resourceVersion. A conflict (or a concurrent first create) means
 // another writer won; the loop re-reads and re-applies change, which must therefore be a pure
 // function of the records it is given.
-func (s *Store) mutate(ctx context.Context, pool *fleetv1.RunnerPool, change func(map[int64]Record) bool) (bool, error) {
+func (s *Store) mutate(ctx context.Context, pool *fleetv1.RunnerPool, change func(map[string]Record) bool) (bool, error) {
 	if pool.UID == "" {
 		return false, fmt.Errorf("runner pool %s/%s has no UID; pass the object read from the API server", pool.Namespace, pool.Name)
 	}
@@ -219,7 +245,7 @@ func (s *Store) mutate(ctx context.Context, pool *fleetv1.RunnerPool, change fun
 	return false, fmt.Errorf("writing job ledger: gave up after %d conflicts: %w", writeAttempts, lastErr)
 }
 
-func (s *Store) tryMutate(ctx context.Context, pool *fleetv1.RunnerPool, change func(map[int64]Record) bool) (bool, error) {
+func (s *Store) tryMutate(ctx context.Context, pool *fleetv1.RunnerPool, change func(map[string]Record) bool) (bool, error) {
 	key := ConfigMapKey(pool)
 	cm := &corev1.ConfigMap{}
 	exists := true

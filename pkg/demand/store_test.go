@@ -32,8 +32,10 @@ func TestRecordAppliesOnlyForwardTransitions(t *testing.T) {
 		final   platform.JobState
 	}{
 		{name: "in order", events: []platform.JobState{q, p, c}, changed: []bool{true, true, true}, final: c},
-		{name: "waiting is stored as queued", events: []platform.JobState{w}, changed: []bool{true}, final: q},
-		{name: "queued then waiting changes nothing", events: []platform.JobState{q, w, p}, changed: []bool{true, false, true}, final: p},
+		{name: "a held job is recorded as waiting", events: []platform.JobState{w}, changed: []bool{true}, final: w},
+		{name: "approval releases a held job", events: []platform.JobState{w, q, p, c}, changed: []bool{true, true, true, true}, final: c},
+		{name: "a late waiting after queued changes nothing", events: []platform.JobState{q, w, p}, changed: []bool{true, false, true}, final: p},
+		{name: "a held job may start at once", events: []platform.JobState{w, p}, changed: []bool{true, true}, final: p},
 		{name: "completed before queued", events: []platform.JobState{c, q}, changed: []bool{true, false}, final: c},
 		{name: "in progress before queued", events: []platform.JobState{p, q, c}, changed: []bool{true, false, true}, final: c},
 		{name: "skipping in progress", events: []platform.JobState{q, c, p}, changed: []bool{true, true, false}, final: c},
@@ -53,9 +55,32 @@ func TestRecordAppliesOnlyForwardTransitions(t *testing.T) {
 			d, err := store.Snapshot(ctx, pool)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(d.Jobs).To(HaveLen(1))
-			g.Expect(d.Jobs[7].State).To(Equal(tt.final))
+			g.Expect(d.Jobs["7"].State).To(Equal(tt.final))
 		})
 	}
+}
+
+// TestHeldJobsAreNotDemand: a job held before it is offered to runners (GitHub's waiting for an
+// environment's approval, GitLab's manual, Buildkite's blocked) is in the ledger but is not
+// queued demand, so no VM boots for it; its release makes it demand.
+func TestHeldJobsAreNotDemand(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	pool := createPool(t, builder.NewRunnerPool("pool", ""))
+	store := newStore(newClock())
+
+	g.Expect(store.Record(ctx, pool, jobEvent(1, platform.JobWaiting))).To(BeTrue())
+	d, err := store.Snapshot(ctx, pool)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(d.Queued).To(BeZero(), "a held job is not demand")
+	g.Expect(d.QueuedByLabelSet()).To(BeEmpty())
+	g.Expect(d.Jobs["1"].FirstQueued.IsZero()).To(BeTrue())
+
+	g.Expect(store.Record(ctx, pool, jobEvent(1, platform.JobQueued))).To(BeTrue())
+	d, err = store.Snapshot(ctx, pool)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(d.Queued).To(Equal(1), "approved: now it is demand")
+	g.Expect(d.Jobs["1"].FirstQueued.IsZero()).To(BeFalse(), "latency is measured from the release")
 }
 
 func TestRecordIgnoresDuplicatesAndReplays(t *testing.T) {
@@ -76,10 +101,10 @@ func TestRecordIgnoresDuplicatesAndReplays(t *testing.T) {
 	d, err := store.Snapshot(ctx, pool)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(d.Queued).To(BeZero())
-	g.Expect(d.Busy).To(Equal(map[string]int64{"runner-1": 1}))
-	g.Expect(d.Jobs[1].FirstQueued).To(Equal(first), "a replay must not move the first-queued time")
-	g.Expect(d.Jobs[1].Transition).To(Equal(clk.Now()))
-	g.Expect(d.Jobs[1].LabelSet).To(Equal("linux"))
+	g.Expect(d.Busy).To(Equal(map[string]string{"runner-1": "1"}))
+	g.Expect(d.Jobs["1"].FirstQueued).To(Equal(first), "a replay must not move the first-queued time")
+	g.Expect(d.Jobs["1"].Transition).To(Equal(clk.Now()))
+	g.Expect(d.Jobs["1"].LabelSet).To(Equal("linux"))
 }
 
 func TestRecordUsesObservedTime(t *testing.T) {
@@ -92,7 +117,7 @@ func TestRecordUsesObservedTime(t *testing.T) {
 
 	d, err := store.Snapshot(context.Background(), pool)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(d.Jobs[1].FirstQueued).To(Equal(received))
+	g.Expect(d.Jobs["1"].FirstQueued).To(Equal(received))
 }
 
 func TestConcurrentRecordsOfDifferentJobsAllLand(t *testing.T) {
@@ -169,15 +194,15 @@ func TestCompletedRecordsExpireAfterRetention(t *testing.T) {
 	g.Expect(store.Record(ctx, pool, jobEvent(3, platform.JobQueued))).To(BeTrue())
 	d, err := store.Snapshot(ctx, pool)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(d.Jobs).To(HaveKey(int64(1)), "within retention the completed record still dedupes")
+	g.Expect(d.Jobs).To(HaveKey("1"), "within retention the completed record still dedupes")
 	g.Expect(store.Record(ctx, pool, jobEvent(1, platform.JobQueued))).To(BeFalse())
 
 	clk.Advance(2 * time.Minute)
 	g.Expect(store.Record(ctx, pool, jobEvent(4, platform.JobQueued))).To(BeTrue())
 	d, err = store.Snapshot(ctx, pool)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(d.Jobs).NotTo(HaveKey(int64(1)), "pruned on the next write after retention")
-	g.Expect(d.Jobs).To(HaveKey(int64(2)), "queued jobs are demand and never expire")
+	g.Expect(d.Jobs).NotTo(HaveKey("1"), "pruned on the next write after retention")
+	g.Expect(d.Jobs).To(HaveKey("2"), "queued jobs are demand and never expire")
 	g.Expect(d.Queued).To(Equal(3))
 }
 
@@ -198,7 +223,7 @@ func TestLedgerSizeIsBounded(t *testing.T) {
 	d, err := store.Snapshot(ctx, pool)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(d.Jobs).To(HaveLen(4))
-	g.Expect(d.Jobs).NotTo(HaveKey(int64(1)), "the oldest completed record goes first")
+	g.Expect(d.Jobs).NotTo(HaveKey("1"), "the oldest completed record goes first")
 
 	g.Expect(store.Record(ctx, pool, jobEvent(12, platform.JobQueued))).To(BeTrue())
 	g.Expect(store.Record(ctx, pool, jobEvent(13, platform.JobQueued))).To(BeTrue())

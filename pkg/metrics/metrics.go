@@ -91,6 +91,11 @@ var (
 		Name: "hyperfleet_github_rate_limit_remaining",
 		Help: "Requests left in the current GitHub API rate-limit window.",
 	})
+
+	PlatformRateLimited = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hyperfleet_platform_rate_limited_total",
+		Help: "CI platform API calls refused by the platform's rate limits (primary or secondary), by platform.",
+	}, []string{"platform"})
 )
 
 // Renamed maps each deprecated metric name to the name that replaces it. The deprecated names are
@@ -110,7 +115,7 @@ func Collectors() []prometheus.Collector {
 		DeprecatedProxmoxAPIRequestDuration, DeprecatedProxmoxAPIErrors, DeprecatedProxmoxTaskDuration,
 		WebhookDeliveries, JobPickupLatency,
 		RunnerPoolReplicas, RunnerPoolQueuedJobs,
-		BootstrapAttestations, GitHubRateLimitRemaining,
+		BootstrapAttestations, GitHubRateLimitRemaining, PlatformRateLimited,
 	}
 }
 

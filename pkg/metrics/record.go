@@ -131,6 +131,14 @@ func SetGitHubRateLimit(n int) {
 	GitHubRateLimitRemaining.Set(float64(n))
 }
 
+// platforms bounds the platform label.
+var platforms = set("github", "gitlab", "buildkite")
+
+// PlatformRateLimit counts one API call a CI platform refused for its rate limits.
+func PlatformRateLimit(platform string) {
+	PlatformRateLimited.WithLabelValues(bounded(platform, platforms)).Inc()
+}
+
 func set(values ...string) map[string]bool {
 	m := make(map[string]bool, len(values))
 	for _, v := range values {

@@ -19,11 +19,11 @@ func NewRunnerPool(name, namespace string) *RunnerPoolBuilder {
 		Spec: fleetv1.RunnerPoolSpec{
 			ClusterName: "runners",
 			MaxReplicas: 5,
-			GitHub: fleetv1.GitHubSpec{
+			Platform: fleetv1.PlatformSpec{GitHub: &fleetv1.GitHubSpec{
 				Organization:   "acme",
 				Labels:         []string{"linux"},
 				CredentialsRef: fleetv1.LocalObjectReference{Name: "github-app"},
-			},
+			}},
 			Template: fleetv1.RunnerMachineTemplate{
 				InfrastructureRef: clusterv1.ContractVersionedObjectReference{
 					APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "MachineClaimTemplate", Name: "runner"},
@@ -54,13 +54,34 @@ func (b *RunnerPoolBuilder) WithReplicas(n int32) *RunnerPoolBuilder {
 	return b
 }
 
+// WithGitHub makes the pool a GitHub pool with gh.
 func (b *RunnerPoolBuilder) WithGitHub(gh fleetv1.GitHubSpec) *RunnerPoolBuilder {
-	b.obj.Spec.GitHub = gh
+	b.obj.Spec.Platform = fleetv1.PlatformSpec{GitHub: &gh}
 	return b
 }
 
+// WithGitLab makes the pool a GitLab pool with gl.
+func (b *RunnerPoolBuilder) WithGitLab(gl fleetv1.GitLabSpec) *RunnerPoolBuilder {
+	b.obj.Spec.Platform = fleetv1.PlatformSpec{GitLab: &gl}
+	return b
+}
+
+// WithBuildkite makes the pool a Buildkite pool with bk.
+func (b *RunnerPoolBuilder) WithBuildkite(bk fleetv1.BuildkiteSpec) *RunnerPoolBuilder {
+	b.obj.Spec.Platform = fleetv1.PlatformSpec{Buildkite: &bk}
+	return b
+}
+
+// WithLabels sets the runners' labels (GitHub labels, GitLab tags, Buildkite tags).
 func (b *RunnerPoolBuilder) WithLabels(labels ...string) *RunnerPoolBuilder {
-	b.obj.Spec.GitHub.Labels = labels
+	switch p := b.obj.Spec.Platform; {
+	case p.GitHub != nil:
+		p.GitHub.Labels = labels
+	case p.GitLab != nil:
+		p.GitLab.Tags = labels
+	case p.Buildkite != nil:
+		p.Buildkite.Tags = labels
+	}
 	return b
 }
 

@@ -79,7 +79,7 @@ func TestErrorsAreClassified(t *testing.T) {
 				tt.prepare(fake)
 			}
 
-			_, _, err := c.JITConfig(ctx, tt.scope, spec)
+			_, _, err := jitConfig(c, ctx, tt.scope, spec)
 
 			g.Expect(err).To(MatchError(tt.want))
 			_, hasRetryAt := platform.RetryAt(err)
@@ -95,9 +95,9 @@ func TestClientRecoversAfterTransientFailure(t *testing.T) {
 	fake.FailNext(fakegithub.EndpointOrgJITConfig, 1, http.StatusBadGateway)
 	spec := platform.RunnerSpec{Name: "hf-1", Labels: []string{"linux"}}
 
-	_, _, err := c.JITConfig(context.Background(), orgScope("acme"), spec)
+	_, _, err := jitConfig(c, context.Background(), orgScope("acme"), spec)
 	g.Expect(err).To(MatchError(platform.ErrTransient))
-	_, _, err = c.JITConfig(context.Background(), orgScope("acme"), spec)
+	_, _, err = jitConfig(c, context.Background(), orgScope("acme"), spec)
 	g.Expect(err).NotTo(HaveOccurred())
 
 	g.Expect(fake.Runners()).To(ConsistOf(HaveField("Name", "hf-1")))
@@ -135,7 +135,7 @@ func TestClientOverTLSWithCustomCA(t *testing.T) {
 	cfg.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
 	trusting, err := NewClient(cfg)
 	g.Expect(err).NotTo(HaveOccurred())
-	_, id, err := trusting.JITConfig(context.Background(), orgScope("acme"), platform.RunnerSpec{Name: "hf-1", Labels: []string{"linux"}})
+	_, id, err := jitConfig(trusting, context.Background(), orgScope("acme"), platform.RunnerSpec{Name: "hf-1", Labels: []string{"linux"}})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(fake.Runners()).To(ConsistOf(HaveField("ID", id)))
 }
@@ -174,7 +174,7 @@ func TestClientRecoversFromRevokedTokenAndReinstall(t *testing.T) {
 
 			_, err = c.ListRunners(ctx, orgScope("acme"))
 			g.Expect(err).To(MatchError(platform.ErrUnauthorized), "the cached token is refused once")
-			_, _, err = c.JITConfig(ctx, orgScope("acme"), platform.RunnerSpec{Name: "hf-1", Labels: []string{"linux"}})
+			_, _, err = jitConfig(c, ctx, orgScope("acme"), platform.RunnerSpec{Name: "hf-1", Labels: []string{"linux"}})
 			g.Expect(err).NotTo(HaveOccurred())
 
 			g.Expect(fake.Runners()).To(ConsistOf(HaveField("Name", "hf-1")))

@@ -97,7 +97,7 @@ func (c *Client) queuedJobsInRepo(ctx context.Context, client *gh.Client, repo s
 				return nil, classify("list jobs of run in "+repo, resp, err)
 			}
 			for _, j := range jobs.Jobs {
-				if state := platform.JobState(j.GetStatus()); state.NeedsRunner() {
+				if state := platform.JobState(j.GetStatus()); state == platform.JobQueued || state == platform.JobWaiting {
 					out = append(out, toJob(j, repo))
 				}
 			}
@@ -112,15 +112,19 @@ func (c *Client) queuedJobsInRepo(ctx context.Context, client *gh.Client, repo s
 
 func toJob(j *gh.WorkflowJob, repo string) platform.Job {
 	return platform.Job{
-		ID: j.GetID(), RunID: j.GetRunID(), Name: j.GetName(), State: platform.JobState(j.GetStatus()),
+		ID: formatID(j.GetID()), RunID: formatID(j.GetRunID()), Name: j.GetName(), State: platform.JobState(j.GetStatus()),
 		Labels: platform.NormalizeLabels(j.Labels), Repository: repo, RunnerName: j.GetRunnerName(),
 		CreatedAt: j.GetCreatedAt().Time,
 	}
 }
 
 // GetJob reads one job of a repository scope, to check a job's state during repair.
-func (c *Client) GetJob(ctx context.Context, scope platform.Scope, jobID int64) (platform.Job, error) {
+func (c *Client) GetJob(ctx context.Context, scope platform.Scope, jobID string) (platform.Job, error) {
 	scope = scope.Effective()
+	id, err := parseID("job ID", jobID)
+	if err != nil {
+		return platform.Job{}, err
+	}
 	if !scope.IsRepository() {
 		return platform.Job{}, &platform.Error{Class: platform.ErrInvalid, Op: "get job", Err: errNeedRepository}
 	}
@@ -129,7 +133,7 @@ func (c *Client) GetJob(ctx context.Context, scope platform.Scope, jobID int64) 
 		return platform.Job{}, err
 	}
 	owner, name := scope.RepositoryParts()
-	j, resp, err := client.Actions.GetWorkflowJobByID(ctx, owner, name, jobID)
+	j, resp, err := client.Actions.GetWorkflowJobByID(ctx, owner, name, id)
 	if err != nil {
 		err = classify("get job in "+scope.String(), resp, err)
 		c.forgetInstallation(scope, err)

@@ -16,7 +16,7 @@ func startJob(t *testing.T, c *Client, repo, runnerName string, labels []string)
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
-	encoded, _, err := c.JITConfig(ctx, repoScope(repo), platform.RunnerSpec{Name: runnerName, Labels: labels})
+	encoded, _, err := jitConfig(c, ctx, repoScope(repo), platform.RunnerSpec{Name: runnerName, Labels: labels})
 	g.Expect(err).NotTo(HaveOccurred())
 	runner, err := fakegithub.NewRunnerClient(encoded, nil)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -58,7 +58,7 @@ func TestQueuedJobs(t *testing.T) {
 			g.Expect(err).NotTo(HaveOccurred())
 			ids := make([]int64, 0, len(jobs))
 			for _, j := range jobs {
-				ids = append(ids, j.ID)
+				ids = append(ids, mustID(j.ID))
 				g.Expect(j.State).To(Equal(platform.JobQueued))
 			}
 			g.Expect(ids).To(ConsistOf(tt.want))
@@ -68,9 +68,9 @@ func TestQueuedJobs(t *testing.T) {
 	jobs, err := c.QueuedJobs(ctx, repoScope("acme/api"))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(platform.FilterJobs(jobs, []string{"linux", "x64"})).To(ConsistOf(
-		platform.Job{ID: sibling.ID, RunID: started.RunID, Name: "build", State: platform.JobQueued,
+		platform.Job{ID: formatID(sibling.ID), RunID: formatID(started.RunID), Name: "build", State: platform.JobQueued,
 			Labels: []string{"linux", "self-hosted"}, Repository: "acme/api", CreatedAt: sibling.CreatedAt.UTC().Truncate(1e9)},
-		HaveField("ID", queued.ID),
+		HaveField("ID", formatID(queued.ID)),
 	))
 }
 
@@ -90,12 +90,14 @@ func TestGetJob(t *testing.T) {
 	fake, c := newTestClient(t, fakegithub.Options{}, nil)
 	job := fake.CreateJob("acme/api", []string{"Linux"}, fakegithub.WithJobName("test"))
 
-	got, err := c.GetJob(context.Background(), repoScope("acme/api"), job.ID)
+	got, err := c.GetJob(context.Background(), repoScope("acme/api"), formatID(job.ID))
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(got).To(And(HaveField("ID", job.ID), HaveField("Name", "test"), HaveField("Labels", []string{"linux"})))
+	g.Expect(got).To(And(HaveField("ID", formatID(job.ID)), HaveField("Name", "test"), HaveField("Labels", []string{"linux"})))
 
-	_, err = c.GetJob(context.Background(), repoScope("acme/api"), 1)
+	_, err = c.GetJob(context.Background(), repoScope("acme/api"), "1")
 	g.Expect(err).To(MatchError(platform.ErrNotFound))
-	_, err = c.GetJob(context.Background(), orgScope("acme"), job.ID)
+	_, err = c.GetJob(context.Background(), repoScope("acme/api"), "not-a-number")
+	g.Expect(err).To(MatchError(platform.ErrInvalid))
+	_, err = c.GetJob(context.Background(), orgScope("acme"), formatID(job.ID))
 	g.Expect(err).To(MatchError(platform.ErrInvalid))
 }

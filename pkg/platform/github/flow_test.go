@@ -42,7 +42,7 @@ func (r *eventRecorder) statesOf(jobID int64) []platform.JobState {
 	defer r.mu.Unlock()
 	var out []platform.JobState
 	for _, e := range r.events {
-		if e.JobID == jobID {
+		if e.JobID == formatID(jobID) {
 			out = append(out, e.State)
 		}
 	}
@@ -72,7 +72,7 @@ func TestRunnersRunEachJobExactlyOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, jobs)
 	for i := range jobs {
-		encoded, _, err := c.JITConfig(ctx, orgScope("acme"), platform.RunnerSpec{Name: fmt.Sprintf("hf-linux-%d", i), Labels: []string{"linux"}})
+		encoded, _, err := jitConfig(c, ctx, orgScope("acme"), platform.RunnerSpec{Name: fmt.Sprintf("hf-linux-%d", i), Labels: []string{"linux"}})
 		g.Expect(err).NotTo(HaveOccurred())
 		runner, err := fakegithub.NewRunnerClient(encoded, nil)
 		g.Expect(err).NotTo(HaveOccurred())
@@ -113,7 +113,7 @@ func TestIdleRunnerWithoutMatchingJobGoesAway(t *testing.T) {
 	g := NewWithT(t)
 	fake, c := newTestClient(t, fakegithub.Options{}, nil)
 	job := fake.CreateJob("acme/api", []string{"self-hosted", "gpu"})
-	encoded, _, err := c.JITConfig(context.Background(), repoScope("acme/api"), platform.RunnerSpec{Name: "hf-cpu", Labels: []string{"linux"}})
+	encoded, _, err := jitConfig(c, context.Background(), repoScope("acme/api"), platform.RunnerSpec{Name: "hf-cpu", Labels: []string{"linux"}})
 	g.Expect(err).NotTo(HaveOccurred())
 	runner, err := fakegithub.NewRunnerClient(encoded, nil)
 	g.Expect(err).NotTo(HaveOccurred())

@@ -1,10 +1,12 @@
 package github
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
+	"strconv"
 	"testing"
 
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
@@ -40,3 +42,20 @@ func otherRSAKeyPEM(t *testing.T) []byte {
 func repoScope(repo string) platform.Scope { return platform.Scope{Repository: repo} }
 
 func orgScope(org string) platform.Scope { return platform.Scope{Organization: org} }
+
+// jitConfig registers a runner through the neutral Register and returns what GitHub calls its
+// parts: the encoded JIT config and the numeric runner ID.
+func jitConfig(r platform.RunnerRegistry, ctx context.Context, scope platform.Scope, spec platform.RunnerSpec) (string, int64, error) {
+	reg, err := r.Register(ctx, scope, spec)
+	if err != nil {
+		return "", 0, err
+	}
+	id, _ := strconv.ParseInt(reg.ID, 10, 64)
+	return reg.Config, id, nil
+}
+
+// mustID reads a neutral ID back as GitHub's number; 0 when it is none.
+func mustID(id string) int64 {
+	n, _ := strconv.ParseInt(id, 10, 64)
+	return n
+}

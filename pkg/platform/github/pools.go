@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -54,6 +55,9 @@ type PoolClients struct {
 	Reader client.Reader
 	// Transport is the base round tripper, e.g. for a GitHub Enterprise CA; nil uses the default.
 	Transport http.RoundTripper
+	// HTTPTimeout bounds each API call of pools without spec.platform.github.httpTimeout; 0 is
+	// the client's default.
+	HTTPTimeout time.Duration
 
 	mu      sync.Mutex
 	clients map[string]*Client
@@ -61,7 +65,10 @@ type PoolClients struct {
 
 // For returns the client and the effective scope (repository wins) of pool.
 func (p *PoolClients) For(ctx context.Context, pool *fleetv1.RunnerPool) (*Client, platform.Scope, error) {
-	spec := pool.Spec.GitHub
+	spec := pool.Spec.Platform.GitHub
+	if spec == nil {
+		return nil, platform.Scope{}, fmt.Errorf("%w: pool %s/%s is not a GitHub pool", platform.ErrUnsupported, pool.Namespace, pool.Name)
+	}
 	scope := platform.Scope{Organization: spec.Organization, Repository: spec.Repository}.Effective()
 	if IsPlainHTTP(spec.APIURL) && !spec.AllowInsecureHTTP {
 		// The API server refuses such a pool; this covers pools stored before that rule.
@@ -92,7 +99,7 @@ func (p *PoolClients) For(ctx context.Context, pool *fleetv1.RunnerPool) (*Clien
 	if c, ok := p.clients[cacheKey]; ok {
 		return c, scope, nil
 	}
-	cfg := Config{BaseURL: spec.APIURL, PrivateKeyPEM: secret.Data[KeyPrivateKey], Transport: p.Transport}
+	cfg := Config{BaseURL: spec.APIURL, PrivateKeyPEM: secret.Data[KeyPrivateKey], Transport: p.Transport, HTTPTimeout: p.HTTPTimeout}
 	if caPEM != nil {
 		if cfg.Transport, err = TransportWithCA(p.Transport, caPEM); err != nil {
 			return nil, scope, fmt.Errorf("%w: %v", ErrCABundle, err)
@@ -122,29 +129,50 @@ func (p *PoolClients) For(ctx context.Context, pool *fleetv1.RunnerPool) (*Clien
 
 var _ platform.Source = (*PoolClients)(nil)
 
-// Platform is For behind the platform-neutral interface (platform.Source).
+// Platform is For behind the platform-neutral interface (platform.Source). Its runners
+// register in the pool's runner group (spec.platform.github.runnerGroupID).
 func (p *PoolClients) Platform(ctx context.Context, pool *fleetv1.RunnerPool) (platform.Platform, platform.Scope, error) {
 	c, scope, err := p.For(ctx, pool)
 	if err != nil {
 		return nil, scope, err
 	}
-	return c, scope, nil
+	return &PoolPlatform{Client: c, RunnerGroupID: pool.Spec.Platform.GitHub.RunnerGroupID}, scope, nil
 }
 
-// Installation returns the proven GitHub App installation of pool's credentials (see
-// Client.Installation), for routing webhooks and claiming jobs.
-func (p *PoolClients) Installation(ctx context.Context, pool *fleetv1.RunnerPool) (int64, error) {
+// PoolPlatform is a Client serving one pool: Register puts runners in the pool's runner group.
+type PoolPlatform struct {
+	*Client
+	// RunnerGroupID is the runner group; 0 is the Default group.
+	RunnerGroupID int64
+}
+
+// Register implements platform.RunnerRegistry in the pool's runner group.
+func (p *PoolPlatform) Register(ctx context.Context, scope platform.Scope, spec platform.RunnerSpec) (platform.Registration, error) {
+	group := p.RunnerGroupID
+	if group == 0 {
+		group = defaultRunnerGroupID
+	}
+	return p.Client.RegisterInGroup(ctx, scope, spec, group)
+}
+
+// Installation returns the proven GitHub App installation ID of pool's credentials in decimal
+// (see Client.Installation), for routing webhooks and claiming jobs.
+func (p *PoolClients) Installation(ctx context.Context, pool *fleetv1.RunnerPool) (string, error) {
 	c, scope, err := p.For(ctx, pool)
 	if err != nil {
-		return 0, err
+		return "", err
 	}
-	return c.Installation(ctx, scope)
+	id, err := c.Installation(ctx, scope)
+	if err != nil {
+		return "", err
+	}
+	return formatID(id), nil
 }
 
 // caBundle reads the PEM bundle pool.spec.github.caBundleRef names, and a version string that
 // changes with it; nil without a reference.
 func (p *PoolClients) caBundle(ctx context.Context, pool *fleetv1.RunnerPool) ([]byte, string, error) {
-	ref := pool.Spec.GitHub.CABundleRef
+	ref := pool.Spec.Platform.GitHub.CABundleRef
 	if ref == nil {
 		return nil, "", nil
 	}

@@ -97,7 +97,7 @@ func TestPoolClientsTrustOnlyTheCABundle(t *testing.T) {
 				var scope platform.Scope
 				c, scope, err = clients.For(ctx, pool)
 				g.Expect(err).NotTo(HaveOccurred())
-				_, _, err = c.JITConfig(ctx, scope, platform.RunnerSpec{Name: "hf-1", Labels: []string{"linux"}})
+				_, _, err = jitConfig(c, ctx, scope, platform.RunnerSpec{Name: "hf-1", Labels: []string{"linux"}})
 			}
 
 			if tt.wantErr == nil {

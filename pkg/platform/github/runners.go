@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	gh "github.com/google/go-github/v66/github"
@@ -15,26 +16,32 @@ import (
 // defaultRunnerGroupID is the "Default" runner group every repository and organization has.
 const defaultRunnerGroupID = 1
 
-// JITConfig registers an ephemeral just-in-time runner and returns its encoded config and ID.
-// self-hosted is added to the labels because JIT runners get no default labels. A 409 means the
+// Register registers an ephemeral just-in-time runner in the Default runner group and returns its
+// ID and encoded JIT config (the Registration's Config, for run.sh --jitconfig). A pool's runner
+// group is applied by the Platform its PoolClients returns (RegisterInGroup). self-hosted is added to the labels because JIT runners get no default labels. A 409 means the
 // name is taken; names are deterministic, so the holder is a stale runner of ours (a VM that
 // died before running): it is deleted and registration retried once. A second 409 means another
 // registration of the same name raced us and is returned as platform.ErrConflict.
-func (c *Client) JITConfig(ctx context.Context, scope platform.Scope, spec platform.RunnerSpec) (string, int64, error) {
+func (c *Client) Register(ctx context.Context, scope platform.Scope, spec platform.RunnerSpec) (platform.Registration, error) {
+	return c.RegisterInGroup(ctx, scope, spec, defaultRunnerGroupID)
+}
+
+// RegisterInGroup is Register into runner group groupID (0 means the Default group).
+func (c *Client) RegisterInGroup(ctx context.Context, scope platform.Scope, spec platform.RunnerSpec, groupID int64) (platform.Registration, error) {
 	scope = scope.Effective()
-	if err := scope.Validate(); err != nil {
-		return "", 0, fmt.Errorf("%w: %v", platform.ErrInvalid, err)
+	if err := validGitHubScope(scope); err != nil {
+		return platform.Registration{}, fmt.Errorf("%w: %v", platform.ErrInvalid, err)
 	}
 	if strings.TrimSpace(spec.Name) == "" {
-		return "", 0, fmt.Errorf("%w: runner name is required", platform.ErrInvalid)
+		return platform.Registration{}, fmt.Errorf("%w: runner name is required", platform.ErrInvalid)
 	}
 	client, err := c.clientFor(ctx, scope)
 	if err != nil {
-		return "", 0, err
+		return platform.Registration{}, err
 	}
 	req := &gh.GenerateJITConfigRequest{
 		Name:          spec.Name,
-		RunnerGroupID: spec.RunnerGroupID,
+		RunnerGroupID: groupID,
 		Labels:        platform.NormalizeLabels(append(append([]string(nil), spec.Labels...), platform.SelfHostedLabel)),
 	}
 	if req.RunnerGroupID == 0 {
@@ -46,15 +53,47 @@ func (c *Client) JITConfig(ctx context.Context, scope platform.Scope, spec platf
 	cfg, err := c.generateJIT(ctx, client, scope, req)
 	if errors.Is(err, platform.ErrConflict) {
 		if rmErr := c.removeRunnersNamed(ctx, client, scope, spec.Name); rmErr != nil {
-			return "", 0, fmt.Errorf("runner name %q is taken and the stale runner could not be removed: %w", spec.Name, rmErr)
+			return platform.Registration{}, fmt.Errorf("runner name %q is taken and the stale runner could not be removed: %w", spec.Name, rmErr)
 		}
 		cfg, err = c.generateJIT(ctx, client, scope, req)
 	}
 	if err != nil {
 		c.forgetInstallation(scope, err)
-		return "", 0, err
+		return platform.Registration{}, err
 	}
-	return cfg.GetEncodedJITConfig(), cfg.GetRunner().GetID(), nil
+	return platform.Registration{ID: formatID(cfg.GetRunner().GetID()), Config: cfg.GetEncodedJITConfig()}, nil
+}
+
+// validGitHubScope is platform.Scope.Validate with GitHub's shape: a repository is owner/name,
+// an organization a single name, and there are no instance runners.
+func validGitHubScope(scope platform.Scope) error {
+	if err := scope.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case scope.IsRepository() && strings.Count(scope.Repository, "/") != 1:
+		return fmt.Errorf("repository %q is not owner/name", scope.Repository)
+	case !scope.IsRepository() && (scope.Organization == "" || strings.Contains(scope.Organization, "/")):
+		return fmt.Errorf("scope needs a repository (owner/name) or an organization, not %q", scope)
+	}
+	return nil
+}
+
+// formatID is a GitHub numeric ID as the neutral types carry it; 0 (none) is "".
+func formatID(id int64) string {
+	if id == 0 {
+		return ""
+	}
+	return strconv.FormatInt(id, 10)
+}
+
+// parseID reads a neutral ID back; anything but a positive decimal is platform.ErrInvalid.
+func parseID(what, id string) (int64, error) {
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%w: %s %q is not a GitHub ID", platform.ErrInvalid, what, id)
+	}
+	return n, nil
 }
 
 func (c *Client) generateJIT(ctx context.Context, client *gh.Client, scope platform.Scope, req *gh.GenerateJITConfigRequest) (*gh.JITRunnerConfig, error) {
@@ -123,20 +162,24 @@ func toRunner(r *gh.Runner) platform.Runner {
 		labels = append(labels, l.GetName())
 	}
 	return platform.Runner{
-		ID: r.GetID(), Name: r.GetName(), Labels: platform.NormalizeLabels(labels),
+		ID: formatID(r.GetID()), Name: r.GetName(), Labels: platform.NormalizeLabels(labels),
 		Status: platform.RunnerStatus(r.GetStatus()), Busy: r.GetBusy(),
 	}
 }
 
 // RemoveRunner deregisters a runner. A runner already gone is success (removal is retried by
 // reconcilers); a busy runner yields platform.ErrRunnerBusy.
-func (c *Client) RemoveRunner(ctx context.Context, scope platform.Scope, runnerID int64) error {
+func (c *Client) RemoveRunner(ctx context.Context, scope platform.Scope, runnerID string) error {
 	scope = scope.Effective()
+	id, err := parseID("runner ID", runnerID)
+	if err != nil {
+		return err
+	}
 	client, err := c.clientFor(ctx, scope)
 	if err != nil {
 		return err
 	}
-	err = c.removeRunner(ctx, client, scope, runnerID)
+	err = c.removeRunner(ctx, client, scope, id)
 	c.forgetInstallation(scope, err)
 	return err
 }
@@ -162,7 +205,11 @@ func (c *Client) removeRunnersNamed(ctx context.Context, client *gh.Client, scop
 		if !strings.EqualFold(r.Name, name) {
 			continue
 		}
-		if err := c.removeRunner(ctx, client, scope, r.ID); err != nil {
+		id, err := parseID("runner ID", r.ID)
+		if err != nil {
+			return err
+		}
+		if err := c.removeRunner(ctx, client, scope, id); err != nil {
 			return err
 		}
 	}

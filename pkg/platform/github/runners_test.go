@@ -37,7 +37,7 @@ func TestJITConfigRegistersRunnerInScope(t *testing.T) {
 			c, err := NewClient(cfg)
 			g.Expect(err).NotTo(HaveOccurred())
 
-			encoded, id, err := c.JITConfig(context.Background(), tt.scope, platform.RunnerSpec{Name: "hf-pool-a-1", Labels: []string{"Linux", "x64"}})
+			encoded, id, err := jitConfig(c, context.Background(), tt.scope, platform.RunnerSpec{Name: "hf-pool-a-1", Labels: []string{"Linux", "x64"}})
 			g.Expect(err).NotTo(HaveOccurred())
 
 			runners := fake.Runners()
@@ -59,10 +59,10 @@ func TestJITConfigReplacesStaleRunnerOfSameName(t *testing.T) {
 	ctx := context.Background()
 	fake, c := newTestClient(t, fakegithub.Options{}, nil)
 	spec := platform.RunnerSpec{Name: "hf-pool-a-1", Labels: []string{"linux"}}
-	_, staleID, err := c.JITConfig(ctx, orgScope("acme"), spec)
+	_, staleID, err := jitConfig(c, ctx, orgScope("acme"), spec)
 	g.Expect(err).NotTo(HaveOccurred())
 
-	_, newID, err := c.JITConfig(ctx, orgScope("acme"), spec)
+	_, newID, err := jitConfig(c, ctx, orgScope("acme"), spec)
 	g.Expect(err).NotTo(HaveOccurred())
 
 	g.Expect(newID).NotTo(Equal(staleID))
@@ -76,7 +76,7 @@ func TestJITConfigRefusesToReplaceBusyRunner(t *testing.T) {
 	fake, c := newTestClient(t, fakegithub.Options{}, nil)
 	fake.CreateJob("acme/api", []string{"self-hosted", "linux"})
 	spec := platform.RunnerSpec{Name: "hf-pool-a-1", Labels: []string{"linux"}}
-	encoded, busyID, err := c.JITConfig(ctx, repoScope("acme/api"), spec)
+	encoded, busyID, err := jitConfig(c, ctx, repoScope("acme/api"), spec)
 	g.Expect(err).NotTo(HaveOccurred())
 	runner, err := fakegithub.NewRunnerClient(encoded, nil)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -84,7 +84,7 @@ func TestJITConfigRefusesToReplaceBusyRunner(t *testing.T) {
 	_, err = runner.Acquire(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
 
-	_, _, err = c.JITConfig(ctx, repoScope("acme/api"), spec)
+	_, _, err = jitConfig(c, ctx, repoScope("acme/api"), spec)
 
 	g.Expect(err).To(MatchError(platform.ErrRunnerBusy))
 	g.Expect(fake.Runners()).To(ConsistOf(HaveField("ID", busyID)))
@@ -96,10 +96,10 @@ func TestListRunnersFollowsPages(t *testing.T) {
 	fake, c := newTestClient(t, fakegithub.Options{}, nil)
 	const n = 105 // more than one page of 100
 	for i := range n {
-		_, _, err := c.JITConfig(ctx, orgScope("acme"), platform.RunnerSpec{Name: fmt.Sprintf("hf-%03d", i), Labels: []string{"linux"}})
+		_, _, err := jitConfig(c, ctx, orgScope("acme"), platform.RunnerSpec{Name: fmt.Sprintf("hf-%03d", i), Labels: []string{"linux"}})
 		g.Expect(err).NotTo(HaveOccurred())
 	}
-	_, _, err := c.JITConfig(ctx, repoScope("acme/api"), platform.RunnerSpec{Name: "hf-repo", Labels: []string{"linux"}})
+	_, _, err := jitConfig(c, ctx, repoScope("acme/api"), platform.RunnerSpec{Name: "hf-repo", Labels: []string{"linux"}})
 	g.Expect(err).NotTo(HaveOccurred())
 
 	runners, err := c.ListRunners(ctx, orgScope("acme"))
@@ -130,7 +130,7 @@ func TestRemoveRunner(t *testing.T) {
 			g := NewWithT(t)
 			fake, c := newTestClient(t, fakegithub.Options{}, nil)
 			fake.CreateJob("acme/api", []string{"linux"})
-			encoded, id, err := c.JITConfig(ctx, repoScope("acme/api"), platform.RunnerSpec{Name: "hf-1", Labels: []string{"linux"}})
+			encoded, id, err := jitConfig(c, ctx, repoScope("acme/api"), platform.RunnerSpec{Name: "hf-1", Labels: []string{"linux"}})
 			g.Expect(err).NotTo(HaveOccurred())
 			if tt.busy {
 				runner, err := fakegithub.NewRunnerClient(encoded, nil)
@@ -140,10 +140,10 @@ func TestRemoveRunner(t *testing.T) {
 				g.Expect(err).NotTo(HaveOccurred())
 			}
 			if tt.gone {
-				g.Expect(c.RemoveRunner(ctx, repoScope("acme/api"), id)).To(Succeed())
+				g.Expect(c.RemoveRunner(ctx, repoScope("acme/api"), formatID(id))).To(Succeed())
 			}
 
-			err = c.RemoveRunner(ctx, repoScope("acme/api"), id)
+			err = c.RemoveRunner(ctx, repoScope("acme/api"), formatID(id))
 
 			if tt.wantErr != nil {
 				g.Expect(err).To(MatchError(tt.wantErr))
@@ -160,7 +160,7 @@ func TestRemoveRunnerByName(t *testing.T) {
 	ctx := context.Background()
 	fake, c := newTestClient(t, fakegithub.Options{}, nil)
 	for _, name := range []string{"hf-1", "hf-2"} {
-		_, _, err := c.JITConfig(ctx, orgScope("acme"), platform.RunnerSpec{Name: name, Labels: []string{"linux"}})
+		_, _, err := jitConfig(c, ctx, orgScope("acme"), platform.RunnerSpec{Name: name, Labels: []string{"linux"}})
 		g.Expect(err).NotTo(HaveOccurred())
 	}
 
@@ -173,11 +173,11 @@ func TestRemoveRunnerByName(t *testing.T) {
 func TestRemoveRunnerFaultIsTransient(t *testing.T) {
 	g := NewWithT(t)
 	fake, c := newTestClient(t, fakegithub.Options{}, nil)
-	_, id, err := c.JITConfig(context.Background(), orgScope("acme"), platform.RunnerSpec{Name: "hf-1", Labels: []string{"linux"}})
+	_, id, err := jitConfig(c, context.Background(), orgScope("acme"), platform.RunnerSpec{Name: "hf-1", Labels: []string{"linux"}})
 	g.Expect(err).NotTo(HaveOccurred())
 	fake.FailNext(fakegithub.EndpointOrgRemoveRunner, 1, http.StatusBadGateway)
 
-	err = c.RemoveRunner(context.Background(), orgScope("acme"), id)
+	err = c.RemoveRunner(context.Background(), orgScope("acme"), formatID(id))
 
 	g.Expect(err).To(MatchError(platform.ErrTransient))
 	g.Expect(platform.IsRetryable(err)).To(BeTrue())
@@ -189,7 +189,7 @@ func TestJITConfigGivesUpAfterSecondConflict(t *testing.T) {
 	fake, c := newTestClient(t, fakegithub.Options{}, nil)
 	fake.FailNext(fakegithub.EndpointOrgJITConfig, 2, http.StatusConflict)
 
-	_, _, err := c.JITConfig(context.Background(), orgScope("acme"), platform.RunnerSpec{Name: "hf-1", Labels: []string{"linux"}})
+	_, _, err := jitConfig(c, context.Background(), orgScope("acme"), platform.RunnerSpec{Name: "hf-1", Labels: []string{"linux"}})
 
 	g.Expect(err).To(MatchError(platform.ErrConflict))
 	g.Expect(fake.Requests(fakegithub.EndpointOrgJITConfig)).To(Equal(2), "one retry, no more")

@@ -103,22 +103,22 @@ func ParseWorkflowJob(deliveryID string, body []byte) (platform.Webhook, error) 
 	}
 	hook.Kind = platform.WebhookJob
 	hook.Job = &platform.JobEvent{
-		DeliveryID:     deliveryID,
-		JobID:          job.GetID(),
-		RunID:          job.GetRunID(),
-		State:          state,
-		Labels:         platform.NormalizeLabels(job.Labels),
-		Repository:     ev.GetRepo().GetFullName(),
-		Organization:   ev.GetOrg().GetLogin(),
-		InstallationID: ev.GetInstallation().GetID(),
-		RunnerID:       job.GetRunnerID(),
-		RunnerName:     job.GetRunnerName(),
-		Conclusion:     job.GetConclusion(),
-		Name:           job.GetName(),
-		WorkflowName:   job.GetWorkflowName(),
-		CreatedAt:      job.GetCreatedAt().Time,
-		StartedAt:      job.GetStartedAt().Time,
-		CompletedAt:    job.GetCompletedAt().Time,
+		DeliveryID:   deliveryID,
+		JobID:        formatID(job.GetID()),
+		RunID:        formatID(job.GetRunID()),
+		State:        state,
+		Labels:       platform.NormalizeLabels(job.Labels),
+		Repository:   ev.GetRepo().GetFullName(),
+		Organization: ev.GetOrg().GetLogin(),
+		Installation: formatID(ev.GetInstallation().GetID()),
+		RunnerID:     formatID(job.GetRunnerID()),
+		RunnerName:   job.GetRunnerName(),
+		Conclusion:   job.GetConclusion(),
+		Name:         job.GetName(),
+		WorkflowName: job.GetWorkflowName(),
+		CreatedAt:    job.GetCreatedAt().Time,
+		StartedAt:    job.GetStartedAt().Time,
+		CompletedAt:  job.GetCompletedAt().Time,
 	}
 	return hook, nil
 }

@@ -127,9 +127,9 @@ func TestParseWebhook(t *testing.T) {
 				return
 			}
 			g.Expect(*hook.Job).To(Equal(platform.JobEvent{
-				DeliveryID: "d-1", JobID: 29679449, RunID: 10835573, State: tt.wantState,
+				DeliveryID: "d-1", JobID: "29679449", RunID: "10835573", State: tt.wantState,
 				Labels: []string{"linux", "self-hosted", "x64"}, Repository: "acme/api", Organization: "acme",
-				InstallationID: 101, RunnerID: 12, RunnerName: "hf-pool-a-1", Name: "build", WorkflowName: "CI",
+				Installation: "101", RunnerID: "12", RunnerName: "hf-pool-a-1", Name: "build", WorkflowName: "CI",
 				CreatedAt: created, StartedAt: created.Add(10 * time.Second),
 			}))
 			g.Expect(hook.Job.Scope().Effective()).To(Equal(platform.Scope{Repository: "acme/api"}))

@@ -38,8 +38,9 @@ type rateLimited interface {
 	RateLimitRemaining() (remaining int, ok bool)
 }
 
-// Wrap returns p with a span around every API call and, when p reports its rate limit, the
-// hyperfleet_github_rate_limit_remaining gauge updated after each call. Errors are returned
+// Wrap returns p with a span around every API call, hyperfleet_platform_rate_limited_total
+// counting the calls the platform refused for rate limits, and, when a GitHub client reports its
+// rate limit, the hyperfleet_github_rate_limit_remaining gauge updated after each call. Errors are returned
 // unchanged. ParseWebhook has no context to parent a span on and makes no API call, so it is
 // passed through untraced.
 func Wrap(p platform.Platform) platform.Platform {
@@ -70,7 +71,7 @@ func (s *source) Platform(ctx context.Context, pool *fleetv1.RunnerPool) (platfo
 	return Wrap(p), scope, nil
 }
 
-func (s *source) Installation(ctx context.Context, pool *fleetv1.RunnerPool) (int64, error) {
+func (s *source) Installation(ctx context.Context, pool *fleetv1.RunnerPool) (string, error) {
 	return s.next.Installation(ctx, pool)
 }
 
@@ -108,7 +109,10 @@ func (w *wrapped) end(span trace.Span, err error, attrs ...attribute.KeyValue) {
 	}
 	span.SetAttributes(attrs...)
 	span.End()
-	if n, ok := w.RateLimitRemaining(); ok {
+	if errors.Is(err, platform.ErrRateLimited) {
+		metrics.PlatformRateLimit(w.kind)
+	}
+	if n, ok := w.RateLimitRemaining(); ok && w.kind == string(platform.KindGitHub) {
 		metrics.SetGitHubRateLimit(n)
 	}
 }
@@ -126,22 +130,22 @@ func (w *wrapped) QueuedJobs(ctx context.Context, scope platform.Scope) ([]platf
 	return jobs, err
 }
 
-func (w *wrapped) GetJob(ctx context.Context, scope platform.Scope, jobID int64) (platform.Job, error) {
-	ctx, span := w.begin(ctx, "GetJob", scope, AttrJobID.Int64(jobID))
+func (w *wrapped) GetJob(ctx context.Context, scope platform.Scope, jobID string) (platform.Job, error) {
+	ctx, span := w.begin(ctx, "GetJob", scope, AttrJobID.String(jobID))
 	job, err := w.next.GetJob(ctx, scope, jobID)
 	w.end(span, err)
 	return job, err
 }
 
-func (w *wrapped) JITConfig(ctx context.Context, scope platform.Scope, spec platform.RunnerSpec) (string, int64, error) {
-	ctx, span := w.begin(ctx, "JITConfig", scope, AttrRunnerName.String(spec.Name))
-	config, id, err := w.next.JITConfig(ctx, scope, spec)
+func (w *wrapped) Register(ctx context.Context, scope platform.Scope, spec platform.RunnerSpec) (platform.Registration, error) {
+	ctx, span := w.begin(ctx, "Register", scope, AttrRunnerName.String(spec.Name))
+	reg, err := w.next.Register(ctx, scope, spec)
 	var attrs []attribute.KeyValue
-	if id != 0 {
-		attrs = append(attrs, AttrRunnerID.Int64(id))
+	if reg.ID != "" {
+		attrs = append(attrs, AttrRunnerID.String(reg.ID))
 	}
 	w.end(span, err, attrs...)
-	return config, id, err
+	return reg, err
 }
 
 func (w *wrapped) ListRunners(ctx context.Context, scope platform.Scope) ([]platform.Runner, error) {
@@ -151,8 +155,8 @@ func (w *wrapped) ListRunners(ctx context.Context, scope platform.Scope) ([]plat
 	return runners, err
 }
 
-func (w *wrapped) RemoveRunner(ctx context.Context, scope platform.Scope, runnerID int64) error {
-	ctx, span := w.begin(ctx, "RemoveRunner", scope, AttrRunnerID.Int64(runnerID))
+func (w *wrapped) RemoveRunner(ctx context.Context, scope platform.Scope, runnerID string) error {
+	ctx, span := w.begin(ctx, "RemoveRunner", scope, AttrRunnerID.String(runnerID))
 	err := w.next.RemoveRunner(ctx, scope, runnerID)
 	w.end(span, err)
 	return err

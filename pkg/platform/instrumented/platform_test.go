@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -58,7 +60,8 @@ func TestCallsAreTracedAndRateLimitPublished(t *testing.T) {
 	repo := platform.Scope{Repository: "acme/api"}
 	job := fake.CreateJob("acme/api", []string{"self-hosted", "linux"}, fakegithub.WithoutQueuedWebhook())
 
-	_, id, err := p.JITConfig(ctx, repo, platform.RunnerSpec{Name: "hf-linux-1", Labels: []string{"linux"}})
+	reg, err := p.Register(ctx, repo, platform.RunnerSpec{Name: "hf-linux-1", Labels: []string{"linux"}})
+	id := reg.ID
 	g.Expect(err).NotTo(HaveOccurred())
 	runners, err := p.ListRunners(ctx, repo)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -66,7 +69,7 @@ func TestCallsAreTracedAndRateLimitPublished(t *testing.T) {
 	jobs, err := p.QueuedJobs(ctx, repo)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(jobs).To(HaveLen(1))
-	_, err = p.GetJob(ctx, repo, job.ID)
+	_, err = p.GetJob(ctx, repo, strconv.FormatInt(job.ID, 10))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(p.RemoveRunner(ctx, repo, id)).To(Succeed())
 	g.Expect(p.RemoveRunnerByName(ctx, repo, "hf-gone")).To(Succeed())
@@ -80,11 +83,11 @@ func TestCallsAreTracedAndRateLimitPublished(t *testing.T) {
 		g.Expect(s.Status().Code).To(Equal(codes.Unset))
 	}
 	g.Expect(byName).To(HaveLen(6))
-	g.Expect(attrsOf(byName["platform.JITConfig"])).To(HaveKeyWithValue(AttrRunnerName, attribute.StringValue("hf-linux-1")))
-	g.Expect(attrsOf(byName["platform.JITConfig"])).To(HaveKeyWithValue(AttrRunnerID, attribute.Int64Value(id)))
+	g.Expect(attrsOf(byName["platform.Register"])).To(HaveKeyWithValue(AttrRunnerName, attribute.StringValue("hf-linux-1")))
+	g.Expect(attrsOf(byName["platform.Register"])).To(HaveKeyWithValue(AttrRunnerID, attribute.StringValue(id)))
 	g.Expect(attrsOf(byName["platform.ListRunners"])).To(HaveKeyWithValue(AttrRunners, attribute.IntValue(1)))
 	g.Expect(attrsOf(byName["platform.QueuedJobs"])).To(HaveKeyWithValue(AttrJobs, attribute.IntValue(1)))
-	g.Expect(attrsOf(byName["platform.GetJob"])).To(HaveKeyWithValue(AttrJobID, attribute.Int64Value(job.ID)))
+	g.Expect(attrsOf(byName["platform.GetJob"])).To(HaveKeyWithValue(AttrJobID, attribute.StringValue(strconv.FormatInt(job.ID, 10))))
 
 	remaining, ok := client.RateLimitRemaining()
 	g.Expect(ok).To(BeTrue())
@@ -115,6 +118,47 @@ func TestErrorsPassThroughUnchanged(t *testing.T) {
 	g.Expect(attrsOf(spans[1])).To(HaveKeyWithValue(AttrErrorType, attribute.StringValue("NotFound")))
 }
 
+// TestRateLimitsAreCounted: calls GitHub refuses for its primary (403 with X-RateLimit-Remaining:
+// 0) or secondary (429 with Retry-After) limits come back as platform.ErrRateLimited with the time
+// to come back, and each counts once in hyperfleet_platform_rate_limited_total{platform="github"};
+// other failures do not count.
+func TestRateLimitsAreCounted(t *testing.T) {
+	g := NewWithT(t)
+	recordSpans(t)
+	ctx := context.Background()
+	repo := platform.Scope{Repository: "acme/api"}
+	counter := metrics.PlatformRateLimited.WithLabelValues("github")
+	before := testutil.ToFloat64(counter)
+
+	fake, _, p := newPlatform(t, fakegithub.Options{})
+	fake.InjectFault(fakegithub.EndpointRepoRunners, fakegithub.Fault{Times: 1, Status: http.StatusTooManyRequests, RetryAfter: 30 * time.Second})
+	_, err := p.ListRunners(ctx, repo)
+	g.Expect(err).To(MatchError(platform.ErrRateLimited))
+	at, ok := platform.RetryAt(err)
+	g.Expect(ok).To(BeTrue(), "the secondary limit's Retry-After is kept: %v", err)
+	g.Expect(at).To(BeTemporally("~", time.Now().Add(30*time.Second), 5*time.Second))
+	g.Expect(testutil.ToFloat64(counter)).To(Equal(before + 1))
+
+	fake.FailNext(fakegithub.EndpointRepoRunners, 1, http.StatusServiceUnavailable)
+	_, err = p.ListRunners(ctx, repo)
+	g.Expect(err).To(MatchError(platform.ErrTransient))
+	g.Expect(testutil.ToFloat64(counter)).To(Equal(before+1), "a 503 is not a rate limit")
+
+	// The primary limit: a 403 with X-RateLimit-Remaining: 0. The client then refuses further
+	// calls itself until the reset, without a request; each refusal counts too.
+	fake, _, p = newPlatform(t, fakegithub.Options{})
+	fake.InjectFault(fakegithub.EndpointRepoRunners, fakegithub.Fault{Times: 1, RateLimited: true, RetryAfter: 10 * time.Minute})
+	_, err = p.ListRunners(ctx, repo)
+	g.Expect(err).To(MatchError(platform.ErrRateLimited))
+	at, ok = platform.RetryAt(err)
+	g.Expect(ok).To(BeTrue(), "the primary limit's reset time is kept: %v", err)
+	g.Expect(at).To(BeTemporally("~", time.Now().Add(10*time.Minute), 5*time.Second))
+	g.Expect(testutil.ToFloat64(counter)).To(Equal(before + 2))
+	_, err = p.ListRunners(ctx, repo)
+	g.Expect(err).To(MatchError(platform.ErrRateLimited))
+	g.Expect(testutil.ToFloat64(counter)).To(Equal(before + 3))
+}
+
 func TestWebhooksAndKindPassThrough(t *testing.T) {
 	g := NewWithT(t)
 	sr := recordSpans(t)
@@ -138,9 +182,9 @@ func (f *fixedSource) Platform(context.Context, *fleetv1.RunnerPool) (platform.P
 	return f.p, platform.Scope{Repository: "acme/api"}, nil
 }
 
-func (f *fixedSource) Installation(context.Context, *fleetv1.RunnerPool) (int64, error) {
+func (f *fixedSource) Installation(context.Context, *fleetv1.RunnerPool) (string, error) {
 	f.installations++
-	return 42, nil
+	return "42", nil
 }
 
 // TestSourceInstrumentsOnce: the Source wrapper applied where a process is assembled traces each
@@ -166,7 +210,7 @@ func TestSourceInstrumentsOnce(t *testing.T) {
 
 	id, err := src.Installation(ctx, pool)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(id).To(Equal(int64(42)))
+	g.Expect(id).To(Equal("42"))
 	g.Expect(inner.installations).To(Equal(1))
 	g.Expect(sr.Ended()).To(HaveLen(1), "a proof of installation is not a traced call")
 }

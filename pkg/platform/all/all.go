@@ -1,0 +1,13 @@
+// Package all registers every CI platform HyperFleet ships with pkg/platform. It is the one place
+// that names the platform packages: processes import it for its side effect and reach platforms
+// through platform.NewSource and platform.Lookup only.
+package all
+
+import (
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
+)
+
+func init() {
+	platform.Register(github.Driver())
+}

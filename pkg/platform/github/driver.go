@@ -1,0 +1,15 @@
+package github
+
+import "github.com/hyperfleet-io/hyperfleet/pkg/platform"
+
+// Driver is GitHub's registration with pkg/platform: PoolClients built from the process's
+// inputs, and the workflow_job parser of /webhooks/github.
+func Driver() platform.Driver {
+	return platform.Driver{
+		Kind: platform.KindGitHub,
+		NewSource: func(in platform.Inputs) (platform.Source, error) {
+			return &PoolClients{Reader: in.Reader, Transport: in.Transport, HTTPTimeout: in.HTTPTimeout}, nil
+		},
+		Webhooks: webhookParser{},
+	}
+}
