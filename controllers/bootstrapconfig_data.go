@@ -288,7 +288,7 @@ func (r *BootstrapConfigReconciler) writeDataSecret(ctx context.Context, s *boot
 // addRunnerPool fills in the platform and labels of the Machine's RunnerPool, if it has one. They
 // are informational for the agent (the runner config carries them), so a missing pool is no error.
 func (r *BootstrapConfigReconciler) addRunnerPool(ctx context.Context, m *clusterv1.Machine, in *bootstrap.Input) {
-	in.Platform = string(platform.KindGitHub)
+	in.Platform = string(platform.KindGitHub) // a Machine of no pool: the image's default runner
 	name := m.Labels[fleetv1.RunnerPoolNameLabel]
 	if name == "" {
 		return
@@ -298,7 +298,11 @@ func (r *BootstrapConfigReconciler) addRunnerPool(ctx context.Context, m *cluste
 		ctrl.LoggerFrom(ctx).V(1).Info("RunnerPool not readable; rendering without its labels", "pool", name, "err", err.Error())
 		return
 	}
-	in.Labels = pool.Spec.GitHub.Labels
+	p, ok := platform.PoolOf(pool)
+	if !ok {
+		return
+	}
+	in.Platform, in.Labels = string(p.Kind), p.Labels
 }
 
 func (r *BootstrapConfigReconciler) trustDomain(c *bootstrapv1.BootstrapConfig) string {

@@ -69,6 +69,8 @@ type poolScope struct {
 	runners  []scaling.Runner
 	// recheck is when the next runner timeout falls due (zero: none).
 	recheck time.Duration
+	// platformRetry is when the platform's rate limit lifts (zero: not limited).
+	platformRetry time.Duration
 	demand  demand.Demand
 	plan    scaling.Plan
 }
@@ -113,7 +115,7 @@ func (r *RunnerPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	defer func() {
 		r.updateStatus(s)
 		if err := helper.Patch(ctx, pool, patch.WithOwnedConditions{Conditions: []string{
-			fleetv1.ReadyCondition, fleetv1.ScalingLimitedCondition, fleetv1.GitHubAvailableCondition, fleetv1.InsecureTransportCondition,
+			fleetv1.ReadyCondition, fleetv1.ScalingLimitedCondition, fleetv1.PlatformAvailableCondition, fleetv1.PlatformRateLimitedCondition, fleetv1.InsecureTransportCondition,
 			clusterv1.PausedCondition,
 		}}); err != nil {
 			reterr = kerrors.NewAggregate([]error{reterr, err})
@@ -161,6 +163,9 @@ func (r *RunnerPoolReconciler) reconcileNormal(ctx context.Context, s *poolScope
 	next := r.repairInterval()
 	if s.recheck > 0 && s.recheck < next {
 		next = s.recheck
+	}
+	if s.platformRetry > 0 && s.platformRetry < next {
+		next = s.platformRetry
 	}
 	return ctrl.Result{RequeueAfter: next}, nil
 }
@@ -311,4 +316,12 @@ func poolOfLabelled(_ context.Context, o client.Object) []ctrl.Request {
 		return nil
 	}
 	return []ctrl.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
+}
+
+// recheckBy asks for a reconcile within d, when a platform's rate limit lifts.
+func (s *poolScope) recheckBy(d time.Duration) {
+	if d < time.Second {
+		d = time.Second
+	}
+	s.platformRetry = d
 }

@@ -201,7 +201,7 @@ func registerRunner(t *testing.T, gh *fakegithub.Server, org, name string, label
 	app, err := github.NewClient(github.Config{BaseURL: gh.URL() + "/", AppID: gh.AppID(), PrivateKeyPEM: gh.AppKeyPEM(),
 		Transport: gh.HTTPClient().Transport})
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
-	_, _, err = app.JITConfig(context.Background(), platform.Scope{Organization: org},
+	_, err = app.Register(context.Background(), platform.Scope{Organization: org},
 		platform.RunnerSpec{Name: name, Labels: append([]string{"linux"}, labels...)})
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
 }

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,11 +20,24 @@ import (
 // repairMinAge keeps the repair loop from undoing a webhook that arrived a moment ago.
 const repairMinAge = 30 * time.Second
 
-// reconcileRepair compares the ledger with the CI platform's API every repair interval: GitHub does
-// not redeliver webhooks, so queued jobs whose webhook was lost are added, and jobs that are no
-// longer queued are dropped. It also deregisters offline runners of this pool that no Machine backs.
+// rateLimitBackoff is how long a pool leaves its platform alone after a rate limit that did not
+// say when it lifts.
+const rateLimitBackoff = time.Minute
+
+// retryAtPrefix starts the PlatformRateLimited message; the time after it is when calls resume.
+const retryAtPrefix = "RetryAt="
+
+// reconcileRepair compares the ledger with the CI platform's API every repair interval: webhooks
+// are not redelivered by every platform, so queued jobs whose webhook was lost are added, and
+// jobs that are no longer queued are dropped. It also deregisters offline runners of this pool
+// that no Machine backs. While the platform rate-limits the pool (PlatformRateLimited) nothing is
+// sent to it until the time it named: reconciles in between only size on the ledger.
 func (r *RunnerPoolReconciler) reconcileRepair(ctx context.Context, s *poolScope) (ctrl.Result, error) {
 	if r.Platforms == nil {
+		return ctrl.Result{}, nil
+	}
+	if at, limited := rateLimitedUntil(s.pool); limited && time.Now().Before(at) {
+		s.recheckBy(time.Until(at))
 		return ctrl.Result{}, nil
 	}
 	last := s.pool.Status.LastRepairTime
@@ -33,12 +47,12 @@ func (r *RunnerPoolReconciler) reconcileRepair(ctx context.Context, s *poolScope
 	log := ctrl.LoggerFrom(ctx)
 	c, scope, err := r.Platforms.Platform(ctx, s.pool)
 	if err != nil {
-		r.setGitHubUnavailable(s, err)
+		r.setPlatformUnavailable(s, err)
 		return ctrl.Result{}, nil // sizing continues on webhook demand
 	}
 	jobs, err := c.QueuedJobs(ctx, scope)
 	if err != nil {
-		r.setGitHubUnavailable(s, err)
+		r.setPlatformUnavailable(s, err)
 		return ctrl.Result{}, nil
 	}
 	// Route like the webhook receiver does, so a job several pools could serve counts in one only.
@@ -51,7 +65,7 @@ func (r *RunnerPoolReconciler) reconcileRepair(ctx context.Context, s *poolScope
 		// A job a pool of another namespace (or the webhook, for another pool) saw first is theirs.
 		installation, err := r.Platforms.Installation(ctx, s.pool)
 		if err != nil {
-			r.setGitHubUnavailable(s, err)
+			r.setPlatformUnavailable(s, err)
 			return ctrl.Result{}, nil
 		}
 		if mine, err = r.Claims.Owned(ctx, installation, s.pool, mine); err != nil {
@@ -66,7 +80,7 @@ func (r *RunnerPoolReconciler) reconcileRepair(ctx context.Context, s *poolScope
 		return ctrl.Result{}, err
 	}
 	if added+removed > 0 {
-		log.Info("repaired demand from the GitHub API", "added", added, "removed", removed)
+		log.Info("repaired demand from the CI platform's API", "platform", c.Kind(), "added", added, "removed", removed)
 		// Re-read so this reconcile sizes on the repaired ledger.
 		if _, err := r.reconcileDemand(ctx, s); err != nil {
 			return ctrl.Result{}, err
@@ -75,8 +89,10 @@ func (r *RunnerPoolReconciler) reconcileRepair(ctx context.Context, s *poolScope
 	if err := r.removeStaleRunners(ctx, s, c, scope); err != nil {
 		log.Error(err, "removing stale runners")
 	}
-	conditions.Set(s.pool, metav1.Condition{Type: fleetv1.GitHubAvailableCondition, Status: metav1.ConditionTrue,
-		Reason: fleetv1.GitHubAvailableReason})
+	conditions.Set(s.pool, metav1.Condition{Type: fleetv1.PlatformAvailableCondition, Status: metav1.ConditionTrue,
+		Reason: fleetv1.PlatformAvailableReason})
+	conditions.Set(s.pool, metav1.Condition{Type: fleetv1.PlatformRateLimitedCondition, Status: metav1.ConditionFalse,
+		Reason: fleetv1.NotRateLimitedReason})
 	s.pool.Status.LastRepairTime = &metav1.Time{Time: time.Now()}
 	return ctrl.Result{}, nil
 }
@@ -107,20 +123,55 @@ func (r *RunnerPoolReconciler) removeStaleRunners(ctx context.Context, s *poolSc
 	return errors.Join(errs...)
 }
 
-func (r *RunnerPoolReconciler) setGitHubUnavailable(s *poolScope, err error) {
-	reason := fleetv1.GitHubUnavailableReason
+func (r *RunnerPoolReconciler) setPlatformUnavailable(s *poolScope, err error) {
+	if errors.Is(err, platform.ErrRateLimited) {
+		setRateLimited(s, err)
+		return
+	}
+	reason := fleetv1.PlatformUnavailableReason
 	switch {
+	case errors.Is(err, platform.ErrUnsupported):
+		reason = fleetv1.UnsupportedPlatformReason
 	case errors.Is(err, tenancy.ErrNamespaceNotEnabled):
 		reason = fleetv1.NamespaceNotEnabledReason
 	case errors.Is(err, platform.ErrCredentials):
-		reason = fleetv1.GitHubCredentialsNotFoundReason
+		reason = fleetv1.CredentialsNotFoundReason
 	case errors.Is(err, platform.ErrInsecureURL):
 		reason = fleetv1.InsecureURLRefusedReason
 	case errors.Is(err, platform.ErrCABundle):
-		reason = fleetv1.GitHubCABundleInvalidReason
+		reason = fleetv1.CABundleInvalidReason
 	case errors.Is(err, platform.ErrTLS):
-		reason = fleetv1.GitHubTLSErrorReason
+		reason = fleetv1.TLSErrorReason
 	}
-	conditions.Set(s.pool, metav1.Condition{Type: fleetv1.GitHubAvailableCondition, Status: metav1.ConditionFalse,
+	conditions.Set(s.pool, metav1.Condition{Type: fleetv1.PlatformAvailableCondition, Status: metav1.ConditionFalse,
 		Reason: reason, Message: err.Error()})
+}
+
+// setRateLimited records a rate limit: PlatformRateLimited True until the time the platform named
+// (or rateLimitBackoff from now), which is also when the pool next calls it. The time is kept in
+// the condition's message, so every replica and a restarted manager honour it too.
+func setRateLimited(s *poolScope, err error) {
+	at, ok := platform.RetryAt(err)
+	if !ok || at.Before(time.Now()) {
+		at = time.Now().Add(rateLimitBackoff)
+	}
+	at = at.UTC().Truncate(time.Second).Add(time.Second)
+	conditions.Set(s.pool, metav1.Condition{Type: fleetv1.PlatformRateLimitedCondition, Status: metav1.ConditionTrue,
+		Reason: fleetv1.RateLimitedReason, Message: retryAtPrefix + at.Format(time.RFC3339) + ": " + err.Error()})
+	s.recheckBy(time.Until(at))
+}
+
+// rateLimitedUntil returns when the pool's rate limit lifts, if PlatformRateLimited is True.
+func rateLimitedUntil(p *fleetv1.RunnerPool) (time.Time, bool) {
+	c := conditions.Get(p, fleetv1.PlatformRateLimitedCondition)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return time.Time{}, false
+	}
+	v, ok := strings.CutPrefix(c.Message, retryAtPrefix)
+	if !ok {
+		return time.Time{}, false
+	}
+	v, _, _ = strings.Cut(v, ": ")
+	at, err := time.Parse(time.RFC3339, v)
+	return at, err == nil
 }

@@ -21,6 +21,7 @@ func (r *RunnerPoolReconciler) updateStatus(s *poolScope) {
 	st := &p.Status
 	st.Selector = fmt.Sprintf("%s=%s", fleetv1.RunnerPoolNameLabel, p.Name)
 	st.ObservedGeneration = p.Generation
+	st.Platform = string(platform.KindOf(p))
 	if !p.DeletionTimestamp.IsZero() || s.runners == nil && s.cluster == nil {
 		return
 	}
@@ -64,18 +65,20 @@ func (r *RunnerPoolReconciler) updateStatus(s *poolScope) {
 	conditions.Set(p, metav1.Condition{Type: fleetv1.ReadyCondition, Status: metav1.ConditionTrue, Reason: reason, Message: msg})
 }
 
-// reconcileTransport reports loudly when the GitHub API is reached over plain http://: the
+// reconcileTransport reports loudly when the CI platform's API is reached over plain http://: the
 // InsecureTransport condition is True and a Warning Event is recorded when it becomes so.
 func (r *RunnerPoolReconciler) reconcileTransport(_ context.Context, s *poolScope) (ctrl.Result, error) {
 	p := s.pool
-	if !platform.IsPlainHTTP(p.Spec.GitHub.APIURL) {
+	pool, _ := platform.PoolOf(p)
+	url, plain := pool.PlainHTTPURL()
+	if !plain {
 		conditions.Set(p, metav1.Condition{Type: fleetv1.InsecureTransportCondition, Status: metav1.ConditionFalse,
 			Reason: fleetv1.HTTPSReason})
 		return ctrl.Result{}, nil
 	}
-	msg := fmt.Sprintf("the GitHub API %s is reached over plain http://: the App's tokens travel in clear text", p.Spec.GitHub.APIURL)
-	if !p.Spec.GitHub.AllowInsecureHTTP {
-		msg = fmt.Sprintf("the GitHub API %s is http:// and allowInsecureHTTP is not set: nothing is sent there", p.Spec.GitHub.APIURL)
+	msg := fmt.Sprintf("the %s API %s is reached over plain http://: credentials and tokens travel in clear text", pool.Kind, url)
+	if !pool.AllowInsecureHTTP {
+		msg = fmt.Sprintf("the %s API %s is http:// and allowInsecureHTTP is not set: nothing is sent there", pool.Kind, url)
 	}
 	if !conditions.IsTrue(p, fleetv1.InsecureTransportCondition) {
 		r.Recorder.Event(p, corev1.EventTypeWarning, fleetv1.PlainHTTPReason, msg)

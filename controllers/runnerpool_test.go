@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -63,7 +64,7 @@ func poolMachines(g Gomega, pool *fleetv1.RunnerPool) []clusterv1.Machine {
 }
 
 func queued(id int64, labels ...string) platform.JobEvent {
-	return platform.JobEvent{JobID: id, RunID: id, State: platform.JobQueued, Labels: labels, Organization: "acme", Repository: "acme/app"}
+	return platform.JobEvent{JobID: strconv.FormatInt(id, 10), RunID: strconv.FormatInt(id, 10), State: platform.JobQueued, Labels: labels, Organization: "acme", Repository: "acme/app"}
 }
 
 // TestRunnerPoolScalesWithDemand sizes a pool from its job ledger: the floor, growth to queued

@@ -105,12 +105,12 @@ func TestGitHubCABundle(t *testing.T) {
 			status metav1.ConditionStatus
 			reason string
 		}{
-			{trusted, metav1.ConditionTrue, fleetv1.GitHubAvailableReason},
-			{mitm, metav1.ConditionFalse, fleetv1.GitHubTLSErrorReason},
-			{junk, metav1.ConditionFalse, fleetv1.GitHubCABundleInvalidReason},
+			{trusted, metav1.ConditionTrue, fleetv1.PlatformAvailableReason},
+			{mitm, metav1.ConditionFalse, fleetv1.TLSErrorReason},
+			{junk, metav1.ConditionFalse, fleetv1.CABundleInvalidReason},
 		} {
 			p := get(g, tt.pool)
-			c := conditions.Get(p, fleetv1.GitHubAvailableCondition)
+			c := conditions.Get(p, fleetv1.PlatformAvailableCondition)
 			g.Expect(c).NotTo(BeNil(), tt.pool.Name)
 			g.Expect(c.Status).To(Equal(tt.status), "%s: %s", tt.pool.Name, c.Message)
 			g.Expect(c.Reason).To(Equal(tt.reason), "%s: %s", tt.pool.Name, c.Message)

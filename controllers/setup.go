@@ -55,9 +55,9 @@ type Options struct {
 	// process, instrumented once by whoever assembles it (pkg/manager); nil turns the repair loop
 	// and runner deregistration off.
 	Platforms platform.Source
-	// GitHubTransport is the base HTTP transport of GitHub clients (e.g. to trust a GHES CA),
+	// PlatformTransport is the base HTTP transport of CI platform clients (e.g. to trust a private CA),
 	// used by pkg/manager when it builds Platforms.
-	GitHubTransport http.RoundTripper
+	PlatformTransport http.RoundTripper
 	// PoolWakeups lets the webhook receiver trigger a RunnerPool reconcile when demand changes.
 	PoolWakeups <-chan event.TypedGenericEvent[*fleetv1.RunnerPool]
 	// SkipNameValidation allows several managers in one process, as tests that restart the manager need.

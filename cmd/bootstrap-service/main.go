@@ -36,7 +36,7 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/tpm"
 	"github.com/hyperfleet-io/hyperfleet/pkg/logging"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
-	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
+	_ "github.com/hyperfleet-io/hyperfleet/pkg/platform/all" // registers every CI platform
 	pinstrumented "github.com/hyperfleet-io/hyperfleet/pkg/platform/instrumented"
 )
 
@@ -115,7 +115,11 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	// The one CI platform seam of the service, instrumented here once and shared by both servers.
-	platforms := pinstrumented.Source(&github.PoolClients{Reader: c})
+	src, err := platform.NewSource(platform.Inputs{Reader: c})
+	if err != nil {
+		return err
+	}
+	platforms := pinstrumented.Source(src)
 	srv, err := service.New(service.Options{
 		Client: c, CA: ca, Platforms: platforms, Attestor: &builtin.Attestor{Client: c, CA: ca, SVIDTTL: *svidTTL},
 		TPM: &tpm.Attestor{Client: c, CA: ca, SVIDTTL: *svidTTL,

@@ -34,8 +34,13 @@ type Manager struct {
 	ProviderTimeout time.Duration
 	// WebhookBindAddress serves the CI platform webhook receiver.
 	WebhookBindAddress string
-	// WebhookSecret is the GitHub App's webhook secret; the receiver runs only when it is set.
+	// WebhookSecret is the GitHub App's webhook secret, proving deliveries to /webhooks/github.
 	WebhookSecret string
+	// GitLabWebhookSecret is the X-Gitlab-Token of GitLab's job webhooks (/webhooks/gitlab).
+	GitLabWebhookSecret string
+	// BuildkiteWebhookSecret is the token (or signature key) of Buildkite's webhooks
+	// (/webhooks/buildkite).
+	BuildkiteWebhookSecret string
 	// BootstrapServiceURL is the address VMs reach the bootstrap service at.
 	BootstrapServiceURL string
 	// BootstrapCASecret is namespace/name of the Secret with the builtin identity CA, shared with
@@ -58,7 +63,7 @@ type Manager struct {
 	// SPIREWorkloadAPIAddress is the Workload API that gives the manager its admin SVID for mTLS to a
 	// SPIRE server over TCP.
 	SPIREWorkloadAPIAddress string
-	// RepairInterval is how often each RunnerPool's demand is reconciled against the GitHub API.
+	// RepairInterval is how often each RunnerPool's demand is reconciled against its CI platform's API.
 	RepairInterval time.Duration
 	// OTLPEndpoint enables OpenTelemetry tracing when set.
 	OTLPEndpoint    string
@@ -133,7 +138,9 @@ func (m *Manager) Bind(fs *flag.FlagSet, getenv func(string) string) func() erro
 	duration(&m.OrphanGracePeriod, setting{"orphan-grace-period", "ORPHAN_GRACE_PERIOD", "age after which an owned VM without a MachineClaim is deleted"}, 5*time.Minute)
 	duration(&m.ProviderTimeout, setting{"provider-timeout", "PROVIDER_TIMEOUT", "timeout of each hypervisor API call"}, 30*time.Second)
 	str(&m.WebhookBindAddress, setting{"webhook-bind-address", "WEBHOOK_BIND_ADDRESS", "address of the CI webhook receiver; 0 disables it"}, ":9090")
-	str(&m.WebhookSecret, setting{"webhook-secret", "GITHUB_WEBHOOK_SECRET", "GitHub App webhook secret (prefer the environment variable from a Secret); the receiver is off without it"}, "")
+	str(&m.WebhookSecret, setting{"webhook-secret", "GITHUB_WEBHOOK_SECRET", "GitHub App webhook secret for /webhooks/github (prefer the environment variable from a Secret); the route refuses every delivery without it"}, "")
+	str(&m.GitLabWebhookSecret, setting{"gitlab-webhook-secret", "GITLAB_WEBHOOK_SECRET", "X-Gitlab-Token of GitLab's job webhooks for /webhooks/gitlab (prefer the environment variable); the route refuses every delivery without it"}, "")
+	str(&m.BuildkiteWebhookSecret, setting{"buildkite-webhook-secret", "BUILDKITE_WEBHOOK_SECRET", "Buildkite webhook token or signature key for /webhooks/buildkite (prefer the environment variable); the route refuses every delivery without it"}, "")
 	str(&m.BootstrapServiceURL, setting{"bootstrap-service-url", "BOOTSTRAP_SERVICE_URL", "URL VMs reach the bootstrap service at"}, "")
 	str(&m.BootstrapCASecret, setting{"bootstrap-ca-secret", "BOOTSTRAP_CA_SECRET", "namespace/name of the Secret holding the builtin identity CA (shared with the bootstrap service)"}, "hyperfleet-system/hyperfleet-bootstrap-ca")
 	str(&m.TrustDomain, setting{"trust-domain", "TRUST_DOMAIN", "SPIFFE trust domain of runner VMs"}, "hyperfleet.local")

@@ -6,6 +6,7 @@ import (
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
+	fleetplatform "github.com/hyperfleet-io/hyperfleet/pkg/platform"
 )
 
 // The console reads VM identity and a pool's CI platform only through these accessors, so a change
@@ -47,14 +48,13 @@ func templateSource(template string) infrav1.TemplateSource {
 }
 
 // poolPlatform names a pool's CI platform and scope for people.
-func poolPlatform(p *fleetv1.RunnerPool) (platform, scope string) {
-	gh := p.Spec.GitHub
-	scope = gh.Organization
-	if gh.Repository != "" {
-		scope = gh.Repository
-	}
-	return "github", scope
+func poolPlatform(p *fleetv1.RunnerPool) (kind, scope string) {
+	pool, _ := fleetplatform.PoolOf(p)
+	return string(pool.Kind), pool.Scope.String()
 }
 
 // poolLabels are the job labels a pool serves.
-func poolLabels(p *fleetv1.RunnerPool) []string { return p.Spec.GitHub.Labels }
+func poolLabels(p *fleetv1.RunnerPool) []string {
+	pool, _ := fleetplatform.PoolOf(p)
+	return pool.Labels
+}

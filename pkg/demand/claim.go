@@ -2,10 +2,10 @@ package demand
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"

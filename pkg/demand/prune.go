@@ -3,8 +3,8 @@ package demand
 import (
 	"cmp"
 	"fmt"
-	"strings"
 	"slices"
+	"strings"
 
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 )

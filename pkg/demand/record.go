@@ -1,10 +1,10 @@
 package demand
 
 import (
-	"encoding/json"
-	"fmt"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 

@@ -20,7 +20,7 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/spire/spirelocal"
 	"github.com/hyperfleet-io/hyperfleet/pkg/manager"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
-	ghplatform "github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
+	_ "github.com/hyperfleet-io/hyperfleet/pkg/platform/all" // registers every CI platform
 	pinstrumented "github.com/hyperfleet-io/hyperfleet/pkg/platform/instrumented"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
@@ -103,7 +103,11 @@ func (f *Fleet) startSimulator(agentBin string) error {
 // cmd/bootstrap-service does, and shared by the builtin and the SPIRE service.
 func (f *Fleet) platforms(c client.Reader) platform.Source {
 	if f.bootstrapPlatforms == nil {
-		f.bootstrapPlatforms = pinstrumented.Source(&ghplatform.PoolClients{Reader: c})
+		src, err := platform.NewSource(platform.Inputs{Reader: c})
+		if err != nil {
+			panic(err) // no registered platform fails to build from a Reader
+		}
+		f.bootstrapPlatforms = pinstrumented.Source(src)
 	}
 	return f.bootstrapPlatforms
 }

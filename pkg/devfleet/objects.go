@@ -137,13 +137,13 @@ func sampleFleet(in sampleInput) []client.Object {
 		}},
 		&fleetv1.RunnerPool{ObjectMeta: meta(p.Name), Spec: fleetv1.RunnerPoolSpec{
 			ClusterName: ClusterName, MinReplicas: p.Min, MaxReplicas: p.Max,
-			GitHub: fleetv1.GitHubSpec{
+			Platform: fleetv1.PlatformSpec{GitHub: &fleetv1.GitHubSpec{
 				Organization: p.Organization, Repository: p.Repository, Labels: p.Labels,
 				CredentialsRef: fleetv1.LocalObjectReference{Name: GitHubSecretName}, APIURL: in.githubURL + "/",
 				// The local fake GitHub serves HTTPS on 127.0.0.1 with its own CA, as a GitHub
 				// Enterprise Server behind a private CA would.
 				CABundleRef: &fleetv1.SecretKeyReference{Name: GitHubCASecretName, Key: "ca.crt"},
-			},
+			}},
 			Template: fleetv1.RunnerMachineTemplate{
 				InfrastructureRef: clusterv1.ContractVersionedObjectReference{
 					APIGroup: infrav1.GroupVersion.Group, Kind: "MachineClaimTemplate", Name: TemplateName},

@@ -26,7 +26,8 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/controllers"
 	"github.com/hyperfleet-io/hyperfleet/pkg/config"
 	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
-	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
+	_ "github.com/hyperfleet-io/hyperfleet/pkg/platform/all" // registers every CI platform
 	pinstrumented "github.com/hyperfleet-io/hyperfleet/pkg/platform/instrumented"
 	"github.com/hyperfleet-io/hyperfleet/pkg/webhook"
 )
@@ -65,7 +66,12 @@ func New(ctx context.Context, restConfig *rest.Config, cfg *config.Manager, over
 		o(&opts)
 	}
 	if opts.Platforms == nil {
-		opts.Platforms = &github.PoolClients{Reader: mgr.GetClient(), Transport: opts.GitHubTransport}
+		// Every platform registered by pkg/platform/all, each pool dispatched by spec.platform.
+		src, err := platform.NewSource(platform.Inputs{Reader: mgr.GetClient(), Transport: opts.PlatformTransport})
+		if err != nil {
+			return nil, err
+		}
+		opts.Platforms = src
 	}
 	// The one CI platform seam of the manager, instrumented here once: the controllers and the
 	// webhook receiver share it (and its client cache).
@@ -86,14 +92,21 @@ func New(ctx context.Context, restConfig *rest.Config, cfg *config.Manager, over
 	return mgr, nil
 }
 
-// addWebhookReceiver serves GitHub's workflow_job webhooks on every replica (no leader election:
-// the job ledger in the API server arbitrates) and wakes the RunnerPool whose demand changed.
+// addWebhookReceiver serves the CI platforms' job webhooks, one route per platform with its own
+// secret, on every replica (no leader election: the job ledger in the API server arbitrates) and
+// wakes the RunnerPool whose demand changed.
 func addWebhookReceiver(mgr manager.Manager, cfg *config.Manager, opts controllers.Options, wakeups chan event.TypedGenericEvent[*fleetv1.RunnerPool]) error {
 	if cfg.WebhookBindAddress == "0" || cfg.WebhookBindAddress == "" {
 		return nil
 	}
-	if cfg.WebhookSecret == "" {
-		ctrl.Log.WithName("setup").Info("GITHUB_WEBHOOK_SECRET is not set: the webhook receiver is off and demand comes from the repair loop only")
+	secrets := map[platform.Kind][]byte{}
+	for kind, s := range map[platform.Kind]string{platform.KindGitHub: cfg.WebhookSecret, platform.KindGitLab: cfg.GitLabWebhookSecret, platform.KindBuildkite: cfg.BuildkiteWebhookSecret} {
+		if s != "" {
+			secrets[kind] = []byte(s)
+		}
+	}
+	if len(secrets) == 0 {
+		ctrl.Log.WithName("setup").Info("No webhook secret is set (GITHUB_WEBHOOK_SECRET, GITLAB_WEBHOOK_SECRET, BUILDKITE_WEBHOOK_SECRET): the webhook receiver is off and demand comes from the repair loop only")
 		return nil
 	}
 	notify := func(pool types.NamespacedName) {
@@ -103,7 +116,7 @@ func addWebhookReceiver(mgr manager.Manager, cfg *config.Manager, opts controlle
 		}
 	}
 	receiver := webhook.NewReceiver(mgr.GetClient(), demand.NewStore(mgr.GetClient()), webhook.Config{
-		Secret: []byte(cfg.WebhookSecret), Namespace: cfg.WatchNamespace,
+		Secrets: secrets, Namespace: cfg.WatchNamespace,
 		Installations: opts.Platforms,
 		Claims:        &demand.Claims{Client: mgr.GetClient(), Namespace: opts.JobClaimNamespace},
 	}, notify)

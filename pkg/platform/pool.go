@@ -31,6 +31,21 @@ type Pool struct {
 	Labels []string
 	// RunUntagged lets a GitLab pool take jobs without tags.
 	RunUntagged bool
+	// URLs are the API endpoints the pool's credentials (or its VMs' tokens) are sent to, as
+	// set in the spec (empty: the platform's https:// default).
+	URLs []string
+	// AllowInsecureHTTP is the spec's allowInsecureHTTP.
+	AllowInsecureHTTP bool
+}
+
+// PlainHTTPURL returns the first of the pool's URLs that is http://, if any.
+func (p Pool) PlainHTTPURL() (string, bool) {
+	for _, u := range p.URLs {
+		if IsPlainHTTP(u) {
+			return u, true
+		}
+	}
+	return "", false
 }
 
 // DefaultBuildkiteQueue is the queue of a Buildkite pool or job that names none.
@@ -43,11 +58,11 @@ func PoolOf(pool *fleetv1.RunnerPool) (p Pool, ok bool) {
 	case spec.GitHub != nil:
 		gh := spec.GitHub
 		return Pool{Kind: KindGitHub, Scope: Scope{Organization: gh.Organization, Repository: gh.Repository}.Effective(),
-			Labels: NormalizeLabels(gh.Labels)}, true
+			Labels: NormalizeLabels(gh.Labels), URLs: nonEmpty(gh.APIURL), AllowInsecureHTTP: gh.AllowInsecureHTTP}, true
 	case spec.GitLab != nil:
 		gl := spec.GitLab
 		return Pool{Kind: KindGitLab, Scope: Scope{Instance: gl.Scope.Instance, Organization: gl.Scope.Group, Repository: gl.Scope.Project}.Effective(),
-			Labels: NormalizeLabels(gl.Tags), RunUntagged: gl.RunUntagged}, true
+			Labels: NormalizeLabels(gl.Tags), RunUntagged: gl.RunUntagged, URLs: nonEmpty(gl.URL), AllowInsecureHTTP: gl.AllowInsecureHTTP}, true
 	case spec.Buildkite != nil:
 		bk := spec.Buildkite
 		queue := bk.Queue
@@ -60,9 +75,20 @@ func PoolOf(pool *fleetv1.RunnerPool) (p Pool, ok bool) {
 				labels = append(labels, t)
 			}
 		}
-		return Pool{Kind: KindBuildkite, Scope: Scope{Organization: bk.Organization}, Labels: NormalizeLabels(labels)}, true
+		return Pool{Kind: KindBuildkite, Scope: Scope{Organization: bk.Organization}, Labels: NormalizeLabels(labels),
+			URLs: nonEmpty(bk.APIURL, bk.AgentEndpoint), AllowInsecureHTTP: bk.AllowInsecureHTTP}, true
 	}
 	return Pool{}, false
+}
+
+func nonEmpty(urls ...string) []string {
+	var out []string
+	for _, u := range urls {
+		if u != "" {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // Serves reports whether a runner of the pool may take a job with these labels, by the pool's

@@ -27,6 +27,11 @@ func TestPoolOf(t *testing.T) {
 		Organization: "acme", Tags: []string{"os=linux", "queue=ignored"}}}}}
 	p, _ = PoolOf(bk)
 	g.Expect(p).To(Equal(Pool{Kind: KindBuildkite, Scope: Scope{Organization: "acme"}, Labels: []string{"os=linux", "queue=default"}}))
+	bk.Spec.Platform.Buildkite.AgentEndpoint = "http://agent.lab/v3"
+	p, _ = PoolOf(bk)
+	u, plain := p.PlainHTTPURL()
+	g.Expect(plain).To(BeTrue())
+	g.Expect(u).To(Equal("http://agent.lab/v3"))
 
 	_, ok = PoolOf(&fleetv1.RunnerPool{})
 	g.Expect(ok).To(BeFalse())

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
-	ghplatform "github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
 	"github.com/hyperfleet-io/hyperfleet/pkg/webhook"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
 )
@@ -45,18 +44,18 @@ func FuzzReceiveDelivery(f *testing.F) {
 	}
 	f.Add([]byte(`{}`), "ping", signedWithTheSecret)
 	f.Fuzz(func(t *testing.T, body []byte, event string, mode uint8) {
-		receiver := webhook.NewReceiver(nil, nil, webhook.Config{Secret: secret, MaxBodyBytes: 64 << 10, QueueSize: 1}, nil)
+		receiver := webhook.NewReceiver(nil, nil, webhook.Config{Secrets: map[platform.Kind][]byte{platform.KindGitHub: secret}, MaxBodyBytes: 64 << 10, QueueSize: 1}, nil)
 		req := httptest.NewRequest(http.MethodPost, webhook.Path, bytes.NewReader(body))
-		req.Header.Set(ghplatform.HeaderEvent, event)
-		req.Header.Set(ghplatform.HeaderDelivery, "fuzz")
+		req.Header.Set("X-GitHub-Event", event)
+		req.Header.Set("X-GitHub-Delivery", "fuzz")
 		mode %= signingModes
 		switch mode {
 		case signedWithAnotherKey:
-			req.Header.Set(ghplatform.HeaderSignatureSHA256, fakegithub.SignPayload([]byte("not the secret"), body))
+			req.Header.Set("X-Hub-Signature-256", fakegithub.SignPayload([]byte("not the secret"), body))
 		case signedWithTheSecret:
-			req.Header.Set(ghplatform.HeaderSignatureSHA256, fakegithub.SignPayload(secret, body))
+			req.Header.Set("X-Hub-Signature-256", fakegithub.SignPayload(secret, body))
 		case signatureNotHex:
-			req.Header.Set(ghplatform.HeaderSignatureSHA256, "sha256="+string(body))
+			req.Header.Set("X-Hub-Signature-256", "sha256="+string(body))
 		}
 		rec := httptest.NewRecorder()
 		receiver.ServeHTTP(rec, req)
@@ -76,7 +75,7 @@ func FuzzReceiveDelivery(f *testing.F) {
 		default:
 			t.Fatalf("a signed delivery answered %d", rec.Code)
 		}
-		hook, err := ghplatform.ParseWebhook(req.Header, body, secret)
+		hook, err := githubWebhooks().ParseWebhook(req.Header, body, secret)
 		queued := rec.Code == http.StatusAccepted
 		isJob := err == nil && hook.Kind == platform.WebhookJob
 		if queued != isJob || (queued && stats.Accepted != 1) {
@@ -91,13 +90,14 @@ func FuzzReceiveDelivery(f *testing.F) {
 // roundTrip renders ev as GitHub's workflow_job payload, signs and parses it, and expects ev back.
 func roundTrip(t *testing.T, ev platform.JobEvent) {
 	t.Helper()
-	wj := map[string]any{"id": ev.JobID, "run_id": ev.RunID, "labels": ev.Labels, "name": ev.Name,
+	// IDs are decimal strings in the neutral event and numbers on the wire ("" is 0: none).
+	wj := map[string]any{"id": json.Number(ev.JobID), "run_id": json.Number(ev.RunID), "labels": ev.Labels, "name": ev.Name,
 		"workflow_name": ev.WorkflowName, "conclusion": ev.Conclusion}
-	if ev.RunnerName != "" || ev.RunnerID != 0 {
-		wj["runner_name"], wj["runner_id"] = ev.RunnerName, ev.RunnerID
+	if ev.RunnerName != "" || ev.RunnerID != "" {
+		wj["runner_name"], wj["runner_id"] = ev.RunnerName, json.Number(ev.RunnerID)
 	}
 	p := map[string]any{"action": string(ev.State), "workflow_job": wj,
-		"repository": map[string]any{"full_name": ev.Repository}, "installation": map[string]any{"id": ev.InstallationID}}
+		"repository": map[string]any{"full_name": ev.Repository}, "installation": map[string]any{"id": json.Number(ev.Installation)}}
 	if ev.Organization != "" {
 		p["organization"] = map[string]any{"login": ev.Organization}
 	}
@@ -106,10 +106,10 @@ func roundTrip(t *testing.T, ev platform.JobEvent) {
 		t.Fatal(err)
 	}
 	header := http.Header{}
-	header.Set(ghplatform.HeaderEvent, ghplatform.EventWorkflowJob)
-	header.Set(ghplatform.HeaderDelivery, ev.DeliveryID)
-	header.Set(ghplatform.HeaderSignatureSHA256, fakegithub.SignPayload(secret, body))
-	again, err := ghplatform.ParseWebhook(header, body, secret)
+	header.Set("X-GitHub-Event", "workflow_job")
+	header.Set("X-GitHub-Delivery", ev.DeliveryID)
+	header.Set("X-Hub-Signature-256", fakegithub.SignPayload(secret, body))
+	again, err := githubWebhooks().ParseWebhook(header, body, secret)
 	if err != nil || again.Job == nil {
 		t.Fatalf("the rendered event does not parse: %v", err)
 	}
@@ -122,4 +122,13 @@ func roundTrip(t *testing.T, ev platform.JobEvent) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("round trip changed the event:\n want %+v\n got  %+v", want, got)
 	}
+}
+
+// githubWebhooks is the parser of /webhooks/github, as registered by pkg/platform/all.
+func githubWebhooks() platform.WebhookParser {
+	d, ok := platform.Lookup(platform.KindGitHub)
+	if !ok {
+		panic("no GitHub driver registered")
+	}
+	return d.Webhooks
 }

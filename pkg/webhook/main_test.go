@@ -20,7 +20,8 @@ import (
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
-	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
+	_ "github.com/hyperfleet-io/hyperfleet/pkg/platform/all"
 	"github.com/hyperfleet-io/hyperfleet/pkg/webhook"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
@@ -126,12 +127,18 @@ func startReceiverIn(t *testing.T, cfg webhook.Config, startWorkers, allNamespac
 // config completes cfg for a receiver routing to the harness's namespace: its secret, the pools'
 // App installations proven against the fake GitHub, and job claims kept in the namespace.
 func (h *harness) config(cfg webhook.Config) webhook.Config {
-	cfg.Secret = secret
+	if cfg.Secrets == nil {
+		cfg.Secrets = map[platform.Kind][]byte{platform.KindGitHub: secret}
+	}
 	if cfg.Namespace == "" {
 		cfg.Namespace = h.ns
 	}
 	if cfg.Installations == nil {
-		cfg.Installations = &github.PoolClients{Reader: env.Client}
+		src, err := platform.NewSource(platform.Inputs{Reader: env.Client})
+		if err != nil {
+			panic(err)
+		}
+		cfg.Installations = src
 	}
 	if cfg.Claims == nil {
 		cfg.Claims = &demand.Claims{Client: env.Client, Namespace: h.ns}

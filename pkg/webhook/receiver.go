@@ -4,8 +4,10 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/metrics"
 
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -15,11 +17,18 @@ import (
 
 	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
-	ghplatform "github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
 )
 
-// Path is where GitHub delivers webhooks; every other path answers 404.
-const Path = "/webhooks/github"
+// PathPrefix starts every platform's route: /webhooks/github, /webhooks/gitlab,
+// /webhooks/buildkite. Every other path answers 404, as does the route of a platform this
+// process has no driver for.
+const PathPrefix = "/webhooks/"
+
+// Path is GitHub's route.
+const Path = PathPrefix + string(platform.KindGitHub)
+
+// PathOf is the route of a platform's webhooks.
+func PathOf(kind platform.Kind) string { return PathPrefix + string(kind) }
 
 // Defaults for Config's zero values.
 const (
@@ -40,9 +49,13 @@ const (
 
 // Config configures a Receiver.
 type Config struct {
-	// Secret is the webhook secret configured on the GitHub App. Without one every delivery
-	// is refused (401): the receiver fails closed.
-	Secret []byte
+	// Secrets are the webhook secrets per platform, each proving deliveries to that platform's
+	// route only (GitHub: the App's webhook secret; GitLab: the X-Gitlab-Token; Buildkite: the
+	// webhook token or signature key). A route without a secret refuses every delivery (401): the
+	// receiver fails closed.
+	Secrets map[platform.Kind][]byte
+	// Parsers read each platform's deliveries; nil uses the drivers registered with pkg/platform.
+	Parsers map[platform.Kind]platform.WebhookParser
 	// MaxBodyBytes bounds a delivery's body; larger ones answer 413. Zero means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// Workers is the number of goroutines recording events. Zero means DefaultWorkers.
@@ -121,6 +134,7 @@ type counters struct {
 
 // queuedEvent is a verified job event waiting for a worker.
 type queuedEvent struct {
+	kind       platform.Kind
 	event      platform.JobEvent
 	receivedAt time.Time
 }
@@ -160,6 +174,13 @@ func NewReceiver(c client.Client, store *demand.Store, cfg Config, notify func(t
 		cfg.MaxConcurrentPerSource = DefaultMaxConcurrentPerSource
 	}
 	cfg.Timeouts = cfg.Timeouts.withDefaults()
+	if cfg.Parsers == nil {
+		cfg.Parsers = map[platform.Kind]platform.WebhookParser{}
+		for _, k := range platform.Registered() {
+			d, _ := platform.Lookup(k)
+			cfg.Parsers[k] = d.Webhooks
+		}
+	}
 	return &Receiver{
 		client: c, store: store, cfg: cfg, notify: notify,
 		queue:  make(chan queuedEvent, cfg.QueueSize),
@@ -180,11 +201,13 @@ func (r *Receiver) Stats() Stats {
 	}
 }
 
-// ServeHTTP verifies and parses one delivery and queues job events for the workers. It never
-// touches the API server: GitHub gives up after 10 s and does not retry, so the answer must
-// not depend on anything slow.
+// ServeHTTP verifies and parses one delivery with the parser and secret of its route's platform,
+// and queues job events for the workers. It never touches the API server: GitHub gives up after
+// 10 s and does not retry, so the answer must not depend on anything slow.
 func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if req.URL.Path != Path {
+	kind, ok := strings.CutPrefix(req.URL.Path, PathPrefix)
+	parser := r.cfg.Parsers[platform.Kind(kind)]
+	if !ok || parser == nil {
 		http.NotFound(w, req)
 		return
 	}
@@ -198,7 +221,7 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	defer release()
-	log := ctrl.LoggerFrom(req.Context()).WithValues("delivery", req.Header.Get(ghplatform.HeaderDelivery), "event", req.Header.Get(ghplatform.HeaderEvent))
+	log := ctrl.LoggerFrom(req.Context()).WithValues("platform", kind)
 	received := r.now()
 
 	body, err := r.readBody(w, req)
@@ -216,26 +239,25 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "cannot read body", http.StatusBadRequest)
 		return
 	}
-	// Checked explicitly (ParseWebhook checks again) so that only X-Hub-Signature-256 can
-	// ever authenticate a delivery, whatever the parser accepts.
-	if err := ghplatform.VerifySignature(r.cfg.Secret, body, req.Header.Get(ghplatform.HeaderSignatureSHA256)); err != nil {
-		r.stats.unauthorized.Add(1)
-		metrics.WebhookDelivery(metrics.WebhookInvalidSignature)
-		// V(1): anyone on the internet can post here; the counter is what to alert on.
-		log.V(1).Info("Refused webhook with a bad signature", "reason", err.Error())
-		http.Error(w, "invalid signature", http.StatusUnauthorized)
-		return
+	// Each parser verifies the delivery (signature or token, in constant time) before reading
+	// anything else; an empty secret refuses everything.
+	secret := r.cfg.Secrets[platform.Kind(kind)]
+	hook, err := parser.ParseWebhook(req.Header, body, secret)
+	if err == nil && len(secret) == 0 {
+		err = fmt.Errorf("%w: no webhook secret is configured for %s", platform.ErrInvalidSignature, kind)
 	}
-	hook, err := ghplatform.ParseWebhook(req.Header, body, r.cfg.Secret)
 	if err != nil {
 		status := platform.WebhookHTTPStatus(err)
 		if status == http.StatusUnauthorized {
 			r.stats.unauthorized.Add(1)
 			metrics.WebhookDelivery(metrics.WebhookInvalidSignature)
-		} else {
-			r.stats.malformed.Add(1)
-			metrics.WebhookDelivery(metrics.WebhookBadRequest)
+			// V(1): anyone on the internet can post here; the counter is what to alert on.
+			log.V(1).Info("Refused webhook with a bad signature", "reason", err.Error())
+			http.Error(w, "invalid signature", http.StatusUnauthorized)
+			return
 		}
+		r.stats.malformed.Add(1)
+		metrics.WebhookDelivery(metrics.WebhookBadRequest)
 		log.V(1).Info("Refused webhook", "reason", err.Error())
 		http.Error(w, http.StatusText(status), status)
 		return
@@ -246,7 +268,7 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	r.enqueue(w, hook, received)
+	r.enqueue(w, platform.Kind(kind), hook, received)
 }
 
 func (r *Receiver) readBody(w http.ResponseWriter, req *http.Request) ([]byte, error) {
@@ -256,8 +278,11 @@ func (r *Receiver) readBody(w http.ResponseWriter, req *http.Request) ([]byte, e
 	return io.ReadAll(http.MaxBytesReader(w, req.Body, r.cfg.MaxBodyBytes))
 }
 
-func (r *Receiver) enqueue(w http.ResponseWriter, hook platform.Webhook, received time.Time) {
+func (r *Receiver) enqueue(w http.ResponseWriter, kind platform.Kind, hook platform.Webhook, received time.Time) {
 	id := hook.DeliveryID
+	if id != "" {
+		id = string(kind) + "/" + id // delivery IDs are unique per platform only
+	}
 	if id != "" && !r.recent.add(id) {
 		r.stats.duplicates.Add(1)
 		metrics.WebhookDelivery(metrics.WebhookDuplicate)
@@ -265,7 +290,7 @@ func (r *Receiver) enqueue(w http.ResponseWriter, hook platform.Webhook, receive
 		return
 	}
 	select {
-	case r.queue <- queuedEvent{event: *hook.Job, receivedAt: received}:
+	case r.queue <- queuedEvent{kind: kind, event: *hook.Job, receivedAt: received}:
 		r.stats.accepted.Add(1)
 		w.WriteHeader(http.StatusAccepted)
 	default:

@@ -90,7 +90,7 @@ func TestLateQueuedDeliveryDoesNotReopenACompletedJob(t *testing.T) {
 	h.waitIdle(g)
 
 	d := h.snapshot(g, pool)
-	g.Expect(d.Jobs[5].State).To(Equal(platform.JobCompleted))
+	g.Expect(d.Jobs["5"].State).To(Equal(platform.JobCompleted))
 	g.Expect(d.Queued).To(BeZero())
 	g.Expect(d.Busy).To(BeEmpty())
 }
@@ -111,7 +111,7 @@ func TestJobLifecycleThroughWebhooks(t *testing.T) {
 	h.waitIdle(g)
 	d := h.snapshot(g, pool)
 	g.Expect(d.Queued).To(Equal(1))
-	g.Expect(d.Jobs[9].FirstQueued).To(BeTemporally(">=", before), "the receive time is kept for latency")
+	g.Expect(d.Jobs["9"].FirstQueued).To(BeTemporally(">=", before), "the receive time is kept for latency")
 
 	g.Expect(h.post(g, fakegithub.NewDeliveryID(), job{id: 9, action: "in_progress", runner: "hf-linux-1"}.payload())).To(Equal(http.StatusAccepted))
 	h.waitIdle(g)

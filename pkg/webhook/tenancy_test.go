@@ -105,7 +105,7 @@ func TestJobHasOneOwnerAcrossNamespaces(t *testing.T) {
 			want := best
 			if repairFirst {
 				// The other pool's repair loop found the job in the API before any webhook.
-				owner, err := claims.Claim(ctx, installation, 800, other)
+				owner, err := claims.Claim(ctx, fmt.Sprint(installation), "800", other)
 				g.Expect(err).NotTo(HaveOccurred())
 				g.Expect(owner.Is(other)).To(BeTrue())
 				want = other
@@ -115,7 +115,7 @@ func TestJobHasOneOwnerAcrossNamespaces(t *testing.T) {
 					To(Equal(http.StatusAccepted))
 				h.waitIdle(g)
 			}
-			owner, err := claims.Claim(ctx, installation, 800, best)
+			owner, err := claims.Claim(ctx, fmt.Sprint(installation), "800", best)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(owner.Is(want)).To(BeTrue(), "the first claim stands")
 			g.Expect(h.snapshot(g, want).Busy).To(HaveKey("r1"))

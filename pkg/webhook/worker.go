@@ -56,7 +56,7 @@ func (r *Receiver) work(ctx context.Context) {
 
 func (r *Receiver) process(ctx context.Context, item queuedEvent) {
 	ev := item.event
-	log := ctrl.LoggerFrom(ctx).WithValues("delivery", ev.DeliveryID, "job", ev.JobID, "action", ev.State, "repository", ev.Repository)
+	log := ctrl.LoggerFrom(ctx).WithValues("platform", item.kind, "delivery", ev.DeliveryID, "job", ev.JobID, "action", ev.State, "repository", ev.Repository)
 	result := Processed{Event: ev, ReceivedAt: item.receivedAt}
 	defer func() {
 		if r.cfg.OnProcessed != nil {
@@ -82,7 +82,7 @@ func (r *Receiver) process(ctx context.Context, item queuedEvent) {
 	case result.Err != nil:
 		r.stats.failed.Add(1)
 		metrics.WebhookDelivery(metrics.WebhookError)
-		r.recent.forget(ev.DeliveryID) // let a redelivery try again
+		r.recent.forget(string(item.kind) + "/" + ev.DeliveryID) // let a redelivery try again
 		log.Error(result.Err, "Could not record job event; the repair loop will recover it")
 	case pool == nil:
 		// Every workflow_job of the App's repositories arrives here, GitHub-hosted ones too.
@@ -111,13 +111,14 @@ func (r *Receiver) process(ctx context.Context, item queuedEvent) {
 // no pool serves the job.
 //
 // A job goes to the pool that owns it (demand.Claims): the first pool, by webhook or repair loop,
-// to have claimed it. An unclaimed job is claimed for the best-ranked pool (demand.RankPools)
-// whose credentials prove they hold the installation the signed delivery names: a pool of another
-// App or installation, in whatever namespace, never sees the job.
+// to have claimed it. An unclaimed job is claimed for the best-ranked pool of the delivery's
+// platform (demand.RankPools) whose credentials prove they hold the installation the verified
+// delivery names: a pool of another platform, App, instance or organization, in whatever
+// namespace, never sees the job.
 func (r *Receiver) record(ctx context.Context, item queuedEvent) (*fleetv1.RunnerPool, bool, error) {
 	ev := item.event
-	if ev.InstallationID == 0 || r.cfg.Installations == nil || r.cfg.Claims == nil {
-		return nil, false, nil // only a GitHub App's delivery names its installation
+	if ev.Installation == "" || r.cfg.Installations == nil || r.cfg.Claims == nil {
+		return nil, false, nil // a delivery that names no installation proves no owner
 	}
 	pools := &fleetv1.RunnerPoolList{}
 	var opts []client.ListOption
@@ -128,11 +129,11 @@ func (r *Receiver) record(ctx context.Context, item queuedEvent) (*fleetv1.Runne
 		return nil, false, fmt.Errorf("listing RunnerPools: %w", err)
 	}
 	// A job already claimed goes to its owner: it proved the installation when it claimed.
-	if owner, found, err := r.cfg.Claims.Owner(ctx, ev.InstallationID, ev.JobID); err != nil {
+	if owner, found, err := r.cfg.Claims.Owner(ctx, ev.Installation, ev.JobID); err != nil {
 		return nil, false, err
 	} else if found {
 		for i := range pools.Items {
-			if p := &pools.Items[i]; owner.Is(p) && p.DeletionTimestamp.IsZero() {
+			if p := &pools.Items[i]; owner.Is(p) && p.DeletionTimestamp.IsZero() && platform.KindOf(p) == item.kind {
 				changed, err := r.store.Record(demand.WithObservedAt(ctx, item.receivedAt), p, ev)
 				if err != nil {
 					return p, false, fmt.Errorf("recording in pool %s/%s: %w", p.Namespace, p.Name, err)
@@ -142,13 +143,13 @@ func (r *Receiver) record(ctx context.Context, item queuedEvent) (*fleetv1.Runne
 		}
 	}
 	var pool *fleetv1.RunnerPool
-	for _, candidate := range demand.RankPools(pools.Items, ev.Repository, ev.Labels) {
+	for _, candidate := range demand.RankPools(pools.Items, item.kind, ev.Repository, ev.Labels) {
 		installation, err := r.cfg.Installations.Installation(ctx, candidate)
 		if err != nil {
-			ctrl.LoggerFrom(ctx).V(1).Info("Pool cannot prove its GitHub App installation; skipped", "pool", klog(candidate), "reason", err.Error())
+			ctrl.LoggerFrom(ctx).V(1).Info("Pool cannot prove its installation; skipped", "pool", klog(candidate), "reason", err.Error())
 			continue
 		}
-		if installation == ev.InstallationID {
+		if installation == ev.Installation {
 			pool = candidate
 			break
 		}
@@ -156,19 +157,19 @@ func (r *Receiver) record(ctx context.Context, item queuedEvent) (*fleetv1.Runne
 	if pool == nil {
 		return nil, false, nil
 	}
-	owner, err := r.cfg.Claims.Claim(ctx, ev.InstallationID, ev.JobID, pool)
+	owner, err := r.cfg.Claims.Claim(ctx, ev.Installation, ev.JobID, pool)
 	if err != nil {
 		return nil, false, err
 	}
 	if !owner.Is(pool) {
 		pool = nil
 		for i := range pools.Items {
-			if owner.Is(&pools.Items[i]) {
+			if owner.Is(&pools.Items[i]) && platform.KindOf(&pools.Items[i]) == item.kind {
 				pool = &pools.Items[i]
 			}
 		}
 		if pool == nil {
-			return nil, false, fmt.Errorf("job %d is claimed by pool %s, which this receiver cannot see", ev.JobID, owner.NamespacedName)
+			return nil, false, fmt.Errorf("job %s is claimed by pool %s, which this receiver cannot see", ev.JobID, owner.NamespacedName)
 		}
 	}
 	changed, err := r.store.Record(demand.WithObservedAt(ctx, item.receivedAt), pool, ev)

@@ -95,7 +95,7 @@ func TestBurstOfJobs(t *testing.T) {
 		g.Expect(p.Spec.GitHub.AllowInsecureHTTP).To(BeFalse())
 		g.Expect(conditions.Get(p, fleetv1.InsecureTransportCondition)).To(PointTo(And(
 			HaveField("Status", metav1.ConditionFalse), HaveField("Reason", fleetv1.HTTPSReason))))
-		g.Expect(conditions.IsTrue(p, fleetv1.GitHubAvailableCondition)).To(BeTrue())
+		g.Expect(conditions.IsTrue(p, fleetv1.PlatformAvailableCondition)).To(BeTrue())
 		g.Expect(fleet.GitHub.Runners()).To(HaveLen(1), "only the floor's runner is registered")
 	}, 2*time.Minute, 500*time.Millisecond).Should(Succeed(), "the pool returns to its floor")
 

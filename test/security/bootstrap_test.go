@@ -15,7 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hyperfleet-io/hyperfleet/api"
-	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
+	_ "github.com/hyperfleet-io/hyperfleet/pkg/platform/all"
 	"github.com/hyperfleet-io/hyperfleet/pkg/tenancy"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
 )
@@ -35,12 +36,13 @@ func TestBootstrapServiceReadsPoolCredentialsOnlyWhereEnabled(t *testing.T) {
 	for _, ns := range []string{enabled, notEnabled} {
 		g.Expect(client.IgnoreAlreadyExists(env.Client.Create(ctx, &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: "github-app", Namespace: ns},
-			Data:       map[string][]byte{github.KeyAppID: []byte("123"), github.KeyPrivateKey: keyPEM, github.KeyInstallationID: []byte("456")},
+			Data:       map[string][]byte{"app-id": []byte("123"), "private-key": keyPEM, "installation-id": []byte("456")},
 		}))).To(Succeed())
 	}
 	c, err := client.New(inst.BootstrapService, client.Options{Scheme: api.NewScheme()})
 	g.Expect(err).NotTo(HaveOccurred())
-	platforms := &github.PoolClients{Reader: c}
+	platforms, err := platform.NewSource(platform.Inputs{Reader: c})
+	g.Expect(err).NotTo(HaveOccurred())
 
 	for _, tc := range []struct {
 		namespace string

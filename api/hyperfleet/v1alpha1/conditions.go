@@ -1,37 +1,53 @@
 package v1alpha1
 
-// RunnerPool conditions and reasons.
+// RunnerPool conditions and reasons. They are the same for every CI platform; the message names
+// the platform. Before spec.platform, GitHubAvailable was the condition PlatformAvailable is, and
+// the reasons GitHubUnavailable and GitHubAvailable are now PlatformUnavailable and
+// PlatformAvailable (docs/platforms.md).
 const (
 	// ReadyCondition summarises the pool.
 	ReadyCondition = "Ready"
 	// ScalingLimitedCondition is True while demand exceeds maxReplicas.
 	ScalingLimitedCondition = "ScalingLimited"
-	// GitHubAvailableCondition is True while the GitHub API answers with the pool's credentials.
-	GitHubAvailableCondition = "GitHubAvailable"
-	// InsecureTransportCondition is True while the GitHub API is reached over plain http://
-	// (spec.github.allowInsecureHTTP): credentials and tokens travel in clear text.
+	// PlatformAvailableCondition is True while the CI platform's API answers with the pool's
+	// credentials.
+	PlatformAvailableCondition = "PlatformAvailable"
+	// PlatformRateLimitedCondition is True while the CI platform refuses the pool's calls for its
+	// rate limits; the message says when they lift. The pool does not call the platform before then.
+	PlatformRateLimitedCondition = "PlatformRateLimited"
+	// InsecureTransportCondition is True while the CI platform's API is reached over plain
+	// http:// (spec.platform.*.allowInsecureHTTP): credentials and tokens travel in clear text.
 	InsecureTransportCondition = "InsecureTransport"
 
-	ScaledReason                    = "Scaled"
-	ScalingUpReason                 = "ScalingUp"
-	ScalingDownReason               = "ScalingDown"
-	MaxReplicasReachedReason        = "MaxReplicasReached"
-	GitHubCredentialsNotFoundReason = "CredentialsNotFound"
-	GitHubUnavailableReason         = "GitHubUnavailable"
-	GitHubAvailableReason           = "GitHubAvailable"
+	ScaledReason             = "Scaled"
+	ScalingUpReason          = "ScalingUp"
+	ScalingDownReason        = "ScalingDown"
+	MaxReplicasReachedReason = "MaxReplicasReached"
+	// CredentialsNotFoundReason: the credentials Secret is missing or unusable.
+	CredentialsNotFoundReason = "CredentialsNotFound"
+	// PlatformUnavailableReason: the platform's API failed or refused the credentials.
+	PlatformUnavailableReason = "PlatformUnavailable"
+	// PlatformAvailableReason: the last repair read the platform's API.
+	PlatformAvailableReason = "PlatformAvailable"
+	// UnsupportedPlatformReason: spec.platform names a platform this manager has no driver for.
+	UnsupportedPlatformReason = "UnsupportedPlatform"
 	// NamespaceNotEnabledReason: HyperFleet may not read or write Secrets in this namespace because
 	// no admin has enabled it (docs/install.md, "Enabling a namespace").
 	NamespaceNotEnabledReason = "NamespaceNotEnabled"
-	// GitHubCABundleInvalidReason: spec.github.caBundleRef names a missing Secret or key, or its
-	// data holds no parsable PEM certificate; nothing is sent to GitHub.
-	GitHubCABundleInvalidReason = "CABundleInvalid"
-	// GitHubTLSErrorReason: the GitHub API's certificate did not verify against the CA bundle (or
-	// the system roots); the TLS handshake failed before any credential was sent.
-	GitHubTLSErrorReason = "TLSError"
-	// PlainHTTPReason: spec.github.apiURL is http://.
+	// CABundleInvalidReason: caBundleRef names a missing Secret or key, or its data holds no
+	// parsable PEM certificate; nothing is sent to the platform.
+	CABundleInvalidReason = "CABundleInvalid"
+	// TLSErrorReason: the platform API's certificate did not verify against the CA bundle (or the
+	// system roots); the TLS handshake failed before any credential was sent.
+	TLSErrorReason = "TLSError"
+	// RateLimitedReason: the platform answered with a rate limit (PlatformRateLimited True).
+	RateLimitedReason = "RateLimited"
+	// NotRateLimitedReason: the last calls were not rate limited (PlatformRateLimited False).
+	NotRateLimitedReason = "NotRateLimited"
+	// PlainHTTPReason: the platform's API URL is http://.
 	PlainHTTPReason = "PlainHTTP"
-	// HTTPSReason: the GitHub API is reached over https://.
+	// HTTPSReason: the platform's API is reached over https://.
 	HTTPSReason = "HTTPS"
-	// InsecureURLRefusedReason: apiURL is http:// without allowInsecureHTTP; nothing is sent there.
+	// InsecureURLRefusedReason: the API URL is http:// without allowInsecureHTTP; nothing is sent there.
 	InsecureURLRefusedReason = "InsecureURLRefused"
 )

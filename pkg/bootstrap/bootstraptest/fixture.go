@@ -20,7 +20,7 @@ import (
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
-	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
+	_ "github.com/hyperfleet-io/hyperfleet/pkg/platform/all" // registers every CI platform
 	pinstrumented "github.com/hyperfleet-io/hyperfleet/pkg/platform/instrumented"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
@@ -43,7 +43,11 @@ type Fleet struct {
 // cmd/bootstrap-service: GitHub App clients from pools' credentials Secrets read through c,
 // instrumented once.
 func Platforms(c client.Reader) platform.Source {
-	return pinstrumented.Source(&github.PoolClients{Reader: c})
+	src, err := platform.NewSource(platform.Inputs{Reader: c})
+	if err != nil {
+		panic(err)
+	}
+	return pinstrumented.Source(src)
 }
 
 func NewFleet(t testing.TB, c client.Client, gh *fakegithub.Server) *Fleet {

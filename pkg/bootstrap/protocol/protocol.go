@@ -33,10 +33,25 @@ type AttestResponse struct {
 
 // RunnerConfig is the VM's one-time runner configuration.
 type RunnerConfig struct {
+	// Platform is the pool's CI platform (github, gitlab, buildkite): the agent runs that
+	// platform's runner.
 	Platform   string `json:"platform"`
 	RunnerName string `json:"runnerName"`
-	// JITConfig is GitHub's encoded_jit_config, passed to run.sh --jitconfig.
-	JITConfig string `json:"jitConfig"`
+	// Config is the platform's one-time runner config (platform.Registration.Config): GitHub's
+	// encoded JIT config for run.sh --jitconfig; GitLab's JSON {"url", "token"}; Buildkite's JSON
+	// {"endpoint", "token", "tags"}.
+	Config string `json:"config"`
+	// JITConfig repeats Config for GitHub runners, for agents that predate Config.
+	// Deprecated: read Config.
+	JITConfig string `json:"jitConfig,omitempty"`
+}
+
+// Secret returns the one-time config, from Config or, from an older service, JITConfig.
+func (rc RunnerConfig) Secret() string {
+	if rc.Config != "" {
+		return rc.Config
+	}
+	return rc.JITConfig
 }
 
 // Error is the body of every non-2xx answer.

@@ -69,16 +69,17 @@ func (s *Server) handleRunnerConfig(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	runners, scope, err := s.platformOf(ctx, t.pool)
-	var jit string
+	var reg platform.Registration
 	if err == nil {
-		jit, _, err = runners.JITConfig(ctx, scope, platform.RunnerSpec{
-			Name: t.machine.Name, RunnerGroupID: t.pool.Spec.GitHub.RunnerGroupID,
+		pool, _ := platform.PoolOf(t.pool)
+		reg, err = runners.Register(ctx, scope, platform.RunnerSpec{
+			Name: t.machine.Name,
 			// The pool's mark lets its repair loop tell its own stale runners from others'.
-			Labels: append(slices.Clone(t.pool.Spec.GitHub.Labels), platform.PoolRunnerLabel(string(t.pool.UID))),
+			Labels: append(slices.Clone(pool.Labels), platform.PoolRunnerLabel(string(t.pool.UID))),
 		})
 	}
 	if err != nil {
-		// Give the claim back so the VM's retry can succeed; GitHub never answered it.
+		// Give the claim back so the VM's retry can succeed; the platform never answered it.
 		s.releaseRunnerConfig(ctx, t, err)
 		s.refuse(w, r, id, platformRefusal(err))
 		return
@@ -89,7 +90,11 @@ func (s *Server) handleRunnerConfig(w http.ResponseWriter, r *http.Request) {
 		s.log.Error(err, "recording attestation", "spiffeID", id.String())
 	}
 	s.log.Info("runner config issued", "spiffeID", id.String(), "pool", t.pool.Name)
-	writeJSON(w, http.StatusOK, protocol.RunnerConfig{Platform: string(runners.Kind()), RunnerName: t.machine.Name, JITConfig: jit})
+	rc := protocol.RunnerConfig{Platform: string(runners.Kind()), RunnerName: t.machine.Name, Config: reg.Config}
+	if runners.Kind() == platform.KindGitHub {
+		rc.JITConfig = reg.Config // agents built before spec.platform read only this
+	}
+	writeJSON(w, http.StatusOK, rc)
 }
 
 // handleDeleteRunner deregisters the caller's runner, for a VM that gives up before any job.

@@ -18,7 +18,7 @@ import (
 func (s *Server) platformOf(ctx context.Context, pool *fleetv1.RunnerPool) (platform.Platform, platform.Scope, error) {
 	p, scope, err := s.opts.Platforms.Platform(ctx, pool)
 	if err != nil {
-		if errors.Is(err, platform.ErrCredentials) || errors.Is(err, tenancy.ErrNamespaceNotEnabled) {
+		if errors.Is(err, platform.ErrCredentials) || errors.Is(err, platform.ErrUnsupported) || errors.Is(err, tenancy.ErrNamespaceNotEnabled) {
 			return nil, scope, refusal(http.StatusServiceUnavailable, err)
 		}
 		return nil, scope, err
