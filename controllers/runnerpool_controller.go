@@ -71,8 +71,8 @@ type poolScope struct {
 	recheck time.Duration
 	// platformRetry is when the platform's rate limit lifts (zero: not limited).
 	platformRetry time.Duration
-	demand  demand.Demand
-	plan    scaling.Plan
+	demand        demand.Demand
+	plan          scaling.Plan
 }
 
 // +kubebuilder:rbac:groups=hyperfleet.io,resources=runnerpools,verbs=get;list;watch;update;patch

@@ -117,7 +117,7 @@ func TestJobLifecycleThroughWebhooks(t *testing.T) {
 	h.waitIdle(g)
 	d = h.snapshot(g, pool)
 	g.Expect(d.Queued).To(BeZero())
-	g.Expect(d.Busy).To(Equal(map[string]int64{"hf-linux-1": 9}))
+	g.Expect(d.Busy).To(Equal(map[string]string{"hf-linux-1": "9"}))
 
 	mu.Lock()
 	defer mu.Unlock()

@@ -91,8 +91,8 @@ func TestBurstOfJobs(t *testing.T) {
 		g.Expect(p.Status.DesiredReplicas).To(BeEquivalentTo(1))
 		// The fake GitHub speaks HTTPS, verified against the CA the pool's caBundleRef names:
 		// nothing for the local fleet to warn about.
-		g.Expect(p.Spec.GitHub.APIURL).To(HavePrefix("https://"))
-		g.Expect(p.Spec.GitHub.AllowInsecureHTTP).To(BeFalse())
+		g.Expect(p.Spec.Platform.GitHub.APIURL).To(HavePrefix("https://"))
+		g.Expect(p.Spec.Platform.GitHub.AllowInsecureHTTP).To(BeFalse())
 		g.Expect(conditions.Get(p, fleetv1.InsecureTransportCondition)).To(PointTo(And(
 			HaveField("Status", metav1.ConditionFalse), HaveField("Reason", fleetv1.HTTPSReason))))
 		g.Expect(conditions.IsTrue(p, fleetv1.PlatformAvailableCondition)).To(BeTrue())
