@@ -118,10 +118,15 @@ func (a *Agent) live(ctx context.Context) (Outcome, error) {
 		a.deregister(ctx, client)
 		return OutcomeFailed, fmt.Errorf("installing runner: %w", err)
 	}
-	outcome, err := a.runRunner(ctx, rc.JITConfig)
-	rc.JITConfig = ""
+	l, err := runnerLaunch(a.cfg.Runner, *rc)
+	rc.Config, rc.JITConfig = "", ""
+	if err != nil {
+		a.deregister(ctx, client)
+		return OutcomeFailed, fmt.Errorf("runner config: %w", err)
+	}
+	outcome, err := a.runRunner(ctx, l)
 	if outcome != OutcomeJobDone {
-		// A JIT runner deletes itself after its job; one that never took a job must be removed.
+		// A one-job runner is removed after its job; one that never took a job must be removed.
 		a.deregister(ctx, client)
 	}
 	return outcome, err

@@ -12,19 +12,19 @@ import (
 // jobPollInterval is how often the agent looks for the job-started marker.
 const jobPollInterval = 500 * time.Millisecond
 
-// runRunner runs run.sh --jitconfig until it exits after its one job.
+// runRunner runs the platform's runner (runnerLaunch) until it exits after its one job.
 //
 // How the agent knows a job started: the runner creates a worker log for each job it takes (the
 // real runner writes _diag/Worker_<timestamp>.log when its worker starts). Until a file matching
 // runner.jobStartedGlob appears, the runner is idle; if it is still idle at the idle timeout, the
 // agent stops it and the VM powers off. Once a job started, no timeout applies: the job's own
-// timeout is GitHub's business, and the pool's maxLifetime bounds the VM.
-func (a *Agent) runRunner(ctx context.Context, jitConfig string) (Outcome, error) {
+// timeout is the platform's business, and the pool's maxLifetime bounds the VM.
+func (a *Agent) runRunner(ctx context.Context, l launch) (Outcome, error) {
 	r := a.cfg.Runner
-	cmd := exec.Command(filepath.Join(r.Directory, r.RunScript), "--jitconfig", jitConfig)
+	cmd := exec.Command(l.Args[0], l.Args[1:]...)
 	cmd.Dir = r.Directory
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	cmd.Env = os.Environ()
+	cmd.Env = append(os.Environ(), l.Env...)
 	if err := setProcessAttributes(cmd, r.User); err != nil {
 		return OutcomeFailed, err
 	}

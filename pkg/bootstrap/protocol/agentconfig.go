@@ -21,6 +21,29 @@ const (
 	DefaultJobStartedGlob = "_diag/Worker_*.log"
 )
 
+// CI platforms the agent runs a runner of (RunnerSetup.Platform, RunnerConfig.Platform).
+const (
+	PlatformGitHub    = "github"
+	PlatformGitLab    = "gitlab"
+	PlatformBuildkite = "buildkite"
+)
+
+// RunnerDefaults are a platform's runner directory, the program the agent starts and the file
+// that appears when a job starts, for a configuration that leaves them unset.
+type RunnerDefaults struct {
+	Directory, RunScript, JobStartedGlob string
+}
+
+// PlatformDefaults are the runner defaults of each platform: GitHub's actions-runner (run.sh
+// --jitconfig; the worker log of a job), gitlab-runner (run-single; a job's checkout under the
+// builds directory) and buildkite-agent (start --disconnect-after-job; a job's checkout under the
+// build path).
+var PlatformDefaults = map[string]RunnerDefaults{
+	PlatformGitHub:    {Directory: DefaultRunnerDir, RunScript: DefaultRunScript, JobStartedGlob: DefaultJobStartedGlob},
+	PlatformGitLab:    {Directory: "/opt/gitlab-runner", RunScript: "gitlab-runner", JobStartedGlob: "builds/*"},
+	PlatformBuildkite: {Directory: "/opt/buildkite-agent", RunScript: "buildkite-agent", JobStartedGlob: "builds/*"},
+}
+
 // Attestation methods (AgentConfig.Attestation).
 const (
 	// AttestationJoinToken (the default) redeems the join token with the bootstrap service.
@@ -73,9 +96,11 @@ type AgentConfig struct {
 
 // RunnerSetup describes how the agent installs and runs the CI runner.
 type RunnerSetup struct {
-	// Platform is the CI platform, e.g. github.
+	// Platform is the CI platform: github (the default), gitlab or buildkite. It picks the
+	// defaults below and the runner's command line; the bootstrap service's RunnerConfig must
+	// name the same platform.
 	Platform string `json:"platform,omitempty"`
-	// Labels the runner registers with (informational: the JIT config carries them).
+	// Labels the runner registers with (informational: the one-time config carries them).
 	Labels []string `json:"labels,omitempty"`
 	OS     string   `json:"os,omitempty"`
 	Arch   string   `json:"arch,omitempty"`
@@ -132,11 +157,15 @@ func ParseAgentConfig(data []byte) (*AgentConfig, error) {
 
 func (c *AgentConfig) defaults() {
 	r := &c.Runner
+	if r.Platform == "" {
+		r.Platform = PlatformGitHub
+	}
+	d := PlatformDefaults[r.Platform]
 	if r.Directory == "" {
-		r.Directory = DefaultRunnerDir
+		r.Directory = d.Directory
 	}
 	if r.RunScript == "" {
-		r.RunScript = DefaultRunScript
+		r.RunScript = d.RunScript
 	}
 	if r.ConfigScript == "" {
 		r.ConfigScript = DefaultConfigScript
@@ -145,7 +174,7 @@ func (c *AgentConfig) defaults() {
 		r.IdleTimeout.Duration = DefaultIdleTimeout
 	}
 	if r.JobStartedGlob == "" {
-		r.JobStartedGlob = DefaultJobStartedGlob
+		r.JobStartedGlob = d.JobStartedGlob
 	}
 	if len(c.PowerOffCommand) == 0 {
 		c.PowerOffCommand = DefaultPowerOffCommand
@@ -170,6 +199,9 @@ func (c *AgentConfig) validate() error {
 	case "", AttestationJoinToken, AttestationTPM, AttestationSPIRE:
 	default:
 		errs = append(errs, fmt.Errorf("attestation %q: want JoinToken, TPM or SPIRE", c.Attestation))
+	}
+	if _, ok := PlatformDefaults[c.Runner.Platform]; !ok {
+		errs = append(errs, fmt.Errorf("runner.platform %q: want github, gitlab or buildkite", c.Runner.Platform))
 	}
 	if (c.Runner.DownloadURL == "") != (c.Runner.SHA256 == "") {
 		errs = append(errs, errors.New("runner.downloadURL and runner.sha256 go together"))

@@ -1,0 +1,94 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/protocol"
+)
+
+// launch is how the agent starts one platform's runner for exactly one job.
+type launch struct {
+	// Args is the command line, program first.
+	Args []string
+	// Env is added to the agent's environment: the one-time secret travels here rather than on
+	// the command line where a platform's runner reads it from the environment.
+	Env []string
+}
+
+// gitlabConfig is GitLab's one-time runner config (platform.Registration.Config).
+type gitlabConfig struct {
+	URL   string `json:"url"`
+	Token string `json:"token"`
+}
+
+// buildkiteConfig is Buildkite's one-time agent config (platform.Registration.Config).
+type buildkiteConfig struct {
+	Endpoint string   `json:"endpoint"`
+	Token    string   `json:"token"`
+	Tags     []string `json:"tags"`
+}
+
+// ErrPlatformMismatch: the bootstrap service handed out a runner config of another platform than
+// the VM's configuration names; the agent runs nothing.
+var ErrPlatformMismatch = errors.New("runner config is for another CI platform")
+
+// runnerLaunch builds the command that runs r's runner for one job with the one-time config the
+// bootstrap service handed out for platform:
+//
+//   - github: <dir>/run.sh --jitconfig <encoded JIT config>, exactly as before other platforms;
+//   - gitlab: <dir>/gitlab-runner run-single --executor shell --max-builds 1 --wait-timeout <idle
+//     seconds> --builds-dir <dir>/builds, with CI_SERVER_URL and CI_SERVER_TOKEN (glrt-) in the
+//     environment;
+//   - buildkite: <dir>/buildkite-agent start --disconnect-after-job --disconnect-after-idle-timeout
+//     <idle seconds> --name <runner> --tags <tags> --build-path <dir>/builds, with
+//     BUILDKITE_AGENT_TOKEN and BUILDKITE_AGENT_ENDPOINT in the environment.
+func runnerLaunch(r protocol.RunnerSetup, rc protocol.RunnerConfig) (launch, error) {
+	platform := rc.Platform
+	if platform == "" {
+		platform = protocol.PlatformGitHub // a service that predates RunnerConfig.Platform
+	}
+	want := r.Platform
+	if want == "" {
+		want = protocol.PlatformGitHub
+	}
+	if platform != want {
+		return launch{}, fmt.Errorf("%w: the VM runs %s, the service sent %s", ErrPlatformMismatch, want, platform)
+	}
+	secret := rc.Secret()
+	if secret == "" {
+		return launch{}, errors.New("runner config holds no one-time config")
+	}
+	program := filepath.Join(r.Directory, r.RunScript)
+	idle := strconv.Itoa(int(r.IdleTimeout.Seconds()))
+	builds := filepath.Join(r.Directory, "builds")
+	switch platform {
+	case protocol.PlatformGitHub:
+		return launch{Args: []string{program, "--jitconfig", secret}}, nil
+	case protocol.PlatformGitLab:
+		var c gitlabConfig
+		if err := json.Unmarshal([]byte(secret), &c); err != nil || c.URL == "" || c.Token == "" {
+			return launch{}, errors.New("GitLab runner config is not {\"url\", \"token\"}")
+		}
+		return launch{
+			Args: []string{program, "run-single", "--executor", "shell", "--max-builds", "1", "--wait-timeout", idle, "--builds-dir", builds},
+			Env:  []string{"CI_SERVER_URL=" + c.URL, "CI_SERVER_TOKEN=" + c.Token},
+		}, nil
+	case protocol.PlatformBuildkite:
+		var c buildkiteConfig
+		if err := json.Unmarshal([]byte(secret), &c); err != nil || c.Endpoint == "" || c.Token == "" {
+			return launch{}, errors.New("Buildkite agent config is not {\"endpoint\", \"token\", \"tags\"}")
+		}
+		args := []string{program, "start", "--disconnect-after-job", "--disconnect-after-idle-timeout", idle,
+			"--name", rc.RunnerName, "--build-path", builds}
+		if len(c.Tags) > 0 {
+			args = append(args, "--tags", strings.Join(c.Tags, ","))
+		}
+		return launch{Args: args, Env: []string{"BUILDKITE_AGENT_TOKEN=" + c.Token, "BUILDKITE_AGENT_ENDPOINT=" + c.Endpoint}}, nil
+	}
+	return launch{}, fmt.Errorf("unknown CI platform %q", platform)
+}
