@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -128,4 +129,53 @@ func TestOneJobOneMachineAcrossNamespaces(t *testing.T) {
 			}, 5*time.Second, 250*time.Millisecond).Should(Succeed())
 		})
 	}
+}
+
+// TestHeldJobBootsNoVMUntilApproved: GitHub sends workflow_job with action "waiting" for a job an
+// environment's protection rules hold (its documented payload, with a deployment). It is not
+// demand: no Machine and no VM appear while it waits for approval. The approval's "queued"
+// delivery of the same job then boots one.
+func TestHeldJobBootsNoVMUntilApproved(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	startCAPI(t)
+	sim := pvesim.StartForTest(t, pvesim.Config{})
+	addr, secret := freeAddr(t), "held-secret"
+	startManagerWith(t, func(c *config.Manager) {
+		c.WebhookBindAddress, c.WebhookSecret, c.RepairInterval = addr, secret, time.Hour
+	})
+	url := fmt.Sprintf("http://%s/webhooks/github", addr)
+	gh := fakegithub.StartForTest(t, fakegithub.Options{TLS: true})
+	ns := newNamespace(t)
+	pool := githubPool(t, ns, "held", 5, sim, gh)
+	g.Eventually(func(g Gomega) { g.Expect(get(g, pool).Status.Selector).NotTo(BeEmpty()) }, 20*time.Second, 100*time.Millisecond).Should(Succeed())
+
+	raw, err := os.ReadFile("testdata/workflow_job_waiting.json")
+	g.Expect(err).NotTo(HaveOccurred())
+	waiting := strings.NewReplacer("HOLD_ORG", "held", "HOLD_INSTALLATION", fmt.Sprint(gh.InstallationID("held"))).Replace(string(raw))
+	code, err := fakegithub.PostWebhook(ctx, http.DefaultClient, url, []byte(secret), "workflow_job", fakegithub.NewDeliveryID(), []byte(waiting))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(code).To(Equal(http.StatusAccepted))
+	g.Consistently(func(g Gomega) {
+		g.Expect(get(g, pool).Status.QueuedJobs).To(BeZero())
+		g.Expect(poolMachines(g, pool)).To(BeEmpty(), "a job held for approval boots no VM")
+		g.Expect(ownedVMs(sim)).To(BeEmpty())
+	}, 5*time.Second, 250*time.Millisecond).Should(Succeed())
+
+	// Approved: GitHub queues the job for runners.
+	queued := strings.Replace(strings.Replace(waiting, `"action": "waiting"`, `"action": "queued"`, 1), `"status": "waiting"`, `"status": "queued"`, 1)
+	code, err = fakegithub.PostWebhook(ctx, http.DefaultClient, url, []byte(secret), "workflow_job", fakegithub.NewDeliveryID(), []byte(queued))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(code).To(Equal(http.StatusAccepted))
+	g.Eventually(func(g Gomega) {
+		g.Expect(get(g, pool).Status.QueuedJobs).To(Equal(int32(1)))
+		g.Expect(poolMachines(g, pool)).To(HaveLen(1))
+	}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
+	// A late redelivery of "waiting" does not take the demand back.
+	code, err = fakegithub.PostWebhook(ctx, http.DefaultClient, url, []byte(secret), "workflow_job", fakegithub.NewDeliveryID(), []byte(waiting))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(code).To(Equal(http.StatusAccepted))
+	g.Consistently(func(g Gomega) {
+		g.Expect(get(g, pool).Status.QueuedJobs).To(Equal(int32(1)))
+	}, 2*time.Second, 250*time.Millisecond).Should(Succeed())
 }
