@@ -26,6 +26,7 @@ var contract = []string{
 	"hyperfleet_runnerpool_queued_jobs",
 	"hyperfleet_bootstrap_attestations_total",
 	"hyperfleet_github_rate_limit_remaining",
+	"hyperfleet_platform_rate_limited_total",
 }
 
 func TestEveryContractMetricIsServedByTheManagerRegistry(t *testing.T) {
@@ -40,6 +41,7 @@ func TestEveryContractMetricIsServedByTheManagerRegistry(t *testing.T) {
 	SetPool("ci", "linux", 3, 2, 2, 1, 1, 4)
 	Attestation(AttestationSuccess)
 	SetGitHubRateLimit(4999)
+	PlatformRateLimit("gitlab")
 
 	families, err := crmetrics.Registry.Gather()
 	g.Expect(err).NotTo(HaveOccurred())

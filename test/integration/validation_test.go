@@ -122,12 +122,71 @@ func TestValidationRules(t *testing.T) {
 			name: "RunnerPool malformed repository",
 			obj: builder.NewRunnerPool("repo", ns).WithGitHub(fleetv1.GitHubSpec{
 				Repository: "not-a-repo", Labels: []string{"linux"}, CredentialsRef: fleetv1.LocalObjectReference{Name: "app"}}).Build(),
-			message: "spec.github.repository",
+			message: "spec.platform.github.repository",
 		},
 		{
 			name:    "RunnerPool without labels",
 			obj:     builder.NewRunnerPool("nolabels", ns).WithLabels().Build(),
-			message: "spec.github.labels",
+			message: "spec.platform.github.labels",
+		},
+		{
+			name:    "RunnerPool without a platform",
+			obj:     withPlatform(builder.NewRunnerPool("noplatform", ns).Build(), fleetv1.PlatformSpec{}),
+			message: "set exactly one of platform.github, platform.gitlab or platform.buildkite",
+		},
+		{
+			name: "RunnerPool with two platforms",
+			obj: withPlatform(builder.NewRunnerPool("twoplatforms", ns).Build(), fleetv1.PlatformSpec{
+				GitHub: &fleetv1.GitHubSpec{Organization: "acme", Labels: []string{"linux"}, CredentialsRef: fleetv1.LocalObjectReference{Name: "app"}},
+				GitLab: validGitLab()}),
+			message: "set exactly one of platform.github, platform.gitlab or platform.buildkite",
+		},
+		{name: "valid GitLab RunnerPool", obj: builder.NewRunnerPool("gitlab", ns).WithGitLab(*validGitLab()).Build()},
+		{
+			name: "GitLab RunnerPool with two scopes",
+			obj: builder.NewRunnerPool("glscopes", ns).WithGitLab(func() fleetv1.GitLabSpec {
+				s := *validGitLab()
+				s.Scope.Instance = true
+				return s
+			}()).Build(),
+			message: "set exactly one of scope.instance: true, scope.group or scope.project",
+		},
+		{
+			name: "GitLab RunnerPool over plain HTTP",
+			obj: builder.NewRunnerPool("glhttp", ns).WithGitLab(func() fleetv1.GitLabSpec {
+				s := *validGitLab()
+				s.URL = "http://gitlab.lab"
+				return s
+			}()).Build(),
+			message: "url is http://",
+		},
+		{
+			name: "GitLab RunnerPool that takes no job",
+			obj: builder.NewRunnerPool("glnotags", ns).WithGitLab(func() fleetv1.GitLabSpec {
+				s := *validGitLab()
+				s.Tags = nil
+				return s
+			}()).Build(),
+			message: "set tags, runUntagged: true, or both",
+		},
+		{name: "valid Buildkite RunnerPool", obj: builder.NewRunnerPool("buildkite", ns).WithBuildkite(validBuildkite()).Build()},
+		{
+			name: "Buildkite RunnerPool with a cluster that is no UUID",
+			obj: builder.NewRunnerPool("bkcluster", ns).WithBuildkite(func() fleetv1.BuildkiteSpec {
+				s := validBuildkite()
+				s.Cluster = "default"
+				return s
+			}()).Build(),
+			message: "spec.platform.buildkite.cluster",
+		},
+		{
+			name: "Buildkite RunnerPool agents over plain HTTP",
+			obj: builder.NewRunnerPool("bkhttp", ns).WithBuildkite(func() fleetv1.BuildkiteSpec {
+				s := validBuildkite()
+				s.AgentEndpoint = "http://agent.lab/v3"
+				return s
+			}()).Build(),
+			message: "agentEndpoint is http://",
 		},
 		{name: "valid BootstrapConfig", obj: builder.NewBootstrapConfig("ok", ns).Build()},
 		{
@@ -224,4 +283,19 @@ func TestCRDContractLabels(t *testing.T) {
 		g.Expect(crd.Labels).To(HaveKeyWithValue("cluster.x-k8s.io/v1beta2", "v1alpha1"), name)
 		g.Expect(crd.Labels).To(HaveKeyWithValue("cluster.x-k8s.io/v1beta1", "v1alpha1"), name)
 	}
+}
+
+func withPlatform(p *fleetv1.RunnerPool, spec fleetv1.PlatformSpec) *fleetv1.RunnerPool {
+	p.Spec.Platform = spec
+	return p
+}
+
+func validGitLab() *fleetv1.GitLabSpec {
+	return &fleetv1.GitLabSpec{URL: "https://gitlab.example.com", Scope: fleetv1.GitLabScope{Group: "platform/ci"},
+		Tags: []string{"linux"}, CredentialsRef: fleetv1.LocalObjectReference{Name: "gitlab-token"}}
+}
+
+func validBuildkite() fleetv1.BuildkiteSpec {
+	return fleetv1.BuildkiteSpec{Organization: "acme", Cluster: "0190b3a8-0c4f-4c5e-9a8e-2f7d5b0c1e11", Queue: "default",
+		Tags: []string{"os=linux"}, CredentialsRef: fleetv1.LocalObjectReference{Name: "buildkite-token"}}
 }
