@@ -6,17 +6,21 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/config"
+	"github.com/hyperfleet-io/hyperfleet/pkg/metrics"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
@@ -245,4 +249,41 @@ func githubCA(t *testing.T, ns string, gh *fakegithub.Server) *fleetv1.SecretKey
 	NewWithT(t).Expect(env.Client.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github-ca", Namespace: ns},
 		Data: map[string][]byte{"ca.crt": gh.CACertPEM()}})).To(Succeed())
 	return &fleetv1.SecretKeyReference{Name: "github-ca"}
+}
+
+// TestRateLimitedPoolBacksOff: GitHub throttles the pool's repair (a secondary rate limit: 429 with
+// Retry-After). The pool says so (PlatformRateLimited with the time calls resume), counts it in
+// hyperfleet_platform_rate_limited_total, and calls GitHub no more until then although its repair
+// interval is one second: no hot loop.
+func TestRateLimitedPoolBacksOff(t *testing.T) {
+	g := NewWithT(t)
+	startCAPI(t)
+	sim := pvesim.StartForTest(t, pvesim.Config{})
+	gh := fakegithub.StartForTest(t, fakegithub.Options{TLS: true})
+	gh.InjectFault(fakegithub.EndpointInstallationRepos, fakegithub.Fault{Times: 1000, Status: http.StatusTooManyRequests, RetryAfter: 40 * time.Second})
+	startManagerWith(t, func(c *config.Manager) { c.RepairInterval = time.Second })
+	limited := metrics.PlatformRateLimited.WithLabelValues("github")
+	before := testutil.ToFloat64(limited)
+	ns := newNamespace(t)
+	pool := githubPool(t, ns, "throttled", 5, sim, gh)
+
+	var retryAt time.Time
+	g.Eventually(func(g Gomega) {
+		c := conditions.Get(get(g, pool), fleetv1.PlatformRateLimitedCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(c.Reason).To(Equal(fleetv1.RateLimitedReason))
+		v, ok := strings.CutPrefix(c.Message, "RetryAt=")
+		g.Expect(ok).To(BeTrue(), c.Message)
+		at, err := time.Parse(time.RFC3339, strings.SplitN(v, ": ", 2)[0])
+		g.Expect(err).NotTo(HaveOccurred())
+		retryAt = at
+	}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
+	g.Expect(retryAt).To(BeTemporally("~", time.Now().Add(40*time.Second), 15*time.Second))
+	calls, refused := gh.Requests(fakegithub.EndpointInstallationRepos), testutil.ToFloat64(limited)
+	g.Expect(refused).To(BeNumerically(">", before))
+	g.Consistently(func(g Gomega) {
+		g.Expect(gh.Requests(fakegithub.EndpointInstallationRepos)).To(Equal(calls), "nothing is sent before RetryAt")
+		g.Expect(testutil.ToFloat64(limited)).To(Equal(refused), "no call is even attempted")
+	}, 6*time.Second, 500*time.Millisecond).Should(Succeed())
 }
