@@ -72,7 +72,7 @@ func (r *Receiver) Serve(ctx context.Context, l net.Listener) error {
 	}()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(l) }()
-	ctrl.LoggerFrom(ctx).Info("Serving GitHub webhooks", "address", l.Addr().String(), "path", Path)
+	ctrl.LoggerFrom(ctx).Info("Serving CI platform webhooks", "address", l.Addr().String(), "paths", PathPrefix+"{github,gitlab,buildkite}")
 
 	var err error
 	select {
