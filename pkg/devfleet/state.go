@@ -77,7 +77,7 @@ type GitHubState struct {
 	// RunnersURL lists registered runners.
 	RunnersURL string `json:"runnersURL"`
 	// CAFile is the certificate the fake GitHub's HTTPS is signed with (curl --cacert); the
-X
+	// fleet's RunnerPool trusts it through spec.platform.github.caBundleRef.
 	CAFile string `json:"caFile"`
 }
 
