@@ -103,12 +103,12 @@ func TestPoolsScaleThroughTheScaleSubresource(t *testing.T) {
 	// The pool's job ledger: a job queued two minutes ago, another taken by a runner after 40s.
 	ledger := &demand.Store{Client: env.Client}
 	queuedAt := demand.WithObservedAt(ctx, time.Now().Add(-2*time.Minute))
-	for _, ev := range []platform.JobEvent{{JobID: 1, State: platform.JobQueued}, {JobID: 2, State: platform.JobQueued}} {
+	for _, ev := range []platform.JobEvent{{JobID: "1", State: platform.JobQueued}, {JobID: "2", State: platform.JobQueued}} {
 		_, err := ledger.Record(queuedAt, pool, ev)
 		g.Expect(err).NotTo(HaveOccurred())
 	}
 	_, err := ledger.Record(demand.WithObservedAt(ctx, time.Now().Add(-80*time.Second)), pool,
-		platform.JobEvent{JobID: 2, State: platform.JobInProgress, RunnerName: "r1"})
+		platform.JobEvent{JobID: "2", State: platform.JobInProgress, RunnerName: "r1"})
 	g.Expect(err).NotTo(HaveOccurred())
 
 	r := f.call(t, http.MethodGet, "/api/v1/pools?namespace="+teamA, tok, nil)
