@@ -10,7 +10,7 @@ import (
 var (
 	// ErrNotFound: the VM, template, node or task does not exist.
 	ErrNotFound = errors.New("not found")
-	// ErrAlreadyExists: the VM ID is taken.
+	// ErrAlreadyExists: the VM ID (or, for a provider that assigns IDs itself, the VM name) is taken.
 	ErrAlreadyExists = errors.New("already exists")
 	// ErrBusy: the VM is locked by another operation or in the wrong power state; retry later.
 	ErrBusy = errors.New("busy")
@@ -29,7 +29,7 @@ var (
 	// ErrAmbiguous: a template selector matched more than one template.
 	ErrAmbiguous = errors.New("ambiguous")
 	// ErrUnsupported: the provider does not offer an optional capability (snapshots, guest
-	// commands); retrying will not help.
+	// commands, NextID without Capabilities.PreallocatedIDs); retrying will not help.
 	ErrUnsupported = errors.New("not supported by this hypervisor provider")
 )
 

@@ -3,9 +3,19 @@ package hypervisor
 import "context"
 
 // Provider is everything HyperFleet needs from a hypervisor cluster. Mutating calls refuse VMs that do
-// not carry HyperFleet's ownership metadata with ErrNotOwned. Long operations return a TaskID that the
-// caller keeps (in status) and polls with TaskStatus, so no second task is started while one runs.
+// not carry HyperFleet's ownership metadata with ErrNotOwned. Long operations of a provider with
+// Capabilities.AsyncTasks return a TaskID that the caller keeps (in status) and polls with
+// TaskStatus, so no second task is started while one runs; a synchronous provider (Hyper-V over
+// WS-Man) finishes the work before returning and returns the empty TaskID, which callers treat as
+// done without polling.
+//
+// VM IDs are opaque strings (VMRef.ID). A provider with Capabilities.PreallocatedIDs lets the
+// caller pick the ID first (NextID, then Clone with CloneSpec.Target.ID); any other provider
+// assigns it while cloning, and Clone returns it.
 type Provider interface {
+	// Capabilities says which optional behaviours the provider has. It does not change over the
+	// provider's life and costs no call to the hypervisor.
+	Capabilities() Capabilities
 	// Verify checks that the endpoint is reachable, the credentials are accepted and they carry the
 	// privileges HyperFleet needs. It returns the hypervisor's version.
 	Verify(ctx context.Context) (version string, err error)
@@ -17,12 +27,18 @@ type Provider interface {
 	// node: copies of one template kept on several nodes so linked clones can be made on each. It
 	// fails with ErrNotFound when none matches and ErrAmbiguous when two match on one node.
 	ResolveTemplates(ctx context.Context, sel TemplateSelector) ([]Template, error)
-	// NextID proposes a free VM ID at or above min. The proposal is not a reservation: Clone fails
-	// with ErrAlreadyExists if another client took it first.
+	// NextID proposes a free numeric VM ID at or above min, for a provider with
+	// Capabilities.PreallocatedIDs; the caller puts it in decimal in CloneSpec.Target.ID. The
+	// proposal is not a reservation: Clone fails with ErrAlreadyExists if another client took it
+	// first. Other providers return ErrUnsupported.
 	NextID(ctx context.Context, min int) (int, error)
 
-	// Clone creates a VM from a template, stamped with spec.Owner.
-	Clone(ctx context.Context, spec CloneSpec) (TaskID, error)
+	// Clone creates a VM from a template, stamped with spec.Owner, and returns the new VM's ref.
+	// With PreallocatedIDs that is spec.Target and the TaskID tracks the copy; without, the ref
+	// carries the ID the hypervisor assigned. A provider with AsyncTasks may return the ref before
+	// the VM is usable: poll the TaskID before configuring it. A failed Clone may still have
+	// created the VM; it carries spec.Owner, so OwnedVMs finds it.
+	Clone(ctx context.Context, spec CloneSpec) (VMRef, TaskID, error)
 	// Configure applies hardware, network, tags, description and cloud-init data to an owned VM and
 	// grows its disk. It returns a TaskID when part of the work (a disk resize) is still running;
 	// the VM must not be started before that task is done.
@@ -60,6 +76,7 @@ type Provider interface {
 	// metadata.uid is legacyClaimUID. A VM already marked for owner is left as it is; any other
 	// VM gets ErrNotOwned.
 	Adopt(ctx context.Context, ref VMRef, owner Ownership, legacyClaimUID string) error
-	// TaskStatus polls a task started by this or an earlier process.
+	// TaskStatus polls a task started by this or an earlier process. The empty TaskID is always
+	// done; a provider without AsyncTasks reports every task done.
 	TaskStatus(ctx context.Context, node string, id TaskID) (TaskState, error)
 }

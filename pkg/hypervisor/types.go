@@ -15,16 +15,39 @@ const (
 	PowerStateUnknown PowerState = "Unknown"
 )
 
-// VMRef identifies a VM on a hypervisor cluster. Proxmox addresses VMs by node and VMID.
+// VMRef identifies a VM on a hypervisor cluster: the host it lives on and the provider's opaque
+// VM ID. The ID's form belongs to the provider (Proxmox: the VMID in decimal, "105"; Hyper-V: the
+// VM's GUID in lower case); callers only store, compare and print it. Node is the host the VM was
+// last seen on; a provider whose IDs are unique cluster-wide may ignore it when addressing the VM.
 type VMRef struct {
 	Node string
-	ID   int
+	ID   string
 }
 
-func (r VMRef) String() string { return fmt.Sprintf("%s/%d", r.Node, r.ID) }
+func (r VMRef) String() string { return r.Node + "/" + r.ID }
 
 // IsZero reports whether the reference points at no VM.
-func (r VMRef) IsZero() bool { return r.ID == 0 }
+func (r VMRef) IsZero() bool { return r.ID == "" }
+
+// Capabilities says which optional behaviours a provider has, so controllers ask instead of
+// assuming Proxmox.
+type Capabilities struct {
+	// LinkedClones: a clone may share its template's disk copy-on-write (a Proxmox linked clone,
+	// a Hyper-V differencing disk) instead of copying it.
+	LinkedClones bool
+	// PreallocatedIDs: the caller chooses a new VM's ID before cloning, with NextID, and passes it
+	// in CloneSpec.Target.ID (Proxmox). Without it the ID exists only once Clone has created the
+	// VM (Hyper-V): Clone returns it, and a caller that lost it (a restart mid-create) finds the
+	// VM again among OwnedVMs by its ownership (Owner.ClaimID) and deterministic name.
+	PreallocatedIDs bool
+	// AsyncTasks: long operations return a TaskID to poll with TaskStatus. Without it every
+	// operation is done when it returns, and every TaskID it returns is empty.
+	AsyncTasks bool
+	// Tags: VMs carry hypervisor tags (Proxmox), used for ownership marks and template selection.
+	// Without it ownership lives in the VM's notes only (Hyper-V), ConfigSpec.Tags are kept there
+	// too, and VM.Tags and Template.Tags report them back.
+	Tags bool
+}
 
 // Ownership is the metadata HyperFleet stamps on every VM it creates. A VM without it is foreign and
 // is never changed.
@@ -98,7 +121,8 @@ type Node struct {
 
 // TemplateSelector picks the source template of a clone: by ID, or by name and/or tags.
 type TemplateSelector struct {
-	ID   int
+	// ID is the template VM's provider ID (see VMRef.ID); empty selects by Name and Tags.
+	ID   string
 	Name string
 	// Tags must all be present on the template.
 	Tags []string
@@ -107,8 +131,8 @@ type TemplateSelector struct {
 }
 
 func (s TemplateSelector) String() string {
-	if s.ID != 0 {
-		return fmt.Sprintf("vmid %d", s.ID)
+	if s.ID != "" {
+		return fmt.Sprintf("id %s", s.ID)
 	}
 	return fmt.Sprintf("name %q tags %v", s.Name, s.Tags)
 }
@@ -122,29 +146,44 @@ type Template struct {
 	MemoryMiB int
 	// DiskGiB is the size of the boot disk in GiB.
 	DiskGiB int
-	// BootDisk is the name of the boot disk ("scsi0").
+	// BootDisk is the provider's name of the boot disk (Proxmox: its slot, "scsi0"), passed back
+	// in DiskSpec.Name.
 	BootDisk string
 }
 
 // CloneSpec describes a new VM cloned from a template.
 type CloneSpec struct {
 	Source VMRef
-	// Target is the node and VMID of the new VM.
+	// Target is where the new VM goes: Node always; ID only for a provider with
+	// Capabilities.PreallocatedIDs (from NextID), empty otherwise.
 	Target VMRef
-	Name   string
-	// Full requests a full clone; the default is a linked clone, which Proxmox allows only from templates.
-	Full bool
+	// Name is the new VM's name. HyperFleet derives it from the claim, so it is the same on every
+	// retry: a provider without PreallocatedIDs uses it with Owner to find a VM it created.
+	Name string
+	// Full requests a full copy of the template's disks. The default is a linked clone (Proxmox
+	// linked clone, Hyper-V differencing disk) when the provider has Capabilities.LinkedClones;
+	// a provider without it always copies.
+	Full  bool
+	Owner Ownership
+	// Proxmox holds the parameters only Proxmox VE has; other providers ignore it.
+	Proxmox *ProxmoxClone
+}
+
+// ProxmoxClone is the Proxmox-only part of a CloneSpec.
+type ProxmoxClone struct {
 	// Storage is the target storage of a full clone (linked clones stay on the template's storage).
 	Storage string
-	Pool    string
-	Owner   Ownership
+	// Pool is the resource pool the new VM joins.
+	Pool string
 }
 
 // NetworkSpec is the VM's first network interface.
 type NetworkSpec struct {
-	Bridge string
+	// Name is what the interface connects to: a Proxmox bridge ("vmbr0"), a Hyper-V virtual switch.
+	Name string
 	// VLAN tag, 0 for none.
-	VLAN  int
+	VLAN int
+	// Model is the Proxmox NIC model ("virtio"); other providers ignore it.
 	Model string
 }
 
@@ -154,7 +193,8 @@ type ConfigSpec struct {
 	Cores     int
 	MemoryMiB int
 	Network   *NetworkSpec
-	// Tags are added to the ownership tags.
+	// Tags are added to the ownership tags (kept in the notes by a provider without
+	// Capabilities.Tags).
 	Tags        []string
 	Description string
 	// Disk, when set, grows a disk; a disk already that large is left alone, and disks never shrink.
@@ -165,7 +205,7 @@ type ConfigSpec struct {
 
 // DiskSpec is the size a VM disk must have at least.
 type DiskSpec struct {
-	// Name is the disk's slot ("scsi0").
+	// Name is the provider's name of the disk, as in Template.BootDisk.
 	Name    string
 	SizeGiB int
 }
@@ -179,7 +219,8 @@ type CloudInitData struct {
 }
 
 // TaskID is a handle to an asynchronous hypervisor operation. It is a plain string (a Proxmox UPID) so
-// it can be stored in an object's status and resumed after a restart.
+// it can be stored in an object's status and resumed after a restart. The empty TaskID means the
+// operation is already done: a provider without Capabilities.AsyncTasks always returns it.
 type TaskID string
 
 // TaskState is the observed state of an asynchronous operation.
