@@ -31,6 +31,7 @@ import (
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
+	"github.com/hyperfleet-io/hyperfleet/pkg/placement"
 	"github.com/hyperfleet-io/hyperfleet/pkg/tracing"
 )
 
@@ -154,7 +155,7 @@ func (r *HypervisorClusterReconciler) reconcileConnection(ctx context.Context, h
 	if err != nil {
 		return unavailable(connection.ReasonOf(err), fmt.Sprintf("listing nodes: %v", err), err)
 	}
-	hc.Status.FailureDomains = failureDomains(nodes)
+	hc.Status.FailureDomains = failureDomains(placement.AllowedNodes(nodes, hc.Spec.AllowedNodes))
 	hc.Status.Nodes = int32(len(hc.Status.FailureDomains))
 	hc.Status.Version = version
 	if len(hc.Status.FailureDomains) == 0 {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -207,7 +205,7 @@ func (r *MachineClaimReconciler) reconcileNormal(ctx context.Context, s *claimSc
 
 // reconcileClusterInfrastructure waits, under Cluster API, for the Cluster's infrastructure.
 func (r *MachineClaimReconciler) reconcileClusterInfrastructure(_ context.Context, s *claimScope) (ctrl.Result, error) {
-	if s.cluster == nil || s.claim.Status.VMID != 0 {
+	if s.cluster == nil || s.claim.Status.VMID != "" {
 		return ctrl.Result{}, nil
 	}
 	if !ptr.Deref(s.cluster.Status.Initialization.InfrastructureProvisioned, false) {
@@ -273,18 +271,17 @@ func (r *MachineClaimReconciler) hypervisorCluster(ctx context.Context, s *claim
 // providerID must carry the claim's identity; then provisioning resumes where a running VM is.
 func (r *MachineClaimReconciler) reconcileLostStatus(ctx context.Context, s *claimScope) (ctrl.Result, error) {
 	c := s.claim
-	if c.Status.VMID != 0 || c.Spec.ProviderID == "" {
+	if c.Status.VMID != "" || c.Spec.ProviderID == "" {
 		return ctrl.Result{}, nil
 	}
-	vmid, err := strconv.Atoi(c.Spec.ProviderID[strings.LastIndex(c.Spec.ProviderID, "/")+1:])
-	if err == nil {
-		var vms []hypervisor.VM
-		if vms, err = s.provider.OwnedVMs(ctx); err != nil {
-			return r.fail(ctx, s, fmt.Errorf("looking for VM %d of providerID %s: %w", vmid, c.Spec.ProviderID, err))
+	if id := vmIDOfProviderID(c.Spec.ProviderID); id != "" {
+		vms, err := s.provider.OwnedVMs(ctx)
+		if err != nil {
+			return r.fail(ctx, s, fmt.Errorf("looking for VM %s of providerID %s: %w", id, c.Spec.ProviderID, err))
 		}
 		for _, vm := range vms {
-			if vm.Ref.ID == vmid && ownedBy(vm, c) {
-				c.Status.VMID, c.Status.Node = int32(vmid), vm.Ref.Node
+			if vm.Ref.ID == id && ownedBy(vm, c) {
+				c.Status.VMID, c.Status.Node = id, vm.Ref.Node
 				c.Status.CompletedStep = infrav1.StepStarted
 				r.Recorder.Eventf(c, corev1.EventTypeNormal, "VMRecovered", "found VM %s of providerID %s again", vm.Ref, c.Spec.ProviderID)
 				return ctrl.Result{}, nil
@@ -354,7 +351,7 @@ func (r *MachineClaimReconciler) summarize(s *claimScope) {
 	case ptr.Deref(c.Status.Initialization, infrav1.MachineClaimInitializationStatus{}).Provisioned != nil &&
 		*c.Status.Initialization.Provisioned && conditions.IsTrue(c, infrav1.MachineClaimVMProvisionedCondition):
 		c.Status.Phase = infrav1.MachineClaimPhaseReady
-	case c.Status.VMID != 0 || c.Status.Task != nil:
+	case c.Status.VMID != "" || c.Status.Task != nil:
 		c.Status.Phase = infrav1.MachineClaimPhaseProvisioning
 	default:
 		c.Status.Phase = infrav1.MachineClaimPhasePending

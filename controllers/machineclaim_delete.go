@@ -28,13 +28,13 @@ func (r *MachineClaimReconciler) reconcileDelete(ctx context.Context, s *claimSc
 		return r.release(ctx, s, "moved to another management cluster by clusterctl; the VM stays")
 	}
 	setVMCondition(c, metav1.ConditionFalse, infrav1.DeletingReason, "deleting the VM")
-	if c.Status.VMID == 0 {
+	if c.Status.VMID == "" && c.Status.Node == "" {
 		return r.release(ctx, s, "no VM was created")
 	}
 	hc, err := r.hypervisorCluster(ctx, s)
 	if apierrors.IsNotFound(err) {
 		r.Recorder.Eventf(c, corev1.EventTypeWarning, "HypervisorClusterNotFound",
-			"VM %d cannot be removed: its HypervisorCluster is gone; delete it by hand if it still exists", c.Status.VMID)
+			"VM %s cannot be removed: its HypervisorCluster is gone; delete it by hand if it still exists", vmRef(c))
 		return r.release(ctx, s, "HypervisorCluster gone")
 	}
 	if err != nil {
@@ -43,8 +43,20 @@ func (r *MachineClaimReconciler) reconcileDelete(ctx context.Context, s *claimSc
 	s.hc = hc
 	if s.provider, err = r.Registry.Get(ctx, hc); err != nil {
 		setVMCondition(c, metav1.ConditionFalse, infrav1.HypervisorClusterUnavailableReason,
-			fmt.Sprintf("cannot reach HypervisorCluster %s to delete VM %d: %v", hc.Name, c.Status.VMID, err))
+			fmt.Sprintf("cannot reach HypervisorCluster %s to delete VM %s: %v", hc.Name, vmRef(c), err))
 		return ctrl.Result{RequeueAfter: 15 * time.Second}, nil
+	}
+	if c.Status.VMID == "" {
+		// A provider that assigns IDs may have created the VM in a call whose answer was lost:
+		// the claim's ownership marks find it.
+		vm, found, err := r.findOwnVM(ctx, s)
+		if err != nil {
+			return r.fail(ctx, s, err)
+		}
+		if !found {
+			return r.release(ctx, s, "no VM was created")
+		}
+		c.Status.VMID, c.Status.Node = vm.Ref.ID, vm.Ref.Node
 	}
 	ref := vmRef(c)
 	var (

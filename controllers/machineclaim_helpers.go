@@ -4,10 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
+	"strings"
 	"time"
 
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
@@ -39,7 +38,7 @@ func (r *MachineClaimReconciler) reservedMemory(ctx context.Context, s *claimSco
 
 func (r *MachineClaimReconciler) setProviderID(s *claimScope) {
 	if s.claim.Spec.ProviderID == "" {
-		s.claim.Spec.ProviderID = fmt.Sprintf("%s%s/%d", infrav1.ProviderIDPrefix, s.hc.UID, s.claim.Status.VMID)
+		s.claim.Spec.ProviderID = providerID(s.hc, s.claim.Status.VMID)
 	}
 }
 
@@ -50,8 +49,19 @@ func (r *MachineClaimReconciler) poll() time.Duration {
 	return 2 * time.Second
 }
 
+// providerID is hyperfleet://<hypervisor-cluster-uid>/<vm id> for every provider: the VM ID as
+// the provider writes it (a Proxmox VMID in decimal, a Hyper-V VM GUID).
+func providerID(hc *infrav1.HypervisorCluster, vmID string) string {
+	return infrav1.ProviderIDPrefix + string(hc.UID) + "/" + vmID
+}
+
+// vmIDOfProviderID is the VM ID a providerID ends with; empty when it has none.
+func vmIDOfProviderID(id string) string {
+	return id[strings.LastIndex(id, "/")+1:]
+}
+
 func vmRef(c *infrav1.MachineClaim) hypervisor.VMRef {
-	return hypervisor.VMRef{Node: c.Status.Node, ID: int(c.Status.VMID)}
+	return hypervisor.VMRef{Node: c.Status.Node, ID: c.Status.VMID}
 }
 
 // vmName is the VM's name in the hypervisor: the claim's name, which Cluster API keeps unique.
@@ -86,7 +96,7 @@ func newRandomID() (string, error) {
 
 func templateSelector(c *infrav1.MachineClaim) hypervisor.TemplateSelector {
 	t := c.Spec.Template
-	return hypervisor.TemplateSelector{ID: int(ptr.Deref(t.VMID, 0)), Name: t.Name, Tags: t.Tags, Node: t.Node}
+	return hypervisor.TemplateSelector{ID: t.ID, Name: t.Name, Tags: t.Tags, Node: t.Node}
 }
 
 func failureDomain(s *claimScope) string {

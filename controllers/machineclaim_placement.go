@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,8 +15,8 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/placement"
 )
 
-// reserveVMID chooses the source template, the node and a free VMID and records them before
-// anything is created.
+// reserveVMID chooses the source template and the node and, for a provider with
+// PreallocatedIDs, a free VMID, and records them before anything is created.
 func (r *MachineClaimReconciler) reserveVMID(ctx context.Context, s *claimScope) (ctrl.Result, error) {
 	c := s.claim
 	sources, err := r.sourceCandidates(ctx, s)
@@ -36,6 +37,7 @@ func (r *MachineClaimReconciler) reserveVMID(ctx context.Context, s *claimScope)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	// allowedNodes are applied here, once: providers list every node.
 	req := placement.Request{MemoryMiB: memory, FailureDomain: failureDomain(s), Allowed: s.hc.Spec.AllowedNodes, Reserved: reserved}
 	var (
 		tmpl hypervisor.Template
@@ -59,6 +61,13 @@ func (r *MachineClaimReconciler) reserveVMID(ctx context.Context, s *claimScope)
 		}
 		node = tmpl.Ref.Node
 	}
+	if !s.provider.Capabilities().PreallocatedIDs {
+		// The provider names the VM when it creates it: only the node and template are recorded.
+		c.Status.Node = node
+		c.Status.SourceTemplate = templateRef(tmpl)
+		setVMCondition(c, metav1.ConditionFalse, infrav1.CloningReason, fmt.Sprintf("chose %s to clone template %s", node, tmpl.Ref))
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+	}
 	rng := vmidRange(s.hc)
 	id, err := s.provider.NextID(ctx, placement.Candidate(rng, string(c.UID), int(c.Status.FailureCount)))
 	if err == nil && id > rng.End {
@@ -70,7 +79,7 @@ func (r *MachineClaimReconciler) reserveVMID(ctx context.Context, s *claimScope)
 	if id > rng.End {
 		return r.retryLater(s, infrav1.NoCapacityReason, fmt.Sprintf("no free VMID in %d-%d", rng.Start, rng.End))
 	}
-	c.Status.VMID, c.Status.Node = int32(id), node
+	c.Status.VMID, c.Status.Node = strconv.Itoa(id), node
 	c.Status.SourceTemplate = templateRef(tmpl)
 	setVMCondition(c, metav1.ConditionFalse, infrav1.CloningReason, fmt.Sprintf("reserved VMID %d on %s to clone template %s", id, node, tmpl.Ref))
 	// Requeue so the reservation is persisted before the clone starts.
@@ -97,7 +106,7 @@ func (r *MachineClaimReconciler) sourceCandidates(ctx context.Context, s *claimS
 func (r *MachineClaimReconciler) sourceTemplate(ctx context.Context, s *claimScope) (hypervisor.Template, error) {
 	c := s.claim
 	if ref := c.Status.SourceTemplate; ref != nil {
-		return s.provider.ResolveTemplate(ctx, hypervisor.TemplateSelector{ID: int(ref.VMID), Node: ref.Node})
+		return s.provider.ResolveTemplate(ctx, hypervisor.TemplateSelector{ID: ref.ID, Node: ref.Node})
 	}
 	sources, err := s.provider.ResolveTemplates(ctx, templateSelector(c))
 	if err != nil {
@@ -107,5 +116,5 @@ func (r *MachineClaimReconciler) sourceTemplate(ctx context.Context, s *claimSco
 }
 
 func templateRef(t hypervisor.Template) *infrav1.TemplateRef {
-	return &infrav1.TemplateRef{Node: t.Ref.Node, VMID: int32(t.Ref.ID)}
+	return &infrav1.TemplateRef{Node: t.Ref.Node, ID: t.Ref.ID}
 }

@@ -90,8 +90,14 @@ func (r *MachineClaimReconciler) reconcileInFlightTask(ctx context.Context, s *c
 	if state.Err != nil {
 		return r.fail(ctx, s, fmt.Errorf("%s task failed: %w", task.Operation, state.Err))
 	}
-	r.Recorder.Eventf(s.claim, corev1.EventTypeNormal, task.Operation+"Succeeded", "%s of VM %d on %s finished", task.Operation, s.claim.Status.VMID, task.Node)
-	switch task.Operation {
+	r.operationDone(s, task.Operation, task.Node)
+	return ctrl.Result{}, nil
+}
+
+// operationDone records a finished operation: its step is complete and the failures are over.
+func (r *MachineClaimReconciler) operationDone(s *claimScope, op, node string) {
+	r.Recorder.Eventf(s.claim, corev1.EventTypeNormal, op+"Succeeded", "%s of VM %s on %s finished", op, s.claim.Status.VMID, node)
+	switch op {
 	case opClone:
 		s.claim.Status.CompletedStep = infrav1.StepCloned
 	case opConfigure:
@@ -100,15 +106,31 @@ func (r *MachineClaimReconciler) reconcileInFlightTask(ctx context.Context, s *c
 		s.claim.Status.CompletedStep = infrav1.StepStarted
 	}
 	s.claim.Status.FailureCount, s.claim.Status.LastFailureTime = 0, nil
-	return ctrl.Result{}, nil
 }
 
-// reconcileClone reserves a VMID and node, persists them, then clones. Persisting first means a
-// restart after the clone started finds the VM by its ID and adopts it instead of cloning again.
+// reconcileClone reserves a node (and, where the caller chooses IDs, a VMID), persists them, then
+// clones. Persisting first means a restart after the clone started finds the VM instead of cloning
+// again: by its reserved ID, or, for a provider that assigns IDs, by the claim's ownership marks.
 func (r *MachineClaimReconciler) reconcileClone(ctx context.Context, s *claimScope) (ctrl.Result, error) {
 	c := s.claim
-	if c.Status.VMID == 0 {
+	preallocated := s.provider.Capabilities().PreallocatedIDs
+	switch {
+	case preallocated && c.Status.VMID == "", !preallocated && (c.Status.Node == "" || c.Status.SourceTemplate == nil):
 		return r.reserveVMID(ctx, s)
+	case !preallocated && c.Status.VMID != "":
+		// Created, but the clone's end was not recorded: look at the VM.
+		return r.adoptVM(ctx, s)
+	case !preallocated:
+		// An earlier attempt may have created the VM and lost the answer.
+		vm, found, err := r.findOwnVM(ctx, s)
+		if err != nil {
+			return r.fail(ctx, s, err)
+		}
+		if found {
+			c.Status.VMID, c.Status.Node = vm.Ref.ID, vm.Ref.Node
+			r.Recorder.Eventf(c, corev1.EventTypeNormal, "VMRecovered", "found VM %s, created by an earlier attempt", vm.Ref)
+			return r.adoptVM(ctx, s)
+		}
 	}
 	ref := vmRef(c)
 	tmpl, err := r.sourceTemplate(ctx, s)
@@ -120,27 +142,51 @@ func (r *MachineClaimReconciler) reconcileClone(ctx context.Context, s *claimSco
 		c.Status.SourceTemplate = templateRef(tmpl)
 	}
 	spec := hypervisor.CloneSpec{
-		Source:  tmpl.Ref,
-		Target:  ref,
-		Name:    vmName(c),
-		Full:    c.Spec.CloneMode == infrav1.CloneFull,
-		Owner:   claimOwnership(c),
-		Storage: c.Spec.Storage,
+		Source: tmpl.Ref,
+		Target: ref,
+		Name:   vmName(c),
+		Full:   c.Spec.CloneMode == infrav1.CloneFull,
+		Owner:  claimOwnership(c),
 	}
-	if p := s.hc.Spec.Proxmox; p != nil {
-		spec.Pool = p.Pool
+	if p := c.Spec.Proxmox; p != nil && p.Storage != "" {
+		spec.Proxmox = &hypervisor.ProxmoxClone{Storage: p.Storage}
+	}
+	if p := s.hc.Spec.Proxmox; p != nil && p.Pool != "" {
+		if spec.Proxmox == nil {
+			spec.Proxmox = &hypervisor.ProxmoxClone{}
+		}
+		spec.Proxmox.Pool = p.Pool
 	}
 	// Clone without reading first: Proxmox refuses a taken VMID, and only then is it worth asking
 	// whose VM holds it.
-	task, err := s.provider.Clone(ctx, spec)
-	if errors.Is(err, hypervisor.ErrAlreadyExists) {
+	made, task, err := s.provider.Clone(ctx, spec)
+	if errors.Is(err, hypervisor.ErrAlreadyExists) && preallocated {
 		return r.adoptVM(ctx, s)
 	}
 	if err != nil {
 		return r.fail(ctx, s, err)
 	}
+	if !preallocated {
+		c.Status.VMID, c.Status.Node = made.ID, made.Node
+		ref = made
+	}
 	r.Recorder.Eventf(c, corev1.EventTypeNormal, "Cloning", "cloning %s (%s) to VM %s", tmpl.Name, tmpl.Ref, ref)
 	return r.recordTask(s, opClone, ref.Node, task)
+}
+
+// findOwnVM looks for the claim's VM among the cluster's owned VMs by the claim's ownership marks:
+// how a claim whose provider assigns VM IDs finds a VM whose ID it never recorded.
+func (r *MachineClaimReconciler) findOwnVM(ctx context.Context, s *claimScope) (hypervisor.VM, bool, error) {
+	vms, err := s.provider.OwnedVMs(ctx)
+	if err != nil {
+		return hypervisor.VM{}, false, fmt.Errorf("looking for the VM of claim ID %s: %w", s.claim.Spec.ClaimID, err)
+	}
+	for _, vm := range vms {
+		if ownedBy(vm, s.claim) {
+			return vm, true, nil
+		}
+	}
+	return hypervisor.VM{}, false, nil
 }
 
 // adoptVM looks at the VM holding the claim's reserved VMID. It is this claim's own clone when an
@@ -158,7 +204,7 @@ func (r *MachineClaimReconciler) adoptVM(ctx context.Context, s *claimScope) (ct
 	case legacyOf(vm, c):
 		return r.adoptLegacyVM(ctx, s)
 	case !ownedBy(vm, c):
-		return r.releaseVMID(s, fmt.Sprintf("VMID %d is taken by another VM", ref.ID))
+		return r.releaseVMID(s, fmt.Sprintf("VMID %s is taken by another VM", ref.ID))
 	case vm.Lock != "":
 		setVMCondition(c, metav1.ConditionFalse, infrav1.CloningReason, fmt.Sprintf("VM %s is locked (%s)", ref, vm.Lock))
 		return ctrl.Result{RequeueAfter: r.poll()}, nil
@@ -184,7 +230,7 @@ func (r *MachineClaimReconciler) adoptLegacyVM(ctx context.Context, s *claimScop
 }
 
 func (r *MachineClaimReconciler) releaseVMID(s *claimScope, why string) (ctrl.Result, error) {
-	s.claim.Status.VMID, s.claim.Status.Node = 0, ""
+	s.claim.Status.VMID, s.claim.Status.Node = "", ""
 	s.claim.Status.FailureCount++ // moves the next VMID proposal elsewhere
 	setVMCondition(s.claim, metav1.ConditionFalse, infrav1.CloningReason, why+"; choosing another")
 	return ctrl.Result{RequeueAfter: time.Millisecond}, nil
@@ -202,9 +248,10 @@ func (r *MachineClaimReconciler) reconcileConfigure(ctx context.Context, s *clai
 		Description: fmt.Sprintf("HyperFleet MachineClaim %s/%s", c.Namespace, c.Name),
 	}
 	if n := c.Spec.Network; n != nil {
-		spec.Network = &hypervisor.NetworkSpec{Bridge: n.Bridge, VLAN: int(ptr.Deref(n.VLAN, 0)), Model: n.Model}
-		if spec.Network.Bridge == "" {
-			spec.Network.Bridge = "vmbr0"
+		// An empty name is the provider's default (Proxmox vmbr0, the template's Hyper-V switch).
+		spec.Network = &hypervisor.NetworkSpec{Name: n.Name, VLAN: int(ptr.Deref(n.VLAN, 0))}
+		if p := c.Spec.Proxmox; p != nil {
+			spec.Network.Model = p.NetworkModel
 		}
 	}
 	if c.Spec.DiskSizeGiB > 0 {
@@ -261,7 +308,7 @@ func (r *MachineClaimReconciler) reconcileStarting(ctx context.Context, s *claim
 		return r.fail(ctx, s, err)
 	}
 	if len(addrs) > 0 {
-		r.Recorder.Eventf(c, corev1.EventTypeNormal, opStart+"Succeeded", "%s of VM %d on %s finished", opStart, c.Status.VMID, c.Status.Node)
+		r.Recorder.Eventf(c, corev1.EventTypeNormal, opStart+"Succeeded", "%s of VM %s on %s finished", opStart, c.Status.VMID, c.Status.Node)
 		c.Status.Task = nil
 		c.Status.CompletedStep = infrav1.StepStarted
 		r.setProvisioned(s, addrs)
@@ -311,7 +358,14 @@ func (r *MachineClaimReconciler) setProvisioned(s *claimScope, addrs []hyperviso
 	metrics.ProvisioningResult(s.hc.Name, "", true)
 }
 
+// recordTask keeps a started task in status for reconcileInFlightTask to follow. The empty TaskID
+// of a synchronous provider means the operation is already done: it is recorded as a finished
+// task would be, and the next reconcile, after the status is saved, takes the next step.
 func (r *MachineClaimReconciler) recordTask(s *claimScope, op, node string, task hypervisor.TaskID) (ctrl.Result, error) {
+	if task == "" {
+		r.operationDone(s, op, node)
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+	}
 	s.claim.Status.Task = &infrav1.TaskRef{ID: string(task), Node: node, Operation: op, StartTime: metav1.Now()}
 	setVMCondition(s.claim, metav1.ConditionFalse, reasonFor(op), fmt.Sprintf("%s task %s started on %s", op, task, node))
 	return ctrl.Result{RequeueAfter: r.poll()}, nil
@@ -322,7 +376,7 @@ func (r *MachineClaimReconciler) recordTask(s *claimScope, op, node string, task
 // fixed outside (a template restored, a privilege granted).
 func (r *MachineClaimReconciler) fail(ctx context.Context, s *claimScope, err error) (ctrl.Result, error) {
 	c := s.claim
-	if errors.Is(err, hypervisor.ErrNotOwned) && c.Status.VMID != 0 && s.provider != nil {
+	if errors.Is(err, hypervisor.ErrNotOwned) && c.Status.VMID != "" && s.provider != nil {
 		// The VM may still carry an older release's marks: adopt it if it is ours.
 		if vm, verr := s.provider.VM(ctx, vmRef(c)); verr == nil && legacyOf(vm, c) {
 			return r.adoptLegacyVM(ctx, s)

@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/patch"
@@ -124,7 +123,7 @@ func (r *MachineClaimTemplateReconciler) check(ctx context.Context, tmpl *infrav
 		return "", "", err
 	}
 	spec := tmpl.Spec.Template.Spec
-	sel := hypervisor.TemplateSelector{ID: int(ptr.Deref(spec.Template.VMID, 0)), Name: spec.Template.Name, Tags: spec.Template.Tags, Node: spec.Template.Node}
+	sel := hypervisor.TemplateSelector{ID: spec.Template.ID, Name: spec.Template.Name, Tags: spec.Template.Tags, Node: spec.Template.Node}
 	sources, err := provider.ResolveTemplates(ctx, sel)
 	if err != nil {
 		if errors.Is(err, hypervisor.ErrNotFound) {

@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
-	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/config"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
 	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
@@ -25,6 +24,7 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/builtin"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/spire"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
+	"github.com/hyperfleet-io/hyperfleet/pkg/providers"
 )
 
 // Options are what Setup builds the controllers from: the manager's validated settings, embedded
@@ -38,8 +38,9 @@ type Options struct {
 	// TaskDeadline is how long a deleting MachineClaim waits for one hypervisor task before acting
 	// anew. Default DefaultTaskDeadline.
 	TaskDeadline time.Duration
-	// Builder overrides how Proxmox VE clients are built (tests poll faster this way).
-	Builder connection.Builder
+	// ProviderTaskPollInterval is how often a hypervisor client polls a task it waits for itself;
+	// zero keeps each provider's default (tests poll faster this way).
+	ProviderTaskPollInterval time.Duration
 	// TemplateCheckInterval is how often MachineClaimTemplates are re-checked. Default 1m.
 	TemplateCheckInterval time.Duration
 	// SPIRESelectors are what a VM's workload must match to get its machine SVID ("type:value");
@@ -68,10 +69,8 @@ type Options struct {
 
 // Setup registers every controller with the manager.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
-	registry := connection.NewRegistry(mgr.GetClient(), opts.ProviderTimeout)
-	if opts.Builder != nil {
-		registry.Register(infrav1.ProviderProxmox, connection.Proxmox{Build: opts.Builder})
-	}
+	registry := connection.NewRegistry(mgr.GetClient(), opts.ProviderTimeout, providers.Builders())
+	registry.TaskPollInterval = opts.ProviderTaskPollInterval
 	// Every hypervisor call gets a span and latency/error metrics.
 	registry.Wrap = hvinstrumented.Wrap
 	copts := controller.Options{MaxConcurrentReconciles: opts.Concurrency}

@@ -52,7 +52,7 @@ func (s *Sweeper) Sweep(ctx context.Context, hc *infrav1.HypervisorCluster, prov
 		c := &claims.Items[i]
 		byName[c.Name] = c
 		infos = append(infos, sweep.Claim{
-			Namespace: c.Namespace, Name: c.Name, ID: c.Spec.ClaimID, UID: string(c.UID), VMID: int(c.Status.VMID),
+			Namespace: c.Namespace, Name: c.Name, ID: c.Spec.ClaimID, UID: string(c.UID), VMID: c.Status.VMID,
 			Started:    c.Status.CompletedStep == infrav1.StepStarted,
 			Deleting:   !c.DeletionTimestamp.IsZero(),
 			Busy:       c.Status.Task != nil,
@@ -110,7 +110,7 @@ func (s *Sweeper) confirmGone(ctx context.Context, provider hypervisor.Provider,
 	case errors.Is(err, hypervisor.ErrNotFound):
 		return true, nil
 	case err != nil:
-		return false, fmt.Errorf("confirming VM %d of MachineClaim %s is gone: %w", claim.Status.VMID, claim.Name, err)
+		return false, fmt.Errorf("confirming VM %s of MachineClaim %s is gone: %w", claim.Status.VMID, claim.Name, err)
 	}
 	// Listed again, or visible to a direct read: retired only if it stopped, like a listed one.
 	return ownedBy(vm, claim) && vm.State == hypervisor.PowerStateStopped && vm.Lock == "", nil
@@ -138,7 +138,7 @@ func (s *Sweeper) retire(ctx context.Context, claim *infrav1.MachineClaim) error
 	log := ctrl.LoggerFrom(ctx).WithValues("MachineClaim", klogRef(claim))
 	switch {
 	case machine == nil:
-		msg := fmt.Sprintf("VM %d stopped or disappeared; deleting MachineClaim %s", claim.Status.VMID, claim.Name)
+		msg := fmt.Sprintf("VM %s stopped or disappeared; deleting MachineClaim %s", claim.Status.VMID, claim.Name)
 		log.Info(msg)
 		s.Recorder.Event(claim, corev1.EventTypeNormal, "VMStopped", msg)
 		return client.IgnoreNotFound(s.Client.Delete(ctx, claim, client.PropagationPolicy(metav1.DeletePropagationBackground)))
@@ -149,7 +149,7 @@ func (s *Sweeper) retire(ctx context.Context, claim *infrav1.MachineClaim) error
 		// Marked again on every sweep while the VM stays stopped: each mark wakes the pool, which
 		// kept the runner because the CI platform said it was busy, to ask again.
 		if _, marked := machine.Annotations[infrav1.VMStoppedAnnotation]; !marked {
-			msg := fmt.Sprintf("VM %d stopped or disappeared; Machine %s marked for its RunnerPool to replace", claim.Status.VMID, machine.Name)
+			msg := fmt.Sprintf("VM %s stopped or disappeared; Machine %s marked for its RunnerPool to replace", claim.Status.VMID, machine.Name)
 			log.Info(msg)
 			s.Recorder.Event(claim, corev1.EventTypeNormal, "VMStopped", msg)
 		}
@@ -161,7 +161,7 @@ func (s *Sweeper) retire(ctx context.Context, claim *infrav1.MachineClaim) error
 		machine.Annotations[clusterv1.RemediateMachineAnnotation] = ""
 		return client.IgnoreNotFound(s.Client.Patch(ctx, machine, patch))
 	default:
-		msg := fmt.Sprintf("VM %d stopped or disappeared; deleting Machine %s", claim.Status.VMID, machine.Name)
+		msg := fmt.Sprintf("VM %s stopped or disappeared; deleting Machine %s", claim.Status.VMID, machine.Name)
 		log.Info(msg)
 		s.Recorder.Event(claim, corev1.EventTypeNormal, "VMStopped", msg)
 		return client.IgnoreNotFound(s.Client.Delete(ctx, machine, client.PropagationPolicy(metav1.DeletePropagationBackground)))
@@ -171,14 +171,14 @@ func (s *Sweeper) retire(ctx context.Context, claim *infrav1.MachineClaim) error
 // clearStoppedMarks takes the sweep's mark off a Machine whose VM runs again (it was seen stopped
 // by mistake, or a person started it): the pool must not replace a runner that works.
 func (s *Sweeper) clearStoppedMarks(ctx context.Context, vms []hypervisor.VM, claims map[string]*infrav1.MachineClaim) {
-	running := map[int]bool{}
+	running := map[string]bool{}
 	for _, vm := range vms {
 		if vm.State == hypervisor.PowerStateRunning {
 			running[vm.Ref.ID] = true
 		}
 	}
 	for _, claim := range claims {
-		if claim.Status.VMID == 0 || !running[int(claim.Status.VMID)] || !claim.DeletionTimestamp.IsZero() {
+		if claim.Status.VMID == "" || !running[claim.Status.VMID] || !claim.DeletionTimestamp.IsZero() {
 			continue
 		}
 		machine, err := util.GetOwnerMachine(ctx, s.Client, claim.ObjectMeta)

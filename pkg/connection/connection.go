@@ -69,8 +69,8 @@ type Config interface {
 	Build() (hypervisor.Provider, error)
 }
 
-// ProviderBuilder reads the configuration of one kind of hypervisor. Each provider kind has one,
-// registered under its spec.provider value in Providers.
+// ProviderBuilder reads the configuration of one kind of hypervisor. Each provider package has
+// one, registered under its spec.provider value in pkg/providers: this package imports none of them.
 type ProviderBuilder interface {
 	// Config validates src's HypervisorCluster and reads the Secrets it needs; a user's mistake is
 	// an *Error carrying the condition reason.
@@ -82,7 +82,10 @@ type Source struct {
 	HypervisorCluster *infrav1.HypervisorCluster
 	// Timeout bounds each API call of the built client.
 	Timeout time.Duration
-	reader  client.Reader
+	// TaskPollInterval, when set, is how often the built client polls a task it waits for
+	// itself; zero keeps the provider's default.
+	TaskPollInterval time.Duration
+	reader           client.Reader
 }
 
 // Key is the HypervisorCluster's namespace/name.
@@ -94,6 +97,8 @@ func (s Source) Key() string { return Key(s.HypervisorCluster) }
 type Registry struct {
 	Reader  client.Reader
 	Timeout time.Duration
+	// TaskPollInterval is passed to every builder in Source; zero keeps each provider's default.
+	TaskPollInterval time.Duration
 	// Wrap, when set, decorates every provider built; providerLabel is spec.provider in lower case
 	// (the manager adds spans and metrics this way).
 	Wrap func(p hypervisor.Provider, providerLabel, cluster string) hypervisor.Provider
@@ -102,9 +107,14 @@ type Registry struct {
 	cache    *hypervisor.Cache
 }
 
-// NewRegistry returns a Registry reading Secrets through reader, with every provider of Providers.
-func NewRegistry(reader client.Reader, timeout time.Duration) *Registry {
-	return &Registry{Reader: reader, Timeout: timeout, builders: Providers(), cache: hypervisor.NewCache()}
+// NewRegistry returns a Registry reading Secrets through reader, with builders keyed by
+// spec.provider (pkg/providers.Builders lists every provider linked into HyperFleet).
+func NewRegistry(reader client.Reader, timeout time.Duration, builders map[infrav1.ProviderType]ProviderBuilder) *Registry {
+	r := &Registry{Reader: reader, Timeout: timeout, cache: hypervisor.NewCache()}
+	for t, b := range builders {
+		r.Register(t, b)
+	}
+	return r
 }
 
 // Register sets the builder of provider kind t, replacing the registered one (tests poll faster this
@@ -144,7 +154,7 @@ func (r *Registry) Get(ctx context.Context, hc *infrav1.HypervisorCluster) (hype
 		return nil, &Error{Reason: infrav1.HypervisorClusterIdentityPendingReason,
 			Message: fmt.Sprintf("HypervisorCluster %s has no installation ID yet", Key(hc))}
 	}
-	cfg, err := b.Config(ctx, Source{HypervisorCluster: hc, Timeout: r.Timeout, reader: r.Reader})
+	cfg, err := b.Config(ctx, Source{HypervisorCluster: hc, Timeout: r.Timeout, TaskPollInterval: r.TaskPollInterval, reader: r.Reader})
 	if err != nil {
 		return nil, err
 	}

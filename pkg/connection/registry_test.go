@@ -11,7 +11,6 @@ import (
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
-	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/proxmox"
 )
 
 // namedProvider is a hypervisor.Provider that says which builder made it; its methods are never called.
@@ -39,12 +38,24 @@ func (otherKind) Config(ctx context.Context, src Source) (Config, error) {
 
 type otherConfig string
 
+// tokenKind stands for the Proxmox builder, which this package must not import: it reads the API
+// token from the same Secret.
+type tokenKind struct{}
+
+func (tokenKind) Config(ctx context.Context, src Source) (Config, error) {
+	creds, err := src.Credentials(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return namedConfig{hash: string(creds.Data[KeyTokenID]), name: "proxmox:" + string(creds.Data[KeyTokenID])}, nil
+}
+
 func (c otherConfig) Hash() string { return string(c) }
 func (c otherConfig) Build() (hypervisor.Provider, error) {
 	return namedProvider{builtBy: "other:" + string(c)}, nil
 }
 
-const hyperV infrav1.ProviderType = "HyperV"
+const hyperV = infrav1.ProviderHyperV
 
 func TestRegistryBuildsByProvider(t *testing.T) {
 	tests := []struct {
@@ -63,7 +74,7 @@ func TestRegistryBuildsByProvider(t *testing.T) {
 			setup:   func(r *Registry) { r.Register(hyperV, otherKind{}) },
 			builtBy: "other:admin", label: "hyperv"},
 		{name: "an unknown kind is refused before any Secret is read", provider: hyperV,
-			reason: infrav1.HypervisorClusterUnsupportedProviderReason, message: []string{`"HyperV"`, "supported: Proxmox"}},
+			reason: infrav1.HypervisorClusterUnsupportedProviderReason, message: []string{`"hyperv"`, "supported: Proxmox"}},
 		{name: "an unregistered Proxmox is refused", provider: infrav1.ProviderProxmox,
 			setup:  func(r *Registry) { r.Register(infrav1.ProviderProxmox, nil) },
 			reason: infrav1.HypervisorClusterUnsupportedProviderReason, message: []string{`"Proxmox"`, "supported: none"}},
@@ -76,10 +87,7 @@ func TestRegistryBuildsByProvider(t *testing.T) {
 				KeyUsername: []byte("admin"), KeyPassword: []byte("pw"),
 			}}
 			reader := fake.NewClientBuilder().WithObjects(creds).Build()
-			r := NewRegistry(reader, 0)
-			r.Register(infrav1.ProviderProxmox, Proxmox{Build: func(cfg proxmox.Config) (hypervisor.Provider, error) {
-				return namedProvider{builtBy: "proxmox:" + cfg.TokenID}, nil
-			}})
+			r := NewRegistry(reader, 0, map[infrav1.ProviderType]ProviderBuilder{infrav1.ProviderProxmox: tokenKind{}})
 			r.Wrap = func(p hypervisor.Provider, label, cluster string) hypervisor.Provider {
 				return wrapped{Provider: p, providerLabel: label, cluster: cluster}
 			}
@@ -116,7 +124,7 @@ func TestRegistryRebuildsWhenTheProviderKindChanges(t *testing.T) {
 	g := NewWithT(t)
 	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "creds"},
 		Data: map[string][]byte{KeyUsername: []byte("admin"), KeyPassword: []byte("pw")}}
-	r := NewRegistry(fake.NewClientBuilder().WithObjects(creds).Build(), 0)
+	r := NewRegistry(fake.NewClientBuilder().WithObjects(creds).Build(), 0, nil)
 	const otherKindToo infrav1.ProviderType = "Other"
 	r.Register(hyperV, otherKind{})
 	r.Register(otherKindToo, otherKind{})

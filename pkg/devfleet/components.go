@@ -13,9 +13,6 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/controllers"
 	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/service"
 	"github.com/hyperfleet-io/hyperfleet/pkg/config"
-	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
-	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
-	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/proxmox"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/builtin"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/spire/spirelocal"
 	"github.com/hyperfleet-io/hyperfleet/pkg/manager"
@@ -165,10 +162,7 @@ func (f *Fleet) startManager(ctx, runCtx context.Context, webhookSecret string) 
 		// A person watching wants VMs to appear within a second, not at production's pace.
 		o.TaskPollInterval = 200 * time.Millisecond
 		o.TemplateCheckInterval = 30 * time.Second
-		o.Builder = func(c proxmox.Config) (hypervisor.Provider, error) {
-			c.TaskPollInterval = 100 * time.Millisecond
-			return connection.DefaultBuilder(c)
-		}
+		o.ProviderTaskPollInterval = 100 * time.Millisecond
 	})
 	if err != nil {
 		return err

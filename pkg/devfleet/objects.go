@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -123,9 +122,9 @@ func sampleFleet(in sampleInput) []client.Object {
 		}},
 		&infrav1.MachineClaimTemplate{ObjectMeta: meta(TemplateName), Spec: infrav1.MachineClaimTemplateSpec{
 			Template: infrav1.MachineClaimTemplateResource{Spec: infrav1.MachineClaimSpec{
-				Template:  infrav1.TemplateSource{VMID: ptr.To[int32](RunnerTemplateVMID)},
+				Template:  infrav1.TemplateSource{ID: strconv.Itoa(RunnerTemplateVMID)},
 				CloneMode: infrav1.CloneLinked, Cores: 2, MemoryMiB: 2048,
-				Network: &infrav1.NetworkSpec{Bridge: "vmbr0"}, Tags: []string{"ci"},
+				Network: &infrav1.NetworkSpec{Name: "vmbr0"}, Tags: []string{"ci"},
 			}},
 		}},
 		&bootstrapv1.BootstrapConfigTemplate{ObjectMeta: meta(TemplateName), Spec: bootstrapv1.BootstrapConfigTemplateSpec{

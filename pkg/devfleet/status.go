@@ -100,7 +100,7 @@ func (s *Summary) Line() string {
 func (s *Summary) Print(w io.Writer) {
 	fmt.Fprintln(w, s.Line())
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nMACHINE\tPHASE\tCLAIM PHASE\tVMID\tNODE\tPOWER")
+	fmt.Fprintln(tw, "\nMACHINE\tPHASE\tCLAIM PHASE\tVM ID\tNODE\tPOWER")
 	claims := map[string]infrav1.MachineClaim{}
 	for _, c := range s.Claims {
 		claims[c.Name] = c
@@ -112,11 +112,11 @@ func (s *Summary) Print(w io.Writer) {
 		if !m.DeletionTimestamp.IsZero() {
 			phase += " (deleting)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", m.Name, phase, c.Status.Phase, c.Status.VMID, c.Status.Node, c.Status.PowerState)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, phase, c.Status.Phase, c.Status.VMID, c.Status.Node, c.Status.PowerState)
 		delete(claims, m.Spec.InfrastructureRef.Name)
 	}
 	for _, c := range claims {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", "(no Machine) "+c.Name, "-", c.Status.Phase, c.Status.VMID, c.Status.Node, c.Status.PowerState)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", "(no Machine) "+c.Name, "-", c.Status.Phase, c.Status.VMID, c.Status.Node, c.Status.PowerState)
 	}
 	fmt.Fprintln(tw, "\nVMID\tNAME\tNODE\tSTATUS\tTAGS")
 	for _, vm := range append(append([]pvesim.VM(nil), s.OwnedVMs...), s.ForeignVMs...) {

@@ -138,3 +138,19 @@ func Candidate(r Range, uid string, attempt int) int {
 	_, _ = fmt.Fprintf(h, "%s/%d", uid, attempt)
 	return r.Start + int(h.Sum32()%uint32(span))
 }
+
+// AllowedNodes is nodes restricted to allowed (a HypervisorCluster's allowedNodes); empty allowed
+// keeps every node. Providers list every node and this is the one place the restriction is
+// applied, for failure domains; ChooseNode applies Request.Allowed the same way.
+func AllowedNodes(nodes []hypervisor.Node, allowed []string) []hypervisor.Node {
+	if len(allowed) == 0 {
+		return nodes
+	}
+	var kept []hypervisor.Node
+	for _, n := range nodes {
+		if slices.Contains(allowed, n.Name) {
+			kept = append(kept, n)
+		}
+	}
+	return kept
+}

@@ -14,8 +14,8 @@ type Claim struct {
 	ID string
 	// UID is the claim's metadata.uid: VMs marked by releases before claim IDs carry it.
 	UID string
-	// VMID is the claim's VM, 0 before one was chosen.
-	VMID int
+	// VMID is the ID of the claim's VM, empty before one was chosen or created.
+	VMID string
 	// Started is true once the claim powered its VM on: only then does a stopped VM mean "done".
 	Started bool
 	// Deleting is true when the claim is already going away.
@@ -65,7 +65,7 @@ type Plan struct {
 
 // Orphans remembers when each orphan VM was first seen. It is a cache: after a restart the grace
 // period starts again, which only ever delays a removal.
-type Orphans map[int]time.Time
+type Orphans map[string]time.Time
 
 type claimKey struct{ namespace, name, id string }
 
@@ -74,16 +74,16 @@ type claimKey struct{ namespace, name, id string }
 func Decide(vms []hypervisor.VM, claims []Claim, seen Orphans, now time.Time, grace time.Duration) Plan {
 	var plan Plan
 	byKey := make(map[claimKey]Claim, len(claims))
-	byVMID := make(map[int]Claim, len(claims))
+	byVMID := make(map[string]Claim, len(claims))
 	for _, c := range claims {
 		if c.ID != "" {
 			byKey[claimKey{c.Namespace, c.Name, c.ID}] = c
 		}
-		if c.VMID != 0 {
+		if c.VMID != "" {
 			byVMID[c.VMID] = c
 		}
 	}
-	present := make(map[int]hypervisor.VM, len(vms))
+	present := make(map[string]hypervisor.VM, len(vms))
 	for _, vm := range vms {
 		present[vm.Ref.ID] = vm
 		switch {
@@ -102,7 +102,7 @@ func Decide(vms []hypervisor.VM, claims []Claim, seen Orphans, now time.Time, gr
 		plan.Owned++
 		claim, ok := byKey[claimKey{vm.Owner.ClaimNamespace, vm.Owner.ClaimName, vm.Owner.ClaimID}]
 		switch {
-		case ok && (claim.VMID == vm.Ref.ID || claim.VMID == 0):
+		case ok && (claim.VMID == vm.Ref.ID || claim.VMID == ""):
 			// The claim's VM, or one it has not found again yet (its status was lost, e.g. by
 			// clusterctl move, and it recovers the VM from its providerID).
 			delete(seen, vm.Ref.ID)
@@ -137,7 +137,7 @@ func Decide(vms []hypervisor.VM, claims []Claim, seen Orphans, now time.Time, gr
 		}
 	}
 	for _, c := range claims {
-		if c.Started && !c.Deleting && !c.Busy && !c.Persistent && c.VMID != 0 {
+		if c.Started && !c.Deleting && !c.Busy && !c.Persistent && c.VMID != "" {
 			if _, ok := present[c.VMID]; !ok {
 				plan.Missing = append(plan.Missing, c)
 			}

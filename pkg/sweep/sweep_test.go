@@ -10,7 +10,7 @@ import (
 )
 
 func vm(id int, uid string, state hypervisor.PowerState) hypervisor.VM {
-	v := hypervisor.VM{Ref: hypervisor.VMRef{Node: "pve1", ID: id}, State: state}
+	v := hypervisor.VM{Ref: hypervisor.VMRef{Node: "pve1", ID: idOf(id)}, State: state}
 	if uid != "" {
 		v.Owner = &hypervisor.Ownership{Cluster: "ns/hc", ClaimNamespace: "ns", ClaimName: uid, ClaimID: uid}
 	}
@@ -19,7 +19,7 @@ func vm(id int, uid string, state hypervisor.PowerState) hypervisor.VM {
 
 // legacyVM is a VM marked by a release before claim IDs for the claim with metadata.uid uid.
 func legacyVM(id int, name, uid string, state hypervisor.PowerState) hypervisor.VM {
-	return hypervisor.VM{Ref: hypervisor.VMRef{Node: "pve1", ID: id}, State: state,
+	return hypervisor.VM{Ref: hypervisor.VMRef{Node: "pve1", ID: idOf(id)}, State: state,
 		Owner: &hypervisor.Ownership{Cluster: "ns/hc", ClaimNamespace: "ns", ClaimName: name, Legacy: true, LegacyClaimUID: uid}}
 }
 
@@ -42,46 +42,46 @@ func TestDecide(t *testing.T) {
 		{
 			name:   "running runner is left alone",
 			vms:    []hypervisor.VM{vm(100, "a", running)},
-			claims: []Claim{{Namespace: "ns", Name: "a", ID: "a", UID: "uid-a", VMID: 100, Started: true}},
+			claims: []Claim{{Namespace: "ns", Name: "a", ID: "a", UID: "uid-a", VMID: "100", Started: true}},
 		},
 		{
 			name:       "stopped runner is retired",
 			vms:        []hypervisor.VM{vm(100, "a", stopped)},
-			claims:     []Claim{{Namespace: "ns", Name: "a", ID: "a", UID: "uid-a", VMID: 100, Started: true}},
+			claims:     []Claim{{Namespace: "ns", Name: "a", ID: "a", UID: "uid-a", VMID: "100", Started: true}},
 			wantRetire: []string{"a"},
 		},
 		{
 			name: "a persistent claim's stopped VM is never retired, only observed",
 			vms:  []hypervisor.VM{vm(100, "a", stopped), vm(101, "b", running)},
 			claims: []Claim{
-				{Namespace: "ns", Name: "a", ID: "a", UID: "uid-a", VMID: 100, Started: true, Persistent: true},
-				{Namespace: "ns", Name: "b", ID: "b", UID: "uid-b", VMID: 101, Started: true, Persistent: true},
+				{Namespace: "ns", Name: "a", ID: "a", UID: "uid-a", VMID: "100", Started: true, Persistent: true},
+				{Namespace: "ns", Name: "b", ID: "b", UID: "uid-b", VMID: "101", Started: true, Persistent: true},
 			},
 		},
 		{
 			name:   "a persistent claim whose VM is missing from the listing is not retired",
-			claims: []Claim{{Namespace: "ns", Name: "a", ID: "a", UID: "uid-a", VMID: 100, Started: true, Persistent: true}},
+			claims: []Claim{{Namespace: "ns", Name: "a", ID: "a", UID: "uid-a", VMID: "100", Started: true, Persistent: true}},
 		},
 		{
 			name:   "stopped VM still being provisioned is not retired",
 			vms:    []hypervisor.VM{vm(100, "a", stopped)},
-			claims: []Claim{{Namespace: "ns", Name: "a", ID: "a", UID: "uid-a", VMID: 100}},
+			claims: []Claim{{Namespace: "ns", Name: "a", ID: "a", UID: "uid-a", VMID: "100"}},
 		},
 		{
 			name:   "claim already deleting or busy is not retired again",
 			vms:    []hypervisor.VM{vm(100, "a", stopped), vm(101, "b", stopped)},
-			claims: []Claim{{Namespace: "ns", Name: "a", ID: "a", UID: "uid-a", VMID: 100, Started: true, Deleting: true}, {Namespace: "ns", Name: "b", ID: "b", UID: "uid-b", VMID: 101, Started: true, Busy: true}},
+			claims: []Claim{{Namespace: "ns", Name: "a", ID: "a", UID: "uid-a", VMID: "100", Started: true, Deleting: true}, {Namespace: "ns", Name: "b", ID: "b", UID: "uid-b", VMID: "101", Started: true, Busy: true}},
 		},
 		{
 			// A listing may be incomplete: the caller must confirm with a direct read.
 			name:        "vanished VM is reported missing, not retired",
-			claims:      []Claim{{Namespace: "ns", Name: "a", ID: "a", UID: "uid-a", VMID: 100, Started: true}},
+			claims:      []Claim{{Namespace: "ns", Name: "a", ID: "a", UID: "uid-a", VMID: "100", Started: true}},
 			wantMissing: []string{"a"},
 		},
 		{
 			name:   "a VM in an unknown power state is not retired",
 			vms:    []hypervisor.VM{vm(100, "a", hypervisor.PowerStateUnknown)},
-			claims: []Claim{{Namespace: "ns", Name: "a", ID: "a", UID: "uid-a", VMID: 100, Started: true}},
+			claims: []Claim{{Namespace: "ns", Name: "a", ID: "a", UID: "uid-a", VMID: "100", Started: true}},
 		},
 		{
 			name: "new orphan waits for its grace period",
@@ -90,39 +90,39 @@ func TestDecide(t *testing.T) {
 		{
 			name:        "old orphan is removed",
 			vms:         []hypervisor.VM{vm(100, "gone", running)},
-			seen:        Orphans{100: now.Add(-grace)},
+			seen:        Orphans{"100": now.Add(-grace)},
 			wantOrphans: []int{100},
 		},
 		{
 			name:   "a claim that lost its status keeps its VM",
 			vms:    []hypervisor.VM{vm(100, "a", running)},
 			claims: []Claim{{Namespace: "ns", Name: "a", ID: "a", UID: "uid-moved"}},
-			seen:   Orphans{100: now.Add(-grace)},
+			seen:   Orphans{"100": now.Add(-grace)},
 		},
 		{
 			name:        "a VM of a recreated claim (same name, new ID) is an orphan",
 			vms:         []hypervisor.VM{vm(100, "a", running)},
-			claims:      []Claim{{Namespace: "ns", Name: "a", ID: "b", UID: "uid-b", VMID: 100, Started: true}},
-			seen:        Orphans{100: now.Add(-grace)},
+			claims:      []Claim{{Namespace: "ns", Name: "a", ID: "b", UID: "uid-b", VMID: "100", Started: true}},
+			seen:        Orphans{"100": now.Add(-grace)},
 			wantOrphans: []int{100},
 		},
 		{
 			name:      "a legacy VM its claim tracks is adopted",
 			vms:       []hypervisor.VM{legacyVM(100, "a", "uid-a", running)},
-			claims:    []Claim{{Namespace: "ns", Name: "a", ID: "a", UID: "uid-a", VMID: 100, Started: true}},
+			claims:    []Claim{{Namespace: "ns", Name: "a", ID: "a", UID: "uid-a", VMID: "100", Started: true}},
 			wantAdopt: []int{100},
 		},
 		{
 			name:      "a legacy VM no claim tracks is never swept: it may be another installation's",
 			vms:       []hypervisor.VM{legacyVM(100, "a", "uid-theirs", stopped), legacyVM(101, "b", "uid-b", running)},
-			claims:    []Claim{{Namespace: "ns", Name: "a", ID: "a", UID: "uid-a", VMID: 100, Started: true}},
-			seen:      Orphans{100: now.Add(-grace), 101: now.Add(-grace)},
+			claims:    []Claim{{Namespace: "ns", Name: "a", ID: "a", UID: "uid-a", VMID: "100", Started: true}},
+			seen:      Orphans{"100": now.Add(-grace), "101": now.Add(-grace)},
 			wantOwned: ptrTo(0),
 		},
 		{
 			name:   "a VM whose claim points elsewhere is not retired",
 			vms:    []hypervisor.VM{vm(100, "a", stopped)},
-			claims: []Claim{{Namespace: "ns", Name: "a", ID: "a", UID: "uid-a", VMID: 200}},
+			claims: []Claim{{Namespace: "ns", Name: "a", ID: "a", UID: "uid-a", VMID: "200"}},
 		},
 	}
 	for _, tc := range cases {
@@ -139,7 +139,7 @@ func TestDecide(t *testing.T) {
 			}
 			var orphans []int
 			for _, v := range plan.RemoveOrphans {
-				orphans = append(orphans, v.Ref.ID)
+				orphans = append(orphans, vmidOf(v.Ref.ID))
 			}
 			var missing []string
 			for _, c := range plan.Missing {
@@ -147,7 +147,7 @@ func TestDecide(t *testing.T) {
 			}
 			var adopted []int
 			for _, a := range plan.Adopt {
-				adopted = append(adopted, a.VM.Ref.ID)
+				adopted = append(adopted, vmidOf(a.VM.Ref.ID))
 			}
 			g.Expect(retired).To(ConsistOf(toAny(tc.wantRetire)...))
 			g.Expect(missing).To(ConsistOf(toAny(tc.wantMissing)...))
@@ -167,7 +167,7 @@ func TestOrphanMemoryForgetsVanishedVMs(t *testing.T) {
 	seen := Orphans{}
 	now := time.Now()
 	Decide([]hypervisor.VM{vm(100, "gone", hypervisor.PowerStateRunning)}, nil, seen, now, time.Minute)
-	g.Expect(seen).To(HaveKey(100))
+	g.Expect(seen).To(HaveKey("100"))
 	Decide(nil, nil, seen, now.Add(time.Second), time.Minute)
 	g.Expect(seen).To(BeEmpty())
 }
@@ -192,8 +192,8 @@ func ptrTo[T any](v T) *T { return &v }
 
 func TestDecideObservesPersistentVMs(t *testing.T) {
 	g := NewWithT(t)
-	persistent := Claim{Namespace: "ns", Name: "db", ID: "db", UID: "uid-db", VMID: 100, Started: true, Persistent: true}
-	deleting := Claim{Namespace: "ns", Name: "old", ID: "old", UID: "uid-old", VMID: 101, Started: true, Persistent: true, Deleting: true}
+	persistent := Claim{Namespace: "ns", Name: "db", ID: "db", UID: "uid-db", VMID: "100", Started: true, Persistent: true}
+	deleting := Claim{Namespace: "ns", Name: "old", ID: "old", UID: "uid-old", VMID: "101", Started: true, Persistent: true, Deleting: true}
 	plan := Decide([]hypervisor.VM{vm(100, "db", hypervisor.PowerStateStopped), vm(101, "old", hypervisor.PowerStateStopped)},
 		[]Claim{persistent, deleting}, Orphans{}, time.Now(), time.Minute)
 	g.Expect(plan.Retire).To(BeEmpty())

@@ -67,11 +67,11 @@ func (b *HypervisorClusterBuilder) Build() *infrav1.HypervisorCluster { return b
 // MachineClaimBuilder builds MachineClaims.
 type MachineClaimBuilder struct{ obj *infrav1.MachineClaim }
 
-// NewMachineClaim starts a valid MachineClaim cloning template VMID 9000.
+// NewMachineClaim starts a valid MachineClaim cloning template 9000.
 func NewMachineClaim(name, namespace string) *MachineClaimBuilder {
 	return &MachineClaimBuilder{obj: &infrav1.MachineClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
-		Spec:       infrav1.MachineClaimSpec{Template: infrav1.TemplateSource{VMID: ptr.To[int32](9000)}},
+		Spec:       infrav1.MachineClaimSpec{Template: infrav1.TemplateSource{ID: "9000"}},
 	}}
 }
 
@@ -131,12 +131,18 @@ func (b *MachineClaimBuilder) WithDiskGiB(size int32) *MachineClaimBuilder {
 }
 
 func (b *MachineClaimBuilder) WithClone(mode infrav1.CloneMode, storage string) *MachineClaimBuilder {
-	b.obj.Spec.CloneMode, b.obj.Spec.Storage = mode, storage
+	b.obj.Spec.CloneMode = mode
+	if storage != "" {
+		if b.obj.Spec.Proxmox == nil {
+			b.obj.Spec.Proxmox = &infrav1.ProxmoxMachineParameters{}
+		}
+		b.obj.Spec.Proxmox.Storage = storage
+	}
 	return b
 }
 
-func (b *MachineClaimBuilder) WithNetwork(bridge string, vlan int32) *MachineClaimBuilder {
-	n := &infrav1.NetworkSpec{Bridge: bridge}
+func (b *MachineClaimBuilder) WithNetwork(name string, vlan int32) *MachineClaimBuilder {
+	n := &infrav1.NetworkSpec{Name: name}
 	if vlan != 0 {
 		n.VLAN = ptr.To(vlan)
 	}
@@ -179,7 +185,7 @@ func NewMachineClaimTemplate(name, namespace string) *MachineClaimTemplateBuilde
 	return &MachineClaimTemplateBuilder{obj: &infrav1.MachineClaimTemplate{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 		Spec: infrav1.MachineClaimTemplateSpec{Template: infrav1.MachineClaimTemplateResource{
-			Spec: infrav1.MachineClaimSpec{Template: infrav1.TemplateSource{VMID: ptr.To[int32](9000)}},
+			Spec: infrav1.MachineClaimSpec{Template: infrav1.TemplateSource{ID: "9000"}},
 		}},
 	}}
 }

@@ -1,15 +1,18 @@
 package v1alpha1
 
 // ProviderType names the hypervisor behind a HypervisorCluster.
-// +kubebuilder:validation:Enum=Proxmox
+// +kubebuilder:validation:Enum=Proxmox;hyperv
 type ProviderType string
 
 const (
 	// ProviderProxmox is Proxmox VE 8 or 9.
 	ProviderProxmox ProviderType = "Proxmox"
+	// ProviderHyperV is a set of Hyper-V hosts (Windows Server 2019 or later) reached over WinRM.
+	ProviderHyperV ProviderType = "hyperv"
 )
 
-// CloneMode chooses how a VM is copied from its template.
+// CloneMode chooses how a VM is copied from its template. Both providers make linked clones:
+// Proxmox VE a linked clone, Hyper-V a differencing disk on the template's VHDX.
 // +kubebuilder:validation:Enum=Linked;Full
 type CloneMode string
 

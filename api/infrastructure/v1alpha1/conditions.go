@@ -80,6 +80,9 @@ const (
 	VMAdoptedReason          = "VMAdopted"
 	BootstrappedReason       = "Bootstrapped"
 	ProvisioningFailedReason = "ProvisioningFailed"
+	// ProviderMismatchReason: the claim carries settings of another provider than its
+	// HypervisorCluster's (spec.proxmox on a Hyper-V cluster); no VM is made until they match.
+	ProviderMismatchReason = "ProviderMismatch"
 	HypervisorErrorReason    = "HypervisorError"
 	ReadyReason              = "Ready"
 )

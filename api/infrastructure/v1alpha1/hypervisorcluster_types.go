@@ -12,6 +12,9 @@ const HypervisorClusterFinalizer = "hypervisorcluster.infrastructure.cluster.x-k
 // +kubebuilder:validation:XValidation:rule="!has(self.insecureSkipTLSVerify) || !self.insecureSkipTLSVerify || !has(self.caBundleRef)",message="set either caBundleRef or insecureSkipTLSVerify, not both"
 // +kubebuilder:validation:XValidation:rule="!self.endpoint.startsWith('http://') || (has(self.allowInsecureHTTP) && self.allowInsecureHTTP)",message="endpoint is http://: the API token would travel in clear text; use https:// or, for a lab, set allowInsecureHTTP: true"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.installationID) || (has(self.installationID) && self.installationID == oldSelf.installationID)",message="installationID cannot be changed or removed once set: every VM HyperFleet made on this cluster carries it"
+// +kubebuilder:validation:XValidation:rule="!has(self.proxmox) || !has(self.provider) || self.provider == 'Proxmox'",message="spec.proxmox applies only to provider Proxmox: remove it, or set provider: Proxmox"
+// +kubebuilder:validation:XValidation:rule="!has(self.hyperv) || (has(self.provider) && self.provider == 'hyperv')",message="spec.hyperv applies only to provider hyperv: remove it, or set provider: hyperv"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.provider) || (has(self.provider) && self.provider == oldSelf.provider)",message="provider cannot change: every VM of this cluster belongs to its provider; create another HypervisorCluster"
 type HypervisorClusterSpec struct {
 	// installationID identifies this HypervisorCluster's installation of HyperFleet on the
 	// hypervisor. HyperFleet generates it at random on first reconcile; together with the
@@ -28,19 +31,22 @@ type HypervisorClusterSpec struct {
 	// +optional
 	ControlPlaneEndpoint clusterv1.APIEndpoint `json:"controlPlaneEndpoint,omitempty,omitzero"`
 
-	// provider is the kind of hypervisor.
+	// provider is the kind of hypervisor: Proxmox (Proxmox VE) or hyperv (Hyper-V over WinRM).
+	// Its settings go in the sub-struct of the same name, spec.proxmox or spec.hyperv.
 	// +optional
 	// +kubebuilder:default=Proxmox
 	Provider ProviderType `json:"provider,omitempty"`
 
-	// endpoint is the URL of the hypervisor's API, e.g. https://pve.example.com:8006.
+	// endpoint is the URL of the hypervisor's API, e.g. https://pve.example.com:8006 (Proxmox) or
+	// https://hv1.example.com:5986/wsman (Hyper-V; with spec.hyperv.hosts, the first host's).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://')",message="endpoint must be an http:// or https:// URL, e.g. https://pve.example.com:8006"
 	Endpoint string `json:"endpoint"`
 
 	// credentialsRef names a Secret in this namespace holding either an API token
-	// (keys token_id "user@realm!name" and token_secret) or a user and password (keys username and password).
+	// (keys token_id "user@realm!name" and token_secret, Proxmox only) or a user and password
+	// (keys username and password; for Hyper-V "DOMAIN\user" or "user").
 	CredentialsRef LocalSecretReference `json:"credentialsRef"`
 
 	// caBundleRef points at a Secret key with the PEM CA bundle that signs the API's certificate
@@ -69,6 +75,10 @@ type HypervisorClusterSpec struct {
 	// proxmox holds settings that only apply to Proxmox VE.
 	// +optional
 	Proxmox *ProxmoxClusterParameters `json:"proxmox,omitempty"`
+
+	// hyperv holds settings that only apply to Hyper-V.
+	// +optional
+	HyperV *HyperVClusterParameters `json:"hyperv,omitempty"`
 
 	// healthCheckInterval is how often the API is probed and, at the same time, how often stopped
 	// VMs are swept. Default 30s.
@@ -103,6 +113,84 @@ type ProxmoxClusterParameters struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	Pool string `json:"pool,omitempty"`
+}
+
+// HyperVAuth is how HyperFleet authenticates to a Hyper-V host's WinRM listener.
+// +kubebuilder:validation:Enum=basic;ntlm
+type HyperVAuth string
+
+const (
+	// HyperVAuthBasic sends the user and password with every request; only over HTTPS.
+	HyperVAuthBasic HyperVAuth = "basic"
+	// HyperVAuthNTLM is NTLM challenge-response, for local and domain accounts.
+	HyperVAuthNTLM HyperVAuth = "ntlm"
+)
+
+// HyperVHost is one Hyper-V host: a standalone host or a failover cluster's node.
+type HyperVHost struct {
+	// name is the node name HyperFleet uses for the host (placement, failure domains, VM refs).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([A-Za-z0-9.-]{0,61}[A-Za-z0-9])?$`
+	Name string `json:"name"`
+
+	// endpoint is the host's WinRM URL, e.g. https://hv1.example.com:5986/wsman.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://')",message="endpoint must be an http:// or https:// URL, e.g. https://hv1.example.com:5986/wsman"
+	Endpoint string `json:"endpoint"`
+}
+
+// HyperVClusterParameters are Hyper-V specific settings. Paths are absolute Windows paths (local
+// or UNC) on the hosts; empty ones take the defaults under C:\ProgramData\HyperFleet.
+// +kubebuilder:validation:XValidation:rule="!has(self.hosts) || self.hosts.all(h, self.hosts.exists_one(o, o.name == h.name))",message="hosts must have distinct names"
+type HyperVClusterParameters struct {
+	// hosts are the cluster's Hyper-V hosts, each with its own WinRM listener. Empty means one
+	// host: spec.endpoint, named after its host name.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	Hosts []HyperVHost `json:"hosts,omitempty"`
+
+	// auth is how HyperFleet signs in to WinRM: ntlm (default) or basic.
+	// +optional
+	Auth HyperVAuth `json:"auth,omitempty"`
+
+	// failoverCluster names the Windows failover cluster the hosts belong to, if any.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([A-Za-z0-9.-]{0,61}[A-Za-z0-9])?$`
+	FailoverCluster string `json:"failoverCluster,omitempty"`
+
+	// vmPath holds the VMs' configuration files.
+	// +optional
+	// +kubebuilder:validation:MaxLength=240
+	// +kubebuilder:validation:Pattern=`^(?:[A-Za-z]:\\|\\\\[^\\'"]+\\)[^'"*?<>|]*$`
+	VMPath string `json:"vmPath,omitempty"`
+
+	// vhdPath holds the VMs' differencing disks (the linked clones of the template VHDX).
+	// +optional
+	// +kubebuilder:validation:MaxLength=240
+	// +kubebuilder:validation:Pattern=`^(?:[A-Za-z]:\\|\\\\[^\\'"]+\\)[^'"*?<>|]*$`
+	VHDPath string `json:"vhdPath,omitempty"`
+
+	// templatePath holds the template VHDX files.
+	// +optional
+	// +kubebuilder:validation:MaxLength=240
+	// +kubebuilder:validation:Pattern=`^(?:[A-Za-z]:\\|\\\\[^\\'"]+\\)[^'"*?<>|]*$`
+	TemplatePath string `json:"templatePath,omitempty"`
+
+	// seedISOPath holds the VMs' NoCloud seed ISOs.
+	// +optional
+	// +kubebuilder:validation:MaxLength=240
+	// +kubebuilder:validation:Pattern=`^(?:[A-Za-z]:\\|\\\\[^\\'"]+\\)[^'"*?<>|]*$`
+	SeedISOPath string `json:"seedISOPath,omitempty"`
+
+	// modulePath is where HyperFleet installs its PowerShell module on each host, one folder per
+	// version.
+	// +optional
+	// +kubebuilder:validation:MaxLength=240
+	// +kubebuilder:validation:Pattern=`^(?:[A-Za-z]:\\|\\\\[^\\'"]+\\)[^'"*?<>|]*$`
+	ModulePath string `json:"modulePath,omitempty"`
 }
 
 // VMIDRange is an inclusive range of Proxmox VMIDs.
@@ -170,6 +258,7 @@ type HypervisorClusterStatus struct {
 // +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
 // +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta1=v1alpha1"
 // +kubebuilder:printcolumn:name="Cluster",type="string",JSONPath=".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']",description="Cluster API Cluster"
+// +kubebuilder:printcolumn:name="Provider",type="string",JSONPath=".spec.provider"
 // +kubebuilder:printcolumn:name="Endpoint",type="string",JSONPath=".spec.endpoint"
 // +kubebuilder:printcolumn:name="Installation",type="string",JSONPath=".spec.installationID"
 // +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].status"
@@ -180,7 +269,7 @@ type HypervisorClusterStatus struct {
 // +kubebuilder:printcolumn:name="Message",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].message",priority=1
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
 
-// HypervisorCluster is a hypervisor cluster (Proxmox VE) that HyperFleet places VMs on: the Cluster API
+// HypervisorCluster is a hypervisor cluster (Proxmox VE, or a set of Hyper-V hosts) that HyperFleet places VMs on: the Cluster API
 // infrastructure cluster of a runner fleet.
 type HypervisorCluster struct {
 	metav1.TypeMeta   `json:",inline"`

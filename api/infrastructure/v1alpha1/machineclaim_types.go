@@ -41,24 +41,26 @@ const (
 	MachineClaimPhaseMigrating MachineClaimPhase = "Migrating"
 )
 
-// TemplateSource selects the VM template to clone: by VMID, or by name and/or tags. A name/tags
+// TemplateSource selects the VM template to clone: by ID, or by name and/or tags. A name/tags
 // selector may match one copy of the template per node (clusters with local storage keep one on
 // every node so linked clones can be made on each); the claim then chooses a node and records the
 // copy it clones in status.sourceTemplate. Two matches on one node are ambiguous.
-// +kubebuilder:validation:XValidation:rule="has(self.vmid) != (has(self.name) || has(self.tags))",message="select the template either by vmid or by name/tags, not both and not neither"
+// +kubebuilder:validation:XValidation:rule="has(self.id) != (has(self.name) || has(self.tags))",message="select the template either by id or by name/tags, not both and not neither"
 type TemplateSource struct {
-	// vmid of the template.
+	// id of the template VM as its provider writes it: the VMID for Proxmox ("9000"), the VM's
+	// GUID for Hyper-V.
 	// +optional
-	// +kubebuilder:validation:Minimum=100
-	// +kubebuilder:validation:Maximum=999999999
-	VMID *int32 `json:"vmid,omitempty"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9-]*$`
+	ID string `json:"id,omitempty"`
 
 	// name of the template.
 	// +optional
 	// +kubebuilder:validation:MaxLength=128
 	Name string `json:"name,omitempty"`
 
-	// tags the template must all carry.
+	// tags the template must all carry (Proxmox tags; on Hyper-V the tags in the template's notes).
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=16
@@ -73,21 +75,31 @@ type TemplateSource struct {
 
 // NetworkSpec is the VM's network interface.
 type NetworkSpec struct {
-	// bridge the NIC attaches to. Default vmbr0.
+	// name of what the NIC attaches to: a Proxmox bridge (default vmbr0) or a Hyper-V virtual
+	// switch (default the template's).
 	// +optional
-	// +kubebuilder:validation:Pattern=`^[a-zA-Z][a-zA-Z0-9_.\-]{0,14}$`
-	Bridge string `json:"bridge,omitempty"`
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][a-zA-Z0-9_. \-]*$`
+	Name string `json:"name,omitempty"`
 
 	// vlan tag of the NIC; unset for an untagged port.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=4094
 	VLAN *int32 `json:"vlan,omitempty"`
+}
 
-	// model of the NIC. Default virtio.
+// ProxmoxMachineParameters are a MachineClaim's Proxmox VE specific settings.
+type ProxmoxMachineParameters struct {
+	// storage receives the disks of a Full clone.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z][a-zA-Z0-9\-_.]*$`
+	Storage string `json:"storage,omitempty"`
+
+	// networkModel is the model of the first NIC. Default virtio.
 	// +optional
 	// +kubebuilder:validation:Enum=virtio;e1000;e1000e;rtl8139;vmxnet3
-	Model string `json:"model,omitempty"`
+	NetworkModel string `json:"networkModel,omitempty"`
 }
 
 // CloudInitSpec is cloud-init data merged with the bootstrap data.
@@ -110,7 +122,7 @@ type BootstrapSpec struct {
 }
 
 // MachineClaimSpec describes one VM.
-// +kubebuilder:validation:XValidation:rule="!has(self.storage) || (has(self.cloneMode) && self.cloneMode == 'Full')",message="storage can only be chosen for a Full clone: linked clones stay on the template's storage"
+// +kubebuilder:validation:XValidation:rule="!has(self.proxmox) || !has(self.proxmox.storage) || (has(self.cloneMode) && self.cloneMode == 'Full')",message="proxmox.storage can only be chosen for a Full clone: linked clones stay on the template's storage"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.claimID) || (has(self.claimID) && self.claimID == oldSelf.claimID)",message="claimID cannot be changed or removed once set: the claim's VM carries it"
 // +kubebuilder:validation:XValidation:rule="!has(self.runStrategy) || (has(self.lifecycle) && self.lifecycle == 'Persistent')",message="runStrategy applies only to a Persistent claim: set lifecycle: Persistent, or remove runStrategy"
 // +kubebuilder:validation:XValidation:rule="!has(self.lifecycle) || self.lifecycle != 'Persistent' || has(self.runStrategy)",message="a Persistent claim needs a runStrategy: Always, RerunOnFailure, Halted, Manual or Once"
@@ -128,7 +140,8 @@ type MachineClaimSpec struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]{8,32}$`
 	ClaimID string `json:"claimID,omitempty"`
 
-	// providerID is set by HyperFleet once the VM exists: hyperfleet://<hypervisor-cluster-uid>/<vmid>.
+	// providerID is set by HyperFleet once the VM exists: hyperfleet://<hypervisor-cluster-uid>/<vm-id>,
+	// the VM ID as in status.vmID (a Proxmox VMID, a Hyper-V VM GUID).
 	// No kubelet registers a Node with this scheme, so Cluster API never waits for one.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
@@ -142,11 +155,6 @@ type MachineClaimSpec struct {
 	// +optional
 	// +kubebuilder:default=Linked
 	CloneMode CloneMode `json:"cloneMode,omitempty"`
-
-	// storage receives the disks of a Full clone.
-	// +optional
-	// +kubebuilder:validation:Pattern=`^[a-zA-Z][a-zA-Z0-9\-_.]*$`
-	Storage string `json:"storage,omitempty"`
 
 	// cores of the VM; default the template's.
 	// +optional
@@ -170,7 +178,7 @@ type MachineClaimSpec struct {
 	// +optional
 	Network *NetworkSpec `json:"network,omitempty"`
 
-	// tags are added to HyperFleet's ownership tags.
+	// tags are added to HyperFleet's ownership tags (Proxmox tags; kept in the VM's notes on Hyper-V).
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=16
@@ -180,6 +188,11 @@ type MachineClaimSpec struct {
 	// cloudInit is merged with the bootstrap data.
 	// +optional
 	CloudInit *CloudInitSpec `json:"cloudInit,omitempty"`
+
+	// proxmox holds settings that only apply to Proxmox VE. A claim whose HypervisorCluster has
+	// another provider is refused with the VMProvisioned reason ProviderMismatch.
+	// +optional
+	Proxmox *ProxmoxMachineParameters `json:"proxmox,omitempty"`
 
 	// hypervisorClusterName names the HypervisorCluster for a claim without an owner Machine.
 	// With an owner Machine, the Cluster's infrastructureRef decides.
@@ -213,7 +226,8 @@ const (
 // TaskRef is the in-flight hypervisor task of a claim. While it is set no other task starts, and a
 // restarted controller resumes polling it.
 type TaskRef struct {
-	// id is the hypervisor's task handle (a Proxmox UPID).
+	// id is the hypervisor's task handle (a Proxmox UPID). A provider whose operations are
+	// synchronous (Hyper-V) never has one.
 	// +kubebuilder:validation:MaxLength=512
 	ID string `json:"id"`
 	// node runs the task.
@@ -231,10 +245,10 @@ type TemplateRef struct {
 	// node holds the template.
 	// +kubebuilder:validation:MaxLength=63
 	Node string `json:"node"`
-	// vmid of the template.
-	// +kubebuilder:validation:Minimum=100
-	// +kubebuilder:validation:Maximum=999999999
-	VMID int32 `json:"vmid"`
+	// id of the template VM (see TemplateSource.id).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	ID string `json:"id"`
 }
 
 // MachineClaimInitializationStatus is the Cluster API v1beta2 initialization contract.
@@ -274,9 +288,13 @@ type MachineClaimStatus struct {
 	// +kubebuilder:validation:MaxLength=63
 	Node string `json:"node,omitempty"`
 
-	// vmid of the VM. It is recorded before the clone starts, so a restart finds the VM it started.
+	// vmID is the VM's ID on its hypervisor: a Proxmox VMID in decimal, a Hyper-V VM GUID. A
+	// Proxmox VMID is recorded before the clone starts, so a restart finds the VM it started; a
+	// Hyper-V ID exists only once the VM does, and a restart that lost it finds the VM again by
+	// its ownership marks (spec.claimID) and name.
 	// +optional
-	VMID int32 `json:"vmid,omitempty"`
+	// +kubebuilder:validation:MaxLength=64
+	VMID string `json:"vmID,omitempty"`
 
 	// sourceTemplate is the template the VM is cloned from, chosen with the node and recorded
 	// before the clone starts. When spec.template matches a copy on several nodes, every later
@@ -329,7 +347,7 @@ type MachineClaimStatus struct {
 // +kubebuilder:printcolumn:name="Machine",type="string",JSONPath=".metadata.ownerReferences[?(@.kind=='Machine')].name"
 // +kubebuilder:printcolumn:name="Phase",type="string",JSONPath=".status.phase"
 // +kubebuilder:printcolumn:name="Node",type="string",JSONPath=".status.node"
-// +kubebuilder:printcolumn:name="VMID",type="integer",JSONPath=".status.vmid"
+// +kubebuilder:printcolumn:name="VM ID",type="string",JSONPath=".status.vmID"
 // +kubebuilder:printcolumn:name="Power",type="string",JSONPath=".status.powerState"
 // +kubebuilder:printcolumn:name="Address",type="string",JSONPath=".status.addresses[0].address"
 // +kubebuilder:printcolumn:name="Reason",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].reason"

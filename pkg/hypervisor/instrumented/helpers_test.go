@@ -90,14 +90,18 @@ func (f *fakeProvider) Nodes(ctx context.Context) ([]hypervisor.Node, error) {
 	return nil, f.saw(ctx)
 }
 func (f *fakeProvider) ResolveTemplate(ctx context.Context, _ hypervisor.TemplateSelector) (hypervisor.Template, error) {
-	return hypervisor.Template{Ref: hypervisor.VMRef{Node: "pve1", ID: 9000}}, f.saw(ctx)
+	return hypervisor.Template{Ref: hypervisor.VMRef{Node: "pve1", ID: "9000"}}, f.saw(ctx)
 }
 func (f *fakeProvider) ResolveTemplates(ctx context.Context, _ hypervisor.TemplateSelector) ([]hypervisor.Template, error) {
-	return []hypervisor.Template{{Ref: hypervisor.VMRef{Node: "pve1", ID: 9000}}, {Ref: hypervisor.VMRef{Node: "pve2", ID: 9100}}}, f.saw(ctx)
+	return []hypervisor.Template{{Ref: hypervisor.VMRef{Node: "pve1", ID: "9000"}}, {Ref: hypervisor.VMRef{Node: "pve2", ID: "9100"}}}, f.saw(ctx)
 }
 func (f *fakeProvider) NextID(ctx context.Context, _ int) (int, error) { return 105, f.saw(ctx) }
-func (f *fakeProvider) Clone(ctx context.Context, _ hypervisor.CloneSpec) (hypervisor.TaskID, error) {
-	return f.task(ctx, "clone")
+func (f *fakeProvider) Capabilities() hypervisor.Capabilities {
+	return hypervisor.Capabilities{PreallocatedIDs: true, AsyncTasks: true}
+}
+func (f *fakeProvider) Clone(ctx context.Context, spec hypervisor.CloneSpec) (hypervisor.VMRef, hypervisor.TaskID, error) {
+	id, err := f.task(ctx, "clone")
+	return spec.Target, id, err
 }
 func (f *fakeProvider) Configure(ctx context.Context, _ hypervisor.VMRef, _ hypervisor.ConfigSpec) (hypervisor.TaskID, error) {
 	return "", f.saw(ctx)

@@ -3,6 +3,7 @@ package instrumented
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -107,10 +108,13 @@ func refAttrs(ref hypervisor.VMRef) []attribute.KeyValue {
 		attrs = append(attrs, AttrVMNode.String(ref.Node))
 	}
 	if !ref.IsZero() {
-		attrs = append(attrs, AttrVMID.Int(ref.ID))
+		attrs = append(attrs, AttrVMID.String(ref.ID))
 	}
 	return attrs
 }
+
+// Capabilities is the wrapped provider's; it costs no call, so it is not instrumented.
+func (p *provider) Capabilities() hypervisor.Capabilities { return p.next.Capabilities() }
 
 func (p *provider) Verify(ctx context.Context) (string, error) {
 	ctx, c := p.begin(ctx, "Verify")
@@ -128,8 +132,8 @@ func (p *provider) Nodes(ctx context.Context) ([]hypervisor.Node, error) {
 
 func selectorAttrs(sel hypervisor.TemplateSelector) []attribute.KeyValue {
 	var attrs []attribute.KeyValue
-	if sel.ID != 0 {
-		attrs = append(attrs, AttrTemplateID.Int(sel.ID))
+	if sel.ID != "" {
+		attrs = append(attrs, AttrTemplateID.String(sel.ID))
 	}
 	if sel.Node != "" {
 		attrs = append(attrs, AttrVMNode.String(sel.Node))
@@ -141,7 +145,7 @@ func (p *provider) ResolveTemplate(ctx context.Context, sel hypervisor.TemplateS
 	ctx, c := p.begin(ctx, "ResolveTemplate", selectorAttrs(sel)...)
 	tmpl, err := p.next.ResolveTemplate(ctx, sel)
 	if err == nil {
-		c.span.SetAttributes(AttrTemplateID.Int(tmpl.Ref.ID), AttrVMNode.String(tmpl.Ref.Node))
+		c.span.SetAttributes(AttrTemplateID.String(tmpl.Ref.ID), AttrVMNode.String(tmpl.Ref.Node))
 	}
 	c.end(err)
 	return tmpl, err
@@ -158,18 +162,22 @@ func (p *provider) NextID(ctx context.Context, min int) (int, error) {
 	ctx, c := p.begin(ctx, "NextID")
 	id, err := p.next.NextID(ctx, min)
 	if err == nil {
-		c.span.SetAttributes(AttrVMID.Int(id))
+		c.span.SetAttributes(AttrVMID.String(strconv.Itoa(id)))
 	}
 	c.end(err)
 	return id, err
 }
 
-func (p *provider) Clone(ctx context.Context, spec hypervisor.CloneSpec) (hypervisor.TaskID, error) {
-	attrs := append(refAttrs(spec.Target), AttrTemplateID.Int(spec.Source.ID))
+func (p *provider) Clone(ctx context.Context, spec hypervisor.CloneSpec) (hypervisor.VMRef, hypervisor.TaskID, error) {
+	attrs := append(refAttrs(spec.Target), AttrTemplateID.String(spec.Source.ID))
 	ctx, c := p.begin(ctx, "Clone", attrs...)
-	id, err := p.next.Clone(ctx, spec)
+	ref, id, err := p.next.Clone(ctx, spec)
+	if err == nil && ref != spec.Target {
+		// The provider assigned the ID (or the node): record the VM it made.
+		c.span.SetAttributes(refAttrs(ref)...)
+	}
 	p.startedTask(c, id, err)
-	return id, err
+	return ref, id, err
 }
 
 func (p *provider) Configure(ctx context.Context, ref hypervisor.VMRef, spec hypervisor.ConfigSpec) (hypervisor.TaskID, error) {

@@ -18,7 +18,7 @@ import (
 
 const cluster = "fleet/pve-a"
 
-var ref = hypervisor.VMRef{Node: "pve2", ID: 105}
+var ref = hypervisor.VMRef{Node: "pve2", ID: "105"}
 
 func TestEveryCallIsTracedAndTimed(t *testing.T) {
 	type invoke func(context.Context, hypervisor.Provider) error
@@ -26,7 +26,7 @@ func TestEveryCallIsTracedAndTimed(t *testing.T) {
 		_, err := f(context.Background(), ref)
 		return err
 	}
-	vmAttrs := map[attribute.Key]attribute.Value{AttrVMNode: attribute.StringValue("pve2"), AttrVMID: attribute.IntValue(105)}
+	vmAttrs := map[attribute.Key]attribute.Value{AttrVMNode: attribute.StringValue("pve2"), AttrVMID: attribute.StringValue("105")}
 	tests := []struct {
 		op    string
 		call  invoke
@@ -37,24 +37,24 @@ func TestEveryCallIsTracedAndTimed(t *testing.T) {
 		{"ResolveTemplate", func(ctx context.Context, p hypervisor.Provider) error {
 			_, err := p.ResolveTemplate(ctx, hypervisor.TemplateSelector{Name: "ubuntu"})
 			return err
-		}, map[attribute.Key]attribute.Value{AttrTemplateID: attribute.IntValue(9000), AttrVMNode: attribute.StringValue("pve1")}},
+		}, map[attribute.Key]attribute.Value{AttrTemplateID: attribute.StringValue("9000"), AttrVMNode: attribute.StringValue("pve1")}},
 		{"ResolveTemplates", func(ctx context.Context, p hypervisor.Provider) error {
 			_, err := p.ResolveTemplates(ctx, hypervisor.TemplateSelector{Name: "ubuntu", Node: "pve2"})
 			return err
 		}, map[attribute.Key]attribute.Value{AttrVMNode: attribute.StringValue("pve2")}},
 		{"NextID", func(ctx context.Context, p hypervisor.Provider) error { _, err := p.NextID(ctx, 100); return err },
-			map[attribute.Key]attribute.Value{AttrVMID: attribute.IntValue(105)}},
+			map[attribute.Key]attribute.Value{AttrVMID: attribute.StringValue("105")}},
 		{"Clone", func(ctx context.Context, p hypervisor.Provider) error {
-			_, err := p.Clone(ctx, hypervisor.CloneSpec{Source: hypervisor.VMRef{Node: "pve1", ID: 9000}, Target: ref})
+			_, _, err := p.Clone(ctx, hypervisor.CloneSpec{Source: hypervisor.VMRef{Node: "pve1", ID: "9000"}, Target: ref})
 			return err
-		}, map[attribute.Key]attribute.Value{AttrVMNode: attribute.StringValue("pve2"), AttrVMID: attribute.IntValue(105),
-			AttrTemplateID: attribute.IntValue(9000), AttrTaskID: attribute.StringValue("task-clone")}},
+		}, map[attribute.Key]attribute.Value{AttrVMNode: attribute.StringValue("pve2"), AttrVMID: attribute.StringValue("105"),
+			AttrTemplateID: attribute.StringValue("9000"), AttrTaskID: attribute.StringValue("task-clone")}},
 		{"Configure", func(ctx context.Context, p hypervisor.Provider) error {
 			_, err := p.Configure(ctx, ref, hypervisor.ConfigSpec{Cores: 2})
 			return err
 		}, vmAttrs},
 		{"Start", func(ctx context.Context, p hypervisor.Provider) error { return task(p.Start) },
-			map[attribute.Key]attribute.Value{AttrVMID: attribute.IntValue(105), AttrTaskID: attribute.StringValue("task-start")}},
+			map[attribute.Key]attribute.Value{AttrVMID: attribute.StringValue("105"), AttrTaskID: attribute.StringValue("task-start")}},
 		{"Stop", func(ctx context.Context, p hypervisor.Provider) error { return task(p.Stop) }, vmAttrs},
 		{"Shutdown", func(ctx context.Context, p hypervisor.Provider) error { return task(p.Shutdown) }, vmAttrs},
 		{"Delete", func(ctx context.Context, p hypervisor.Provider) error { return task(p.Delete) }, vmAttrs},
@@ -127,7 +127,7 @@ func TestTaskDurationIsRecordedOncePerTask(t *testing.T) {
 	p := Wrap(fake, metrics.ProviderProxmox, cluster)
 	ctx := context.Background()
 
-	id, err := p.Clone(ctx, hypervisor.CloneSpec{Target: ref})
+	_, id, err := p.Clone(ctx, hypervisor.CloneSpec{Target: ref})
 	g.Expect(err).NotTo(HaveOccurred())
 	_, err = p.TaskStatus(ctx, "", id)
 	g.Expect(err).NotTo(HaveOccurred())

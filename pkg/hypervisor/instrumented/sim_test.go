@@ -38,18 +38,18 @@ func TestAgainstTheProxmoxSimulator(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	id, err := p.NextID(ctx, 0)
 	g.Expect(err).NotTo(HaveOccurred())
-	target := hypervisor.VMRef{Node: "pve1", ID: id}
+	target := hypervisor.VMRef{Node: "pve1", ID: idOf(id)}
 	owner := hypervisor.Ownership{Cluster: cluster, ClaimNamespace: "runners", ClaimName: "linux-x64-abcde", ClaimID: "id-1"}
-	task, err := p.Clone(ctx, hypervisor.CloneSpec{Source: tmpl.Ref, Target: target, Name: "linux-x64-abcde", Owner: owner})
+	_, task, err := p.Clone(ctx, hypervisor.CloneSpec{Source: tmpl.Ref, Target: target, Name: "linux-x64-abcde", Owner: owner})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func() (bool, error) {
 		st, err := p.TaskStatus(ctx, "", task)
 		return st.Done && st.Err == nil, err
 	}).WithTimeout(10 * time.Second).WithPolling(5 * time.Millisecond).Should(BeTrue())
 
-	_, err = p.Clone(ctx, hypervisor.CloneSpec{Source: tmpl.Ref, Target: target, Name: "linux-x64-fghij", Owner: owner})
+	_, _, err = p.Clone(ctx, hypervisor.CloneSpec{Source: tmpl.Ref, Target: target, Name: "linux-x64-fghij", Owner: owner})
 	g.Expect(errors.Is(err, hypervisor.ErrAlreadyExists)).To(BeTrue(), "the VMID is taken: %v", err)
-	_, err = p.VM(ctx, hypervisor.VMRef{Node: "pve1", ID: 999_999})
+	_, err = p.VM(ctx, hypervisor.VMRef{Node: "pve1", ID: idOf(999_999)})
 	g.Expect(errors.Is(err, hypervisor.ErrNotFound)).To(BeTrue(), "%v", err)
 
 	clones := spansNamed(sr, "hypervisor.Clone")
@@ -57,8 +57,8 @@ func TestAgainstTheProxmoxSimulator(t *testing.T) {
 	attrs := attrsOf(clones[0])
 	g.Expect(attrs).To(HaveKeyWithValue(AttrCluster, attribute.StringValue(cluster)))
 	g.Expect(attrs).To(HaveKeyWithValue(AttrVMNode, attribute.StringValue("pve1")))
-	g.Expect(attrs).To(HaveKeyWithValue(AttrVMID, attribute.IntValue(id)))
-	g.Expect(attrs).To(HaveKeyWithValue(AttrTemplateID, attribute.IntValue(tmpl.Ref.ID)))
+	g.Expect(attrs).To(HaveKeyWithValue(AttrVMID, attribute.StringValue(idOf(id))))
+	g.Expect(attrs).To(HaveKeyWithValue(AttrTemplateID, attribute.StringValue(tmpl.Ref.ID)))
 	g.Expect(attrs).To(HaveKeyWithValue(AttrTaskID, attribute.StringValue(string(task))))
 	g.Expect(clones[1].Status().Code).To(Equal(codes.Error))
 	g.Expect(attrsOf(clones[1])).To(HaveKeyWithValue(AttrErrorType, attribute.StringValue("AlreadyExists")))

@@ -80,11 +80,12 @@ func benchmarkLifecycle(b *testing.B, guestPowerOff, resize bool) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		id := must2(b)(p.NextID(ctx, 0))
-		ref := hypervisor.VMRef{Node: tmpl.Ref.Node, ID: id}
-		wait(must(p.Clone(ctx, hypervisor.CloneSpec{Source: tmpl.Ref, Target: ref, Name: fmt.Sprintf("bench-%d", i),
-			Owner: ownerFor(clusterA, fmt.Sprintf("bench-%d", i))})))
+		ref := hypervisor.VMRef{Node: tmpl.Ref.Node, ID: idOf(id)}
+		_, task, err := p.Clone(ctx, hypervisor.CloneSpec{Source: tmpl.Ref, Target: ref, Name: fmt.Sprintf("bench-%d", i),
+			Owner: ownerFor(clusterA, fmt.Sprintf("bench-%d", i))})
+		wait(must(task, err))
 		spec := hypervisor.ConfigSpec{Cores: 2, MemoryMiB: 2048,
-			Network:   &hypervisor.NetworkSpec{Bridge: "vmbr0", VLAN: 42},
+			Network:   &hypervisor.NetworkSpec{Name: "vmbr0", VLAN: 42},
 			CloudInit: &hypervisor.CloudInitData{UserData: "#cloud-config\n", MetaData: "instance-id: bench\n"}}
 		if resize {
 			spec.Disk = &hypervisor.DiskSpec{Name: tmpl.BootDisk, SizeGiB: 40}
@@ -105,7 +106,7 @@ func benchmarkLifecycle(b *testing.B, guestPowerOff, resize bool) {
 		// The deletion reconcile reads the VM and acts on what that read showed.
 		var seen hypervisor.VM
 		if guestPowerOff {
-			if err := sim.PowerOff(ref.ID); err != nil {
+			if err := sim.PowerOff(vmidOf(ref.ID)); err != nil {
 				b.Fatal(err)
 			}
 			waitVM(ref, func(vm hypervisor.VM, err error) bool {

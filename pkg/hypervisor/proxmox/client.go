@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -153,7 +155,32 @@ func (p *Provider) ensureSession(ctx context.Context) error {
 
 // vmPath is the API path of a VM, with an optional suffix such as "/config".
 func vmPath(ref hypervisor.VMRef, suffix string) string {
-	return fmt.Sprintf("/nodes/%s/qemu/%d%s", ref.Node, ref.ID, suffix)
+	return "/nodes/" + url.PathEscape(ref.Node) + "/qemu/" + vmidSegment(ref.ID) + suffix
+}
+
+// vmidSegment is a VM ID as PVE writes it. An ID that is not a VMID in decimal (another
+// provider's GUID, or text crafted to reach another API path such as "100/../../access") becomes
+// "0", a VMID PVE refuses, so the request fails instead of reaching another path.
+func vmidSegment(id string) string {
+	if _, ok := parseVMID(id); !ok {
+		return "0"
+	}
+	return id
+}
+
+// parseVMID reads a VM ID written as PVE writes VMIDs: a positive decimal number without sign or
+// leading zeros.
+func parseVMID(id string) (int, bool) {
+	n, err := strconv.Atoi(id)
+	if err != nil || n <= 0 || strconv.Itoa(n) != id {
+		return 0, false
+	}
+	return n, true
+}
+
+// vmRef is the reference of the VM a listing row or a task names.
+func vmRef(node string, vmid int) hypervisor.VMRef {
+	return hypervisor.VMRef{Node: node, ID: strconv.Itoa(vmid)}
 }
 
 // opName names an operation on a VM for error messages.

@@ -13,17 +13,27 @@ import (
 // with the ownership is part of the clone request, so the VM is identifiable the moment the clone
 // exists. Tags cannot be written until the clone task releases its lock; the next mutating call
 // (normally Configure) writes them, and until then VM recognises the VM by its description.
-func (p *Provider) Clone(ctx context.Context, spec hypervisor.CloneSpec) (hypervisor.TaskID, error) {
+func (p *Provider) Clone(ctx context.Context, spec hypervisor.CloneSpec) (hypervisor.VMRef, hypervisor.TaskID, error) {
 	op := fmt.Sprintf("clone %s to %s", spec.Source, spec.Target)
-	if spec.Source.IsZero() || spec.Source.Node == "" || spec.Target.IsZero() {
-		return "", hypervisor.Errorf(hypervisor.ErrInvalid, op, "source node/VMID and target VMID are required")
+	_, srcOK := parseVMID(spec.Source.ID)
+	newID, dstOK := parseVMID(spec.Target.ID)
+	if !srcOK || spec.Source.Node == "" || !dstOK {
+		return hypervisor.VMRef{}, "", hypervisor.Errorf(hypervisor.ErrInvalid, op, "source node/VMID and target VMID are required")
 	}
-	if spec.Storage != "" && !spec.Full {
-		return "", hypervisor.Errorf(hypervisor.ErrInvalid, op, "a storage can only be chosen for a full clone")
+	var px hypervisor.ProxmoxClone
+	if spec.Proxmox != nil {
+		px = *spec.Proxmox
+	}
+	if px.Storage != "" && !spec.Full {
+		return hypervisor.VMRef{}, "", hypervisor.Errorf(hypervisor.ErrInvalid, op, "a storage can only be chosen for a full clone")
+	}
+	target := spec.Target
+	if target.Node == "" {
+		target.Node = spec.Source.Node
 	}
 	owner := spec.Owner
 	owner.Cluster = p.cfg.Cluster
-	params := map[string]any{"newid": spec.Target.ID, "description": p.describe(owner, "")}
+	params := map[string]any{"newid": newID, "description": p.describe(owner, "")}
 	if spec.Name != "" {
 		params["name"] = spec.Name
 	}
@@ -32,18 +42,18 @@ func (p *Provider) Clone(ctx context.Context, spec hypervisor.CloneSpec) (hyperv
 	}
 	if spec.Full {
 		params["full"] = 1
-		if spec.Storage != "" {
-			params["storage"] = spec.Storage
+		if px.Storage != "" {
+			params["storage"] = px.Storage
 		}
 	}
-	if spec.Pool != "" {
-		params["pool"] = spec.Pool
+	if px.Pool != "" {
+		params["pool"] = px.Pool
 	}
 	var id string
 	if err := p.post(ctx, op, vmPath(spec.Source, "/clone"), params, &id); err != nil {
-		return "", err
+		return hypervisor.VMRef{}, "", err
 	}
-	return hypervisor.TaskID(id), nil
+	return target, hypervisor.TaskID(id), nil
 }
 
 // Configure applies spec with as few calls as PVE allows. One config read proves the VM is ours
@@ -103,22 +113,25 @@ func (p *Provider) Configure(ctx context.Context, ref hypervisor.VMRef, spec hyp
 	return p.resizeDisk(ctx, op, ref, spec.Disk.Name, spec.Disk.SizeGiB)
 }
 
+// DefaultBridge is the bridge of a NIC whose NetworkSpec names none.
+const DefaultBridge = "vmbr0"
+
 // netDevice renders net0: "virtio=02:..,bridge=vmbr0,tag=42".
 func (p *Provider) netDevice(ref hypervisor.VMRef, n hypervisor.NetworkSpec) (string, error) {
 	model := n.Model
 	if model == "" {
 		model = "virtio"
 	}
-	if strings.ContainsAny(model+n.Bridge, ",=; ") {
-		return "", fmt.Errorf("network model %q or bridge %q holds a separator", model, n.Bridge)
+	if n.Name == "" {
+		n.Name = DefaultBridge
 	}
-	if n.Bridge == "" {
-		return "", fmt.Errorf("network bridge is empty")
+	if strings.ContainsAny(model+n.Name, ",=; ") {
+		return "", fmt.Errorf("network model %q or bridge %q holds a separator", model, n.Name)
 	}
 	if n.VLAN < 0 || n.VLAN > 4094 {
 		return "", fmt.Errorf("VLAN %d is outside 1..4094", n.VLAN)
 	}
-	s := fmt.Sprintf("%s=%s,bridge=%s", model, p.macFor(ref), n.Bridge)
+	s := fmt.Sprintf("%s=%s,bridge=%s", model, p.macFor(ref), n.Name)
 	if n.VLAN > 0 {
 		s += fmt.Sprintf(",tag=%d", n.VLAN)
 	}
@@ -127,7 +140,7 @@ func (p *Provider) netDevice(ref hypervisor.VMRef, n hypervisor.NetworkSpec) (st
 
 // macFor derives a locally administered unicast MAC from the cluster and VMID.
 func (p *Provider) macFor(ref hypervisor.VMRef) string {
-	sum := sha256.Sum256(fmt.Appendf(nil, "%s/%d", p.cfg.Cluster, ref.ID))
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s/%s", p.cfg.Cluster, ref.ID))
 	return fmt.Sprintf("02:%02X:%02X:%02X:%02X:%02X", sum[0], sum[1], sum[2], sum[3], sum[4])
 }
 

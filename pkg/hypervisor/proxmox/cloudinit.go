@@ -44,7 +44,7 @@ func (p *Provider) putCloudInitISO(ctx context.Context, op string, ref hyperviso
 // with one VMID, whatever installation made them); the namespace/name hash is the name older
 // releases used, so the ISOs of VMs made before installation identities are still found.
 func (p *Provider) isoName(ref hypervisor.VMRef) string {
-	return fmt.Sprintf("hyperfleet-%s-%d-cloudinit.iso", strings.TrimPrefix(p.legacyTag, clusterTagPrefix), ref.ID)
+	return fmt.Sprintf("hyperfleet-%s-%s-cloudinit.iso", strings.TrimPrefix(p.legacyTag, clusterTagPrefix), vmidSegment(ref.ID))
 }
 
 func (p *Provider) isoVolume(ref hypervisor.VMRef) string {

@@ -51,8 +51,6 @@ type Config struct {
 	// CloudInitDevice is the CD-ROM slot the cloud-init ISO is attached to. Default "ide3", which
 	// leaves ide2 (the usual install CD-ROM and PVE cloud-init drive slot) alone.
 	CloudInitDevice string
-	// AllowedNodes restricts Nodes to these hosts; empty allows all.
-	AllowedNodes []string
 	// TaskPollInterval is the first delay when this package waits for a task itself; it doubles
 	// up to 2s. Default 200ms.
 	TaskPollInterval time.Duration
@@ -71,11 +69,10 @@ func (c Config) Hash() string {
 		InsecureSkipVerify, AllowInsecureHTTP                bool
 		Timeout, TaskPollInterval                            time.Duration
 		Cluster, InstallationID, ISOStorage, CloudInitDevice string
-		AllowedNodes                                         []string
 		HTTPClient                                           string
 	}{c.Endpoint, c.TokenID, c.TokenSecret, c.Username, c.Password, c.CABundle, c.InsecureSkipVerify, c.AllowInsecureHTTP,
 		c.Timeout, c.TaskPollInterval, c.Cluster, c.InstallationID, c.ISOStorage, c.CloudInitDevice,
-		c.AllowedNodes, fmt.Sprintf("%p", c.HTTPClient)}
+		fmt.Sprintf("%p", c.HTTPClient)}
 	_ = json.NewEncoder(h).Encode(fp)
 	return hex.EncodeToString(h.Sum(nil))
 }

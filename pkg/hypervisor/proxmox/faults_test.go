@@ -100,7 +100,7 @@ func TestSimulatedFaultsAreClassified(t *testing.T) {
 		{
 			name: "missing VM",
 			call: func(ctx context.Context, p *Provider, _ hypervisor.VMRef) error {
-				_, err := p.VM(ctx, hypervisor.VMRef{Node: "pve1", ID: 4242})
+				_, err := p.VM(ctx, hypervisor.VMRef{Node: "pve1", ID: "4242"})
 				return err
 			},
 			want: hypervisor.ErrNotFound,
@@ -108,8 +108,8 @@ func TestSimulatedFaultsAreClassified(t *testing.T) {
 		{
 			name: "VMID taken",
 			call: func(ctx context.Context, p *Provider, _ hypervisor.VMRef) error {
-				_, err := p.Clone(ctx, hypervisor.CloneSpec{Source: hypervisor.VMRef{Node: "pve1", ID: templateID},
-					Target: hypervisor.VMRef{Node: "pve1", ID: foreignRunning}, Owner: ownerFor(clusterA, "x")})
+				_, _, err := p.Clone(ctx, hypervisor.CloneSpec{Source: hypervisor.VMRef{Node: "pve1", ID: idOf(templateID)},
+					Target: hypervisor.VMRef{Node: "pve1", ID: idOf(foreignRunning)}, Owner: ownerFor(clusterA, "x")})
 				return err
 			},
 			want: hypervisor.ErrAlreadyExists,
@@ -148,8 +148,8 @@ func TestFailedCloneTaskIsReported(t *testing.T) {
 	sim := startSim(t, pvesim.Config{})
 	p := newTestProvider(t, sim, clusterA)
 	sim.InjectFault(pvesim.Fault{Endpoint: "POST /nodes/{node}/qemu/{vmid}/clone", TaskExitStatus: "clone failed: out of space"})
-	task, err := p.Clone(testCtx(t), hypervisor.CloneSpec{Source: hypervisor.VMRef{Node: "pve1", ID: templateID},
-		Target: hypervisor.VMRef{Node: "pve1", ID: 901}, Owner: ownerFor(clusterA, "doomed")})
+	_, task, err := p.Clone(testCtx(t), hypervisor.CloneSpec{Source: hypervisor.VMRef{Node: "pve1", ID: idOf(templateID)},
+		Target: hypervisor.VMRef{Node: "pve1", ID: "901"}, Owner: ownerFor(clusterA, "doomed")})
 	g.Expect(err).NotTo(HaveOccurred())
 	err = waitTaskDone(t, p, task)
 	g.Expect(err).To(MatchError(hypervisor.ErrTaskFailed))

@@ -3,6 +3,7 @@ package proxmox
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -84,7 +85,7 @@ func (p *Provider) LastStop(ctx context.Context, ref hypervisor.VMRef) (hypervis
 		EndTime   number `json:"endtime"`
 		Status    string `json:"status"`
 	}
-	if err := p.get(ctx, op, fmt.Sprintf("/nodes/%s/tasks?vmid=%d&source=all&limit=50", ref.Node, ref.ID), &rows); err != nil {
+	if err := p.get(ctx, op, fmt.Sprintf("/nodes/%s/tasks?vmid=%s&source=all&limit=50", url.PathEscape(ref.Node), vmidSegment(ref.ID)), &rows); err != nil {
 		return hypervisor.StopRecord{}, err
 	}
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].StartTime > rows[j].StartTime })

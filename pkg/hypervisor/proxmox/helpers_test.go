@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -100,8 +101,8 @@ func cloneOwned(t testing.TB, p *Provider, vmid int, owner hypervisor.Ownership)
 	t.Helper()
 	g := NewWithT(t)
 	ctx := testCtx(t)
-	ref := hypervisor.VMRef{Node: "pve1", ID: vmid}
-	task, err := p.Clone(ctx, hypervisor.CloneSpec{Source: hypervisor.VMRef{Node: "pve1", ID: templateID}, Target: ref,
+	ref := hypervisor.VMRef{Node: "pve1", ID: idOf(vmid)}
+	_, task, err := p.Clone(ctx, hypervisor.CloneSpec{Source: hypervisor.VMRef{Node: "pve1", ID: idOf(templateID)}, Target: ref,
 		Name: owner.ClaimName, Owner: owner})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(waitTaskDone(t, p, task)).To(Succeed())
@@ -117,4 +118,16 @@ func simVM(t testing.TB, sim *pvesim.Simulator, vmid int) pvesim.VM {
 		t.Fatalf("simulator has no VM %d", vmid)
 	}
 	return vm
+}
+
+// idOf is a VMID as a VM ID.
+func idOf(vmid int) string { return strconv.Itoa(vmid) }
+
+// vmidOf is the VMID of a Proxmox VM ID, for the simulator's calls.
+func vmidOf(id string) int {
+	n, err := strconv.Atoi(id)
+	if err != nil {
+		panic(fmt.Sprintf("VM ID %q is not a VMID", id))
+	}
+	return n
 }

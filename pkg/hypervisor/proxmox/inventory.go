@@ -86,7 +86,8 @@ func missingPrivileges(perms map[string]map[string]number, isoStorage string) []
 	return missing
 }
 
-// Nodes lists the cluster's hosts, restricted to AllowedNodes when set.
+// Nodes lists the cluster's hosts. The HypervisorCluster's allowedNodes are applied by its
+// callers, once, for every provider alike.
 func (p *Provider) Nodes(ctx context.Context) ([]hypervisor.Node, error) {
 	var rows []struct {
 		Node   string `json:"node"`
@@ -100,9 +101,6 @@ func (p *Provider) Nodes(ctx context.Context) ([]hypervisor.Node, error) {
 	}
 	var nodes []hypervisor.Node
 	for _, r := range rows {
-		if len(p.cfg.AllowedNodes) > 0 && !slices.Contains(p.cfg.AllowedNodes, r.Node) {
-			continue
-		}
 		n := hypervisor.Node{Name: r.Node, Online: r.Status == "online", CPUs: int(r.MaxCPU), MemoryTotal: uint64(r.MaxMem)}
 		if r.MaxMem > r.Mem {
 			n.MemoryFree = uint64(r.MaxMem - r.Mem)
@@ -191,6 +189,12 @@ func driveSizeGiB(drive string) (int, bool) {
 		return int(math.Floor(f * mult / (1 << 30))), true
 	}
 	return 0, false
+}
+
+// Capabilities: PVE makes linked clones, lets the caller choose VMIDs, runs long operations as
+// tasks and tags VMs.
+func (p *Provider) Capabilities() hypervisor.Capabilities {
+	return hypervisor.Capabilities{LinkedClones: true, PreallocatedIDs: true, AsyncTasks: true, Tags: true}
 }
 
 // NextID proposes a free VMID. Without a minimum it asks /cluster/nextid; with one it picks the

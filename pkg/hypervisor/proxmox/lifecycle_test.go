@@ -26,18 +26,19 @@ func TestLifecycle(t *testing.T) {
 
 	tmpl, err := p.ResolveTemplate(ctx, hypervisor.TemplateSelector{Name: "ubuntu-2404-runner", Tags: []string{"runner"}})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(tmpl.Ref).To(Equal(hypervisor.VMRef{Node: "pve1", ID: templateID}))
+	g.Expect(tmpl.Ref).To(Equal(hypervisor.VMRef{Node: "pve1", ID: idOf(templateID)}))
 	g.Expect(tmpl.BootDisk).To(Equal("scsi0"))
 	g.Expect(tmpl.DiskGiB).To(Equal(32))
 	g.Expect(tmpl.MemoryMiB).To(Equal(2048))
 
 	id, err := p.NextID(ctx, 0)
 	g.Expect(err).NotTo(HaveOccurred())
-	ref := hypervisor.VMRef{Node: "pve1", ID: id}
+	ref := hypervisor.VMRef{Node: "pve1", ID: idOf(id)}
 	owner := ownerFor(clusterA, "ubuntu-x64-abcde")
 
-	task, err := p.Clone(ctx, hypervisor.CloneSpec{Source: tmpl.Ref, Target: ref, Name: "ubuntu-x64-abcde", Owner: owner})
+	cloned, task, err := p.Clone(ctx, hypervisor.CloneSpec{Source: tmpl.Ref, Target: ref, Name: "ubuntu-x64-abcde", Owner: owner})
 	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(cloned).To(Equal(ref), "PVE takes the VMID the caller chose")
 	g.Expect(string(task)).To(HavePrefix("UPID:pve1:"))
 	g.Expect(waitTaskDone(t, p, task)).To(Succeed())
 
@@ -50,7 +51,7 @@ func TestLifecycle(t *testing.T) {
 	userData := "#cloud-config\nruncmd: [echo hello]\n"
 	sim.ResetRequests()
 	cfgTask, err := p.Configure(ctx, ref, hypervisor.ConfigSpec{Cores: 4, MemoryMiB: 4096,
-		Network: &hypervisor.NetworkSpec{Bridge: "vmbr0", VLAN: 42}, Tags: []string{"runner", "x64"}, Description: "runner for ubuntu-x64",
+		Network: &hypervisor.NetworkSpec{Name: "vmbr0", VLAN: 42}, Tags: []string{"runner", "x64"}, Description: "runner for ubuntu-x64",
 		Disk:      &hypervisor.DiskSpec{Name: tmpl.BootDisk, SizeGiB: 40},
 		CloudInit: &hypervisor.CloudInitData{UserData: userData, MetaData: "instance-id: i-1\n"}})
 	g.Expect(err).NotTo(HaveOccurred())
@@ -129,7 +130,7 @@ func TestDeleteStopsARunningVMFirst(t *testing.T) {
 	task, err = p.Delete(ctx, ref)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(waitTaskDone(t, p, task)).To(Succeed())
-	_, exists := sim.VM(ref.ID)
+	_, exists := sim.VM(vmidOf(ref.ID))
 	g.Expect(exists).To(BeFalse())
 }
 
@@ -139,11 +140,11 @@ func TestRestartResume(t *testing.T) {
 	g := NewWithT(t)
 	sim := startSim(t, pvesim.Config{TaskDuration: 100 * time.Millisecond})
 	ctx := testCtx(t)
-	ref := hypervisor.VMRef{Node: "pve1", ID: 300}
+	ref := hypervisor.VMRef{Node: "pve1", ID: "300"}
 	owner := ownerFor(clusterA, "resumed")
 
 	first := newTestProvider(t, sim, clusterA)
-	task, err := first.Clone(ctx, hypervisor.CloneSpec{Source: hypervisor.VMRef{Node: "pve1", ID: templateID}, Target: ref, Owner: owner})
+	_, task, err := first.Clone(ctx, hypervisor.CloneSpec{Source: hypervisor.VMRef{Node: "pve1", ID: idOf(templateID)}, Target: ref, Owner: owner})
 	g.Expect(err).NotTo(HaveOccurred())
 	first.Close()
 	stored := string(task)
@@ -159,7 +160,7 @@ func TestRestartResume(t *testing.T) {
 	g.Expect(vm.Owner).To(Equal(&owner), "the description identifies the untagged clone")
 	_, err = second.Configure(ctx, ref, hypervisor.ConfigSpec{Cores: 2})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(simVM(t, sim, ref.ID).Tags).To(ContainElements("hyperfleet", OwnerTag(testInstallation, clusterA)))
+	g.Expect(simVM(t, sim, vmidOf(ref.ID)).Tags).To(ContainElements("hyperfleet", OwnerTag(testInstallation, clusterA)))
 }
 
 func TestTaskStatusRejectsGarbage(t *testing.T) {
@@ -186,7 +187,7 @@ func TestTicketLogin(t *testing.T) {
 	_, err := p.Verify(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
 	ref := cloneOwned(t, p, 400, ownerFor(clusterA, "ticket")) // writes need the CSRF token
-	g.Expect(simVM(t, sim, ref.ID).Tags).To(ContainElement(OwnerTag(testInstallation, clusterA)))
+	g.Expect(simVM(t, sim, vmidOf(ref.ID)).Tags).To(ContainElement(OwnerTag(testInstallation, clusterA)))
 
 	bad := newTestProvider(t, sim, clusterA, func(c *Config) { c.TokenID, c.TokenSecret = "", ""; c.Username, c.Password = "hyperfleet@pve", "wrong" })
 	_, err = bad.Verify(ctx)
@@ -235,7 +236,7 @@ func TestEjectCloudInitRemovesTheSpentSeed(t *testing.T) {
 	g.Expect(p.EjectCloudInit(ctx, ref)).To(Succeed())
 	_, ok = sim.StorageFile("pve1", iso)
 	g.Expect(ok).To(BeFalse(), "the ISO with the spent token is gone from storage")
-	vm := simVM(t, sim, ref.ID)
+	vm := simVM(t, sim, vmidOf(ref.ID))
 	g.Expect(vm.Disks[DefaultCloudInitDevice]).To(Equal("none,media=cdrom"), "and from the VM")
 	g.Expect(vm.Status).To(Equal("running"))
 	g.Expect(p.EjectCloudInit(ctx, ref)).To(Succeed(), "again is a no-op")

@@ -80,9 +80,9 @@ func TestForeignVMsAreNeverChanged(t *testing.T) {
 	twinVM := cloneOwned(t, twin, 501, ownerFor(clusterA, "twin"))
 
 	targets := map[string]hypervisor.VMRef{
-		"untagged running":               {Node: "pve1", ID: foreignRunning},
-		"tagged stopped":                 {Node: "pve3", ID: foreignStopped},
-		"template":                       {Node: "pve1", ID: templateID},
+		"untagged running":               {Node: "pve1", ID: idOf(foreignRunning)},
+		"tagged stopped":                 {Node: "pve3", ID: idOf(foreignStopped)},
+		"template":                       {Node: "pve1", ID: idOf(templateID)},
 		"other cluster":                  otherVM,
 		"other installation, same names": twinVM,
 	}
@@ -90,12 +90,12 @@ func TestForeignVMsAreNeverChanged(t *testing.T) {
 		for _, m := range mutations {
 			t.Run(fmt.Sprintf("%s/%s", m.name, targetName), func(t *testing.T) {
 				g := NewWithT(t)
-				before := simVM(t, sim, ref.ID)
+				before := simVM(t, sim, vmidOf(ref.ID))
 				sim.ResetRequests()
 				err := m.call(testCtx(t), p, ref)
 				g.Expect(err).To(MatchError(hypervisor.ErrNotOwned))
 				g.Expect(hypervisor.Reason(err)).To(Equal("NotOwned"))
-				g.Expect(simVM(t, sim, ref.ID)).To(Equal(before))
+				g.Expect(simVM(t, sim, vmidOf(ref.ID))).To(Equal(before))
 				for key := range sim.Requests() {
 					g.Expect(key).To(HavePrefix("GET "), "only reads reach a foreign VM")
 				}
@@ -170,19 +170,19 @@ func TestReusedVMIDIsReverified(t *testing.T) {
 	_, err = p.Configure(ctx, ref, hypervisor.ConfigSpec{Cores: 2})
 	g.Expect(err).NotTo(HaveOccurred())
 
-	g.Expect(sim.RemoveVM(ref.ID)).To(Succeed())
+	g.Expect(sim.RemoveVM(vmidOf(ref.ID))).To(Succeed())
 	twin := newTestProvider(t, sim, clusterA, func(c *Config) { c.InstallationID = "fedcba9876543210" })
-	cloneOwned(t, twin, ref.ID, ownerFor(clusterA, "mine"))
+	cloneOwned(t, twin, vmidOf(ref.ID), ownerFor(clusterA, "mine"))
 	task, err := twin.Start(ctx, ref)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(waitTaskDone(t, twin, task)).To(Succeed())
-	before := simVM(t, sim, ref.ID)
+	before := simVM(t, sim, vmidOf(ref.ID))
 
 	for _, m := range mutations {
 		t.Run(m.name, func(t *testing.T) {
 			g := NewWithT(t)
 			g.Expect(m.call(ctx, p, ref)).To(MatchError(hypervisor.ErrNotOwned))
-			g.Expect(simVM(t, sim, ref.ID)).To(Equal(before))
+			g.Expect(simVM(t, sim, vmidOf(ref.ID))).To(Equal(before))
 		})
 	}
 }
@@ -195,13 +195,13 @@ func TestVMIDReuseIsNotTrustedAfterDelete(t *testing.T) {
 	p := newTestProvider(t, sim, clusterA)
 	ctx := testCtx(t)
 	ref := cloneOwned(t, p, 800, ownerFor(clusterA, "gone"))
-	g.Expect(sim.RemoveVM(ref.ID)).To(Succeed()) // deleted by hand in the PVE UI
+	g.Expect(sim.RemoveVM(vmidOf(ref.ID))).To(Succeed()) // deleted by hand in the PVE UI
 	_, err := p.VM(ctx, ref)
 	g.Expect(err).To(MatchError(hypervisor.ErrNotFound))
 
 	// Someone else clones a VM with the same VMID.
 	stranger := newTestProvider(t, sim, clusterB)
-	cloneOwned(t, stranger, ref.ID, ownerFor(clusterB, "stranger"))
+	cloneOwned(t, stranger, vmidOf(ref.ID), ownerFor(clusterB, "stranger"))
 	_, err = p.Stop(ctx, ref)
 	g.Expect(err).To(MatchError(hypervisor.ErrNotOwned))
 }
@@ -234,16 +234,16 @@ func TestLegacyVMIsAdoptedOnlyByItsClaim(t *testing.T) {
 	g.Expect(err).To(MatchError(hypervisor.ErrNotOwned), "a legacy VM is not changed before it is adopted")
 
 	owner := hypervisor.Ownership{ClaimNamespace: "runners", ClaimName: "old", ClaimID: "0011223344556677"}
-	before := simVM(t, sim, ref.ID)
+	before := simVM(t, sim, vmidOf(ref.ID))
 	g.Expect(p.Adopt(ctx, ref, owner, "uid-someone-else")).To(MatchError(hypervisor.ErrNotOwned))
 	other := owner
 	other.ClaimName = "another"
 	g.Expect(p.Adopt(ctx, ref, other, "uid-old")).To(MatchError(hypervisor.ErrNotOwned))
-	g.Expect(simVM(t, sim, ref.ID)).To(Equal(before))
+	g.Expect(simVM(t, sim, vmidOf(ref.ID))).To(Equal(before))
 
 	g.Expect(p.Adopt(ctx, ref, owner, "uid-old")).To(Succeed())
 	g.Expect(p.Adopt(ctx, ref, owner, "uid-old")).To(Succeed(), "adopting again is a no-op")
-	vm := simVM(t, sim, ref.ID)
+	vm := simVM(t, sim, vmidOf(ref.ID))
 	g.Expect(vm.Tags).To(ConsistOf(TagManaged, p.ownerTag, "hf-claim-runners.old", "hf-id-0011223344556677", "ci"))
 	g.Expect(vm.Description).To(ContainSubstring("installation: " + testInstallation))
 	got, err := newTestProvider(t, sim, clusterA).VM(ctx, ref)
@@ -276,9 +276,9 @@ func TestVMReplacedDuringConfigureIsNotWritten(t *testing.T) {
 	)
 	hook := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/upload") && replaced == nil {
-			g.Expect(sim.RemoveVM(ref.ID)).To(Succeed())
-			cloneOwned(t, twin, ref.ID, ownerFor(clusterA, "twin"))
-			vm := simVM(t, sim, ref.ID)
+			g.Expect(sim.RemoveVM(vmidOf(ref.ID))).To(Succeed())
+			cloneOwned(t, twin, vmidOf(ref.ID), ownerFor(clusterA, "twin"))
+			vm := simVM(t, sim, vmidOf(ref.ID))
 			replaced = &vm
 		}
 		return base.RoundTrip(r)
@@ -290,7 +290,7 @@ func TestVMReplacedDuringConfigureIsNotWritten(t *testing.T) {
 		CloudInit: &hypervisor.CloudInitData{UserData: "#cloud-config\n", MetaData: "instance-id: mine\n"}})
 	g.Expect(err).To(HaveOccurred())
 	g.Expect(replaced).NotTo(BeNil(), "the VM was replaced during the upload")
-	g.Expect(simVM(t, sim, ref.ID)).To(Equal(*replaced), "the newcomer's config is untouched")
+	g.Expect(simVM(t, sim, vmidOf(ref.ID))).To(Equal(*replaced), "the newcomer's config is untouched")
 	_, err = p.Configure(ctx, ref, hypervisor.ConfigSpec{Cores: 8})
 	g.Expect(err).To(MatchError(hypervisor.ErrNotOwned), "a retry reads the newcomer and refuses it")
 }

@@ -131,10 +131,10 @@ func TestDescriptionBlock(t *testing.T) {
 func TestMACIsStablePerVMAndLocallyAdministered(t *testing.T) {
 	g := NewWithT(t)
 	p := unitProvider(t, "fleet/pve-a")
-	mac := p.macFor(hypervisor.VMRef{Node: "pve1", ID: 105})
+	mac := p.macFor(hypervisor.VMRef{Node: "pve1", ID: "105"})
 	g.Expect(mac).To(MatchRegexp(`^02(:[0-9A-F]{2}){5}$`))
-	g.Expect(p.macFor(hypervisor.VMRef{Node: "pve2", ID: 105})).To(Equal(mac))
-	g.Expect(p.macFor(hypervisor.VMRef{Node: "pve1", ID: 106})).NotTo(Equal(mac))
+	g.Expect(p.macFor(hypervisor.VMRef{Node: "pve2", ID: "105"})).To(Equal(mac))
+	g.Expect(p.macFor(hypervisor.VMRef{Node: "pve1", ID: "106"})).NotTo(Equal(mac))
 }
 
 func TestConfigValidationAndEndpoint(t *testing.T) {

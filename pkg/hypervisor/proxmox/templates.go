@@ -70,10 +70,10 @@ func (p *Provider) matchTemplates(ctx context.Context, op string, sel hypervisor
 		if (r.Type != "" && r.Type != "qemu") || (sel.Node != "" && r.Node != sel.Node) {
 			continue
 		}
-		if sel.ID != 0 {
-			if int(r.VMID) == sel.ID {
+		if sel.ID != "" {
+			if strconv.Itoa(int(r.VMID)) == sel.ID {
 				if r.Template == 0 {
-					return nil, hypervisor.Errorf(hypervisor.ErrNotFound, op, "VM %d exists but is not a template", sel.ID)
+					return nil, hypervisor.Errorf(hypervisor.ErrNotFound, op, "VM %s exists but is not a template", sel.ID)
 				}
 				matches = append(matches, r)
 			}
@@ -97,7 +97,7 @@ func (p *Provider) matchTemplates(ctx context.Context, op string, sel hypervisor
 // template completes a listed template with its configuration: exact cores and memory, and the
 // boot disk with its size.
 func (p *Provider) template(ctx context.Context, op string, m vmResource) (hypervisor.Template, error) {
-	t := hypervisor.Template{Ref: hypervisor.VMRef{Node: m.Node, ID: int(m.VMID)}, Name: m.Name, Tags: splitTags(m.Tags),
+	t := hypervisor.Template{Ref: vmRef(m.Node, int(m.VMID)), Name: m.Name, Tags: splitTags(m.Tags),
 		Cores: int(m.MaxCPU), MemoryMiB: int(m.MaxMem / (1 << 20)), DiskGiB: int(m.MaxDisk / (1 << 30))}
 	cfg, err := p.config(ctx, op, t.Ref)
 	if err != nil {

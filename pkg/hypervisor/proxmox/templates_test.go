@@ -29,15 +29,15 @@ func TestResolveTemplatesOnePerNode(t *testing.T) {
 		errText   string
 	}{
 		{name: "one copy per node, sorted by node", inventory: copies(), sel: ubuntu,
-			want: []hypervisor.VMRef{{Node: "pve1", ID: 9000}, {Node: "pve3", ID: 9100}}},
+			want: []hypervisor.VMRef{{Node: "pve1", ID: "9000"}, {Node: "pve3", ID: "9100"}}},
 		{name: "by tags alone", inventory: copies(), sel: hypervisor.TemplateSelector{Tags: []string{"ubuntu"}},
-			want: []hypervisor.VMRef{{Node: "pve1", ID: 9000}, {Node: "pve3", ID: 9100}}},
+			want: []hypervisor.VMRef{{Node: "pve1", ID: "9000"}, {Node: "pve3", ID: "9100"}}},
 		{name: "a pinned node narrows to its copy", inventory: copies(), sel: hypervisor.TemplateSelector{Name: "ubuntu-2404-runner", Node: "pve3"},
-			want: []hypervisor.VMRef{{Node: "pve3", ID: 9100}}},
-		{name: "a VMID is exactly that template", inventory: copies(), sel: hypervisor.TemplateSelector{ID: 9100},
-			want: []hypervisor.VMRef{{Node: "pve3", ID: 9100}}},
+			want: []hypervisor.VMRef{{Node: "pve3", ID: "9100"}}},
+		{name: "a VMID is exactly that template", inventory: copies(), sel: hypervisor.TemplateSelector{ID: "9100"},
+			want: []hypervisor.VMRef{{Node: "pve3", ID: "9100"}}},
 		{name: "a single template as before", inventory: pvesim.DefaultInventory(), sel: ubuntu,
-			want: []hypervisor.VMRef{{Node: "pve1", ID: 9000}}},
+			want: []hypervisor.VMRef{{Node: "pve1", ID: "9000"}}},
 		{name: "two copies on one node are ambiguous",
 			inventory: copies(pvesim.RunnerTemplate(9101, "pve3", "ubuntu-2404-runner", "32G", "runner")), sel: ubuntu,
 			wantErr: hypervisor.ErrAmbiguous, errText: "2 templates match on node pve3: pve3/9100, pve3/9101"},
@@ -81,11 +81,11 @@ func TestResolveTemplateStaysExact(t *testing.T) {
 	g.Expect(err).To(MatchError(hypervisor.ErrAmbiguous))
 	g.Expect(err.Error()).To(ContainSubstring("pve1/9000, pve3/9100"))
 
-	tmpl, err := p.ResolveTemplate(ctx, hypervisor.TemplateSelector{ID: 9100, Node: "pve3"})
+	tmpl, err := p.ResolveTemplate(ctx, hypervisor.TemplateSelector{ID: "9100", Node: "pve3"})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(tmpl.Ref).To(Equal(hypervisor.VMRef{Node: "pve3", ID: 9100}))
+	g.Expect(tmpl.Ref).To(Equal(hypervisor.VMRef{Node: "pve3", ID: "9100"}))
 	g.Expect(tmpl.DiskGiB).To(Equal(40))
 
-	_, err = p.ResolveTemplate(ctx, hypervisor.TemplateSelector{ID: 9100, Node: "pve1"})
+	_, err = p.ResolveTemplate(ctx, hypervisor.TemplateSelector{ID: "9100", Node: "pve1"})
 	g.Expect(err).To(MatchError(hypervisor.ErrNotFound), "a recorded template that moved is not silently replaced")
 }

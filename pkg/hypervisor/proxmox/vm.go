@@ -202,7 +202,7 @@ func (p *Provider) OwnedVMs(ctx context.Context) ([]hypervisor.VM, error) {
 		if (verdict != ours && verdict != legacy) || r.Template != 0 {
 			continue
 		}
-		ref := hypervisor.VMRef{Node: r.Node, ID: int(r.VMID)}
+		ref := vmRef(r.Node, int(r.VMID))
 		vms = append(vms, hypervisor.VM{Ref: ref, Name: r.Name, State: powerState(r.Status, ""),
 			Tags: splitTags(r.Tags), Lock: r.Lock, Cores: int(r.MaxCPU), MemoryMiB: int(r.MaxMem / (1 << 20)),
 			Owner: owner, Uptime: time.Duration(r.Uptime) * time.Second, Usage: r.usage()})

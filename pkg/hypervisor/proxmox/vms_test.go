@@ -36,8 +36,8 @@ func TestGuestExec(t *testing.T) {
 	st, err := p.GuestExecStatus(ctx, ref, pid)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(st).To(Equal(hypervisor.ExecStatus{Exited: true, Stdout: "hello world\n"}))
-	g.Expect(sim.GuestExecs(ref.ID)).To(HaveLen(1))
-	g.Expect(sim.GuestExecs(ref.ID)[0].Command).To(Equal([]string{"echo", "hello", "world"}))
+	g.Expect(sim.GuestExecs(vmidOf(ref.ID))).To(HaveLen(1))
+	g.Expect(sim.GuestExecs(vmidOf(ref.ID))[0].Command).To(Equal([]string{"echo", "hello", "world"}))
 
 	pid, err = p.GuestExec(ctx, ref, []string{"sleep", "0.2"})
 	g.Expect(err).NotTo(HaveOccurred())
@@ -72,7 +72,7 @@ func TestGuestExecWithoutAgent(t *testing.T) {
 	ctx := testCtx(t)
 	ref := startOwned(t, sim, p, 301)
 	// A person removes the agent from the config on the hypervisor side.
-	g.Expect(sim.SetVMConfig(ref.ID, "agent", "")).To(Succeed())
+	g.Expect(sim.SetVMConfig(vmidOf(ref.ID), "agent", "")).To(Succeed())
 
 	_, err := p.GuestExec(ctx, ref, []string{"true"})
 	g.Expect(errors.Is(err, hypervisor.ErrNoGuestAgent)).To(BeTrue(), "%v", err)
@@ -86,7 +86,7 @@ func TestGuestExecRefusesForeignVMs(t *testing.T) {
 	sim := startSim(t, pvesim.Config{})
 	p := newTestProvider(t, sim, clusterA)
 	ctx := testCtx(t)
-	foreign := hypervisor.VMRef{Node: "pve1", ID: foreignRunning}
+	foreign := hypervisor.VMRef{Node: "pve1", ID: idOf(foreignRunning)}
 	_, err := p.GuestExec(ctx, foreign, []string{"rm", "-rf", "/"})
 	g.Expect(errors.Is(err, hypervisor.ErrNotOwned)).To(BeTrue(), "%v", err)
 	g.Expect(sim.GuestExecs(foreignRunning)).To(BeEmpty())
@@ -96,7 +96,7 @@ func TestGuestExecRefusesForeignVMs(t *testing.T) {
 	ref := startOwned(t, sim, other, 302)
 	_, err = p.GuestExec(ctx, ref, []string{"true"})
 	g.Expect(errors.Is(err, hypervisor.ErrNotOwned)).To(BeTrue(), "%v", err)
-	g.Expect(sim.GuestExecs(ref.ID)).To(BeEmpty())
+	g.Expect(sim.GuestExecs(vmidOf(ref.ID))).To(BeEmpty())
 }
 
 // TestLastStop tells a guest shutdown (no task) from a stop asked of the hypervisor.
@@ -107,7 +107,7 @@ func TestLastStop(t *testing.T) {
 	ctx := testCtx(t)
 	ref := startOwned(t, sim, p, 303)
 
-	g.Expect(sim.PowerOff(ref.ID)).To(Succeed())
+	g.Expect(sim.PowerOff(vmidOf(ref.ID))).To(Succeed())
 	rec, err := p.LastStop(ctx, ref)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(rec.Cause).To(Equal(hypervisor.StopByGuest))
@@ -131,18 +131,18 @@ func TestSnapshots(t *testing.T) {
 	p := newTestProvider(t, sim, clusterA)
 	ctx := testCtx(t)
 	ref := startOwned(t, sim, p, 304)
-	g.Expect(sim.WriteGuestData(ref.ID, "v1")).To(Succeed())
+	g.Expect(sim.WriteGuestData(vmidOf(ref.ID), "v1")).To(Succeed())
 
 	task, err := p.CreateSnapshot(ctx, ref, hypervisor.SnapshotSpec{Name: "before-upgrade", Description: "v1", WithMemory: true})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(string(task)).To(ContainSubstring(":qmsnapshot:"))
-	g.Expect(simVM(t, sim, ref.ID).Lock).To(Equal("snapshot"), "the VM is locked while the snapshot is taken")
+	g.Expect(simVM(t, sim, vmidOf(ref.ID)).Lock).To(Equal("snapshot"), "the VM is locked while the snapshot is taken")
 	// A second snapshot while the first runs: PVE's lock error, in the task.
 	second, err := p.CreateSnapshot(ctx, ref, hypervisor.SnapshotSpec{Name: "other"})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(waitTaskDone(t, p, task)).To(Succeed())
 	g.Expect(waitTaskDone(t, p, second)).To(MatchError(ContainSubstring("VM is locked (snapshot)")))
-	g.Expect(simVM(t, sim, ref.ID).Lock).To(BeEmpty())
+	g.Expect(simVM(t, sim, vmidOf(ref.ID)).Lock).To(BeEmpty())
 
 	snaps, err := p.Snapshots(ctx, ref)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -160,11 +160,11 @@ func TestSnapshots(t *testing.T) {
 	_, err = p.CreateSnapshot(ctx, ref, hypervisor.SnapshotSpec{Name: "1-bad name"})
 	g.Expect(errors.Is(err, hypervisor.ErrInvalid)).To(BeTrue())
 
-	g.Expect(sim.WriteGuestData(ref.ID, "v2")).To(Succeed())
+	g.Expect(sim.WriteGuestData(vmidOf(ref.ID), "v2")).To(Succeed())
 	task, err = p.RollbackSnapshot(ctx, ref, "before-upgrade", false)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(waitTaskDone(t, p, task)).To(Succeed())
-	vm := simVM(t, sim, ref.ID)
+	vm := simVM(t, sim, vmidOf(ref.ID))
 	g.Expect(vm.GuestData).To(Equal("v1"))
 	g.Expect(vm.Status).To(Equal("running"), "a snapshot with memory resumes")
 	g.Expect(vm.Parent).To(Equal("before-upgrade"))
@@ -176,7 +176,7 @@ func TestSnapshots(t *testing.T) {
 	task, err = p.DeleteSnapshot(ctx, ref, "before-upgrade")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(waitTaskDone(t, p, task)).To(Succeed())
-	g.Expect(simVM(t, sim, ref.ID).Snapshots).To(BeEmpty())
+	g.Expect(simVM(t, sim, vmidOf(ref.ID)).Snapshots).To(BeEmpty())
 }
 
 // TestSnapshotsRefuseForeignVMs: nothing is snapshotted, rolled back or deleted on a VM
@@ -186,7 +186,7 @@ func TestSnapshotsRefuseForeignVMs(t *testing.T) {
 	sim := startSim(t, pvesim.Config{})
 	p := newTestProvider(t, sim, clusterA)
 	ctx := testCtx(t)
-	foreign := hypervisor.VMRef{Node: "pve3", ID: foreignStopped}
+	foreign := hypervisor.VMRef{Node: "pve3", ID: idOf(foreignStopped)}
 	_, err := p.CreateSnapshot(ctx, foreign, hypervisor.SnapshotSpec{Name: "x"})
 	g.Expect(errors.Is(err, hypervisor.ErrNotOwned)).To(BeTrue(), "%v", err)
 	_, err = p.RollbackSnapshot(ctx, foreign, "x", false)

@@ -1,0 +1,16 @@
+package providers
+
+import (
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/proxmox"
+)
+
+// Builders returns every kind of hypervisor HyperFleet connects to, keyed by spec.provider: one
+// line per provider. A HypervisorCluster whose provider is not here is not Available, with reason
+// UnsupportedProvider.
+func Builders() map[infrav1.ProviderType]connection.ProviderBuilder {
+	return map[infrav1.ProviderType]connection.ProviderBuilder{
+		infrav1.ProviderProxmox: proxmox.Connector{},
+	}
+}
