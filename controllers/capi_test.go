@@ -85,7 +85,7 @@ func TestClusterAPIMachineLifecycle(t *testing.T) {
 	}, 60*time.Second, 200*time.Millisecond).Should(Succeed())
 	gotClaim := get(g, claim)
 	g.Expect(gotClaim.OwnerReferences).To(ContainElement(HaveField("Kind", "Machine")))
-	vm, ok := sim.VM(int(gotClaim.Status.VMID))
+	vm, ok := sim.VM(vmidOf(gotClaim.Status.VMID))
 	g.Expect(ok).To(BeTrue())
 	g.Expect(vm.Tags).To(ContainElement("hyperfleet"))
 	g.Expect(vm.Status).To(Equal("running"))
@@ -104,7 +104,7 @@ func TestClusterAPIMachineLifecycle(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(get(g, claim2).Status.Phase).To(Equal(infrav1.MachineClaimPhaseReady))
 	}, 60*time.Second, 200*time.Millisecond).Should(Succeed())
-	vmid := int(get(g, claim2).Status.VMID)
+	vmid := vmidOf(get(g, claim2).Status.VMID)
 	g.Expect(env.Client.Delete(ctx, machine2)).To(Succeed())
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(env.Client.Get(ctx, keyOf(machine2), machine2))
@@ -129,7 +129,7 @@ func TestClaimReadyOnlyAfterAttestation(t *testing.T) {
 		g.Expect(conditions.GetReason(got, infrav1.ReadyCondition)).To(Equal(infrav1.WaitingForBootstrapReason))
 		g.Expect(got.Status.Phase).To(Equal(infrav1.MachineClaimPhaseProvisioning))
 	}, 60*time.Second, 200*time.Millisecond).Should(Succeed())
-	vm, ok := sim.VM(int(get(g, claim).Status.VMID))
+	vm, ok := sim.VM(vmidOf(get(g, claim).Status.VMID))
 	g.Expect(ok).To(BeTrue())
 	g.Expect(vm.Status).To(Equal("running"))
 

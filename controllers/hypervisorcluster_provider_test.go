@@ -28,8 +28,7 @@ func TestHypervisorClusterOfAnUnregisteredProviderIsNotConnected(t *testing.T) {
 	hc := builder.NewHypervisorCluster("unregistered", ns).WithEndpoint("https://127.0.0.1:1").Build()
 	g.Expect(env.Client.Create(ctx, hc)).To(Succeed())
 
-	registry := connection.NewRegistry(env.Client, time.Second)
-	registry.Register(infrav1.ProviderProxmox, nil)
+	registry := connection.NewRegistry(env.Client, time.Second, nil)
 	r := &controllers.HypervisorClusterReconciler{Client: env.Client, Recorder: record.NewFakeRecorder(10), Registry: registry,
 		DefaultInterval: time.Minute}
 	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(hc)}

@@ -75,7 +75,7 @@ func TestTwoInstallationsShareOneProxmox(t *testing.T) {
 			g.Expect(inst.client().Get(ctx, keyOf(claim), claim)).To(Succeed())
 			g.Expect(claim.Status.Phase).To(Equal(infrav1.MachineClaimPhaseReady), "%s: %+v", inst.name, claim.Status.Conditions)
 		}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
-		vmids[inst.name] = int(claim.Status.VMID)
+		vmids[inst.name] = vmidOf(claim.Status.VMID)
 	}
 	g.Expect(vmids["prod"]).NotTo(Equal(vmids["staging"]))
 
@@ -150,8 +150,8 @@ func TestUpgradeAdoptsLegacyVMs(t *testing.T) {
 	maker, err := proxmox.New(owner)
 	g.Expect(err).NotTo(HaveOccurred())
 	makeVM := func(vmid int, name string) {
-		ref := hypervisor.VMRef{Node: "pve1", ID: vmid}
-		task, err := maker.Clone(ctx, hypervisor.CloneSpec{Source: hypervisor.VMRef{Node: "pve1", ID: 9000}, Target: ref, Name: name,
+		ref := hypervisor.VMRef{Node: "pve1", ID: idOf(vmid)}
+		_, task, err := maker.Clone(ctx, hypervisor.CloneSpec{Source: hypervisor.VMRef{Node: "pve1", ID: "9000"}, Target: ref, Name: name,
 			Owner: hypervisor.Ownership{ClaimNamespace: ns, ClaimName: name, ClaimID: "x"}})
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Eventually(func() bool { s, _ := maker.TaskStatus(ctx, "", task); return s.Done }, 10*time.Second, 20*time.Millisecond).Should(BeTrue())
@@ -169,7 +169,7 @@ func TestUpgradeAdoptsLegacyVMs(t *testing.T) {
 	legacyMarks(t, sim, 1500, ns, "pve", "runner-0", string(claim.UID))
 	claim.Spec.ProviderID = fmt.Sprintf("%sold-hc-uid/1500", infrav1.ProviderIDPrefix)
 	g.Expect(env.Client.Update(ctx, claim)).To(Succeed())
-	claim.Status = infrav1.MachineClaimStatus{VMID: 1500, Node: "pve1", CompletedStep: infrav1.StepStarted,
+	claim.Status = infrav1.MachineClaimStatus{VMID: "1500", Node: "pve1", CompletedStep: infrav1.StepStarted,
 		PowerState: "Running", Phase: infrav1.MachineClaimPhaseReady,
 		Initialization: &infrav1.MachineClaimInitializationStatus{Provisioned: ptr.To(true)}}
 	g.Expect(env.Client.Status().Update(ctx, claim)).To(Succeed())

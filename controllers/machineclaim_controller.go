@@ -234,6 +234,13 @@ func (r *MachineClaimReconciler) reconcileHypervisorCluster(ctx context.Context,
 		}
 		s.claim.Labels[infrav1.HypervisorClusterNameLabel] = hc.Name
 	}
+	if kind := connection.ProviderOf(hc); s.claim.Spec.Proxmox != nil && kind != infrav1.ProviderProxmox {
+		// Settings the cluster's provider does not have would be silently dropped: refuse them.
+		s.terminal = true
+		setVMCondition(s.claim, metav1.ConditionFalse, infrav1.ProviderMismatchReason,
+			fmt.Sprintf("spec.proxmox is set but HypervisorCluster %s has provider %s: remove spec.proxmox or use a Proxmox HypervisorCluster", hc.Name, kind))
+		return ctrl.Result{RequeueAfter: time.Minute}, nil
+	}
 	if !conditions.IsTrue(hc, infrav1.HypervisorClusterAvailableCondition) {
 		setVMCondition(s.claim, metav1.ConditionFalse, infrav1.HypervisorClusterUnavailableReason,
 			fmt.Sprintf("HypervisorCluster %s is not available: %s", hc.Name, conditions.GetMessage(hc, infrav1.HypervisorClusterAvailableCondition)))

@@ -40,7 +40,7 @@ func expectOneVMPerClaim(t *testing.T, sim *pvesim.Simulator, claims []*infrav1.
 	vmids := map[int]string{}
 	for _, c := range claims {
 		got := get(g, c)
-		id := int(got.Status.VMID)
+		id := vmidOf(got.Status.VMID)
 		g.Expect(vmids).NotTo(HaveKey(id), "claims %s and %s share VM %d", vmids[id], c.Name, id)
 		vmids[id] = c.Name
 		vm, ok := sim.VM(id)
@@ -152,7 +152,7 @@ func TestHungTaskDoesNotBlockDeletion(t *testing.T) {
 	claims := createClaims(t, ns, 1)
 	expectOneVMPerClaim(t, sim, claims, 60*time.Second)
 	claim := get(g, claims[0])
-	vmid := int(claim.Status.VMID)
+	vmid := vmidOf(claim.Status.VMID)
 
 	sim.InjectFault(pvesim.Fault{Endpoint: "POST /nodes/{node}/qemu/{vmid}/status/stop", Count: 1, TaskDuration: time.Hour})
 	g.Expect(env.Client.Delete(ctx, claim)).To(Succeed())

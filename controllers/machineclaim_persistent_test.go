@@ -53,7 +53,7 @@ func persistentVMWith(t *testing.T, tm testTiming, strategy infrav1.RunStrategy,
 // vmStatus is the simulator's power state of the claim's VM, "gone" when it does not exist.
 func vmStatus(sim *pvesim.Simulator, claim *infrav1.MachineClaim) func() string {
 	return func() string {
-		vm, ok := sim.VM(int(claim.Status.VMID))
+		vm, ok := sim.VM(vmidOf(claim.Status.VMID))
 		if !ok {
 			return "gone"
 		}
@@ -69,7 +69,7 @@ func personStops(t *testing.T, sim *pvesim.Simulator, claim *infrav1.MachineClai
 	ctx := context.Background()
 	node, err := sim.PersonClient().Node(ctx, claim.Status.Node)
 	g.Expect(err).NotTo(HaveOccurred())
-	vm, err := node.VirtualMachine(ctx, int(claim.Status.VMID))
+	vm, err := node.VirtualMachine(ctx, vmidOf(claim.Status.VMID))
 	g.Expect(err).NotTo(HaveOccurred())
 	if shutdown {
 		_, err = vm.Shutdown(ctx)
@@ -122,7 +122,7 @@ func TestPersistentAlwaysRestarts(t *testing.T) {
 		g.Expect(conditions.GetReason(got, infrav1.MachineClaimLiveMigratableCondition)).To(Equal(infrav1.LocalDisksReason))
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 
-	g.Expect(sim.PowerOff(int(claim.Status.VMID))).To(Succeed())
+	g.Expect(sim.PowerOff(vmidOf(claim.Status.VMID))).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		got := get(g, claim)
 		g.Expect(got.Status.RestartCount).To(BeNumerically(">=", 1))
@@ -146,7 +146,7 @@ func TestPersistentRerunOnFailure(t *testing.T) {
 	g.Eventually(func() infrav1.MachineClaimPhase { return get(g, claim).Status.Phase }, 30*time.Second, 100*time.Millisecond).
 		Should(Equal(infrav1.MachineClaimPhaseRunning))
 
-	g.Expect(sim.PowerOff(int(claim.Status.VMID))).To(Succeed())
+	g.Expect(sim.PowerOff(vmidOf(claim.Status.VMID))).To(Succeed())
 	staysOff(t, sim, claim, "a guest shutdown is respected under RerunOnFailure")
 	got := get(g, claim)
 	g.Expect(got.Status.Phase).To(Equal(infrav1.MachineClaimPhaseStopped))
@@ -159,7 +159,7 @@ func TestPersistentRerunOnFailure(t *testing.T) {
 	ctx := context.Background()
 	node, err := sim.PersonClient().Node(ctx, claim.Status.Node)
 	g.Expect(err).NotTo(HaveOccurred())
-	vm, err := node.VirtualMachine(ctx, int(claim.Status.VMID))
+	vm, err := node.VirtualMachine(ctx, vmidOf(claim.Status.VMID))
 	g.Expect(err).NotTo(HaveOccurred())
 	_, err = vm.Start(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -212,7 +212,7 @@ func TestPersistentHaltedOnceManual(t *testing.T) {
 		claim, sim := persistentVM(t, infrav1.RunStrategyManual, func(b *builder.MachineClaimBuilder) {
 			b.WithHooks([]string{"echo", "warm"}, []string{"echo", "bye"}).WithTerminationGracePeriod(2)
 		})
-		vmid := int(claim.Status.VMID)
+		vmid := vmidOf(claim.Status.VMID)
 		g.Expect(sim.PowerOff(vmid)).To(Succeed())
 		staysOff(t, sim, claim, "Manual does not restart by itself")
 

@@ -31,7 +31,7 @@ func TestSpentSeedIsRemoved(t *testing.T) {
 	var iso string
 	g.Eventually(func(g Gomega) {
 		got := get(g, claim)
-		vmid = int(got.Status.VMID)
+		vmid = vmidOf(got.Status.VMID)
 		vm, ok := sim.VM(vmid)
 		g.Expect(ok).To(BeTrue())
 		g.Expect(vm.Status).To(Equal("running"))

@@ -33,11 +33,11 @@ func expectClonedFromOwnNode(g Gomega, sim *pvesim.Simulator, claim *infrav1.Mac
 	g.Expect(got.Status.Phase).To(Equal(infrav1.MachineClaimPhaseReady), "%s: %+v", got.Name, got.Status.Conditions)
 	tmpl := templateOfNode[got.Status.Node]
 	g.Expect(tmpl).NotTo(BeZero(), "%s was placed on %s, which holds no copy", got.Name, got.Status.Node)
-	g.Expect(got.Status.SourceTemplate).To(Equal(&infrav1.TemplateRef{Node: got.Status.Node, VMID: int32(tmpl)}))
-	vm, ok := sim.VM(int(got.Status.VMID))
+	g.Expect(got.Status.SourceTemplate).To(Equal(&infrav1.TemplateRef{Node: got.Status.Node, ID: idOf(tmpl)}))
+	vm, ok := sim.VM(vmidOf(got.Status.VMID))
 	g.Expect(ok).To(BeTrue())
 	g.Expect(vm.Node).To(Equal(got.Status.Node))
-	g.Expect(vm.Disks["scsi0"]).To(HavePrefix(fmt.Sprintf("local-lvm:base-%d-disk-0/vm-%d-disk-0,", tmpl, got.Status.VMID)))
+	g.Expect(vm.Disks["scsi0"]).To(HavePrefix(fmt.Sprintf("local-lvm:base-%d-disk-0/vm-%s-disk-0,", tmpl, got.Status.VMID)))
 }
 
 // TestLinkedClonesSpreadOverTemplateCopies keeps the runner template on two nodes: claims selecting
@@ -136,7 +136,7 @@ func TestRecordedTemplateSurvivesRestart(t *testing.T) {
 	got := get(g, claim)
 	g.Expect(*got.Status.SourceTemplate).To(Equal(recorded))
 	g.Expect(got.Status.Node).To(Equal(recorded.Node))
-	vm, _ := sim.VM(int(got.Status.VMID))
+	vm, _ := sim.VM(vmidOf(got.Status.VMID))
 	g.Expect(vm.Disks["scsi0"]).To(ContainSubstring("size=40G"), "the disk was grown from the recorded copy's size")
 
 	fresh := builder.NewMachineClaim("fresh", ns).WithHypervisorCluster("pve").WithTemplateName("ubuntu-2404-runner", "runner").Build()

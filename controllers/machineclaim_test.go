@@ -46,7 +46,7 @@ func TestStandaloneClaimLifecycle(t *testing.T) {
 	g.Expect(conditions.IsTrue(got, infrav1.ReadyCondition)).To(BeTrue())
 	g.Expect(got.Labels).To(HaveKeyWithValue(infrav1.HypervisorClusterNameLabel, "pve"))
 
-	vm, ok := sim.VM(int(got.Status.VMID))
+	vm, ok := sim.VM(vmidOf(got.Status.VMID))
 	g.Expect(ok).To(BeTrue())
 	g.Expect(vm.Status).To(Equal("running"))
 	g.Expect(vm.Node).To(Equal(got.Status.Node))
@@ -57,15 +57,15 @@ func TestStandaloneClaimLifecycle(t *testing.T) {
 	g.Expect(vm.Disks["scsi0"]).To(ContainSubstring("size=40G"))
 	g.Expect(vm.Disks["ide3"]).To(HaveSuffix(",media=cdrom"), "the cloud-init ISO is attached")
 	g.Expect(sim.Requests()["PUT /nodes/{node}/qemu/{vmid}/config"]).To(Equal(1), "hardware and cloud-init in one config write")
-	g.Expect(got.Status.VMID).To(BeNumerically(">=", 1000))
-	g.Expect(got.Status.VMID).To(BeNumerically("<=", 1999))
+	g.Expect(vmidOf(got.Status.VMID)).To(BeNumerically(">=", 1000))
+	g.Expect(vmidOf(got.Status.VMID)).To(BeNumerically("<=", 1999))
 	g.Expect(ownedVMs(sim)).To(HaveLen(1))
 
 	g.Expect(env.Client.Delete(ctx, claim)).To(Succeed())
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(env.Client.Get(ctx, keyOf(claim), claim))
 	}, 30*time.Second, 100*time.Millisecond).Should(BeTrue())
-	_, exists := sim.VM(int(got.Status.VMID))
+	_, exists := sim.VM(vmidOf(got.Status.VMID))
 	g.Expect(exists).To(BeFalse(), "the VM is destroyed before the claim is released")
 	g.Expect(ownedVMs(sim)).To(BeEmpty())
 	g.Expect(foreignVMs(sim)).To(Equal(foreignBefore), "foreign VMs are never touched")
@@ -85,7 +85,7 @@ func TestPoweredOffVMIsSwept(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(get(g, claim).Status.Phase).To(Equal(infrav1.MachineClaimPhaseReady))
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
-	vmid := int(get(g, claim).Status.VMID)
+	vmid := vmidOf(get(g, claim).Status.VMID)
 
 	poweredOff := time.Now()
 	g.Expect(sim.PowerOff(vmid)).To(Succeed())

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
@@ -28,7 +27,7 @@ func TestMachineClaimTemplateChecks(t *testing.T) {
 		HypervisorClusterName: "pve", Template: infrav1.TemplateSource{Name: "ubuntu-2404-runner", Tags: []string{"runner"}},
 		Cores: 4, MemoryMiB: 8192}).Build()
 	huge := builder.NewMachineClaimTemplate("huge", ns).WithSpec(infrav1.MachineClaimSpec{
-		HypervisorClusterName: "pve", Template: infrav1.TemplateSource{VMID: ptr.To[int32](9000)}, MemoryMiB: 4 << 20}).Build()
+		HypervisorClusterName: "pve", Template: infrav1.TemplateSource{ID: "9000"}, MemoryMiB: 4 << 20}).Build()
 	missing := builder.NewMachineClaimTemplate("missing", ns).WithSpec(infrav1.MachineClaimSpec{
 		HypervisorClusterName: "pve", Template: infrav1.TemplateSource{Name: "windows-2025"}}).Build()
 	for _, o := range []*infrav1.MachineClaimTemplate{ok, huge, missing} {

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/config"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
 	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
@@ -41,6 +42,9 @@ type Options struct {
 	// ProviderTaskPollInterval is how often a hypervisor client polls a task it waits for itself;
 	// zero keeps each provider's default (tests poll faster this way).
 	ProviderTaskPollInterval time.Duration
+	// Providers adds or replaces hypervisor provider builders, keyed by spec.provider, on top of
+	// pkg/providers' list (tests connect a fake provider this way).
+	Providers map[infrav1.ProviderType]connection.ProviderBuilder
 	// TemplateCheckInterval is how often MachineClaimTemplates are re-checked. Default 1m.
 	TemplateCheckInterval time.Duration
 	// SPIRESelectors are what a VM's workload must match to get its machine SVID ("type:value");
@@ -71,6 +75,9 @@ type Options struct {
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	registry := connection.NewRegistry(mgr.GetClient(), opts.ProviderTimeout, providers.Builders())
 	registry.TaskPollInterval = opts.ProviderTaskPollInterval
+	for kind, b := range opts.Providers {
+		registry.Register(kind, b)
+	}
 	// Every hypervisor call gets a span and latency/error metrics.
 	registry.Wrap = hvinstrumented.Wrap
 	copts := controller.Options{MaxConcurrentReconciles: opts.Concurrency}

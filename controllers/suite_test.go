@@ -76,6 +76,8 @@ type testTiming struct {
 	taskDeadline time.Duration
 	// clock, when set, tells snapshot schedules the time.
 	clock clock.PassiveClock
+	// providers are extra provider builders (the in-memory GUID provider).
+	providers map[infrav1.ProviderType]connection.ProviderBuilder
 }
 
 // startManager runs HyperFleet's manager, as the binary would, until the test ends or stop is called.
@@ -117,10 +119,8 @@ func startManagerOn(t *testing.T, e *testenv.Env, mutate func(*config.Manager), 
 		o.TemplateCheckInterval = time.Second
 		o.RunnerName = tm.runnerName
 		o.Clock = tm.clock
-		o.Builder = func(c proxmox.Config) (hypervisorProvider, error) {
-			c.TaskPollInterval = 20 * time.Millisecond
-			return connection.DefaultBuilder(c)
-		}
+		o.ProviderTaskPollInterval = 20 * time.Millisecond
+		o.Providers = tm.providers
 	})
 	if err != nil {
 		t.Fatalf("manager: %v", err)

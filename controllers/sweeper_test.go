@@ -33,7 +33,7 @@ func TestIncompleteListingRetiresNothing(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(get(g, claim).Status.Phase).To(Equal(infrav1.MachineClaimPhaseReady))
 	}, 90*time.Second, 100*time.Millisecond).Should(Succeed())
-	vmid, node := int(claim.Status.VMID), claim.Status.Node
+	vmid, node := vmidOf(claim.Status.VMID), claim.Status.Node
 
 	stillThere := func(why string) {
 		g.Consistently(func(g Gomega) {
@@ -98,7 +98,7 @@ func busyMarkedRunner(t *testing.T, max int32) (pool *fleetv1.RunnerPool, name s
 		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, claim)).To(Succeed())
 		g.Expect(claim.Status.CompletedStep).To(Equal(infrav1.StepStarted), "%+v", claim.Status.Conditions)
 	}, 90*time.Second, 100*time.Millisecond).Should(Succeed())
-	g.Expect(sim.PowerOff(int(claim.Status.VMID))).To(Succeed())
+	g.Expect(sim.PowerOff(vmidOf(claim.Status.VMID))).To(Succeed())
 
 	machine := &clusterv1.Machine{}
 	g.Eventually(func(g Gomega) {

@@ -68,7 +68,7 @@ func TestChooseTemplate(t *testing.T) {
 		{Name: "pve4", Online: true, MemoryFree: 16 * gib},
 	}
 	copyOn := func(node string, id int) hypervisor.Template {
-		return hypervisor.Template{Ref: hypervisor.VMRef{Node: node, ID: id}, Name: "ubuntu-2404-runner"}
+		return hypervisor.Template{Ref: hypervisor.VMRef{Node: node, ID: idOf(id)}, Name: "ubuntu-2404-runner"}
 	}
 	copies := []hypervisor.Template{copyOn("pve1", 9000), copyOn("pve3", 9100), copyOn("pve4", 9200)}
 	cases := []struct {
@@ -94,14 +94,23 @@ func TestChooseTemplate(t *testing.T) {
 				return
 			}
 			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(got.Ref.ID).To(Equal(tc.want))
+			g.Expect(got.Ref.ID).To(Equal(idOf(tc.want)))
 		})
 	}
 }
 
 func TestTemplateOn(t *testing.T) {
 	g := NewWithT(t)
-	copies := []hypervisor.Template{{Ref: hypervisor.VMRef{Node: "pve1", ID: 9000}}, {Ref: hypervisor.VMRef{Node: "pve3", ID: 9100}}}
-	g.Expect(TemplateOn(copies, "pve3").Ref.ID).To(Equal(9100), "a full clone copies from its own node's template")
-	g.Expect(TemplateOn(copies, "pve2").Ref.ID).To(Equal(9000), "or from the first copy")
+	copies := []hypervisor.Template{{Ref: hypervisor.VMRef{Node: "pve1", ID: "9000"}}, {Ref: hypervisor.VMRef{Node: "pve3", ID: "9100"}}}
+	g.Expect(TemplateOn(copies, "pve3").Ref.ID).To(Equal("9100"), "a full clone copies from its own node's template")
+	g.Expect(TemplateOn(copies, "pve2").Ref.ID).To(Equal("9000"), "or from the first copy")
+}
+
+func TestAllowedNodes(t *testing.T) {
+	g := NewWithT(t)
+	nodes := []hypervisor.Node{{Name: "pve1"}, {Name: "pve2"}, {Name: "pve3"}}
+	g.Expect(AllowedNodes(nodes, nil)).To(Equal(nodes), "no restriction keeps every node")
+	g.Expect(AllowedNodes(nodes, []string{"pve3", "pve1", "pve9"})).To(Equal([]hypervisor.Node{{Name: "pve1"}, {Name: "pve3"}}),
+		"only listed nodes, in the provider's order; unknown names add nothing")
+	g.Expect(AllowedNodes(nodes, []string{"pve9"})).To(BeEmpty())
 }

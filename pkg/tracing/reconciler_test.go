@@ -85,7 +85,7 @@ func TestReconcileTraceCoversProviderCallsAndLogs(t *testing.T) {
 			return reconcile.Result{}, err
 		}
 		log.Info("hypervisor verified", "version", version)
-		_, err = provider.VM(ctx, hypervisor.VMRef{Node: "pve1", ID: 999_999})
+		_, err = provider.VM(ctx, hypervisor.VMRef{Node: "pve1", ID: idOf(999_999)})
 		log.Error(err, "VM lookup failed")
 		return reconcile.Result{RequeueAfter: time.Second}, nil
 	}))

@@ -85,7 +85,7 @@ func TestBurstOfJobs(t *testing.T) {
 		g.Expect(dataSecrets(g, c, ns)).To(Equal(1), "only the floor's bootstrap data Secret is left")
 		owned, _ := devfleet.SplitVMs(fleet.Simulator.VMs())
 		g.Expect(owned).To(HaveLen(1), "only the floor's VM is left")
-		g.Expect(owned[0].VMID).To(BeEquivalentTo(claims.Items[0].Status.VMID))
+		g.Expect(owned[0].VMID).To(Equal(vmidOf(claims.Items[0].Status.VMID)))
 		p := &fleetv1.RunnerPool{}
 		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: pool}, p)).To(Succeed())
 		g.Expect(p.Status.DesiredReplicas).To(BeEquivalentTo(1))

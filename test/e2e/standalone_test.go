@@ -65,12 +65,12 @@ func TestStandaloneMachineClaimWithKubectl(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(fleet.Client().Get(ctx, key, claim)).To(Succeed())
 		g.Expect(claim.Status.Phase).To(Equal(infrav1.MachineClaimPhaseReady))
-		vm, ok := fleet.Simulator.VM(int(claim.Status.VMID))
+		vm, ok := fleet.Simulator.VM(vmidOf(claim.Status.VMID))
 		g.Expect(ok).To(BeTrue())
 		g.Expect(vm.Status).To(Equal("running"))
 		g.Expect(vm.Cores).To(Equal(1))
 	}, 90*time.Second, 250*time.Millisecond).Should(Succeed(), "the claim becomes a running VM")
-	vmid := int(claim.Status.VMID)
+	vmid := vmidOf(claim.Status.VMID)
 	t.Log(kubectl("get", "machineclaim", "-n", s.Namespace, "debug-vm"))
 
 	t.Log(kubectl("delete", "-f", manifest, "--wait=false"))

@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
@@ -62,23 +61,62 @@ func TestValidationRules(t *testing.T) {
 			obj:     builder.NewHypervisorCluster("node", ns).WithAllowedNodes("pve_1!").Build(),
 			message: "spec.allowedNodes[0]",
 		},
-		{name: "valid MachineClaim by vmid", obj: builder.NewMachineClaim("vmid", ns).Build()},
+		{
+			name: "valid Hyper-V HypervisorCluster",
+			obj: withProvider(builder.NewHypervisorCluster("hyperv", ns).WithEndpoint("https://hv1.example.com:5986/wsman").Build(),
+				infrav1.ProviderHyperV, nil, &infrav1.HyperVClusterParameters{Auth: infrav1.HyperVAuthNTLM, VHDPath: `D:\HyperFleet\Disks`,
+					Hosts: []infrav1.HyperVHost{{Name: "hv1", Endpoint: "https://hv1.example.com:5986/wsman"}, {Name: "hv2", Endpoint: "https://hv2.example.com:5986/wsman"}}}),
+		},
+		{
+			name: "HypervisorCluster Proxmox settings under Hyper-V",
+			obj: withProvider(builder.NewHypervisorCluster("hv-px", ns).Build(), infrav1.ProviderHyperV,
+				&infrav1.ProxmoxClusterParameters{Pool: "ci"}, nil),
+			message: "spec.proxmox applies only to provider Proxmox",
+		},
+		{
+			name: "HypervisorCluster Hyper-V settings under Proxmox",
+			obj: withProvider(builder.NewHypervisorCluster("px-hv", ns).Build(), infrav1.ProviderProxmox,
+				nil, &infrav1.HyperVClusterParameters{Auth: infrav1.HyperVAuthBasic}),
+			message: "spec.hyperv applies only to provider hyperv",
+		},
+		{
+			name: "HypervisorCluster Hyper-V path that is not a Windows path",
+			obj: withProvider(builder.NewHypervisorCluster("hv-path", ns).Build(), infrav1.ProviderHyperV,
+				nil, &infrav1.HyperVClusterParameters{VMPath: `C:\VMs'; Remove-Item C:\ -Recurse; '`}),
+			message: "spec.hyperv.vmPath",
+		},
+		{
+			name: "HypervisorCluster Hyper-V hosts with one name twice",
+			obj: withProvider(builder.NewHypervisorCluster("hv-dup", ns).Build(), infrav1.ProviderHyperV, nil,
+				&infrav1.HyperVClusterParameters{Hosts: []infrav1.HyperVHost{{Name: "hv1", Endpoint: "https://a:5986/wsman"}, {Name: "hv1", Endpoint: "https://b:5986/wsman"}}}),
+			message: "hosts must have distinct names",
+		},
+		{name: "valid MachineClaim by id", obj: builder.NewMachineClaim("vmid", ns).Build()},
+		{
+			name: "valid MachineClaim by GUID",
+			obj:  builder.NewMachineClaim("guid", ns).WithTemplate(infrav1.TemplateSource{ID: "5f0c2a8e-9b1d-4c3e-8f7a-2d6e1b0c9a47"}).Build(),
+		},
+		{
+			name:    "MachineClaim template id that could walk an API path",
+			obj:     builder.NewMachineClaim("walk", ns).WithTemplate(infrav1.TemplateSource{ID: "9000/../100"}).Build(),
+			message: "spec.template.id",
+		},
 		{name: "valid MachineClaim by name and tags", obj: builder.NewMachineClaim("byname", ns).WithTemplateName("ubuntu", "runner").Build()},
 		{
 			name: "MachineClaim template by vmid and name",
 			obj: builder.NewMachineClaim("both", ns).WithTemplate(infrav1.TemplateSource{
-				VMID: ptr.To[int32](9000), Name: "ubuntu"}).Build(),
-			message: "select the template either by vmid or by name/tags, not both and not neither",
+				ID: "9000", Name: "ubuntu"}).Build(),
+			message: "select the template either by id or by name/tags, not both and not neither",
 		},
 		{
 			name:    "MachineClaim template selector empty",
 			obj:     builder.NewMachineClaim("neither", ns).WithTemplate(infrav1.TemplateSource{}).Build(),
-			message: "select the template either by vmid or by name/tags, not both and not neither",
+			message: "select the template either by id or by name/tags, not both and not neither",
 		},
 		{
 			name:    "MachineClaim storage on a linked clone",
 			obj:     builder.NewMachineClaim("linked", ns).WithClone(infrav1.CloneLinked, "local-lvm").Build(),
-			message: "storage can only be chosen for a Full clone",
+			message: "proxmox.storage can only be chosen for a Full clone",
 		},
 		{name: "valid MachineClaim full clone to storage", obj: builder.NewMachineClaim("full", ns).WithClone(infrav1.CloneFull, "local-lvm").Build()},
 		{
@@ -253,6 +291,16 @@ func TestImmutableFields(t *testing.T) {
 		g.Expect(err.Error()).To(ContainSubstring("clusterName is immutable"))
 	})
 
+	t.Run("HypervisorCluster provider", func(t *testing.T) {
+		g := NewWithT(t)
+		hc := builder.NewHypervisorCluster("pve", ns).Build()
+		g.Expect(env.Client.Create(ctx, hc)).To(Succeed())
+		hc.Spec.Provider = infrav1.ProviderHyperV
+		err := env.Client.Update(ctx, hc)
+		g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
+		g.Expect(err.Error()).To(ContainSubstring("provider cannot change"))
+	})
+
 	t.Run("MachineClaim providerID", func(t *testing.T) {
 		g := NewWithT(t)
 		claim := builder.NewMachineClaim("claim", ns).Build()
@@ -264,6 +312,13 @@ func TestImmutableFields(t *testing.T) {
 		g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
 		g.Expect(err.Error()).To(ContainSubstring("providerID cannot be changed once set"))
 	})
+}
+
+// withProvider sets a HypervisorCluster's provider and provider-specific settings.
+func withProvider(hc *infrav1.HypervisorCluster, kind infrav1.ProviderType, px *infrav1.ProxmoxClusterParameters,
+	hv *infrav1.HyperVClusterParameters) *infrav1.HypervisorCluster {
+	hc.Spec.Provider, hc.Spec.Proxmox, hc.Spec.HyperV = kind, px, hv
+	return hc
 }
 
 // TestCRDContractLabels checks what Cluster API needs to find HyperFleet's kinds.

@@ -2,6 +2,7 @@ package packaging
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -76,7 +77,7 @@ func TestClusterctlMoveKeepsVMs(t *testing.T) {
 		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(claim), claim)).To(Succeed())
 		g.Expect(claim.Status.Phase).To(Equal(infrav1.MachineClaimPhaseReady), "%+v", claim.Status.Conditions)
 	}, time.Minute, 200*time.Millisecond).Should(Succeed())
-	vmid := int(claim.Status.VMID)
+	vmid := vmidOf(claim.Status.VMID)
 	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(hc), hc)).To(Succeed())
 	installationID := hc.Spec.InstallationID
 	g.Expect(installationID).NotTo(BeEmpty())
@@ -90,7 +91,7 @@ func TestClusterctlMoveKeepsVMs(t *testing.T) {
 		g.Expect(to.Client.Get(ctx, client.ObjectKeyFromObject(claim), moved)).To(Succeed())
 		g.Expect(moved.UID).NotTo(Equal(claim.UID))
 		g.Expect(moved.Status.Phase).To(Equal(infrav1.MachineClaimPhaseReady), "%+v", moved.Status.Conditions)
-		g.Expect(moved.Status.VMID).To(Equal(int32(vmid)))
+		g.Expect(moved.Status.VMID).To(Equal(strconv.Itoa(vmid)))
 	}, time.Minute, 200*time.Millisecond).Should(Succeed())
 	g.Expect(moved.Spec.ClaimID).To(Equal(claim.Spec.ClaimID))
 	movedHC := &infrav1.HypervisorCluster{}

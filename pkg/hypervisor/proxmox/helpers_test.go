@@ -123,8 +123,11 @@ func simVM(t testing.TB, sim *pvesim.Simulator, vmid int) pvesim.VM {
 // idOf is a VMID as a VM ID.
 func idOf(vmid int) string { return strconv.Itoa(vmid) }
 
-// vmidOf is the VMID of a Proxmox VM ID, for the simulator's calls.
+// vmidOf is the VMID of a Proxmox VM ID, for the simulator's calls; 0 while there is none.
 func vmidOf(id string) int {
+	if id == "" {
+		return 0
+	}
 	n, err := strconv.Atoi(id)
 	if err != nil {
 		panic(fmt.Sprintf("VM ID %q is not a VMID", id))

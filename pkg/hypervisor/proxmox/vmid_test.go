@@ -1,0 +1,56 @@
+package proxmox
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
+	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
+)
+
+// TestVMIDsNeverReachAnotherPath: VM IDs are opaque strings outside this package and come from
+// object status and spec. One that is not a VMID in decimal (another provider's GUID, or text
+// crafted to walk to another API path) must not become part of a request path.
+func TestVMIDsNeverReachAnotherPath(t *testing.T) {
+	for _, tc := range []struct {
+		id, want string
+	}{
+		{"105", "/nodes/pve1/qemu/105/config"},
+		{"999999999", "/nodes/pve1/qemu/999999999/config"},
+		{"", "/nodes/pve1/qemu/0/config"},
+		{"0105", "/nodes/pve1/qemu/0/config"},
+		{"+105", "/nodes/pve1/qemu/0/config"},
+		{"-1", "/nodes/pve1/qemu/0/config"},
+		{"105/../../../access/users", "/nodes/pve1/qemu/0/config"},
+		{"105?purge=1", "/nodes/pve1/qemu/0/config"},
+		{"..", "/nodes/pve1/qemu/0/config"},
+		{"5f0c2a8e-9b1d-4c3e-8f7a-2d6e1b0c9a47", "/nodes/pve1/qemu/0/config"},
+	} {
+		t.Run(tc.id, func(t *testing.T) {
+			g := NewWithT(t)
+			g.Expect(vmPath(hypervisor.VMRef{Node: "pve1", ID: tc.id}, "/config")).To(Equal(tc.want))
+		})
+	}
+	g := NewWithT(t)
+	g.Expect(vmPath(hypervisor.VMRef{Node: "pve1/../../access", ID: "105"}, "")).To(Equal("/nodes/pve1%2F..%2F..%2Faccess/qemu/105"),
+		"a node name cannot walk out of /nodes either")
+}
+
+// TestCloneRefusesIDsThatAreNotVMIDs: a clone target or source that is not a VMID is refused
+// before any request, with ErrInvalid.
+func TestCloneRefusesIDsThatAreNotVMIDs(t *testing.T) {
+	g := NewWithT(t)
+	sim := startSim(t, pvesim.Config{})
+	before := len(sim.VMs())
+	p := newTestProvider(t, sim, clusterA)
+	for _, spec := range []hypervisor.CloneSpec{
+		{Source: hypervisor.VMRef{Node: "pve1", ID: idOf(templateID)}, Target: hypervisor.VMRef{Node: "pve1", ID: "1e3"}},
+		{Source: hypervisor.VMRef{Node: "pve1", ID: "9000/../100"}, Target: hypervisor.VMRef{Node: "pve1", ID: "901"}},
+		{Source: hypervisor.VMRef{Node: "pve1", ID: idOf(templateID)}},
+	} {
+		_, _, err := p.Clone(testCtx(t), spec)
+		g.Expect(err).To(MatchError(hypervisor.ErrInvalid), "%+v", spec)
+	}
+	g.Expect(sim.VMs()).To(HaveLen(before), "nothing was cloned")
+}
