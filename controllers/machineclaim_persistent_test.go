@@ -310,7 +310,7 @@ func TestPersistentMachineUnderClusterAPI(t *testing.T) {
 	}, 90*time.Second, 200*time.Millisecond).Should(Succeed())
 	claim = get(g, claim)
 
-	g.Expect(sim.PowerOff(int(claim.Status.VMID))).To(Succeed())
+	g.Expect(sim.PowerOff(vmidOf(claim.Status.VMID))).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(get(g, claim).Status.RestartCount).To(BeNumerically(">=", 1))
 		g.Expect(vmStatus(sim, claim)()).To(Equal("running"))
@@ -346,7 +346,7 @@ func TestPreStopHookTimeout(t *testing.T) {
 	annotatePowerRequest(t, claim, infrav1.PowerRequestStop)
 	g.Eventually(vmStatus(sim, claim), 30*time.Second, 50*time.Millisecond).Should(Equal("stopped"))
 	g.Expect(time.Since(asked)).To(BeNumerically(">=", time.Second), "the hook had its second")
-	g.Expect(commands(sim, int(claim.Status.VMID))).To(ContainElement("sleep 60"))
+	g.Expect(commands(sim, vmidOf(claim.Status.VMID))).To(ContainElement("sleep 60"))
 	g.Eventually(func(g Gomega) {
 		events := &corev1.EventList{}
 		g.Expect(env.Client.List(ctx, events, client.InNamespace(claim.Namespace))).To(Succeed())

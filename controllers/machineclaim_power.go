@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -114,6 +115,9 @@ func (r *MachineClaimReconciler) checkMigratable(ctx context.Context, s *claimSc
 		return
 	}
 	m, err := checker.CheckMigration(ctx, vmRef(c))
+	if err == nil && len(s.hc.Spec.AllowedNodes) > 0 {
+		m.AllowedHosts = slices.DeleteFunc(m.AllowedHosts, func(h string) bool { return !slices.Contains(s.hc.Spec.AllowedNodes, h) })
+	}
 	switch {
 	case err != nil:
 		set(metav1.ConditionUnknown, infrav1.MigrationCheckFailedReason, fmt.Sprintf("checking migration: %v", err))

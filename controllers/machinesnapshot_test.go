@@ -36,7 +36,7 @@ func TestMachineSnapshotCreateRestoreDelete(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	claim, sim := persistentVM(t, infrav1.RunStrategyAlways)
-	ns, vmid := claim.Namespace, int(claim.Status.VMID)
+	ns, vmid := claim.Namespace, vmidOf(claim.Status.VMID)
 	g.Eventually(func() infrav1.MachineClaimPhase { return get(g, claim).Status.Phase }, 30*time.Second, 100*time.Millisecond).
 		Should(Equal(infrav1.MachineClaimPhaseRunning))
 	g.Expect(sim.WriteGuestData(vmid, "v1")).To(Succeed())
@@ -112,7 +112,7 @@ func TestMachineSnapshotStaysInItsNamespace(t *testing.T) {
 	g.Expect(env.Client.Create(ctx, snap)).To(Succeed())
 	g.Eventually(func() string { return conditions.GetReason(get(g, snap), fleetv1.ReadyCondition) }, 30*time.Second, 100*time.Millisecond).
 		Should(Equal(fleetv1.SourceNotFoundReason))
-	g.Consistently(func() []string { vm, _ := sim.VM(int(claim.Status.VMID)); return vm.Snapshots }, 2*time.Second, 100*time.Millisecond).
+	g.Consistently(func() []string { vm, _ := sim.VM(vmidOf(claim.Status.VMID)); return vm.Snapshots }, 2*time.Second, 100*time.Millisecond).
 		Should(BeEmpty())
 	g.Expect(get(g, snap).Status.ReadyToUse).To(BeFalse())
 }
@@ -144,7 +144,7 @@ func TestMachineSnapshotWaitsForAPausedClaim(t *testing.T) {
 	g.Expect(env.Client.Create(ctx, snap)).To(Succeed())
 	g.Eventually(func() string { return conditions.GetMessage(get(g, snap), fleetv1.ReadyCondition) }, 30*time.Second, 100*time.Millisecond).
 		Should(ContainSubstring("is paused"))
-	g.Consistently(func() []string { vm, _ := sim.VM(int(claim.Status.VMID)); return vm.Snapshots }, 2*time.Second, 200*time.Millisecond).
+	g.Consistently(func() []string { vm, _ := sim.VM(vmidOf(claim.Status.VMID)); return vm.Snapshots }, 2*time.Second, 200*time.Millisecond).
 		Should(BeEmpty())
 
 	setPaused(false)

@@ -52,7 +52,7 @@ func TestSnapshotScheduleRetention(t *testing.T) {
 	night := func(i int) time.Time { return time.Date(now.Year(), now.Month(), now.Day()+1+i, 2, 0, 0, 0, berlin) }
 	clk := clocktesting.NewFakeClock(time.Date(now.Year(), now.Month(), now.Day()+1, 0, 30, 0, 0, berlin))
 	claim, sim := persistentVMWith(t, testTiming{sweep: 300 * time.Millisecond, orphanGrace: time.Second, clock: clk}, infrav1.RunStrategyAlways)
-	vmid := int(claim.Status.VMID)
+	vmid := vmidOf(claim.Status.VMID)
 
 	sched := &fleetv1.MachineSnapshotSchedule{
 		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: claim.Namespace},

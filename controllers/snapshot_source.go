@@ -27,7 +27,7 @@ type claimVM struct {
 func (v *claimVM) ref() hypervisor.VMRef { return vmRef(v.claim) }
 
 // vmID is the claim's VM ID as snapshots record it: the hypervisor's ID as text.
-func (v *claimVM) vmID() string { return fmt.Sprint(v.claim.Status.VMID) }
+func (v *claimVM) vmID() string { return v.claim.Status.VMID }
 
 // notReady says why a claim's VM cannot be acted on yet: a reason from api/hyperfleet and a message.
 type notReady struct{ reason, message string }
@@ -52,7 +52,7 @@ func resolveClaimVM(ctx context.Context, c client.Client, registry *connection.R
 		// until it resumes, here or in the cluster it moves to.
 		return v, &notReady{fleetv1.SourceNotReadyReason, fmt.Sprintf("MachineClaim %s is paused", name)}
 	}
-	if claim.Status.VMID == 0 || claim.Status.CompletedStep != infrav1.StepStarted || claim.Status.Node == "" {
+	if claim.Status.VMID == "" || claim.Status.CompletedStep != infrav1.StepStarted || claim.Status.Node == "" {
 		return v, &notReady{fleetv1.SourceNotReadyReason, fmt.Sprintf("MachineClaim %s has no provisioned VM yet", name)}
 	}
 	hcName := claim.Labels[infrav1.HypervisorClusterNameLabel]

@@ -13,6 +13,7 @@ import (
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
+	"github.com/hyperfleet-io/hyperfleet/pkg/providers"
 )
 
 // Inventory is the hypervisors' side of the picture, read by the console's own identity every
@@ -43,7 +44,7 @@ type ClusterInventory struct {
 
 // NewInventory reads through reader (the console's ServiceAccount) every interval.
 func NewInventory(reader client.Reader, interval, timeout time.Duration) *Inventory {
-	return &Inventory{reader: reader, registry: connection.NewRegistry(reader, timeout), interval: interval,
+	return &Inventory{reader: reader, registry: connection.NewRegistry(reader, timeout, providers.Builders()), interval: interval,
 		clusters: map[string]*ClusterInventory{}}
 }
 

@@ -216,7 +216,7 @@ func createVM(ctx context.Context, c client.Client, req CreateVMRequest) (*infra
 		},
 	}
 	if req.Bridge != "" || req.VLAN != 0 {
-		claim.Spec.Network = &infrav1.NetworkSpec{Bridge: req.Bridge}
+		claim.Spec.Network = &infrav1.NetworkSpec{Name: req.Bridge}
 		if req.VLAN != 0 {
 			claim.Spec.Network.VLAN = ptr.To(req.VLAN)
 		}

@@ -9,7 +9,8 @@ type Migratability struct {
 	LocalDisks []string
 	// LocalResources are host devices (PCI, USB) the VM uses.
 	LocalResources []string
-	// AllowedHosts are the hosts the VM could move to.
+	// AllowedHosts are the hosts the hypervisor would move the VM to; the HypervisorCluster's
+	// allowedNodes are not applied yet.
 	AllowedHosts []string
 }
 

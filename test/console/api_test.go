@@ -221,7 +221,7 @@ func TestCreateAndDeleteVMThroughTheAPI(t *testing.T) {
 
 	claim := &infrav1.MachineClaim{}
 	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: teamA, Name: "api-vm"}, claim)).To(Succeed())
-	vm, ok := sim.VM(int(claim.Status.VMID))
+	vm, ok := sim.VM(vmidOf(claim.Status.VMID))
 	g.Expect(ok).To(BeTrue())
 	g.Expect(vm.Status).To(Equal("running"))
 	g.Expect(vm.Cores).To(Equal(2))
@@ -247,7 +247,7 @@ func TestCreateAndDeleteVMThroughTheAPI(t *testing.T) {
 	g.Expect(job.ID).To(Equal("delete:" + teamA + ":api-vm"))
 	events = f.streamLog(t, tok, job.ID, 2*time.Minute)
 	g.Expect(events[len(events)-1]).To(Equal(sseEvent{Event: "end", Data: `{"state":"Succeeded"}`}))
-	_, exists := sim.VM(int(claim.Status.VMID))
+	_, exists := sim.VM(vmidOf(claim.Status.VMID))
 	g.Expect(exists).To(BeFalse(), "the VM is gone from the hypervisor")
 
 	if dir := os.Getenv("CONSOLE_ARTIFACTS"); dir != "" {

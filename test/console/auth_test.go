@@ -68,7 +68,7 @@ func TestReadOnlyRoleCannotChange(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := startConsole(t)
-	claim := builder.NewMachineClaim("ro-target", teamA).WithTemplate(infrav1.TemplateSource{VMID: ptr32(9000)}).
+	claim := builder.NewMachineClaim("ro-target", teamA).WithTemplate(infrav1.TemplateSource{ID: "9000"}).
 		WithHypervisorCluster("pve").WithBootstrapSecret("ro-target-user-data").Build()
 	g.Expect(env.Client.Create(ctx, claim)).To(Succeed())
 	pool := builder.NewRunnerPool("ro-pool", teamA).WithCluster("fleet").WithBounds(0, 5).WithLabels("linux").Build()
@@ -106,9 +106,9 @@ func TestNamespaceRBACDecides(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := startConsole(t)
-	mine := builder.NewMachineClaim("alices-vm", teamA).WithTemplate(infrav1.TemplateSource{VMID: ptr32(9000)}).
+	mine := builder.NewMachineClaim("alices-vm", teamA).WithTemplate(infrav1.TemplateSource{ID: "9000"}).
 		WithHypervisorCluster("pve").WithBootstrapSecret("alices-vm-user-data").Build()
-	theirs := builder.NewMachineClaim("bobs-vm", teamB).WithTemplate(infrav1.TemplateSource{VMID: ptr32(9000)}).
+	theirs := builder.NewMachineClaim("bobs-vm", teamB).WithTemplate(infrav1.TemplateSource{ID: "9000"}).
 		WithHypervisorCluster("pve").WithBootstrapSecret("bobs-vm-user-data").Build()
 	g.Expect(env.Client.Create(ctx, mine)).To(Succeed())
 	g.Expect(env.Client.Create(ctx, theirs)).To(Succeed())

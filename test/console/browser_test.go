@@ -219,7 +219,7 @@ func TestBrowserCreatesWatchesAndDeletesAVM(t *testing.T) {
 	shots.take(ctx, "05-job-log")
 	claim := &infrav1.MachineClaim{}
 	g.Expect(env.Client.Get(bg, client.ObjectKey{Namespace: teamA, Name: "web-01"}, claim)).To(Succeed())
-	vm, ok := sim.VM(int(claim.Status.VMID))
+	vm, ok := sim.VM(vmidOf(claim.Status.VMID))
 	g.Expect(ok).To(BeTrue())
 	g.Expect(vm.Status).To(Equal("running"))
 
@@ -244,7 +244,7 @@ func TestBrowserCreatesWatchesAndDeletesAVM(t *testing.T) {
 	g.Expect(waitForJob(t, ctx, 2*time.Minute)).To(Equal("Succeeded"))
 	logText, _ = chromedp.Run(ctx, chromedp.Text(chromedp.ID("job-log")))
 	g.Expect(strings.ToLower(logText)).To(ContainSubstring("gone"))
-	_, exists := sim.VM(int(claim.Status.VMID))
+	_, exists := sim.VM(vmidOf(claim.Status.VMID))
 	g.Expect(exists).To(BeFalse(), "the VM is gone from the hypervisor")
 	shots.take(ctx, "08-deleted")
 }

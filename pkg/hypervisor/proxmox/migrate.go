@@ -33,20 +33,9 @@ func (p *Provider) CheckMigration(ctx context.Context, ref hypervisor.VMRef) (hy
 	for _, d := range res.LocalDisks {
 		m.LocalDisks = append(m.LocalDisks, d.VolID)
 	}
-	for _, n := range res.AllowedNodes {
-		if len(p.cfg.AllowedNodes) == 0 || contains(p.cfg.AllowedNodes, n) {
-			m.AllowedHosts = append(m.AllowedHosts, n)
-		}
-	}
+	// The HypervisorCluster's allowedNodes are applied by the caller, as for Nodes.
+	m.AllowedHosts = append(m.AllowedHosts, res.AllowedNodes...)
 	sort.Strings(m.AllowedHosts)
 	return m, nil
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}

@@ -215,19 +215,19 @@ func TestCheckMigration(t *testing.T) {
 	g.Expect(m.LocalDisks).To(ConsistOf(And(HavePrefix("local-lvm:"), HaveSuffix("vm-305-disk-0"))))
 	g.Expect(m.LiveMigratable()).To(BeFalse())
 
-	g.Expect(sim.SetVMConfig(ref.ID, "scsi0", "ceph:vm-305-disk-0,size=32G")).To(Succeed())
+	g.Expect(sim.SetVMConfig(vmidOf(ref.ID), "scsi0", "ceph:vm-305-disk-0,size=32G")).To(Succeed())
 	m, err = p.CheckMigration(ctx, ref)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(m.LocalDisks).To(BeEmpty())
 	g.Expect(m.AllowedHosts).To(Equal([]string{"pve2", "pve3"}))
 	g.Expect(m.LiveMigratable()).To(BeTrue())
 
-	g.Expect(sim.SetVMConfig(ref.ID, "hostpci0", "0000:01:00.0,pcie=1")).To(Succeed())
+	g.Expect(sim.SetVMConfig(vmidOf(ref.ID), "hostpci0", "0000:01:00.0,pcie=1")).To(Succeed())
 	m, err = p.CheckMigration(ctx, ref)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(m.LocalResources).To(Equal([]string{"hostpci0"}))
 	g.Expect(m.LiveMigratable()).To(BeFalse())
 
-	_, err = p.CheckMigration(ctx, hypervisor.VMRef{Node: "pve1", ID: foreignRunning})
+	_, err = p.CheckMigration(ctx, hypervisor.VMRef{Node: "pve1", ID: idOf(foreignRunning)})
 	g.Expect(errors.Is(err, hypervisor.ErrNotOwned)).To(BeTrue())
 }
