@@ -36,7 +36,7 @@ metadata:
 spec:
   hypervisorClusterName: %[2]s
   template:
-    vmid: %[3]d
+    id: "%[3]d"
   cores: 1
   memoryMiB: 1024
   bootstrap:
