@@ -83,8 +83,8 @@ const (
 	// ProviderMismatchReason: the claim carries settings of another provider than its
 	// HypervisorCluster's (spec.proxmox on a Hyper-V cluster); no VM is made until they match.
 	ProviderMismatchReason = "ProviderMismatch"
-	HypervisorErrorReason    = "HypervisorError"
-	ReadyReason              = "Ready"
+	HypervisorErrorReason  = "HypervisorError"
+	ReadyReason            = "Ready"
 )
 
 // MachineClaimTemplate conditions and reasons.

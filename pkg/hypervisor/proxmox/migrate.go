@@ -38,4 +38,3 @@ func (p *Provider) CheckMigration(ctx context.Context, ref hypervisor.VMRef) (hy
 	sort.Strings(m.AllowedHosts)
 	return m, nil
 }
-
