@@ -264,7 +264,7 @@ func TestPowerControlOfPersistentVMs(t *testing.T) {
 	f := startConsole(t)
 	tok := f.token(t, alice, fakeoidc.TokenOptions{})
 	claim := func(name string, lifecycle infrav1.Lifecycle, strategy infrav1.RunStrategy) *infrav1.MachineClaim {
-		c := builder.NewMachineClaim(name, teamA).WithTemplate(infrav1.TemplateSource{VMID: ptr32(9000)}).
+		c := builder.NewMachineClaim(name, teamA).WithTemplate(infrav1.TemplateSource{ID: "9000"}).
 			WithHypervisorCluster("pve").WithBootstrapSecret(name + "-user-data").Build()
 		c.Spec.Lifecycle, c.Spec.RunStrategy = lifecycle, strategy
 		g.Expect(env.Client.Create(ctx, c)).To(Succeed())
@@ -307,7 +307,7 @@ func TestShutdownEndsLogStreams(t *testing.T) {
 	f := startConsole(t)
 	tok := f.token(t, alice, fakeoidc.TokenOptions{})
 	// No HypervisorCluster of that name: the claim stays Pending and its job runs.
-	c := builder.NewMachineClaim("never-ready", teamA).WithTemplate(infrav1.TemplateSource{VMID: ptr32(9000)}).
+	c := builder.NewMachineClaim("never-ready", teamA).WithTemplate(infrav1.TemplateSource{ID: "9000"}).
 		WithHypervisorCluster("nowhere").WithBootstrapSecret("never-ready-user-data").Build()
 	g.Expect(env.Client.Create(ctx, c)).To(Succeed())
 

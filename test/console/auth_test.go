@@ -154,5 +154,3 @@ func TestNamespaceRBACDecides(t *testing.T) {
 	g.Expect(theirs.DeletionTimestamp.IsZero()).To(BeTrue(), "team-b's claim survived")
 	g.Expect(apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKey{Namespace: teamB, Name: "planted"}, &infrav1.MachineClaim{}))).To(BeTrue())
 }
-
-func ptr32(v int32) *int32 { return &v }
