@@ -157,7 +157,7 @@ func TestMachineSnapshotOfAStoppedVMAndRefusals(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	claim, sim := persistentVM(t, infrav1.RunStrategyManual)
-	vmid := int(claim.Status.VMID)
+	vmid := vmidOf(claim.Status.VMID)
 	g.Expect(sim.PowerOff(vmid)).To(Succeed())
 	g.Expect(sim.WriteGuestData(vmid, "v1")).To(Succeed())
 
