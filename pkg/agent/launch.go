@@ -18,12 +18,21 @@ type launch struct {
 	// Env is added to the agent's environment: the one-time secret travels here rather than on
 	// the command line where a platform's runner reads it from the environment.
 	Env []string
+	// Files are written (mode 0644) before the runner starts: the CA bundle a platform's API is
+	// verified with, when the registration carries one.
+	Files map[string][]byte
 }
+
+// caFileName is where a platform's CA bundle is written, in the runner's directory.
+const caFileName = "platform-ca.crt"
 
 // gitlabConfig is GitLab's one-time runner config (platform.Registration.Config).
 type gitlabConfig struct {
 	URL   string `json:"url"`
 	Token string `json:"token"`
+	// CABundle is the PEM bundle the instance's certificate is verified with (the pool's
+	// caBundleRef); empty uses the system roots.
+	CABundle string `json:"caBundle,omitempty"`
 }
 
 // buildkiteConfig is Buildkite's one-time agent config (platform.Registration.Config).
@@ -31,6 +40,9 @@ type buildkiteConfig struct {
 	Endpoint string   `json:"endpoint"`
 	Token    string   `json:"token"`
 	Tags     []string `json:"tags"`
+	// CABundle is the PEM bundle the agent API's certificate is verified with; empty uses the
+	// system roots.
+	CABundle string `json:"caBundle,omitempty"`
 }
 
 // ErrPlatformMismatch: the bootstrap service handed out a runner config of another platform than
@@ -43,10 +55,11 @@ var ErrPlatformMismatch = errors.New("runner config is for another CI platform")
 //   - github: <dir>/run.sh --jitconfig <encoded JIT config>, exactly as before other platforms;
 //   - gitlab: <dir>/gitlab-runner run-single --executor shell --max-builds 1 --wait-timeout <idle
 //     seconds> --builds-dir <dir>/builds, with CI_SERVER_URL and CI_SERVER_TOKEN (glrt-) in the
-//     environment;
+//     environment, and CI_SERVER_TLS_CA_FILE when the config carries a CA bundle;
 //   - buildkite: <dir>/buildkite-agent start --disconnect-after-job --disconnect-after-idle-timeout
 //     <idle seconds> --name <runner> --tags <tags> --build-path <dir>/builds, with
-//     BUILDKITE_AGENT_TOKEN and BUILDKITE_AGENT_ENDPOINT in the environment.
+//     BUILDKITE_AGENT_TOKEN and BUILDKITE_AGENT_ENDPOINT in the environment, and SSL_CERT_FILE
+//     when the config carries a CA bundle.
 func runnerLaunch(r protocol.RunnerSetup, rc protocol.RunnerConfig) (launch, error) {
 	platform := rc.Platform
 	if platform == "" {
@@ -74,10 +87,16 @@ func runnerLaunch(r protocol.RunnerSetup, rc protocol.RunnerConfig) (launch, err
 		if err := json.Unmarshal([]byte(secret), &c); err != nil || c.URL == "" || c.Token == "" {
 			return launch{}, errors.New("GitLab runner config is not {\"url\", \"token\"}")
 		}
-		return launch{
+		l := launch{
 			Args: []string{program, "run-single", "--executor", "shell", "--max-builds", "1", "--wait-timeout", idle, "--builds-dir", builds},
 			Env:  []string{"CI_SERVER_URL=" + c.URL, "CI_SERVER_TOKEN=" + c.Token},
-		}, nil
+		}
+		if c.CABundle != "" {
+			ca := filepath.Join(r.Directory, caFileName)
+			l.Files = map[string][]byte{ca: []byte(c.CABundle)}
+			l.Env = append(l.Env, "CI_SERVER_TLS_CA_FILE="+ca)
+		}
+		return l, nil
 	case protocol.PlatformBuildkite:
 		var c buildkiteConfig
 		if err := json.Unmarshal([]byte(secret), &c); err != nil || c.Endpoint == "" || c.Token == "" {
@@ -88,7 +107,14 @@ func runnerLaunch(r protocol.RunnerSetup, rc protocol.RunnerConfig) (launch, err
 		if len(c.Tags) > 0 {
 			args = append(args, "--tags", strings.Join(c.Tags, ","))
 		}
-		return launch{Args: args, Env: []string{"BUILDKITE_AGENT_TOKEN=" + c.Token, "BUILDKITE_AGENT_ENDPOINT=" + c.Endpoint}}, nil
+		l := launch{Args: args, Env: []string{"BUILDKITE_AGENT_TOKEN=" + c.Token, "BUILDKITE_AGENT_ENDPOINT=" + c.Endpoint}}
+		if c.CABundle != "" {
+			// buildkite-agent verifies with the system roots, which SSL_CERT_FILE replaces.
+			ca := filepath.Join(r.Directory, caFileName)
+			l.Files = map[string][]byte{ca: []byte(c.CABundle)}
+			l.Env = append(l.Env, "SSL_CERT_FILE="+ca)
+		}
+		return l, nil
 	}
 	return launch{}, fmt.Errorf("unknown CI platform %q", platform)
 }

@@ -53,8 +53,17 @@ func TestGitLabLaunchRunsOneJob(t *testing.T) {
 	g.Expect(l.Env).To(ConsistOf("CI_SERVER_URL=https://gitlab.example.com", "CI_SERVER_TOKEN=glrt-secret"))
 	g.Expect(strings.Join(l.Args, " ")).NotTo(ContainSubstring("glrt-secret"))
 
+	g.Expect(l.Files).To(BeEmpty())
+
 	_, err = runnerLaunch(r, protocol.RunnerConfig{Platform: "gitlab", Config: `{"url":"https://gitlab.example.com"}`})
 	g.Expect(err).To(HaveOccurred(), "a config without a token runs nothing")
+
+	// A private CA: written beside the runner and named by CI_SERVER_TLS_CA_FILE.
+	l, err = runnerLaunch(r, protocol.RunnerConfig{Platform: "gitlab",
+		Config: `{"url":"https://gitlab.lab","token":"glrt-x","caBundle":"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"}`})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(l.Files).To(HaveKeyWithValue("/opt/gitlab-runner/platform-ca.crt", ContainSubstring("BEGIN CERTIFICATE")))
+	g.Expect(l.Env).To(ContainElement("CI_SERVER_TLS_CA_FILE=/opt/gitlab-runner/platform-ca.crt"))
 }
 
 // TestBuildkiteLaunchRunsOneJob: buildkite-agent start disconnects after one job (or after the
@@ -71,6 +80,13 @@ func TestBuildkiteLaunchRunsOneJob(t *testing.T) {
 		"--tags", "queue=default,os=linux"}))
 	g.Expect(l.Env).To(ConsistOf("BUILDKITE_AGENT_TOKEN=bkct_secret", "BUILDKITE_AGENT_ENDPOINT=https://agent.buildkite.com/v3"))
 	g.Expect(strings.Join(l.Args, " ")).NotTo(ContainSubstring("bkct_secret"))
+
+	l, err = runnerLaunch(r, protocol.RunnerConfig{Platform: "buildkite", RunnerName: "hf-2",
+		Config: `{"endpoint":"https://agent.lab/v3","token":"t","caBundle":"PEM"}`})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(l.Files).To(HaveKeyWithValue("/opt/buildkite-agent/platform-ca.crt", []byte("PEM")))
+	g.Expect(l.Env).To(ContainElement("SSL_CERT_FILE=/opt/buildkite-agent/platform-ca.crt"))
+	g.Expect(l.Args).NotTo(ContainElement("--tags"), "no tags, no flag")
 }
 
 // TestLaunchRefusesAnotherPlatformsConfig: a VM built for one platform runs nothing with a config

@@ -21,6 +21,11 @@ const jobPollInterval = 500 * time.Millisecond
 // timeout is the platform's business, and the pool's maxLifetime bounds the VM.
 func (a *Agent) runRunner(ctx context.Context, l launch) (Outcome, error) {
 	r := a.cfg.Runner
+	for path, data := range l.Files {
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			return OutcomeFailed, fmt.Errorf("writing %s: %w", path, err)
+		}
+	}
 	cmd := exec.Command(l.Args[0], l.Args[1:]...)
 	cmd.Dir = r.Directory
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
