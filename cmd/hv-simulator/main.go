@@ -1,7 +1,11 @@
 // Command hv-simulator runs HyperFleet's WS-Management (WinRM) simulator (test/hvsim) as a
 // process, for local fleets and end-to-end tests.
 //
-//	hv-simulator --listen 127.0.0.1:5986 --user 'hyperfleet=S3cret!' --ca-out /tmp/hvsim-ca.pem
+//	hv-simulator --listen 127.0.0.1:5986 --user 'hyperfleet=S3cret!' --ca-out /tmp/hvsim-ca.pem \
+//	    --host hv1 --boot-command 'hyperfleet-agent --user-data "$HVSIM_USER_DATA"'
+//
+// Each process is one simulated Hyper-V host behind one WinRM endpoint, as HyperFleet reaches real
+// hosts; run one per host.
 package main
 
 import (

@@ -1,0 +1,408 @@
+# HyperFleet's Hyper-V operations, one exported function per operation.
+#
+# Every function takes one argument, -InputBase64: a JSON object encoded as UTF-8 and base64,
+# because the WinRM command line is capped at 8191 characters and a base64 string needs no quoting.
+# Every function writes exactly one line of JSON to the output stream:
+#   {"Ok":true,"Data":{...}}                               on success
+#   {"Ok":false,"Class":"NotOwned","Message":"..."}        on a refusal or a failed cmdlet
+# Written for Windows PowerShell 5.1 (JavaScriptSerializer): arrays are forced with @() and
+# serialised with ConvertTo-Json -InputObject so one-element arrays stay arrays, enums are cast to
+# [int], dates are written as ISO 8601 strings and GUIDs with .ToString().
+#
+# Ownership is re-checked here, on the host, before any change: a VM whose Notes do not carry the
+# caller's installation and owner in a ```hyperfleet block is refused with class NotOwned, and a
+# template is never changed, whatever its Notes say.
+
+$ErrorActionPreference = 'Stop'
+
+$script:OwnerBlock = '```hyperfleet'
+$script:TemplateBlock = '```hyperfleet-template'
+
+function New-HFError([string]$Class, [string]$Message) {
+    $e = New-Object System.Exception ($Message)
+    $e.Data['HFClass'] = $Class
+    return $e
+}
+
+function ConvertFrom-HFInput([string]$InputBase64) {
+    $json = [System.Text.Encoding]::UTF8.GetString([System.Convert]::FromBase64String($InputBase64))
+    return (ConvertFrom-Json -InputObject $json)
+}
+
+# Invoke-HFOperation runs one operation and writes its envelope. The body returns a hashtable (never
+# a bare array, which the pipeline would unwrap) as its last output; anything a cmdlet wrote
+# before it is dropped.
+function Invoke-HFOperation([scriptblock]$Body) {
+    try {
+        $out = @(& $Body)
+        $data = $null
+        if ($out.Count -gt 0) { $data = $out[$out.Count - 1] }
+        ConvertTo-Json -InputObject @{ Ok = $true; Data = $data } -Depth 5 -Compress
+    } catch {
+        $ex = $_.Exception
+        $class = 'Failed'
+        if ($ex.Data.Contains('HFClass')) {
+            $class = [string]$ex.Data['HFClass']
+        } else {
+            switch ($_.CategoryInfo.Category.ToString()) {
+                'ObjectNotFound'   { $class = 'NotFound' }
+                'ResourceExists'   { $class = 'AlreadyExists' }
+                'ResourceBusy'     { $class = 'Busy' }
+                'InvalidOperation' { $class = 'Busy' }
+                'PermissionDenied' { $class = 'Forbidden' }
+                'InvalidArgument'  { $class = 'Invalid' }
+                'InvalidData'      { $class = 'Invalid' }
+            }
+        }
+        ConvertTo-Json -InputObject @{ Ok = $false; Class = $class; Message = [string]$ex.Message } -Compress
+    }
+}
+
+# Get-HFBlock parses the last fenced block opened by $Marker in a VM's Notes into a hashtable.
+function Get-HFBlock([string]$Notes, [string]$Marker) {
+    $kv = @{}
+    if (-not $Notes) { return $kv }
+    $text = $Notes -replace "`r`n", "`n"
+    $open = $Marker + "`n"
+    $start = $text.LastIndexOf($open)
+    if ($start -lt 0) { return $kv }
+    $body = $text.Substring($start + $open.Length)
+    $end = $body.IndexOf('```')
+    if ($end -ge 0) { $body = $body.Substring(0, $end) }
+    foreach ($line in $body.Split("`n")) {
+        $i = $line.IndexOf(':')
+        if ($i -gt 0) { $kv[$line.Substring(0, $i).Trim()] = $line.Substring($i + 1).Trim() }
+    }
+    return $kv
+}
+
+function Test-HFTemplate($VM) {
+    return ([string]$VM.Notes).Contains($script:TemplateBlock + "`n") -or ([string]$VM.Notes).Contains($script:TemplateBlock + "`r`n")
+}
+
+# Test-HFOwned reports whether the VM's Notes name the expected installation and owner (and claim,
+# when the caller knows it).
+function Test-HFOwned($VM, $Expect) {
+    if (Test-HFTemplate $VM) { return $false }
+    $kv = Get-HFBlock ([string]$VM.Notes) $script:OwnerBlock
+    if ($kv['managed-by'] -ne 'hyperfleet') { return $false }
+    if (-not $Expect.Installation -or $kv['installation'] -ne $Expect.Installation) { return $false }
+    if (-not $Expect.OwnerTag -or $kv['owner-tag'] -ne $Expect.OwnerTag) { return $false }
+    if ($Expect.ClaimID -and $kv['claim-id'] -ne $Expect.ClaimID) { return $false }
+    return $true
+}
+
+function Get-HFVMById([string]$Id) {
+    $vm = Get-VM -Id $Id -ErrorAction SilentlyContinue
+    if (-not $vm) { throw (New-HFError 'NotFound' "VM $Id does not exist on $env:COMPUTERNAME") }
+    return $vm
+}
+
+function Get-HFOwnedVM($In) {
+    $vm = Get-HFVMById $In.Id
+    if (-not (Test-HFOwned $vm $In.Expect)) {
+        throw (New-HFError 'NotOwned' "VM $($In.Id) ($($vm.Name)) does not carry this HyperFleet installation's ownership block in its Notes; it is left alone")
+    }
+    return $vm
+}
+
+function ConvertTo-HFVM($VM) {
+    $ips = @()
+    $macs = @()
+    $switch = ''
+    $vlan = 0
+    foreach ($a in @(Get-VMNetworkAdapter -VM $VM)) {
+        if ($a.IPAddresses) { $ips += @($a.IPAddresses) }
+        if ($a.MacAddress) { $macs += [string]$a.MacAddress }
+        if (-not $switch -and $a.SwitchName) {
+            $switch = [string]$a.SwitchName
+            $v = Get-VMNetworkAdapterVlan -VMNetworkAdapter $a
+            if ($v -and $v.AccessVlanId) { $vlan = [int]$v.AccessVlanId }
+        }
+    }
+    $dvds = @()
+    foreach ($d in @(Get-VMDvdDrive -VM $VM)) {
+        if ($d.Path) { $dvds += [string]$d.Path }
+    }
+    $disks = @()
+    foreach ($d in @(Get-VMHardDiskDrive -VM $VM)) {
+        if ($d.Path) { $disks += [string]$d.Path }
+    }
+    return @{
+        Id                  = $VM.Id.ToString()
+        Name                = [string]$VM.Name
+        State               = [int]$VM.State
+        Notes               = [string]$VM.Notes
+        Generation          = [int]$VM.Generation
+        ProcessorCount      = [int]$VM.ProcessorCount
+        MemoryStartupBytes  = [int64]$VM.MemoryStartup
+        MemoryAssignedBytes = [int64]$VM.MemoryAssigned
+        UptimeSeconds       = [int64]$VM.Uptime.TotalSeconds
+        CreationTime        = $VM.CreationTime.ToUniversalTime().ToString('o')
+        IPAddresses         = @($ips)
+        MacAddresses        = @($macs)
+        SwitchName          = $switch
+        VlanId              = $vlan
+        DvdPaths            = @($dvds)
+        HardDiskPaths       = @($disks)
+    }
+}
+
+# Get-HFInventory: the host's capacity and every VM on it, in one call (for placement and the sweep).
+function Get-HFInventory([string]$InputBase64) {
+    Invoke-HFOperation {
+        $h = Get-VMHost
+        $os = Get-CimInstance -ClassName Win32_OperatingSystem
+        $vms = @()
+        foreach ($vm in @(Get-VM)) { $vms += (ConvertTo-HFVM $vm) }
+        return @{
+            Host = @{
+                Name              = [string]$env:COMPUTERNAME
+                Version           = [string]$os.Version
+                LogicalProcessors = [int]$h.LogicalProcessorCount
+                MemoryBytes       = [int64]$h.MemoryCapacity
+                FreeMemoryBytes   = [int64]$os.FreePhysicalMemory * 1024
+            }
+            VMs  = @($vms)
+        }
+    }
+}
+
+# Get-HFVM: one VM by Id; read-only, so no ownership check.
+function Get-HFVM([string]$InputBase64) {
+    Invoke-HFOperation {
+        $in = ConvertFrom-HFInput $InputBase64
+        return @{ VM = (ConvertTo-HFVM (Get-HFVMById $in.Id)) }
+    }
+}
+
+# Find-HFTemplate: templates named Name ('*' for every template VM), either VMs whose Notes carry a
+# ```hyperfleet-template block with that name, or the file <TemplateDirectory>\<Name>.vhdx.
+function Find-HFTemplate([string]$InputBase64) {
+    Invoke-HFOperation {
+        $in = ConvertFrom-HFInput $InputBase64
+        $found = @()
+        foreach ($vm in @(Get-VM)) {
+            if (-not (Test-HFTemplate $vm)) { continue }
+            $kv = Get-HFBlock ([string]$vm.Notes) $script:TemplateBlock
+            if ($in.Name -ne '*' -and $kv['name'] -ne $in.Name) { continue }
+            $disk = @(Get-VMHardDiskDrive -VM $vm | Where-Object { $_.Path } | Select-Object -First 1)
+            if ($disk.Count -eq 0) { continue }
+            $vhd = Get-VHD -Path $disk[0].Path
+            $found += @{
+                Kind = 'VM'; Id = $vm.Id.ToString(); Name = [string]$in.Name; Tags = [string]$kv['tags']
+                VHDPath = [string]$vhd.Path; SizeBytes = [int64]$vhd.Size
+                ProcessorCount = [int]$vm.ProcessorCount; MemoryStartupBytes = [int64]$vm.MemoryStartup
+            }
+        }
+        if ($in.TemplateDirectory -and $in.Name -ne '*') {
+            $path = Join-Path $in.TemplateDirectory ($in.Name + '.vhdx')
+            if (Test-Path -LiteralPath $path) {
+                $vhd = Get-VHD -Path $path
+                $found += @{
+                    Kind = 'VHDX'; Id = ''; Name = [string]$in.Name; Tags = ''
+                    VHDPath = [string]$vhd.Path; SizeBytes = [int64]$vhd.Size
+                    ProcessorCount = 0; MemoryStartupBytes = 0
+                }
+            }
+        }
+        return @{ Templates = @($found) }
+    }
+}
+
+function Set-HFNetwork($VM, $In) {
+    if (-not $In.SwitchName) { return }
+    $adapter = @(Get-VMNetworkAdapter -VM $VM)
+    if ($adapter.Count -eq 0) {
+        Add-VMNetworkAdapter -VM $VM -SwitchName $In.SwitchName
+        $adapter = @(Get-VMNetworkAdapter -VM $VM)
+    }
+    Connect-VMNetworkAdapter -VMNetworkAdapter $adapter[0] -SwitchName $In.SwitchName
+    if ([int]$In.VlanId -gt 0) {
+        Set-VMNetworkAdapterVlan -VMNetworkAdapter $adapter[0] -Access -VlanId ([int]$In.VlanId)
+    } else {
+        Set-VMNetworkAdapterVlan -VMNetworkAdapter $adapter[0] -Untagged
+    }
+}
+
+# Expand-HFSeed unpacks the gzip-compressed seed HyperFleet uploaded (an ISO is mostly zeros, and
+# every uploaded byte costs command lines), checks it against the SHA-256 HyperFleet computed and
+# removes the archive.
+function Expand-HFSeed([string]$Archive, [string]$Destination, [string]$Sha256) {
+    if (-not (Test-Path -LiteralPath $Archive)) {
+        throw (New-HFError 'NotFound' "seed archive $Archive does not exist on $env:COMPUTERNAME")
+    }
+    $in = [System.IO.File]::OpenRead($Archive)
+    try {
+        $gz = New-Object System.IO.Compression.GZipStream($in, [System.IO.Compression.CompressionMode]::Decompress)
+        $out = [System.IO.File]::Create($Destination)
+        try { $gz.CopyTo($out) } finally { $out.Dispose(); $gz.Dispose() }
+    } finally { $in.Dispose() }
+    Remove-Item -LiteralPath $Archive -Force
+    $sum = (Get-FileHash -LiteralPath $Destination -Algorithm SHA256).Hash.ToLowerInvariant()
+    if ($sum -ne $Sha256) {
+        Remove-Item -LiteralPath $Destination -Force
+        throw (New-HFError 'Invalid' "seed $Destination has SHA-256 $sum, not $Sha256")
+    }
+}
+
+function Set-HFHardware($VM, $In) {
+    if ([int]$In.Cores -gt 0) { Set-VMProcessor -VM $VM -Count ([int]$In.Cores) }
+    if ([int64]$In.MemoryMiB -gt 0) {
+        Set-VMMemory -VM $VM -DynamicMemoryEnabled $false -StartupBytes ([int64]$In.MemoryMiB * 1MB)
+    }
+    Set-HFNetwork $VM $In
+}
+
+# New-HFVM: the linked clone of Hyper-V. A differencing disk on the template's VHDX, a generation 2
+# VM on it, CPU, memory, switch and VLAN, then the Notes with the ownership block. A VM of that name
+# already carrying this claim's ownership is returned as it is, so a retry after a lost answer
+# finds the VM it made (the VM ID exists only once Hyper-V assigns it). Other VMs of the same name
+# are left alone (Hyper-V allows duplicate names); the disk's name is the claim's own.
+function New-HFVM([string]$InputBase64) {
+    Invoke-HFOperation {
+        $in = ConvertFrom-HFInput $InputBase64
+        if (-not $in.Expect.ClaimID) { throw (New-HFError 'Invalid' 'a clone needs the claim ID it is made for') }
+        foreach ($vm in @(Get-VM -Name $in.Name -ErrorAction SilentlyContinue)) {
+            if (Test-HFOwned $vm $in.Expect) { return @{ Created = $false; VM = (ConvertTo-HFVM $vm) } }
+        }
+        if (-not (Test-Path -LiteralPath $in.ParentPath)) {
+            throw (New-HFError 'NotFound' "template disk $($in.ParentPath) does not exist on $env:COMPUTERNAME")
+        }
+        $child = Join-Path $in.VHDDirectory $in.DiskName
+        if (Test-Path -LiteralPath $child) {
+            # Left by a clone of this claim interrupted before New-VM, unless a VM uses it.
+            if (@(Get-VM | Get-VMHardDiskDrive | Where-Object { $_.Path -eq $child }).Count -gt 0) {
+                throw (New-HFError 'AlreadyExists' "disk $child is in use by another VM")
+            }
+            Remove-Item -LiteralPath $child -Force
+        }
+        New-VHD -Path $child -ParentPath $in.ParentPath -Differencing | Out-Null
+        $vm = $null
+        try {
+            $vm = New-VM -Name $in.Name -Generation 2 -MemoryStartupBytes ([int64]$in.MemoryMiB * 1MB) -VHDPath $child -Path $in.VMDirectory
+            Set-VM -VM $vm -Notes $in.Notes -AutomaticStartAction Nothing -AutomaticStopAction TurnOff
+            Set-HFHardware $vm $in
+            if ($in.SecureBootTemplate -eq 'Off') {
+                Set-VMFirmware -VM $vm -EnableSecureBoot Off
+            } elseif ($in.SecureBootTemplate) {
+                Set-VMFirmware -VM $vm -EnableSecureBoot On -SecureBootTemplate $in.SecureBootTemplate
+            }
+        } catch {
+            if ($vm) { Remove-VM -VM $vm -Force -ErrorAction SilentlyContinue }
+            Remove-Item -LiteralPath $child -Force -ErrorAction SilentlyContinue
+            throw
+        }
+        return @{ Created = $true; VM = (ConvertTo-HFVM (Get-VM -Id $vm.Id)) }
+    }
+}
+
+# Set-HFVM: hardware, network, Notes, disk growth and the seed ISO of an owned VM that is off.
+function Set-HFVM([string]$InputBase64) {
+    Invoke-HFOperation {
+        $in = ConvertFrom-HFInput $InputBase64
+        $vm = Get-HFOwnedVM $in
+        if ([int]$vm.State -ne 3) {
+            throw (New-HFError 'Busy' "VM $($in.Id) is not off (state $([int]$vm.State)); it is configured only while off")
+        }
+        Set-HFHardware $vm $in
+        if ($in.Notes) { Set-VM -VM $vm -Notes $in.Notes }
+        if ([int64]$in.DiskSizeBytes -gt 0) {
+            $disk = @(Get-VMHardDiskDrive -VM $vm | Where-Object { $_.Path } | Select-Object -First 1)
+            if ($disk.Count -gt 0) {
+                $vhd = Get-VHD -Path $disk[0].Path
+                if ([int64]$vhd.Size -lt [int64]$in.DiskSizeBytes) { Resize-VHD -Path $vhd.Path -SizeBytes ([int64]$in.DiskSizeBytes) }
+            }
+        }
+        if ($in.SeedArchivePath) { Expand-HFSeed $in.SeedArchivePath $in.SeedPath $in.SeedSHA256 }
+        if ($in.SeedPath) {
+            if (-not (Test-Path -LiteralPath $in.SeedPath)) {
+                throw (New-HFError 'NotFound' "seed ISO $($in.SeedPath) does not exist on $env:COMPUTERNAME")
+            }
+            $dvd = @(Get-VMDvdDrive -VM $vm)
+            if ($dvd.Count -gt 0) {
+                Set-VMDvdDrive -VMDvdDrive $dvd[0] -Path $in.SeedPath
+            } else {
+                Add-VMDvdDrive -VM $vm -Path $in.SeedPath
+            }
+        }
+        return @{ VM = (ConvertTo-HFVM (Get-VM -Id $vm.Id)) }
+    }
+}
+
+function Start-HFVM([string]$InputBase64) {
+    Invoke-HFOperation {
+        $in = ConvertFrom-HFInput $InputBase64
+        $vm = Get-HFOwnedVM $in
+        if ([int]$vm.State -ne 2) { Start-VM -VM $vm }
+        return @{ VM = (ConvertTo-HFVM (Get-VM -Id $vm.Id)) }
+    }
+}
+
+# Stop-HFVM: Mode TurnOff pulls the power (Stop-VM -TurnOff); Mode Shutdown asks the guest through
+# the shutdown integration service and returns at once, where Stop-VM would wait for the guest.
+function Stop-HFVM([string]$InputBase64) {
+    Invoke-HFOperation {
+        $in = ConvertFrom-HFInput $InputBase64
+        $vm = Get-HFOwnedVM $in
+        if ([int]$vm.State -eq 3) { return @{ VM = (ConvertTo-HFVM $vm) } }
+        if ($in.Mode -eq 'TurnOff') {
+            Stop-VM -VM $vm -TurnOff -Force
+        } elseif ($in.Mode -eq 'Shutdown') {
+            $sc = Get-CimInstance -Namespace 'root\virtualization\v2' -ClassName Msvm_ShutdownComponent -Filter "SystemName='$($vm.Id.ToString())'"
+            if (-not $sc) { throw (New-HFError 'Busy' "VM $($in.Id) has no running shutdown integration service") }
+            $r = Invoke-CimMethod -InputObject $sc -MethodName InitiateShutdown -Arguments @{ Force = $true; Reason = 'HyperFleet' }
+            if ([int]$r.ReturnValue -ne 0) { throw (New-HFError 'Busy' "the guest of VM $($in.Id) refused to shut down (code $([int]$r.ReturnValue))") }
+        } else {
+            throw (New-HFError 'Invalid' "unknown stop mode '$($in.Mode)'")
+        }
+        return @{ VM = (ConvertTo-HFVM (Get-VM -Id $vm.Id)) }
+    }
+}
+
+# Remove-HFVM: an owned VM that is off, with its differencing disks and its seed ISO. Base disks (a
+# template's) are never deleted, nor ISOs outside the seed directory.
+function Remove-HFVM([string]$InputBase64) {
+    Invoke-HFOperation {
+        $in = ConvertFrom-HFInput $InputBase64
+        $vm = Get-HFOwnedVM $in
+        if ([int]$vm.State -ne 3) {
+            throw (New-HFError 'Busy' "VM $($in.Id) is not off (state $([int]$vm.State)); stop it before deleting it")
+        }
+        $files = @()
+        foreach ($d in @(Get-VMHardDiskDrive -VM $vm)) {
+            if ($d.Path -and (Get-VHD -Path $d.Path).VhdType.ToString() -eq 'Differencing') { $files += [string]$d.Path }
+        }
+        $seedDir = ([string]$in.SeedDirectory).TrimEnd('\') + '\'
+        foreach ($d in @(Get-VMDvdDrive -VM $vm)) {
+            if ($d.Path -and ([string]$d.Path).StartsWith($seedDir, [System.StringComparison]::OrdinalIgnoreCase)) { $files += [string]$d.Path }
+        }
+        foreach ($f in @($in.SeedPath, ($in.SeedPath + '.gz'))) {
+            if ($in.SeedPath -and (Test-Path -LiteralPath $f) -and -not ($files -contains $f)) { $files += [string]$f }
+        }
+        Remove-VM -VM $vm -Force
+        foreach ($f in $files) { Remove-Item -LiteralPath $f -Force -ErrorAction SilentlyContinue }
+        return @{ Removed = @($files) }
+    }
+}
+
+# Dismount-HFSeed: ejects the seed ISO from the VM's DVD drive (allowed while it runs) and deletes it.
+function Dismount-HFSeed([string]$InputBase64) {
+    Invoke-HFOperation {
+        $in = ConvertFrom-HFInput $InputBase64
+        $vm = Get-HFOwnedVM $in
+        foreach ($d in @(Get-VMDvdDrive -VM $vm)) {
+            if ($d.Path -and ([string]$d.Path) -eq $in.SeedPath) { Set-VMDvdDrive -VMDvdDrive $d -Path $null }
+        }
+        $removed = $false
+        foreach ($f in @($in.SeedPath, ($in.SeedPath + '.gz'))) {
+            if (Test-Path -LiteralPath $f) {
+                Remove-Item -LiteralPath $f -Force
+                $removed = $true
+            }
+        }
+        return @{ Removed = $removed }
+    }
+}
+
+Export-ModuleMember -Function Get-HFInventory, Get-HFVM, Find-HFTemplate, New-HFVM, Set-HFVM, Start-HFVM, Stop-HFVM, Remove-HFVM, Dismount-HFSeed

@@ -1,0 +1,167 @@
+package hvsim
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// HostExecutor runs the commands a WS-Man server receives for one simulated Hyper-V host.
+type HostExecutor struct {
+	hv   *HyperV
+	host string
+}
+
+var _ Executor = (*HostExecutor)(nil)
+
+// Executor returns the executor of host, for the WS-Man endpoint that stands for that host.
+func (h *HyperV) Executor(host string) *HostExecutor { return &HostExecutor{hv: h, host: host} }
+
+// The scripts the Hyper-V provider sends, and nothing else. Anything else is answered as
+// PowerShell answers a command it does not know.
+var (
+	hvCallRe = regexp.MustCompile(`^\$ErrorActionPreference = 'Stop'\n` +
+		`Import-Module -Name '((?:[^']|'')+)' -RequiredVersion '([0-9.]+)'\n` +
+		`([A-Za-z]+-HF[A-Za-z]+) -InputBase64 '([A-Za-z0-9+/=]*)'\n$`)
+	hvProbeRe = regexp.MustCompile(`^\$ErrorActionPreference = 'Stop'\n` +
+		`\$dir = '((?:[^']|'')+)'\n` +
+		regexp.QuoteMeta(`$r = @{ Version = ''; Sha256 = '' }`+"\n"+
+			`$psd = Join-Path $dir 'HyperFleetHyperV.psd1'`+"\n"+
+			`$psm = Join-Path $dir 'HyperFleetHyperV.psm1'`+"\n"+
+			`if ((Test-Path -LiteralPath $psd) -and (Test-Path -LiteralPath $psm)) {`+"\n"+
+			`    $r.Version = [string](Import-PowerShellDataFile -Path $psd).ModuleVersion`+"\n"+
+			`    $r.Sha256 = (Get-FileHash -LiteralPath $psm -Algorithm SHA256).Hash.ToLowerInvariant()`+"\n"+
+			`}`+"\n"+
+			`ConvertTo-Json -InputObject $r -Compress`+"\n") + `$`)
+	hvPrepareRe = regexp.MustCompile(`^\$ErrorActionPreference = 'Stop'\n` +
+		`foreach \(\$d in @\(((?:'(?:[^']|'')+'(?:, )?)+)\)\) \{ New-Item -ItemType Directory -Force -Path \$d \| Out-Null \}\n$`)
+	hvQuotedRe = regexp.MustCompile(`'((?:[^']|'')+)'`)
+)
+
+// Run executes one command line for user on the executor's host.
+func (e *HostExecutor) Run(ctx context.Context, user string, commandLine string, stdin []byte) (stdout, stderr []byte, exitCode int) {
+	if d := e.hv.cfg.Latency; d > 0 {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return nil, psErrorRecord("The pipeline has been stopped.", "OperationStopped", "PipelineStopped"), 1
+		}
+	}
+	script, ok, err := DecodePowerShell(commandLine)
+	if !ok || err != nil {
+		return nil, []byte("'" + firstWord(commandLine) + "' is not recognized as an internal or external command,\r\noperable program or batch file.\r\n"), 1
+	}
+	script = strings.TrimPrefix(script, "$ProgressPreference = 'SilentlyContinue';")
+	script = strings.TrimLeft(script, " \r\n")
+	script = strings.ReplaceAll(script, "\r\n", "\n")
+	switch {
+	case hvCallRe.MatchString(script):
+		m := hvCallRe.FindStringSubmatch(script)
+		return e.call(ctx, unquote(m[1]), m[2], m[3], m[4])
+	case hvProbeRe.MatchString(script):
+		m := hvProbeRe.FindStringSubmatch(script)
+		return e.probe(unquote(m[1]))
+	case hvPrepareRe.MatchString(script):
+		m := hvPrepareRe.FindStringSubmatch(script)
+		var dirs []string
+		for _, q := range hvQuotedRe.FindAllStringSubmatch(m[1], -1) {
+			dirs = append(dirs, unquote(q[1]))
+		}
+		return e.prepare(dirs)
+	}
+	if out, errOut, code, ok := e.upload(script, stdin); ok {
+		return out, errOut, code
+	}
+	word := firstWord(strings.TrimPrefix(script, "$ErrorActionPreference = 'Stop'\n"))
+	return nil, psErrorRecord(fmt.Sprintf("The term '%s' is not recognized as the name of a cmdlet, function, script file, or operable program. "+
+		"Check the spelling of the name, or if a path was included, verify that the path is correct and try again.", word),
+		"ObjectNotFound", "CommandNotFoundException"), 1
+}
+
+func firstWord(s string) string {
+	f := strings.Fields(s)
+	if len(f) == 0 {
+		return ""
+	}
+	return f[0]
+}
+
+func unquote(s string) string { return strings.ReplaceAll(s, "''", "'") }
+
+// psErrorRecord renders an error record the way powershell.exe writes its error stream when its
+// output is redirected: CLIXML, preceded by the progress record of its first module load.
+func psErrorRecord(message, category, errorID string) []byte {
+	var b strings.Builder
+	b.WriteString("#< CLIXML\r\n")
+	b.WriteString(`<Objs Version="1.1.0.1" xmlns="http://schemas.microsoft.com/powershell/2004/04">`)
+	b.WriteString(`<Obj S="progress" RefId="0"><TN RefId="0"><T>System.Management.Automation.PSCustomObject</T><T>System.Object</T></TN><MS>` +
+		`<I64 N="SourceId">1</I64><PR N="Record"><AV>Preparing modules for first use.</AV><AI>0</AI><Nil /><PI>-1</PI><PC>-1</PC><T>Completed</T><SR>-1</SR><SD> </SD></PR></MS></Obj>`)
+	lines := []string{message, "At line:1 char:1", "    + CategoryInfo          : " + category + ": (:) [], " + errorID,
+		"    + FullyQualifiedErrorId : " + errorID, " "}
+	for _, l := range lines {
+		b.WriteString(`<S S="Error">` + clixmlEscape(l) + "_x000D__x000A_</S>")
+	}
+	b.WriteString("</Objs>")
+	return []byte(b.String())
+}
+
+func clixmlEscape(s string) string {
+	s = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+	s = strings.ReplaceAll(s, "\r", "_x000D_")
+	return strings.ReplaceAll(s, "\n", "_x000A_")
+}
+
+// probe answers the module probe for dir.
+func (e *HostExecutor) probe(dir string) ([]byte, []byte, int) {
+	e.hv.mu.Lock()
+	defer e.hv.mu.Unlock()
+	hh := e.hv.hosts[e.host]
+	e.hv.calls[e.host+"/probe"]++
+	version, sum := "", ""
+	psd, okd := hh.files[key(dir+`\HyperFleetHyperV.psd1`)]
+	psm, okm := hh.files[key(dir+`\HyperFleetHyperV.psm1`)]
+	if okd && okm {
+		version = manifestVersion(psd.data)
+		sum = sha256Hex(psm.data)
+	}
+	return []byte(`{"Version":"` + version + `","Sha256":"` + sum + `"}` + "\r\n"), nil, 0
+}
+
+// prepare creates directories (the simulator keeps no directory entries: any path is writable).
+func (e *HostExecutor) prepare(dirs []string) ([]byte, []byte, int) {
+	e.hv.mu.Lock()
+	defer e.hv.mu.Unlock()
+	e.hv.calls[e.host+"/prepare"]++
+	for _, d := range dirs {
+		if !isAbsWindowsPath(d) {
+			return nil, psErrorRecord(fmt.Sprintf("New-Item : Cannot find drive. A drive with the name '%s' does not exist.", d), "ObjectNotFound", "DriveNotFound,Microsoft.PowerShell.Commands.NewItemCommand"), 1
+		}
+	}
+	return nil, nil, 0
+}
+
+var manifestVersionRe = regexp.MustCompile(`(?m)^\s*ModuleVersion\s*=\s*'([^']*)'`)
+
+func manifestVersion(psd1 []byte) string {
+	if m := manifestVersionRe.FindSubmatch(psd1); m != nil {
+		return string(m[1])
+	}
+	return ""
+}
+
+var manifestExportsRe = regexp.MustCompile(`'([A-Za-z]+-HF[A-Za-z]+)'`)
+
+// manifestExports lists the functions a manifest exports.
+func manifestExports(psd1 []byte) map[string]bool {
+	out := map[string]bool{}
+	for _, m := range manifestExportsRe.FindAllSubmatch(psd1, -1) {
+		out[string(m[1])] = true
+	}
+	return out
+}
+
+var absWindowsPathRe = regexp.MustCompile(`^[A-Za-z]:\\|^\\\\[^\\]+\\[^\\]+`)
+
+func isAbsWindowsPath(p string) bool { return absWindowsPathRe.MatchString(p) }
