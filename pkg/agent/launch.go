@@ -23,16 +23,21 @@ type launch struct {
 	Files map[string][]byte
 }
 
-// caFileName is where a platform's CA bundle is written, in the runner's directory.
-const caFileName = "platform-ca.crt"
+// gitlabCAFile and buildkiteCAFile are where the agent writes a pool's CA bundle, relative to the
+// runner directory: gitlab-runner trusts it through CI_SERVER_TLS_CA_FILE, buildkite-agent through
+// SSL_CERT_FILE, as every Go program does (the system's certificate directories are still read
+// beside it).
+const (
+	gitlabCAFile    = "gitlab-ca.pem"
+	buildkiteCAFile = "buildkite-ca.pem"
+)
 
 // gitlabConfig is GitLab's one-time runner config (platform.Registration.Config).
 type gitlabConfig struct {
 	URL   string `json:"url"`
 	Token string `json:"token"`
-	// CABundle is the PEM bundle the instance's certificate is verified with (the pool's
-	// caBundleRef); empty uses the system roots.
-	CABundle string `json:"caBundle,omitempty"`
+	// CA is the pool's CA bundle for a private instance, if it names one.
+	CA string `json:"ca"`
 }
 
 // buildkiteConfig is Buildkite's one-time agent config (platform.Registration.Config).
@@ -40,9 +45,8 @@ type buildkiteConfig struct {
 	Endpoint string   `json:"endpoint"`
 	Token    string   `json:"token"`
 	Tags     []string `json:"tags"`
-	// CABundle is the PEM bundle the agent API's certificate is verified with; empty uses the
-	// system roots.
-	CABundle string `json:"caBundle,omitempty"`
+	// CA is the pool's CA bundle for a private agent endpoint, if it names one.
+	CA string `json:"ca"`
 }
 
 // ErrPlatformMismatch: the bootstrap service handed out a runner config of another platform than
@@ -91,9 +95,9 @@ func runnerLaunch(r protocol.RunnerSetup, rc protocol.RunnerConfig) (launch, err
 			Args: []string{program, "run-single", "--executor", "shell", "--max-builds", "1", "--wait-timeout", idle, "--builds-dir", builds},
 			Env:  []string{"CI_SERVER_URL=" + c.URL, "CI_SERVER_TOKEN=" + c.Token},
 		}
-		if c.CABundle != "" {
-			ca := filepath.Join(r.Directory, caFileName)
-			l.Files = map[string][]byte{ca: []byte(c.CABundle)}
+		if c.CA != "" {
+			ca := filepath.Join(r.Directory, gitlabCAFile)
+			l.Files = map[string][]byte{ca: []byte(c.CA)}
 			l.Env = append(l.Env, "CI_SERVER_TLS_CA_FILE="+ca)
 		}
 		return l, nil
@@ -108,10 +112,9 @@ func runnerLaunch(r protocol.RunnerSetup, rc protocol.RunnerConfig) (launch, err
 			args = append(args, "--tags", strings.Join(c.Tags, ","))
 		}
 		l := launch{Args: args, Env: []string{"BUILDKITE_AGENT_TOKEN=" + c.Token, "BUILDKITE_AGENT_ENDPOINT=" + c.Endpoint}}
-		if c.CABundle != "" {
-			// buildkite-agent verifies with the system roots, which SSL_CERT_FILE replaces.
-			ca := filepath.Join(r.Directory, caFileName)
-			l.Files = map[string][]byte{ca: []byte(c.CABundle)}
+		if c.CA != "" {
+			ca := filepath.Join(r.Directory, buildkiteCAFile)
+			l.Files = map[string][]byte{ca: []byte(c.CA)}
 			l.Env = append(l.Env, "SSL_CERT_FILE="+ca)
 		}
 		return l, nil

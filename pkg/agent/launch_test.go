@@ -60,10 +60,10 @@ func TestGitLabLaunchRunsOneJob(t *testing.T) {
 
 	// A private CA: written beside the runner and named by CI_SERVER_TLS_CA_FILE.
 	l, err = runnerLaunch(r, protocol.RunnerConfig{Platform: "gitlab",
-		Config: `{"url":"https://gitlab.lab","token":"glrt-x","caBundle":"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"}`})
+		Config: `{"url":"https://gitlab.lab","token":"glrt-x","ca":"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"}`})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(l.Files).To(HaveKeyWithValue("/opt/gitlab-runner/platform-ca.crt", ContainSubstring("BEGIN CERTIFICATE")))
-	g.Expect(l.Env).To(ContainElement("CI_SERVER_TLS_CA_FILE=/opt/gitlab-runner/platform-ca.crt"))
+	g.Expect(l.Files).To(HaveKeyWithValue("/opt/gitlab-runner/gitlab-ca.pem", ContainSubstring("BEGIN CERTIFICATE")))
+	g.Expect(l.Env).To(ContainElement("CI_SERVER_TLS_CA_FILE=/opt/gitlab-runner/gitlab-ca.pem"))
 }
 
 // TestBuildkiteLaunchRunsOneJob: buildkite-agent start disconnects after one job (or after the
@@ -82,10 +82,10 @@ func TestBuildkiteLaunchRunsOneJob(t *testing.T) {
 	g.Expect(strings.Join(l.Args, " ")).NotTo(ContainSubstring("bkct_secret"))
 
 	l, err = runnerLaunch(r, protocol.RunnerConfig{Platform: "buildkite", RunnerName: "hf-2",
-		Config: `{"endpoint":"https://agent.lab/v3","token":"t","caBundle":"PEM"}`})
+		Config: `{"endpoint":"https://agent.lab/v3","token":"t","ca":"PEM"}`})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(l.Files).To(HaveKeyWithValue("/opt/buildkite-agent/platform-ca.crt", []byte("PEM")))
-	g.Expect(l.Env).To(ContainElement("SSL_CERT_FILE=/opt/buildkite-agent/platform-ca.crt"))
+	g.Expect(l.Files).To(HaveKeyWithValue("/opt/buildkite-agent/buildkite-ca.pem", []byte("PEM")))
+	g.Expect(l.Env).To(ContainElement("SSL_CERT_FILE=/opt/buildkite-agent/buildkite-ca.pem"))
 	g.Expect(l.Args).NotTo(ContainElement("--tags"), "no tags, no flag")
 }
 
