@@ -145,7 +145,8 @@ type GitLabSpec struct {
 	AccessLevel GitLabAccessLevel `json:"accessLevel,omitempty"`
 
 	// credentialsRef names a Secret with key "token": a personal, group or project access token
-	// with the create_runner and read_api scopes (instance runners: an administrator's).
+	// with the create_runner, manage_runner (to delete a VM's runner) and read_api scopes
+	// (instance runners: an administrator's).
 	CredentialsRef LocalObjectReference `json:"credentialsRef"`
 
 	// webhookSecretRef names a Secret key holding the X-Gitlab-Token of this pool's webhooks, when

@@ -6,8 +6,10 @@ package all
 import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform/gitlab"
 )
 
 func init() {
 	platform.Register(github.Driver())
+	platform.Register(gitlab.Driver())
 }
