@@ -84,6 +84,10 @@ type JobEvent struct {
 	// tags, Buildkite's agent query rules as key=value (its queue as queue=<key>, "default" when
 	// the job names none).
 	Labels []string
+	// LabelsUnknown says the delivery does not carry the job's labels (GitLab: a Job Hook has no
+	// job tags), so Labels says nothing yet: a receiver reads the job (DemandSource.GetJob) through
+	// a pool that may serve it before routing it by its labels.
+	LabelsUnknown bool
 	// Repository is where the job's code lives: GitHub "owner/name", GitLab the project's full
 	// path "group/sub/project", Buildkite "org/pipeline". Organization is the account: GitHub's
 	// organization (empty for repositories owned by a user), GitLab's top-level group, Buildkite's

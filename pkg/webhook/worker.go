@@ -142,6 +142,13 @@ func (r *Receiver) record(ctx context.Context, item queuedEvent) (*fleetv1.Runne
 			}
 		}
 	}
+	if ev.LabelsUnknown {
+		labels, err := r.readLabels(ctx, pools.Items, item.kind, ev)
+		if err != nil {
+			return nil, false, err
+		}
+		ev.Labels, ev.LabelsUnknown = labels, false
+	}
 	var pool *fleetv1.RunnerPool
 	for _, candidate := range demand.RankPools(pools.Items, item.kind, ev.Repository, ev.Labels) {
 		installation, err := r.cfg.Installations.Installation(ctx, candidate)
@@ -177,6 +184,50 @@ func (r *Receiver) record(ctx context.Context, item queuedEvent) (*fleetv1.Runne
 		return pool, false, fmt.Errorf("recording in pool %s/%s: %w", pool.Namespace, pool.Name, err)
 	}
 	return pool, changed, nil
+}
+
+// JobReader reads a job through a pool's platform; the manager's platform.Source is one.
+type JobReader interface {
+	Platform(ctx context.Context, pool *fleetv1.RunnerPool) (platform.Platform, platform.Scope, error)
+}
+
+// readLabels learns the labels of a job whose delivery does not carry them (GitLab's Job Hooks)
+// by reading the job through the first pool of its platform whose scope holds the job's
+// repository and whose credentials prove the delivery's installation. The read costs one API call
+// per unclaimed job: once routed, a job's later deliveries go to its owner without one. No such
+// pool, or no reader, leaves the labels empty, and the job goes unrouted until the repair loop
+// lists it with its labels.
+func (r *Receiver) readLabels(ctx context.Context, pools []fleetv1.RunnerPool, kind platform.Kind, ev platform.JobEvent) ([]string, error) {
+	reader, ok := r.cfg.Installations.(JobReader)
+	if !ok {
+		return nil, nil
+	}
+	var lastErr error
+	for i := range pools {
+		p := &pools[i]
+		neutral, ok := platform.PoolOf(p)
+		if !ok || neutral.Kind != kind || !p.DeletionTimestamp.IsZero() || !neutral.Scope.Contains(ev.Repository) {
+			continue
+		}
+		if installation, err := r.cfg.Installations.Installation(ctx, p); err != nil || installation != ev.Installation {
+			continue
+		}
+		plat, _, err := reader.Platform(ctx, p)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		job, err := plat.GetJob(ctx, platform.Scope{Repository: ev.Repository}, ev.JobID)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		return job.Labels, nil
+	}
+	if lastErr != nil && platform.IsRetryable(lastErr) {
+		return nil, fmt.Errorf("reading the labels of job %s: %w", ev.JobID, lastErr)
+	}
+	return nil, nil
 }
 
 func klog(p *fleetv1.RunnerPool) string { return p.Namespace + "/" + p.Name }

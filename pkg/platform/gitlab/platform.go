@@ -33,7 +33,7 @@ func (p *Platform) ParseWebhook(header http.Header, body, secret []byte) (platfo
 // ParseWebhook verifies a GitLab delivery (ParseDelivery) and maps a Job Hook onto the
 // ledger's terms: the job's project path is its repository, its top-level group its
 // organization, and the instance's host its installation. A Job Hook carries no job tags (its
-// runner's tags are the runner's), so Labels is nil: read the job (GetJob) for them.
+// runner's tags are the runner's), so the event says LabelsUnknown: read the job (GetJob).
 func ParseWebhook(header http.Header, body, secret []byte) (platform.Webhook, error) {
 	d, err := ParseDelivery(header, body, secret)
 	if err != nil {
@@ -47,7 +47,7 @@ func ParseWebhook(header http.Header, body, secret []byte) (platform.Webhook, er
 	org, _, _ := strings.Cut(j.ProjectPath, "/")
 	ev := &platform.JobEvent{
 		DeliveryID: j.DeliveryID, JobID: strconv.FormatInt(j.JobID, 10), RunID: strconv.FormatInt(j.PipelineID, 10),
-		State: ledgerState(j.Phase), Repository: j.ProjectPath, Organization: org, Installation: hostOf(d.Instance),
+		State: ledgerState(j.Phase), LabelsUnknown: true, Repository: j.ProjectPath, Organization: org, Installation: hostOf(d.Instance),
 		Conclusion: conclusion(j.Phase, j.Status), Name: j.Name, WorkflowName: j.Stage, CreatedAt: j.CreatedAt,
 		StartedAt: j.StartedAt, CompletedAt: j.FinishedAt,
 	}
