@@ -103,7 +103,7 @@ dev: tools ## Run the whole fleet on this machine (API server, CAPI, HyperFleet,
 JOBS ?= 20
 JOB_LABELS ?= linux,x64
 .PHONY: jobs
-jobs: ## Queue $(JOBS) jobs with runs-on $(JOB_LABELS) on the local fleet's fake GitHub (make dev must be running).
+jobs: ## Queue $(JOBS) jobs with runs-on (GitLab: tags) $(JOB_LABELS) on the local fleet's fake platform (make dev must be running).
 	go run ./cmd/hyperfleet-dev jobs --count $(JOBS) --labels $(JOB_LABELS)
 
 .PHONY: run

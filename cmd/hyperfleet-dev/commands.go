@@ -15,8 +15,8 @@ func jobs(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("jobs", flag.ContinueOnError)
 	stateDir := fs.String("state-dir", defaultStateDir(), "the running fleet's state directory")
 	count := fs.Int("count", 20, "number of jobs to queue")
-	labels := fs.String("labels", strings.Join(devfleet.DefaultLabels, ","), "runs-on labels of the jobs")
-	repo := fs.String("repo", "", "repository owner/name of the jobs; default the fleet's")
+	labels := fs.String("labels", strings.Join(devfleet.DefaultLabels, ","), "runs-on labels (GitLab: tags) of the jobs")
+	repo := fs.String("repo", "", "repository owner/name (GitLab: project path) of the jobs; default the fleet's")
 	wait := fs.Bool("wait", false, "wait until every job completed, printing progress")
 	timeout := fs.Duration("timeout", 15*time.Minute, "with --wait, give up after this long")
 	if err := fs.Parse(args); err != nil {
@@ -41,8 +41,13 @@ func jobs(ctx context.Context, args []string, out io.Writer) error {
 	if where == "" {
 		where = s.GitHub.Repository
 	}
-	fmt.Fprintf(out, "queued %d jobs in %s with runs-on [%s] (IDs %d..%d); the fake GitHub sends their webhooks to %s\n",
-		len(created), where, *labels, created[0].ID, created[len(created)-1].ID, s.Webhook.URL)
+	if s.GitLab != nil {
+		fmt.Fprintf(out, "queued %d jobs in %s with tags [%s] (IDs %d..%d); the fake GitLab sends their Job Hooks to %s\n",
+			len(created), where, *labels, created[0].ID, created[len(created)-1].ID, s.GitLab.WebhookURL)
+	} else {
+		fmt.Fprintf(out, "queued %d jobs in %s with runs-on [%s] (IDs %d..%d); the fake GitHub sends their webhooks to %s\n",
+			len(created), where, *labels, created[0].ID, created[len(created)-1].ID, s.Webhook.URL)
+	}
 	if !*wait {
 		fmt.Fprintf(out, "watch: %s --kubeconfig %s get machines,machineclaims -n %s -w\n", s.Kubectl, relative(s.Kubeconfig), s.Namespace)
 		return nil

@@ -1,7 +1,8 @@
 // Command hyperfleet-dev runs a whole HyperFleet fleet on one machine and drives it:
 //
 //	hyperfleet-dev up                               # make dev: start everything, Ctrl-C stops it
-//	hyperfleet-dev jobs --count 20 --labels linux,x64 # make jobs: queue jobs on the fake GitHub
+//	hyperfleet-dev up --platform=gitlab             # make dev DEV_FLAGS=--platform=gitlab: a GitLab pool
+//	hyperfleet-dev jobs --count 20 --labels linux,x64 # make jobs: queue jobs on the pool's fake platform
 //	hyperfleet-dev status                           # the pool, its Machines, claims, VMs and jobs
 //
 // up writes .hyperfleet/dev/state.json (see docs/local-fleet.md); the other commands read it.
@@ -28,7 +29,7 @@ const usage = `usage: hyperfleet-dev <command> [flags]
 
 commands:
   up       start the local fleet and apply the sample RunnerPool; Ctrl-C stops everything
-  jobs     queue workflow jobs on the fake GitHub (it sends signed webhooks to the fleet)
+  jobs     queue jobs on the sample pool's fake platform (it sends its webhooks to the fleet)
   status   print the pool, its Machines and MachineClaims, the VMs and the jobs
 
 Run "hyperfleet-dev <command> -h" for a command's flags.
@@ -98,7 +99,8 @@ func up(ctx context.Context, stopSignals func(), args []string, out io.Writer) e
 	minReplicas := fs.Int("min", 1, "the RunnerPool's minReplicas")
 	maxReplicas := fs.Int("max", 5, "the RunnerPool's maxReplicas")
 	labels := fs.String("labels", strings.Join(devfleet.DefaultLabels, ","), "the RunnerPool's runner labels")
-	org := fs.String("org", devfleet.DefaultOrganization, "GitHub organization the pool serves")
+	platform := fs.String("platform", devfleet.PlatformGitHub, "CI platform of the sample pool: github, or gitlab (a fake GitLab; the pool serves the group named by --org)")
+	org := fs.String("org", devfleet.DefaultOrganization, "GitHub organization (GitLab: group) the pool serves")
 	repo := fs.String("repo", "", "GitHub repository owner/name the pool serves instead of the organization")
 	jobDuration := fs.Duration("job-duration", 3*time.Second, "how long each fake job runs")
 	logLevel := fs.String("log-level", "INFO", "log level of the component logs under <state-dir>/logs")
@@ -112,6 +114,7 @@ func up(ctx context.Context, stopSignals func(), args []string, out io.Writer) e
 	feed := newFeed(out, *quiet)
 	opts := devfleet.Options{
 		StateDir: *stateDir, Namespace: *namespace, JobDuration: *jobDuration, LogLevel: *logLevel, Identity: *identity,
+		Platform: *platform,
 		Pool: devfleet.PoolOptions{Min: int32(*minReplicas), Max: int32(*maxReplicas), Labels: splitList(*labels),
 			Organization: *org, Repository: *repo},
 		NoConsole: *noConsole, ConsoleListen: *consoleListen,
@@ -136,7 +139,7 @@ HyperFleet local fleet is up (%s). RunnerPool %s/%s: min %d, max %d, labels %s.
   go run ./cmd/hyperfleet-dev status
 
 State: %s   Logs: %s
-Webhook receiver: %s   Proxmox simulator: %s   fake GitHub: %s
+Webhook receiver: %s   Proxmox simulator: %s   fake GitHub: %s%s
 VM identity: %s
 %s
 Press Ctrl-C to stop everything.
@@ -144,7 +147,7 @@ Press Ctrl-C to stop everything.
 `, time.Since(started).Round(time.Second), s.Namespace, s.Pool, fleet.PoolOptions().Min, fleet.PoolOptions().Max,
 		strings.Join(fleet.PoolOptions().Labels, ","), relative(s.Kubeconfig), s.Kubectl,
 		strings.Join(fleet.PoolOptions().Labels, ","), relative(filepath.Join(*stateDir, devfleet.StateFileName)),
-		relative(s.LogDir), s.Webhook.URL, s.Proxmox.URL, s.GitHub.URL, identityLine(s), consoleLines(s))
+		relative(s.LogDir), s.Webhook.URL, s.Proxmox.URL, s.GitHub.URL, gitlabLine(s), identityLine(s), consoleLines(s))
 
 	feed.watch(ctx, fleet)
 	// A second Ctrl-C while stopping ends the process at once.
@@ -173,6 +176,15 @@ Operator console: %s
   template for new VMs: %d (ubuntu-2404-runner), cluster %s/%s
 `, c.URL, c.Username, c.Password, s.Namespace, devfleet.ConsoleViewer, c.ViewerPassword,
 		devfleet.RunnerTemplateVMID, s.Namespace, devfleet.HypervisorClusterName)
+}
+
+// gitlabLine names the fake GitLab of a GitLab pool.
+func gitlabLine(s devfleet.State) string {
+	if s.GitLab == nil {
+		return ""
+	}
+	return fmt.Sprintf("\nfake GitLab: %s (pool serves group %s; jobs go to %s; Job Hooks to %s)",
+		s.GitLab.URL, s.GitLab.Group, s.GitLab.Project, s.GitLab.WebhookURL)
 }
 
 // identityLine says who attests the fleet's VMs.

@@ -16,11 +16,15 @@ import (
 	"time"
 )
 
-// buildBinaries builds the in-VM agent and the fake runner into dir. go build's cache makes a
-// rebuild of unchanged sources take a second or two.
-func buildBinaries(ctx context.Context, repoRoot, dir string) (agent, runner string, err error) {
+// buildBinaries builds the in-VM agent and the platform's fake runner into dir. go build's cache
+// makes a rebuild of unchanged sources take a second or two.
+func buildBinaries(ctx context.Context, repoRoot, dir, platform string) (agent, runner string, err error) {
 	agent, runner = filepath.Join(dir, "hyperfleet-agent"), filepath.Join(dir, "fakerunner")
-	for bin, pkg := range map[string]string{agent: "./cmd/hyperfleet-agent", runner: "./test/fakerunner"} {
+	runnerPkg := "./test/fakerunner"
+	if platform == PlatformGitLab {
+		runner, runnerPkg = filepath.Join(dir, "fakegitlabrunner"), "./test/fakegitlabrunner"
+	}
+	for bin, pkg := range map[string]string{agent: "./cmd/hyperfleet-agent", runner: runnerPkg} {
 		bctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 		cmd := exec.CommandContext(bctx, "go", "build", "-o", bin, pkg)
 		cmd.Dir = repoRoot
@@ -35,9 +39,13 @@ func buildBinaries(ctx context.Context, repoRoot, dir string) (agent, runner str
 	return agent, runner, nil
 }
 
-// runnerPackage packs the fake runner as run.sh, laid out like the GitHub Actions runner's
-// tarball, and returns it with its sha256.
-func runnerPackage(fakeRunner string) ([]byte, string, error) {
+// runnerPackage packs the fake runner as the platform's runner program (run.sh, laid out like the
+// GitHub Actions runner's tarball, or gitlab-runner) and returns it with its sha256.
+func runnerPackage(fakeRunner, platform string) ([]byte, string, error) {
+	name := "run.sh"
+	if platform == PlatformGitLab {
+		name = "gitlab-runner"
+	}
 	data, err := os.ReadFile(fakeRunner)
 	if err != nil {
 		return nil, "", err
@@ -48,7 +56,7 @@ func runnerPackage(fakeRunner string) ([]byte, string, error) {
 	if err := tw.WriteHeader(&tar.Header{Name: "bin/", Typeflag: tar.TypeDir, Mode: 0o755}); err != nil {
 		return nil, "", err
 	}
-	if err := tw.WriteHeader(&tar.Header{Name: "run.sh", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(data))}); err != nil {
+	if err := tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(data))}); err != nil {
 		return nil, "", err
 	}
 	if _, err := tw.Write(data); err != nil {

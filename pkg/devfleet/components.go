@@ -135,7 +135,7 @@ func (f *Fleet) startBootstrapService(ctx, runCtx context.Context) error {
 	return nil
 }
 
-func (f *Fleet) startManager(ctx, runCtx context.Context, webhookSecret string) error {
+func (f *Fleet) startManager(ctx, runCtx context.Context, webhookSecret, gitlabSecret string) error {
 	ports, err := freePorts(3)
 	if err != nil {
 		return err
@@ -145,7 +145,8 @@ func (f *Fleet) startManager(ctx, runCtx context.Context, webhookSecret string) 
 		LogLevel: f.opts.LogLevel, MetricsBindAddress: metrics, HealthProbeBindAddress: health,
 		LeaderElectionID: "hyperfleet-dev", Concurrency: 4, SyncPeriod: 10 * time.Minute,
 		SweepInterval: f.opts.SweepInterval, OrphanGracePeriod: time.Minute, ProviderTimeout: 10 * time.Second,
-		WebhookBindAddress: hooks, WebhookSecret: webhookSecret, BootstrapServiceURL: f.State.Bootstrap.URL,
+		WebhookBindAddress: hooks, WebhookSecret: webhookSecret, GitLabWebhookSecret: gitlabSecret,
+		BootstrapServiceURL:          f.State.Bootstrap.URL,
 		WorkloadReaderServiceAccount: f.Installation.WorkloadReader.String(),
 		BootstrapCASecret:            f.Installation.CASecret.String(), TrustDomain: TrustDomain, RepairInterval: 30 * time.Second,
 	}
@@ -182,7 +183,7 @@ func (f *Fleet) startManager(ctx, runCtx context.Context, webhookSecret string) 
 	return nil
 }
 
-func (f *Fleet) applySample(ctx context.Context) error {
+func (f *Fleet) applySample(ctx context.Context, gitlabToken string) error {
 	// As docs/install.md tells an admin: enable the team's namespace, then create its fleet.
 	if err := f.Env.EnableNamespace(ctx, f.opts.Namespace); err != nil {
 		return err
@@ -195,7 +196,7 @@ func (f *Fleet) applySample(ctx context.Context) error {
 		githubURL: f.State.GitHub.URL, githubCA: f.GitHub.CACertPEM(), appID: f.State.GitHub.AppID, appKeyPEM: f.GitHub.AppKeyPEM(),
 		installationID: f.State.GitHub.InstallationID,
 		runnerURL:      f.State.Runner.URL, runnerSH: f.State.Runner.SHA256,
-		spire: f.State.SPIRE,
+		spire: f.State.SPIRE, gitlab: f.State.GitLab, gitlabToken: gitlabToken, gitlabCA: f.gitlabCA(),
 	})
 	for _, o := range objs {
 		if _, isNamespace := o.(*corev1.Namespace); isNamespace {
@@ -244,4 +245,12 @@ func freePorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// gitlabCA is the fake GitLab's certificate, nil without one.
+func (f *Fleet) gitlabCA() []byte {
+	if f.GitLab == nil {
+		return nil
+	}
+	return f.GitLab.CACertPEM()
 }

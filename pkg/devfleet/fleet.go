@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -18,6 +19,7 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/logging"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
+	"github.com/hyperfleet-io/hyperfleet/test/fakegitlab"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 	"github.com/hyperfleet-io/hyperfleet/test/testenv"
 )
@@ -48,6 +50,9 @@ type Options struct {
 	// or IdentitySPIRE (a local spire-server; each VM runs spire-agent, which needs
 	// hack/spire.sh's binaries in the tools cache).
 	Identity string
+	// Platform is the CI platform of the sample pool: PlatformGitHub (default) or PlatformGitLab
+	// (a fake GitLab, a group pool, and gitlab-runner in each VM). The fake GitHub runs either way.
+	Platform string
 	// NoConsole leaves the operator console and its identity provider out.
 	NoConsole bool
 	// ConsoleListen is the console's address; default 127.0.0.1 on a free port.
@@ -64,9 +69,10 @@ type Fleet struct {
 	State State
 	// Env is the control plane: Env.Client talks to the API server directly.
 	Env *testenv.Env
-	// Simulator and GitHub are the in-process fakes of the outside world.
+	// Simulator, GitHub and (Platform gitlab) GitLab are the in-process fakes of the outside world.
 	Simulator *pvesim.Simulator
 	GitHub    *fakegithub.Server
+	GitLab    *fakegitlab.Server
 	// AppliedAt is when the sample fleet's objects were created.
 	AppliedAt time.Time
 	// SPIREServer is the fleet's SPIRE server (Identity SPIRE only).
@@ -124,6 +130,13 @@ func (o *Options) defaults() error {
 	if o.LogLevel == "" {
 		o.LogLevel = "INFO"
 	}
+	switch o.Platform {
+	case "":
+		o.Platform = PlatformGitHub
+	case PlatformGitHub, PlatformGitLab:
+	default:
+		return fmt.Errorf("platform %q: want %s or %s", o.Platform, PlatformGitHub, PlatformGitLab)
+	}
 	switch o.Identity {
 	case "":
 		o.Identity = IdentityBuiltin
@@ -158,7 +171,7 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	runCtx, cancel := context.WithCancel(context.Background())
 	f := &Fleet{opts: opts, cancel: cancel, stateDir: stateDir}
 	f.State = State{Version: StateVersion, PID: os.Getpid(), Namespace: opts.Namespace, Cluster: ClusterName,
-		Pool: opts.Pool.Name, LogDir: logDir}
+		Pool: opts.Pool.Name, Platform: opts.Platform, LogDir: logDir}
 	defer func() {
 		if err != nil {
 			f.Stop()
@@ -186,11 +199,11 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 		}
 	}
 	progress("building hyperfleet-agent and the fake runner")
-	agentBin, runnerBin, err := buildBinaries(ctx, opts.RepoRoot, filepath.Join(stateDir, "bin"))
+	agentBin, runnerBin, err := buildBinaries(ctx, opts.RepoRoot, filepath.Join(stateDir, "bin"), opts.Platform)
 	if err != nil {
 		return nil, err
 	}
-	pkg, sum, err := runnerPackage(runnerBin)
+	pkg, sum, err := runnerPackage(runnerBin, opts.Platform)
 	if err != nil {
 		return nil, err
 	}
@@ -233,6 +246,13 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	if err := f.startGitHub(); err != nil {
 		return nil, err
 	}
+	var gitlabToken string
+	if opts.Platform == PlatformGitLab {
+		progress("starting the fake GitLab")
+		if gitlabToken, err = f.startGitLab(); err != nil {
+			return nil, err
+		}
+	}
 	if err := f.startSimulator(agentBin); err != nil {
 		return nil, err
 	}
@@ -241,14 +261,18 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	if err := f.startBootstrapService(ctx, runCtx); err != nil {
 		return nil, err
 	}
-	webhookSecret := randomHex(20)
-	if err := f.startManager(ctx, runCtx, webhookSecret); err != nil {
+	webhookSecret, gitlabSecret := randomHex(20), randomHex(20)
+	if err := f.startManager(ctx, runCtx, webhookSecret, gitlabSecret); err != nil {
 		return nil, err
 	}
 	f.GitHub.SetWebhook(f.State.Webhook.URL, webhookSecret)
+	if f.GitLab != nil {
+		f.State.GitLab.WebhookURL = strings.TrimSuffix(f.State.Webhook.URL, "github") + "gitlab"
+		f.GitLab.SetWebhook(f.State.GitLab.WebhookURL, gitlabSecret)
+	}
 
 	progress("enabling namespace %s for HyperFleet and applying the sample fleet there", opts.Namespace)
-	if err := f.applySample(ctx); err != nil {
+	if err := f.applySample(ctx, gitlabToken); err != nil {
 		return nil, err
 	}
 	f.AppliedAt = time.Now()
@@ -286,6 +310,9 @@ func (f *Fleet) Stop() {
 	}
 	if f.GitHub != nil {
 		f.GitHub.Close()
+	}
+	if f.GitLab != nil {
+		f.GitLab.Close()
 	}
 	if f.capi != nil {
 		f.capi.Stop()

@@ -44,6 +44,9 @@ type JobRequest struct {
 // on github.com: the fake sends each job's signed workflow_job "queued" webhook to the fleet's
 // receiver, and a runner that comes online takes it.
 func CreateJobs(ctx context.Context, s *State, req JobRequest) ([]Job, error) {
+	if s.GitLab != nil {
+		return createGitLabJobs(ctx, s, req)
+	}
 	if req.Repository == "" {
 		req.Repository = s.GitHub.Repository
 	}
@@ -71,6 +74,9 @@ func CreateJobs(ctx context.Context, s *State, req JobRequest) ([]Job, error) {
 
 // ListJobs returns every job the fake GitHub knows, by ID.
 func ListJobs(ctx context.Context, s *State) ([]Job, error) {
+	if s.GitLab != nil {
+		return listGitLabJobs(ctx, s)
+	}
 	c, err := githubClient(s)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package devfleet
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
 	ghplatform "github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
+	glplatform "github.com/hyperfleet-io/hyperfleet/pkg/platform/gitlab"
 )
 
 // Names of the sample fleet's objects.
@@ -83,6 +85,10 @@ type sampleInput struct {
 	runnerURL, runnerSH string
 	// spire, when set, makes VMs attest with SPIRE instead of the builtin CA.
 	spire *SPIREState
+	// gitlab, when set, makes the pool a GitLab pool of its group, with gitlabToken and gitlabCA.
+	gitlab      *GitLabState
+	gitlabToken string
+	gitlabCA    []byte
 }
 
 // sampleFleet is a runner fleet as a person would write it (templates/cluster-template.yaml with
@@ -95,7 +101,7 @@ func sampleFleet(in sampleInput) []client.Object {
 		return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{clusterv1.ClusterNameLabel: ClusterName}}
 	}
 	p := in.pool
-	return []client.Object{
+	objs := []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
 		&corev1.Secret{ObjectMeta: meta(HypervisorClusterName + "-credentials"), StringData: map[string]string{
 			connection.KeyTokenID: in.tokenID, connection.KeyTokenSecret: in.tokenSecet}},
@@ -136,13 +142,7 @@ func sampleFleet(in sampleInput) []client.Object {
 		}},
 		&fleetv1.RunnerPool{ObjectMeta: meta(p.Name), Spec: fleetv1.RunnerPoolSpec{
 			ClusterName: ClusterName, MinReplicas: p.Min, MaxReplicas: p.Max,
-			Platform: fleetv1.PlatformSpec{GitHub: &fleetv1.GitHubSpec{
-				Organization: p.Organization, Repository: p.Repository, Labels: p.Labels,
-				CredentialsRef: fleetv1.LocalObjectReference{Name: GitHubSecretName}, APIURL: in.githubURL + "/",
-				// The local fake GitHub serves HTTPS on 127.0.0.1 with its own CA, as a GitHub
-				// Enterprise Server behind a private CA would.
-				CABundleRef: &fleetv1.SecretKeyReference{Name: GitHubCASecretName, Key: "ca.crt"},
-			}},
+			Platform: samplePlatform(in),
 			Template: fleetv1.RunnerMachineTemplate{
 				InfrastructureRef: clusterv1.ContractVersionedObjectReference{
 					APIGroup: infrav1.GroupVersion.Group, Kind: "MachineClaimTemplate", Name: TemplateName},
@@ -151,6 +151,37 @@ func sampleFleet(in sampleInput) []client.Object {
 			},
 		}},
 	}
+	if in.gitlab != nil {
+		// Before the pool, as a person would create them.
+		objs = slices.Insert(objs, 1, []client.Object{
+			&corev1.Secret{ObjectMeta: meta(GitLabSecretName), StringData: map[string]string{glplatform.KeyToken: in.gitlabToken}},
+			&corev1.Secret{ObjectMeta: meta(GitLabCASecretName), Data: map[string][]byte{glplatform.DefaultCAKey: in.gitlabCA}},
+		}...)
+	}
+	return objs
+}
+
+// samplePlatform is the sample pool's spec.platform: GitHub Actions for the organization (or
+// repository), or GitLab CI for the fake GitLab's group.
+func samplePlatform(in sampleInput) fleetv1.PlatformSpec {
+	p := in.pool
+	if gl := in.gitlab; gl != nil {
+		return fleetv1.PlatformSpec{GitLab: &fleetv1.GitLabSpec{
+			URL: gl.URL, Scope: fleetv1.GitLabScope{Group: gl.Group}, Tags: p.Labels,
+			AccessLevel:    fleetv1.GitLabNotProtected,
+			CredentialsRef: fleetv1.LocalObjectReference{Name: GitLabSecretName},
+			// HTTPS on 127.0.0.1 with the fake's own CA, as a self-managed GitLab behind a
+			// private CA would be.
+			CABundleRef: &fleetv1.SecretKeyReference{Name: GitLabCASecretName, Key: glplatform.DefaultCAKey},
+		}}
+	}
+	return fleetv1.PlatformSpec{GitHub: &fleetv1.GitHubSpec{
+		Organization: p.Organization, Repository: p.Repository, Labels: p.Labels,
+		CredentialsRef: fleetv1.LocalObjectReference{Name: GitHubSecretName}, APIURL: in.githubURL + "/",
+		// The local fake GitHub serves HTTPS on 127.0.0.1 with its own CA, as a GitHub
+		// Enterprise Server behind a private CA would.
+		CABundleRef: &fleetv1.SecretKeyReference{Name: GitHubCASecretName, Key: "ca.crt"},
+	}}
 }
 
 // jobRepository is the repository jobs for pool are created in.

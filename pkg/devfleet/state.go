@@ -27,6 +27,8 @@ type State struct {
 	Namespace string `json:"namespace"`
 	Cluster   string `json:"cluster"`
 	Pool      string `json:"pool"`
+	// Platform is the sample pool's CI platform: github or gitlab.
+	Platform string `json:"platform,omitempty"`
 	// Kubeconfig is an admin kubeconfig of the local API server; Kubectl a matching kubectl.
 	Kubeconfig string `json:"kubeconfig"`
 	Kubectl    string `json:"kubectl,omitempty"`
@@ -34,9 +36,11 @@ type State struct {
 	// LogDir holds every component's log and one log per VM boot.
 	LogDir string `json:"logDir"`
 
-	Webhook   WebhookState   `json:"webhook"`
-	Proxmox   ProxmoxState   `json:"proxmox"`
-	GitHub    GitHubState    `json:"github"`
+	Webhook WebhookState `json:"webhook"`
+	Proxmox ProxmoxState `json:"proxmox"`
+	GitHub  GitHubState  `json:"github"`
+	// GitLab is set when the sample pool is a GitLab pool.
+	GitLab    *GitLabState   `json:"gitlab,omitempty"`
 	Bootstrap BootstrapState `json:"bootstrapService"`
 	// SPIRE is set when VMs are attested by SPIRE.
 	SPIRE   *SPIREState  `json:"spire,omitempty"`
