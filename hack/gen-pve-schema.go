@@ -62,6 +62,7 @@ var endpoints = []string{
 	"PUT /nodes/{node}/qemu/{vmid}/snapshot/{snapname}/config",
 	"POST /nodes/{node}/qemu/{vmid}/snapshot/{snapname}/rollback",
 	"GET /nodes/{node}/qemu/{vmid}/migrate",
+	"POST /nodes/{node}/qemu/{vmid}/migrate",
 	"GET /nodes/{node}/tasks",
 	"DELETE /nodes/{node}/tasks/{upid}",
 	"GET /nodes/{node}/tasks/{upid}/status",

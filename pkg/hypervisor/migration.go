@@ -24,3 +24,26 @@ func (m Migratability) LiveMigratable() bool {
 type MigrationChecker interface {
 	CheckMigration(ctx context.Context, ref VMRef) (Migratability, error)
 }
+
+// MigrateSpec asks for a VM to move to another host.
+type MigrateSpec struct {
+	// Target is the host to move to; it must not be the VM's own.
+	Target string
+	// Online moves a running VM live. A running VM is refused without it; a stopped VM moves
+	// offline whatever it says.
+	Online bool
+	// WithLocalDisks copies disks on storage only the source has; without it a running VM with
+	// such disks is refused.
+	WithLocalDisks bool
+}
+
+// Migrator moves VMs between hosts. It is optional: without it MachineMigrations fail with
+// ErrUnsupported. Migrate returns the task to poll with TaskStatus; the hypervisor's refusals
+// (a running VM without Online, host devices, local disks, the VM's own host as target) come back
+// either from the call (ErrInvalid; ErrBusy for a locked VM) or as a failed task, in the hypervisor's words.
+// CancelTask stops a running task, as far as the hypervisor allows: a migration stopped
+// part-way leaves the VM on its source host.
+type Migrator interface {
+	Migrate(ctx context.Context, ref VMRef, spec MigrateSpec) (TaskID, error)
+	CancelTask(ctx context.Context, node string, id TaskID) error
+}

@@ -68,6 +68,7 @@ func (s *Simulator) handlers() map[string]handlerFunc {
 		"PUT /nodes/{node}/qemu/{vmid}/snapshot/{snapname}/config":    s.putSnapshotConfig,
 		"POST /nodes/{node}/qemu/{vmid}/snapshot/{snapname}/rollback": s.postRollback,
 		"GET /nodes/{node}/qemu/{vmid}/migrate":                       s.getMigratePrecondition,
+		"POST /nodes/{node}/qemu/{vmid}/migrate":                      s.postMigrate,
 		"GET /nodes/{node}/tasks":                                     s.getNodeTasks,
 		"DELETE /nodes/{node}/tasks/{upid}":                           s.deleteTask,
 		"GET /nodes/{node}/tasks/{upid}/status":                       s.getTaskStatus,

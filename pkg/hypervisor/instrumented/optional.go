@@ -109,3 +109,27 @@ func (p *provider) CheckMigration(ctx context.Context, ref hypervisor.VMRef) (hy
 	c.end(err)
 	return out, err
 }
+
+var _ hypervisor.Migrator = (*provider)(nil)
+
+func (p *provider) Migrate(ctx context.Context, ref hypervisor.VMRef, spec hypervisor.MigrateSpec) (hypervisor.TaskID, error) {
+	m, ok := p.next.(hypervisor.Migrator)
+	if !ok {
+		return "", unsupported("Migrate")
+	}
+	ctx, c := p.begin(ctx, "Migrate", append(refAttrs(ref), attribute.String("hypervisor.target_node", spec.Target))...)
+	id, err := m.Migrate(ctx, ref, spec)
+	p.startedTask(c, id, err)
+	return id, err
+}
+
+func (p *provider) CancelTask(ctx context.Context, node string, id hypervisor.TaskID) error {
+	m, ok := p.next.(hypervisor.Migrator)
+	if !ok {
+		return unsupported("CancelTask")
+	}
+	ctx, c := p.begin(ctx, "CancelTask", AttrVMNode.String(node))
+	err := m.CancelTask(ctx, node, id)
+	c.end(err)
+	return err
+}

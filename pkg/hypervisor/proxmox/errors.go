@@ -197,6 +197,10 @@ func classOfMessage(text string) error {
 		return hypervisor.ErrBusy
 	case strings.Contains(t, "permission check failed"):
 		return hypervisor.ErrForbidden
+	case strings.Contains(t, "can't migrate"), strings.Contains(t, "target is local node"):
+		// qemu-server's migration refusals ("can't migrate running VM without --online") hold
+		// until the request changes.
+		return hypervisor.ErrInvalid
 	}
 	return nil
 }
