@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
@@ -142,6 +144,11 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, id spiffeid.ID, 
 		status = se.code
 	}
 	s.log.Info("request refused", "path", r.URL.Path, "spiffeID", id.String(), "status", status, "err", err.Error())
+	if at, ok := platform.RetryAt(err); ok && status == http.StatusServiceUnavailable {
+		// The platform rate-limited the registration: the agent waits until the limit lifts
+		// instead of asking again at once (it honours Retry-After on 503).
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(time.Until(at).Seconds())))))
+	}
 	writeError(w, status, publicMessage(status, err))
 }
 

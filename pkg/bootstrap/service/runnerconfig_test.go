@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -131,6 +132,23 @@ func TestRunnerConfigRefusals(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(status).To(Equal(http.StatusOK), "the VM's retry succeeds")
 		g.Expect(rc.RunnerName).To(Equal("retry"))
+	})
+
+	t.Run("a rate-limited registration answers 503 with Retry-After and gives the claim back", func(t *testing.T) {
+		g := NewWithT(t)
+		m := h.machine(t, "throttled", time.Minute)
+		svid, status := h.attest(t, m.Token)
+		g.Expect(status).To(Equal(http.StatusOK))
+		// GitHub's secondary rate limit on JIT configs: 429 with Retry-After.
+		h.gh.InjectFault(fakegithub.EndpointRepoJITConfig, fakegithub.Fault{Times: 1, Status: http.StatusTooManyRequests, RetryAfter: 45 * time.Second})
+		resp, err := h.mtls(svid).Get(h.url + protocol.RunnerConfigPath)
+		g.Expect(err).NotTo(HaveOccurred())
+		resp.Body.Close()
+		g.Expect(resp.StatusCode).To(Equal(http.StatusServiceUnavailable))
+		after, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+		g.Expect(err).NotTo(HaveOccurred(), "Retry-After %q", resp.Header.Get("Retry-After"))
+		g.Expect(after).To(BeNumerically("~", 45, 5))
+		g.Expect(bootstraptest.Get(t, env.Client, m.Config).Status.RunnerConfigTime).To(BeNil())
 	})
 
 	t.Run("missing App credentials answer 503 and give the claim back", func(t *testing.T) {
