@@ -130,7 +130,7 @@ type CreateVMRequest struct {
 	Cluster   string `json:"cluster"`
 	// Host pins the VM to a host; empty lets HyperFleet choose.
 	Host string `json:"host,omitempty"`
-	// Template is a template name or numeric ID.
+	// Template is a template name or ID (a Proxmox VMID, a Hyper-V GUID).
 	Template  string `json:"template"`
 	CPUs      int32  `json:"cpus,omitempty"`
 	MemoryMiB int32  `json:"memoryMiB,omitempty"`
@@ -174,9 +174,9 @@ func (req CreateVMRequest) Validate() []FieldError {
 	}
 	switch {
 	case req.Template == "":
-		add("template", "is required: a template name or its numeric ID")
+		add("template", "is required: a template name or its ID")
 	case !templatePattern.MatchString(req.Template):
-		add("template", "must be a template name or numeric ID")
+		add("template", "must be a template name or ID")
 	}
 	if req.CPUs != 0 && (req.CPUs < 1 || req.CPUs > 512) {
 		add("cpus", "must be between 1 and 512")
