@@ -21,6 +21,7 @@ import (
 //	DELETE /_sim/faults/{id}             remove one fault
 //	GET    /_sim/requests                request counters
 //	DELETE /_sim/requests                reset the counters
+//	GET    /_sim/load                    load model parameters and counters (LoadStats)
 //	POST   /_sim/nodes/{node}/offline    take a node offline (and .../online)
 func (s *Simulator) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	parts := splitPath(strings.TrimPrefix(r.URL.Path, "/_sim"))
@@ -34,6 +35,8 @@ func (s *Simulator) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case route == "GET vms":
 		reply(http.StatusOK, s.VMs())
+	case route == "GET load":
+		reply(http.StatusOK, map[string]any{"model": s.LoadModel(), "summary": s.LoadModel().String(), "stats": s.LoadStats()})
 	case len(parts) == 3 && parts[0] == "vms" && parts[2] == "poweroff" && r.Method == http.MethodPost:
 		vmid, _ := strconv.Atoi(parts[1])
 		if err := s.PowerOff(vmid); err != nil {

@@ -81,6 +81,17 @@ func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveAdmin(w, r)
 		return
 	case r.URL.Path == "/api2/json" || strings.HasPrefix(r.URL.Path, "/api2/json/"):
+		if l := s.loadState(); l != nil {
+			release, ok := l.admit(r.Context().Done())
+			if !ok {
+				refuse(w)
+				return
+			}
+			defer release()
+			if d := l.m.Wall(l.m.RequestTime); d > 0 {
+				time.Sleep(d)
+			}
+		}
 		s.serveAPI(w, r)
 	default:
 		s.writeError(w, r, &apiError{Code: http.StatusNotImplemented, Message: "no such uri\n", NoBody: true})
@@ -326,4 +337,16 @@ func writeRaw(w http.ResponseWriter, r *http.Request, code int, reason, ctype st
 	_ = conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	_, _ = rw.Write(b.Bytes())
 	_ = rw.Flush()
+}
+
+// refuse closes the request's connection without an answer, as a client of a saturated
+// pveproxy sees it.
+func refuse(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			_ = conn.Close()
+			return
+		}
+	}
+	w.WriteHeader(http.StatusServiceUnavailable)
 }

@@ -46,6 +46,9 @@ type Config struct {
 	// PlainHTTP serves http:// instead of https://, as a lab behind a TLS-less proxy would: for
 	// tests of how clients treat credentials sent in clear text.
 	PlainHTTP bool
+	// Load is the load model (see LoadModel); the zero value is off: tasks take TaskDuration and
+	// any number of requests are served at once.
+	Load LoadModel
 	// Logger receives request and task logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -88,6 +91,8 @@ type Simulator struct {
 	guestProcs map[int]map[int]*guestProcess
 	guestExecs []GuestExec
 	snapSeq    int
+	// load is the load model's runtime; nil when the model is off.
+	load *loadState
 
 	tlsCert *tls.Certificate
 	caPEM   []byte
@@ -134,6 +139,9 @@ func New(cfg Config) (*Simulator, error) {
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Load.Enabled {
+		s.load = newLoadState(cfg.Load, cfg.Seed)
 	}
 	for _, t := range cfg.Tokens {
 		if err := validateTokenID(t.ID); err != nil {

@@ -31,6 +31,8 @@ type task struct {
 type taskWork struct {
 	run  func(t *task) error
 	fail func()
+	// load is what the load model makes the task cost (when the model is on).
+	load taskLoad
 }
 
 // startTask creates a running task and finishes it after TaskDuration (or a
@@ -51,6 +53,14 @@ func (s *Simulator) startTask(node, typ, id string, a *authInfo, work taskWork, 
 	s.tasks[t.upid] = t
 	s.taskList = append(s.taskList, t)
 	dur := s.cfg.TaskDuration
+	l := s.load
+	if l != nil {
+		d := work.load.Time
+		if d <= 0 {
+			d = l.m.TaskTime
+		}
+		dur = l.jittered(d)
+	}
 	failText, failDelay := s.taskFault(faultKey)
 	if failDelay > 0 {
 		dur = failDelay
@@ -58,6 +68,16 @@ func (s *Simulator) startTask(node, typ, id string, a *authInfo, work taskWork, 
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		lockFailed := false
+		if l != nil && work.load.Lock != "" {
+			release := l.lock(work.load.Lock, s.closing)
+			if release == nil {
+				lockFailed = true
+				dur = 0
+			} else {
+				defer release()
+			}
+		}
 		timer := time.NewTimer(dur)
 		defer timer.Stop()
 		select {
@@ -70,6 +90,8 @@ func (s *Simulator) startTask(node, typ, id string, a *authInfo, work taskWork, 
 		switch {
 		case t.cancelled:
 			err = fmt.Errorf("received interrupt")
+		case lockFailed:
+			err = fmt.Errorf("%s%s", work.load.FailPrefix, lockTimeoutText(work.load.LockVMID))
 		case failText != "":
 			err = fmt.Errorf("%s", failText)
 		case work.run != nil:

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // postVMClone is qemu-server's clone_vm: early checks answer synchronously,
@@ -123,6 +124,14 @@ func (s *Simulator) postVMClone(rq *request) (any, *apiError) {
 		return c
 	}()
 	s.log.Info("clone", "source", vmid, "newid", newid, "full", full)
+	diskBytes, diskLock := s.diskLoad(destNode, srcConf)
+	if storage != "" {
+		diskLock = s.storageLockName(destNode, storage)
+	}
+	load := taskLoad{Lock: diskLock, LockVMID: vmid, FailPrefix: "clone failed: "}
+	if s.load != nil {
+		load.Time = s.load.m.CloneTime(full, diskBytes)
+	}
 
 	t := s.startTask(node, "qmclone", vmidStr(vmid), rq.auth, taskWork{
 		run: func(t *task) error {
@@ -160,6 +169,9 @@ func (s *Simulator) postVMClone(rq *request) (any, *apiError) {
 					pl.members[newid] = true
 				}
 			}
+			if s.load != nil {
+				s.load.countClone()
+			}
 			return nil
 		},
 		fail: func() {
@@ -167,6 +179,7 @@ func (s *Simulator) postVMClone(rq *request) (any, *apiError) {
 				delete(s.vms, newid)
 			}
 		},
+		load: load,
 	}, "POST /nodes/{node}/qemu/{vmid}/clone")
 	return t.upid, nil
 }
@@ -285,7 +298,14 @@ func (s *Simulator) deleteVM(rq *request) (any, *apiError) {
 		return nil, err
 	}
 	purgeUnreferenced := rq.p.flag("destroy-unreferenced-disks")
-	t := s.startTask(node, "qmdestroy", vmidStr(vmid), rq.auth, taskWork{run: func(*task) error {
+	var load taskLoad
+	if s.load != nil {
+		vm := s.vms[vmid]
+		diskBytes, diskLock := s.diskLoad(node, vm.conf)
+		load = taskLoad{Lock: diskLock, LockVMID: vmid,
+			Time: s.load.m.TaskTime + time.Duration(float64(diskBytes)/float64(1<<30)*float64(s.load.m.DestroyPerGiB))}
+	}
+	t := s.startTask(node, "qmdestroy", vmidStr(vmid), rq.auth, taskWork{load: load, run: func(*task) error {
 		vm, err := early()
 		if err != nil {
 			return err
