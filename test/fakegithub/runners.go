@@ -77,6 +77,11 @@ func (s *Server) generateJITConfig(w http.ResponseWriter, r *http.Request, insta
 		return
 	}
 	s.mu.Lock()
+	if wait := s.jitThrottleLocked(installationID); wait > 0 {
+		s.mu.Unlock()
+		s.writeFault(w, Fault{Status: http.StatusForbidden, RetryAfter: wait})
+		return
+	}
 	if s.findRunnerByNameLocked(scope, req.Name) != nil {
 		s.mu.Unlock()
 		writeError(w, http.StatusConflict, fmt.Sprintf("Already exists - A runner with the name %s already exists.", req.Name))
@@ -194,4 +199,38 @@ func (s *Server) createRegistrationToken(w http.ResponseWriter, r *http.Request,
 	}
 	expires := s.now().Add(time.Hour).UTC().Truncate(time.Second)
 	writeJSON(w, http.StatusCreated, map[string]any{"token": strings.ToUpper(randomHex(15)), "expires_at": expires.Format(time.RFC3339)})
+}
+
+// jitThrottleLocked applies the JIT config rate limit: it records a creation and returns 0, or
+// returns how long until the installation may create the next one. Called with s.mu held.
+func (s *Server) jitThrottleLocked(installationID int64) time.Duration {
+	if s.opts.JITPerWindow <= 0 {
+		return 0
+	}
+	window := s.opts.JITWindow
+	if window <= 0 {
+		window = time.Minute
+	}
+	if s.jitTimes == nil {
+		s.jitTimes = map[int64][]time.Time{}
+	}
+	now := s.now()
+	recent := s.jitTimes[installationID]
+	for len(recent) > 0 && !recent[0].After(now.Add(-window)) {
+		recent = recent[1:]
+	}
+	if len(recent) >= s.opts.JITPerWindow {
+		s.jitTimes[installationID] = recent
+		s.jitRefused++
+		return max(recent[0].Add(window).Sub(now), time.Second)
+	}
+	s.jitTimes[installationID] = append(recent, now)
+	return 0
+}
+
+// JITRefusals counts JIT config requests refused by the JIT rate limit.
+func (s *Server) JITRefusals() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.jitRefused
 }

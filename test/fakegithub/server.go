@@ -30,6 +30,12 @@ type Options struct {
 	TokenTTL time.Duration
 	// RateLimit is the hourly request budget per installation. Default 5000.
 	RateLimit int
+	// JITPerWindow, when set, limits how many JIT runner configs one installation may create per
+	// JITWindow (default a minute), as GitHub does (about 170–180 a minute per App): beyond it
+	// the request is refused with 403 and Retry-After, GitHub's secondary rate limit. Load-model
+	// runs set it (and shorten the window by their time scale); zero means no limit.
+	JITPerWindow int
+	JITWindow    time.Duration
 	// WebhookURL receives signed workflow_job events when set; WebhookSecret signs them.
 	WebhookURL    string
 	WebhookSecret string
@@ -72,6 +78,9 @@ type Server struct {
 	requests      map[string]int
 	credentialed  int
 	deliveries    []Delivery
+	// jitTimes are the recent JIT config creations per installation; jitRefused counts refusals.
+	jitTimes   map[int64][]time.Time
+	jitRefused int
 }
 
 // New creates a fake GitHub without listening yet.
