@@ -3,6 +3,7 @@ package providers
 import (
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/hyperv"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/proxmox"
 )
 
@@ -12,5 +13,6 @@ import (
 func Builders() map[infrav1.ProviderType]connection.ProviderBuilder {
 	return map[infrav1.ProviderType]connection.ProviderBuilder{
 		infrav1.ProviderProxmox: proxmox.Connector{},
+		infrav1.ProviderHyperV:  hyperv.Connector{},
 	}
 }

@@ -52,6 +52,12 @@ func (b *HypervisorClusterBuilder) WithProxmox(p infrav1.ProxmoxClusterParameter
 	return b
 }
 
+// WithHyperV makes the cluster a set of Hyper-V hosts with the given settings.
+func (b *HypervisorClusterBuilder) WithHyperV(p infrav1.HyperVClusterParameters) *HypervisorClusterBuilder {
+	b.obj.Spec.Provider, b.obj.Spec.HyperV = infrav1.ProviderHyperV, &p
+	return b
+}
+
 func (b *HypervisorClusterBuilder) WithHealthCheckInterval(d metav1.Duration) *HypervisorClusterBuilder {
 	b.obj.Spec.HealthCheckInterval = &d
 	return b

@@ -1,0 +1,158 @@
+package hyperv
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Defaults applied by New for zero-valued Config fields: folders under C:\ProgramData\HyperFleet,
+// which the least-privilege account gets write access to (docs/hyperv.md).
+const (
+	DefaultTimeout            = 60 * time.Second
+	DefaultVMDirectory        = `C:\ProgramData\HyperFleet\VMs`
+	DefaultVHDDirectory       = `C:\ProgramData\HyperFleet\Disks`
+	DefaultSeedDirectory      = `C:\ProgramData\HyperFleet\Seeds`
+	DefaultTemplateDirectory  = `C:\ProgramData\HyperFleet\Templates`
+	DefaultModuleRoot         = `C:\ProgramData\HyperFleet\Modules`
+	DefaultSecureBootTemplate = "MicrosoftUEFICertificateAuthority"
+	// DefaultMemoryMiB is a new VM's memory until Configure sets the claim's, when the template
+	// does not say.
+	DefaultMemoryMiB = 2048
+)
+
+// Host is one Hyper-V host of the cluster: a standalone host or a failover cluster's node, each
+// with its own WinRM listener.
+type Host struct {
+	// Name is the node name HyperFleet uses (in VM references and placement).
+	Name string
+	// Endpoint is the WinRM URL, e.g. https://hv1.example.com:5986/wsman.
+	Endpoint string
+}
+
+// Config is how to reach and identify one set of Hyper-V hosts.
+type Config struct {
+	Hosts []Host
+	// Username and Password are the WinRM account's ("DOMAIN\user" or "user").
+	Username string
+	Password string
+	// Auth is "basic" or "ntlm" (the default).
+	Auth string
+	// CABundle is a PEM bundle trusted for the listeners' certificates; empty means system roots.
+	CABundle []byte
+	// InsecureSkipVerify turns TLS verification off. Only for labs.
+	InsecureSkipVerify bool
+	// AllowInsecureHTTP accepts http:// endpoints, over which credentials and scripts travel in
+	// clear text. Only for labs.
+	AllowInsecureHTTP bool
+	// Timeout bounds every call to a host. Default 60s.
+	Timeout time.Duration
+	// Cluster is the owning HypervisorCluster ("namespace/name").
+	Cluster string
+	// InstallationID is the HypervisorCluster's spec.installationID; with Cluster it scopes
+	// ownership, so two installations sharing hosts never touch each other's VMs.
+	InstallationID string
+	// VMDirectory holds the VMs' configuration; VHDDirectory their differencing disks;
+	// SeedDirectory their seed ISOs; TemplateDirectory template VHDX files (<name>.vhdx);
+	// ModuleRoot the deployed module (<root>\HyperFleetHyperV\<version>).
+	VMDirectory       string
+	VHDDirectory      string
+	SeedDirectory     string
+	TemplateDirectory string
+	ModuleRoot        string
+	// SecureBootTemplate is set on every new VM: "MicrosoftUEFICertificateAuthority" (Linux, the
+	// default), "MicrosoftWindows", or "Off" to disable Secure Boot.
+	SecureBootTemplate string
+}
+
+// windowsPath is an absolute local or UNC path without characters that would need quoting.
+var windowsPath = regexp.MustCompile(`^(?:[A-Za-z]:\\|\\\\[^\\'"\x00-\x1f]+\\)[^'"\x00-\x1f*?<>|]*$`)
+
+// nodeName is what a host may be called: it names nodes in VM references and conditions.
+var nodeName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]{0,61}[A-Za-z0-9])?$`)
+
+// withDefaults validates the config and fills in defaults.
+func (c Config) withDefaults() (Config, error) {
+	var errs []error
+	if len(c.Hosts) == 0 {
+		errs = append(errs, errors.New("no hosts"))
+	}
+	seen := map[string]bool{}
+	for i, h := range c.Hosts {
+		if !nodeName.MatchString(h.Name) {
+			errs = append(errs, fmt.Errorf("host %d: name %q is not a host name", i, h.Name))
+		}
+		if seen[strings.ToLower(h.Name)] {
+			errs = append(errs, fmt.Errorf("host %q is listed twice", h.Name))
+		}
+		seen[strings.ToLower(h.Name)] = true
+		u, err := url.Parse(h.Endpoint)
+		switch {
+		case err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http"):
+			errs = append(errs, fmt.Errorf("host %q: endpoint %q is not an http(s) URL", h.Name, h.Endpoint))
+		case u.Scheme == "http" && !c.AllowInsecureHTTP:
+			errs = append(errs, fmt.Errorf("host %q: endpoint %q is plain http: credentials and scripts would travel in clear text; use https (5986) or allow insecure HTTP explicitly", h.Name, h.Endpoint))
+		}
+	}
+	if c.Username == "" || c.Password == "" {
+		errs = append(errs, errors.New("username or password is empty"))
+	}
+	switch strings.ToLower(c.Auth) {
+	case "":
+		c.Auth = "ntlm"
+	case "basic", "ntlm":
+		c.Auth = strings.ToLower(c.Auth)
+	default:
+		errs = append(errs, fmt.Errorf("auth %q is neither basic nor ntlm", c.Auth))
+	}
+	if c.Cluster == "" {
+		errs = append(errs, errors.New("cluster (the owning HypervisorCluster) is empty"))
+	}
+	if c.InstallationID == "" {
+		errs = append(errs, errors.New("installation ID is empty: VMs cannot be marked as this installation's"))
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultTimeout
+	}
+	for _, d := range []struct {
+		field *string
+		def   string
+		name  string
+	}{
+		{&c.VMDirectory, DefaultVMDirectory, "VM directory"},
+		{&c.VHDDirectory, DefaultVHDDirectory, "VHD directory"},
+		{&c.SeedDirectory, DefaultSeedDirectory, "seed directory"},
+		{&c.TemplateDirectory, DefaultTemplateDirectory, "template directory"},
+		{&c.ModuleRoot, DefaultModuleRoot, "module root"},
+	} {
+		if *d.field == "" {
+			*d.field = d.def
+		}
+		*d.field = strings.TrimRight(*d.field, `\`)
+		if !windowsPath.MatchString(*d.field + `\`) {
+			errs = append(errs, fmt.Errorf("%s %q is not an absolute Windows path (quotes and wildcards are not allowed)", d.name, *d.field))
+		}
+	}
+	switch c.SecureBootTemplate {
+	case "":
+		c.SecureBootTemplate = DefaultSecureBootTemplate
+	case "Off", "MicrosoftWindows", "MicrosoftUEFICertificateAuthority", "OpenSourceShieldedVM":
+	default:
+		errs = append(errs, fmt.Errorf("secure boot template %q is not one of Off, MicrosoftWindows, MicrosoftUEFICertificateAuthority, OpenSourceShieldedVM", c.SecureBootTemplate))
+	}
+	return c, errors.Join(errs...)
+}
+
+// Hash fingerprints every field that affects the provider, credentials included, so a cache can
+// rebuild it when a Secret or the HypervisorCluster changes. The secrets cannot be recovered from it.
+func (c Config) Hash() string {
+	h := sha256.New()
+	_ = json.NewEncoder(h).Encode(c)
+	return hex.EncodeToString(h.Sum(nil))
+}

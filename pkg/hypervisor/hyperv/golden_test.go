@@ -1,0 +1,77 @@
+package hyperv
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/hyperv/winrmclient"
+)
+
+const goldenInputSeparator = "\n# ---- argument, decoded (not sent) ----\n"
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden with the scripts HyperFleet sends now")
+
+// TestGoldenScripts pins every script HyperFleet sends to a host, byte for byte: the module calls
+// with the inputs the provider builds, the module probe and the folder preparation of a deploy.
+// A change here changes what runs on every Hyper-V host; review the diff, then run with -update.
+func TestGoldenScripts(t *testing.T) {
+	p := &Provider{cfg: Config{InstallationID: testInstallation, Cluster: testCluster}, ownerTag: OwnerTag(testInstallation, testCluster)}
+	cfg, err := Config{Hosts: []Host{{Name: "hv1", Endpoint: "https://hv1:5986/wsman"}}, Username: "u", Password: "p",
+		Cluster: testCluster, InstallationID: testInstallation}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cfg = cfg
+	const id = "6f1d3c2a-8e4b-4f0e-9a57-2b1c7d9e4a10"
+	owner := p.notes(ownerFixture(), "runner for team-a")
+	// A call's golden file is the script, then its argument decoded, for review.
+	call := func(fn string, in any) string {
+		s, err := callScript(cfg.ModuleRoot, fn, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pretty, err := json.MarshalIndent(in, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s + goldenInputSeparator + string(pretty) + "\n"
+	}
+	ref := vmInput{ID: id, Expect: p.expect(""), SeedDirectory: cfg.SeedDirectory, SeedPath: cfg.SeedDirectory + `\hyperfleet-` + id + "-cidata.iso"}
+	stop, shutdown := ref, ref
+	stop.Mode, shutdown.Mode = "TurnOff", "Shutdown"
+	scripts := map[string]string{
+		"probe":         probeScript(cfg.ModuleRoot),
+		"prepare":       prepareScript(moduleDir(cfg.ModuleRoot), cfg.SeedDirectory),
+		"inventory":     call(fnInventory, struct{}{}),
+		"get-vm":        call(fnVM, struct{ Id string }{id}),
+		"find-template": call(fnFindTemplate, struct{ Name, TemplateDirectory string }{templateName, cfg.TemplateDirectory}),
+		"new-vm":        call(fnNewVM, newVMInput{Name: "runner-1", DiskName: p.diskName("runner-1", ownerFixture()), ParentPath: templateDisk, VHDDirectory: cfg.VHDDirectory, VMDirectory: cfg.VMDirectory, Notes: owner, MemoryMiB: DefaultMemoryMiB, SecureBootTemplate: cfg.SecureBootTemplate, Expect: p.expect("claim-1")}),
+		"set-vm": call(fnSetVM, setVMInput{ID: id, Expect: p.expect("claim-1"), Cores: 4, MemoryMiB: 8192, SwitchName: runnerSwitch, VlanID: 42, Notes: owner, DiskSizeBytes: 40 << 30, SeedPath: ref.SeedPath,
+			SeedArchivePath: ref.SeedPath + ".gz", SeedSHA256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"}),
+		"start-vm":         call(fnStartVM, ref),
+		"stop-vm-turnoff":  call(fnStopVM, stop),
+		"stop-vm-shutdown": call(fnStopVM, shutdown),
+		"remove-vm":        call(fnRemoveVM, ref),
+		"dismount-seed":    call(fnDismountSeed, ref),
+	}
+	for name, script := range scripts {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			path := filepath.Join("testdata", name+".golden")
+			if *update {
+				g.Expect(os.WriteFile(path, []byte(script), 0o644)).To(Succeed())
+			}
+			want, err := os.ReadFile(path)
+			g.Expect(err).NotTo(HaveOccurred(), "run go test -run TestGoldenScripts -update")
+			g.Expect(script).To(Equal(string(want)))
+			sent, _, _ := strings.Cut(script, goldenInputSeparator)
+			g.Expect(len(winrmclient.EncodeCommand(sent))).To(BeNumerically("<=", 8191), "cmd.exe's command-line limit")
+		})
+	}
+}
