@@ -40,6 +40,7 @@ func (s *Simulator) handlers() map[string]handlerFunc {
 		"GET /cluster/tasks":                                          s.getClusterTasks,
 		"GET /nodes":                                                  s.getNodes,
 		"GET /nodes/{node}/status":                                    s.getNodeStatus,
+		"GET /nodes/{node}/lxc":                                       s.getContainerList,
 		"GET /nodes/{node}/qemu":                                      s.getVMList,
 		"DELETE /nodes/{node}/qemu/{vmid}":                            s.deleteVM,
 		"GET /nodes/{node}/qemu/{vmid}/config":                        s.getVMConfig,

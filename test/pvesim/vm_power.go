@@ -64,6 +64,13 @@ func (s *Simulator) getVMList(rq *request) (any, *apiError) {
 	return out, nil
 }
 
+// getContainerList is GET /nodes/{node}/lxc. The simulated cluster runs no containers, so the
+// list is empty; peers that list containers to find used VMIDs (as Cluster API's other Proxmox
+// provider does) get PVE's answer, and a bad node or parameter is refused like for qemu.
+func (s *Simulator) getContainerList(*request) (any, *apiError) {
+	return []map[string]any{}, nil
+}
+
 func (s *Simulator) sortedVMs() []*vmState {
 	out := make([]*vmState, 0, len(s.vms))
 	for _, vm := range s.vms {
