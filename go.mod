@@ -14,6 +14,7 @@ require (
 	github.com/golang-jwt/jwt/v4 v4.5.2
 	github.com/google/go-github/v66 v66.0.0
 	github.com/google/go-tpm v0.9.8
+	github.com/google/uuid v1.6.0
 	github.com/leanovate/gopter v0.2.11
 	github.com/luthermonson/go-proxmox v0.8.0
 	github.com/masterzen/winrm v0.0.0-20211231115050-232efb40349e
@@ -41,6 +42,7 @@ require (
 	k8s.io/client-go v0.34.3
 	k8s.io/klog/v2 v2.130.1
 	k8s.io/utils v0.0.0-20250604170112-4c0f3b243397
+	pgregory.net/rapid v1.3.0
 	sigs.k8s.io/cluster-api v1.12.5
 	sigs.k8s.io/controller-runtime v0.22.5
 	sigs.k8s.io/yaml v1.6.0
@@ -80,7 +82,6 @@ require (
 	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/google/go-github/v75 v75.0.0 // indirect
 	github.com/google/go-querystring v1.2.0 // indirect
-	github.com/google/uuid v1.6.0 // indirect
 	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.27.7 // indirect
 	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
