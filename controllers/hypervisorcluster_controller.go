@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
@@ -72,9 +73,14 @@ func (r *HypervisorClusterReconciler) Reconcile(ctx context.Context, req ctrl.Re
 		ctx = ctrl.LoggerInto(ctx, log)
 	}
 	if added, err := finalizers.EnsureFinalizer(ctx, r.Client, hc, infrav1.HypervisorClusterFinalizer); err != nil || added {
-		return ctrl.Result{}, err
+		// A finalizer does not change the generation, so its own update event is filtered out.
+		return ctrl.Result{RequeueAfter: time.Millisecond}, err
 	}
 	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, hc); err != nil || isPaused || requeue {
+		if requeue && !isPaused {
+			// The Paused condition was written; that status write wakes nothing by itself.
+			return ctrl.Result{RequeueAfter: time.Millisecond}, err
+		}
 		return ctrl.Result{}, err
 	}
 	helper, err := patch.NewHelper(hc, r.Client)
@@ -273,9 +279,14 @@ func failureDomains(nodes []hypervisor.Node) []clusterv1.FailureDomain {
 // SetupWithManager registers the controller: it watches HypervisorClusters and Clusters. Secrets
 // are not watched (that would need list and watch on every Secret of the cluster): a rotated
 // credentials Secret is read on the next health check, at the latest one interval later.
+//
+// A HypervisorCluster wakes its controller only when its spec (generation), labels or annotations
+// change, or it is deleted: the controller's own status writes (every sweep's lastSweepTime) would
+// otherwise run a second health check and sweep right after each one, doubling the idle cost.
 func (r *HypervisorClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&infrav1.HypervisorCluster{}).
+		For(&infrav1.HypervisorCluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{},
+			predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		WithOptions(opts).
 		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), r.WatchFilter)).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(
