@@ -38,6 +38,17 @@ func (s *Server) clusterTokenJSONLocked(t *ClusterToken, withValue bool) map[str
 	return m
 }
 
+func (s *Server) getCluster(w http.ResponseWriter, _ *http.Request, _ caller) {
+	id := s.opts.ClusterID
+	writeJSON(w, http.StatusOK, map[string]any{
+		"id": id, "graphql_id": "Q2x1c3Rlci0tLQ==", "name": "Default cluster", "description": "",
+		"default_queue_id": NewUUIDFrom("default"),
+		"url":              s.restURL("/clusters/%s", id),
+		"web_url":          "https://buildkite.com/organizations/" + s.opts.Organization + "/clusters/" + id,
+		"queues_url":       s.restURL("/clusters/%s/queues", id),
+	})
+}
+
 func (s *Server) createClusterToken(w http.ResponseWriter, r *http.Request, _ caller) {
 	var req struct {
 		Description        string `json:"description"`

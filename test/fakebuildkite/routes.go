@@ -12,6 +12,7 @@ import (
 
 // Endpoint patterns, as registered with net/http. They key request counters and fault injection.
 const (
+	EndpointGetCluster         = "GET /v2/organizations/{org}/clusters/{cluster}"
 	EndpointCreateClusterToken = "POST /v2/organizations/{org}/clusters/{cluster}/tokens"
 	EndpointListClusterTokens  = "GET /v2/organizations/{org}/clusters/{cluster}/tokens"
 	EndpointGetClusterToken    = "GET /v2/organizations/{org}/clusters/{cluster}/tokens/{id}"
@@ -63,6 +64,7 @@ type authKind struct {
 }
 
 func (s *Server) routes() {
+	s.handle(EndpointGetCluster, authKind{scope: ScopeReadClusters}, s.getCluster)
 	s.handle(EndpointCreateClusterToken, authKind{scope: ScopeWriteClusters}, s.createClusterToken)
 	s.handle(EndpointListClusterTokens, authKind{scope: ScopeReadClusters}, s.listClusterTokens)
 	s.handle(EndpointGetClusterToken, authKind{scope: ScopeReadClusters}, s.getClusterToken)

@@ -43,7 +43,7 @@ func TestRateLimitIsAnErrorNotARetryLoop(t *testing.T) {
 	// A write is throttled the same way, with Buildkite's reset time.
 	s.InjectFault(fakebuildkite.EndpointCreateClusterToken, fakebuildkite.Fault{RateLimited: true, RetryAfter: 20 * time.Second})
 	c2 := newClient(t, s, s.AddAPIToken(leastPrivilege...))
-	_, err = c2.Register(ctx, "ns/m-1", buildkite.AgentTags("linux", nil))
+	_, err = c2.Register(ctx, "m-1", "", buildkite.AgentTags("linux", nil))
 	g.Expect(err).To(MatchError(platform.ErrRateLimited))
 	at, _ = platform.RetryAt(err)
 	g.Expect(at).To(BeTemporally("~", time.Now().Add(20*time.Second), 5*time.Second))
@@ -62,7 +62,7 @@ func TestErrorsAreClassified(t *testing.T) {
 		NewWithT(t).Expect(err).To(MatchError(platform.ErrUnauthorized))
 	})
 	t.Run("missing scope is 403", func(t *testing.T) {
-		_, err := newClient(t, s, s.AddAPIToken(fakebuildkite.ScopeReadBuilds)).Register(ctx, "ns/m", nil)
+		_, err := newClient(t, s, s.AddAPIToken(fakebuildkite.ScopeReadBuilds)).Register(ctx, "m", "", nil)
 		NewWithT(t).Expect(err).To(MatchError(platform.ErrUnauthorized))
 	})
 	t.Run("wrong cluster is 404", func(t *testing.T) {

@@ -44,14 +44,14 @@ func TestFlow(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(got.Phase).To(Equal(buildkite.PhaseDemand))
 
-	reg, err := c.Register(ctx, "ns/linux-abc12", pool)
+	reg, err := c.Register(ctx, "linux-abc12", "hyperfleet-pool-0123456789abcdef", pool)
 	g.Expect(err).NotTo(HaveOccurred())
 	var cfg buildkite.AgentConfig
 	g.Expect(json.Unmarshal(reg.Config, &cfg)).To(Succeed())
 	g.Expect(cfg.Endpoint).To(Equal(s.AgentEndpoint()))
 	g.Expect(cfg.Tags).To(Equal([]string{"os=linux", "queue=linux"}))
-	g.Expect(cfg.Name).To(Equal("ns/linux-abc12"))
-	g.Expect(s.ClusterTokens()).To(ConsistOf(And(HaveField("ID", reg.TokenID), HaveField("Description", "HyperFleet runner ns/linux-abc12"), HaveField("Value", cfg.Token))))
+	g.Expect(cfg.Name).To(Equal("linux-abc12"))
+	g.Expect(s.ClusterTokens()).To(ConsistOf(And(HaveField("ID", reg.TokenID), HaveField("Description", "HyperFleet runner linux-abc12 hyperfleet-pool-0123456789abcdef"), HaveField("Value", cfg.Token))))
 
 	// The VM's agent, with nothing but its config.
 	agent := fakebuildkite.NewAgentClient(cfg.Endpoint, s.HTTPClient())
@@ -73,18 +73,23 @@ func TestFlow(t *testing.T) {
 	g.Expect(fakebuildkite.NewAgentClient(cfg.Endpoint, s.HTTPClient()).Register(ctx, cfg.Token, "thief", cfg.Tags)).To(MatchError(ContainSubstring("401")))
 
 	// A retry after a crash replaces the leftover token of the same VM instead of adding one.
-	first, err := c.Register(ctx, "ns/linux-def34", pool)
+	// Another pool's VM of the same name (another namespace) keeps its token.
+	const mark = "hyperfleet-pool-00000000000000aa"
+	first, err := c.Register(ctx, "linux-def34", mark, pool)
 	g.Expect(err).NotTo(HaveOccurred())
-	second, err := c.Register(ctx, "ns/linux-def34", pool)
+	second, err := c.Register(ctx, "linux-def34", mark, pool)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(s.ClusterTokens()).To(ConsistOf(HaveField("ID", second.TokenID)))
+	other, err := c.Register(ctx, "linux-def34", "hyperfleet-pool-00000000000000bb", pool)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(s.ClusterTokens()).To(ConsistOf(HaveField("ID", second.TokenID), HaveField("ID", other.TokenID)))
 	g.Expect(second.TokenID).NotTo(Equal(first.TokenID))
 	s.AddClusterToken("someone else's token")
 	regs, err := c.Registrations(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(regs).To(ConsistOf(buildkite.TokenInfo{ID: second.TokenID, Name: "ns/linux-def34"}), "only HyperFleet's tokens")
-	g.Expect(c.DeregisterByName(ctx, "ns/linux-def34")).To(Succeed())
-	g.Expect(s.ClusterTokens()).To(ConsistOf(HaveField("Description", "someone else's token")))
+	g.Expect(regs).To(ConsistOf(buildkite.TokenInfo{ID: second.TokenID, Name: "linux-def34", Mark: mark},
+		buildkite.TokenInfo{ID: other.TokenID, Name: "linux-def34", Mark: "hyperfleet-pool-00000000000000bb"}), "only HyperFleet's tokens")
+	g.Expect(c.DeregisterByName(ctx, "linux-def34", mark)).To(Succeed())
+	g.Expect(s.ClusterTokens()).To(ConsistOf(HaveField("Description", "someone else's token"), HaveField("ID", other.TokenID)))
 
 	// The metrics endpoint counts the same demand per queue with an agent token.
 	queues, err := c.Metrics(ctx, s.AddClusterToken("metrics").Value)

@@ -13,9 +13,18 @@ import (
 )
 
 // TokenDescriptionPrefix starts the description of every cluster agent token HyperFleet
-// creates; the rest is the Machine's name, so an operator sees in Buildkite which VM holds
-// which token, and HyperFleet finds its leftovers.
+// creates: "HyperFleet runner <machine> <pool mark>", so an operator sees in Buildkite which VM
+// holds which token, and HyperFleet finds its leftovers. The pool mark
+// (platform.PoolRunnerLabel) keeps pools apart: Machine names are unique in a namespace only,
+// and a cluster's tokens are shared by every pool that serves it.
 const TokenDescriptionPrefix = "HyperFleet runner "
+
+func description(name, mark string) string {
+	if mark == "" {
+		return TokenDescriptionPrefix + name
+	}
+	return TokenDescriptionPrefix + name + " " + mark
+}
 
 // AgentConfig is what a VM receives, once, from the bootstrap service: enough to run
 // `buildkite-agent start --endpoint E --token T --tags K=V,... --name N --disconnect-after-job`.
@@ -34,19 +43,19 @@ type Registration struct {
 }
 
 // Register creates a cluster agent token for one VM (name is its Machine's name, unique and
-// deterministic) and returns the registration. A token left over from an earlier attempt for
-// the same name is ours and cannot be read back (Buildkite shows a value only once), so it is
-// deleted first: a retry after a crash leaves no orphan. Callers must not register one name
-// from two places at once.
-func (c *Client) Register(ctx context.Context, name string, tags Tags) (Registration, error) {
-	if strings.TrimSpace(name) == "" {
-		return Registration{}, fmt.Errorf("%w: an agent needs a name", platform.ErrInvalid)
+// deterministic; mark its pool's mark) and returns the registration. A token left over from an
+// earlier attempt for the same name and pool is ours and cannot be read back (Buildkite shows a
+// value only once), so it is deleted first: a retry after a crash leaves no orphan. Callers must
+// not register one name from two places at once.
+func (c *Client) Register(ctx context.Context, name, mark string, tags Tags) (Registration, error) {
+	if strings.TrimSpace(name) == "" || strings.ContainsAny(name+mark, " \t\n") {
+		return Registration{}, fmt.Errorf("%w: agent name %q or pool mark %q is empty or has blanks", platform.ErrInvalid, name, mark)
 	}
-	if err := c.DeregisterByName(ctx, name); err != nil {
+	if err := c.DeregisterByName(ctx, name, mark); err != nil {
 		return Registration{}, err
 	}
 	tok, _, err := c.bk.ClusterTokens.Create(ctx, c.cfg.Organization, c.cfg.ClusterID, bk.ClusterTokenCreateUpdate{
-		Description: TokenDescriptionPrefix + name,
+		Description: description(name, mark),
 	})
 	if err != nil {
 		return Registration{}, classify("create cluster agent token for "+name, err)
@@ -75,15 +84,15 @@ func (c *Client) Deregister(ctx context.Context, tokenID string) error {
 	return err
 }
 
-// DeregisterByName deletes every HyperFleet token of the named VM, for a VM whose token ID
-// was never recorded.
-func (c *Client) DeregisterByName(ctx context.Context, name string) error {
+// DeregisterByName deletes every HyperFleet token of the named VM of the pool with mark, for
+// a VM whose token ID was never recorded.
+func (c *Client) DeregisterByName(ctx context.Context, name, mark string) error {
 	toks, err := c.Registrations(ctx)
 	if err != nil {
 		return err
 	}
 	for _, t := range toks {
-		if t.Name == name {
+		if t.Name == name && t.Mark == mark {
 			if err := c.Deregister(ctx, t.ID); err != nil {
 				return err
 			}
@@ -96,6 +105,7 @@ func (c *Client) DeregisterByName(ctx context.Context, name string) error {
 type TokenInfo struct {
 	ID   string
 	Name string // the Machine's name from the description
+	Mark string // the pool's mark from the description, if any
 }
 
 // maxPages bounds every listing, so a huge organization costs a bounded number of requests.
@@ -112,9 +122,12 @@ func (c *Client) Registrations(ctx context.Context) ([]TokenInfo, error) {
 			return nil, classify("list cluster agent tokens", err)
 		}
 		for _, t := range page {
-			if name, ok := strings.CutPrefix(t.Description, TokenDescriptionPrefix); ok {
-				out = append(out, TokenInfo{ID: t.ID, Name: name})
+			rest, ok := strings.CutPrefix(t.Description, TokenDescriptionPrefix)
+			if !ok || rest == "" {
+				continue
 			}
+			name, mark, _ := strings.Cut(rest, " ")
+			out = append(out, TokenInfo{ID: t.ID, Name: name, Mark: mark})
 		}
 		if resp == nil || resp.NextPage == 0 {
 			break
