@@ -201,7 +201,9 @@ func TestSourceRefusesUnusableConfiguration(t *testing.T) {
 		edit   func(*fleetv1.BuildkiteSpec, secrets)
 		expect error
 	}{
-		{"no credentials Secret", func(_ *fleetv1.BuildkiteSpec, sec secrets) { delete(sec, client.ObjectKey{Namespace: "team-a", Name: "buildkite"}) }, platform.ErrCredentials},
+		{"no credentials Secret", func(_ *fleetv1.BuildkiteSpec, sec secrets) {
+			delete(sec, client.ObjectKey{Namespace: "team-a", Name: "buildkite"})
+		}, platform.ErrCredentials},
 		{"no token key", func(_ *fleetv1.BuildkiteSpec, sec secrets) { sec.add("buildkite", "api-token", []byte("x")) }, platform.ErrCredentials},
 		{"no CA Secret", func(spec *fleetv1.BuildkiteSpec, _ secrets) { spec.CABundleRef.Name = "missing" }, platform.ErrCABundle},
 		{"CA is not a certificate", func(_ *fleetv1.BuildkiteSpec, sec secrets) {
