@@ -43,6 +43,10 @@ type Config struct {
 	HTTPTimeout time.Duration
 	// Transport is the base round tripper (a CA bundle, a proxy); a clone of the default when nil.
 	Transport http.RoundTripper
+	// AgentCAPEM is the CA bundle that signs the agent endpoint's certificate, handed to each VM
+	// in its AgentConfig when the pool names one (a private Buildkite endpoint); nil means the
+	// VM's system roots.
+	AgentCAPEM []byte
 }
 
 // Client talks to one Buildkite organization as one API token. It is safe for concurrent use.

@@ -183,7 +183,7 @@ func (s *Source) client(ctx context.Context, pool *fleetv1.RunnerPool) (*pooledC
 		}
 	}
 	c, err := NewClient(Config{BaseURL: spec.APIURL, AgentEndpoint: spec.AgentEndpoint, Organization: spec.Organization,
-		ClusterID: spec.Cluster, APIToken: token, AllowInsecureHTTP: spec.AllowInsecureHTTP, HTTPTimeout: timeout, Transport: tr})
+		ClusterID: spec.Cluster, APIToken: token, AllowInsecureHTTP: spec.AllowInsecureHTTP, HTTPTimeout: timeout, Transport: tr, AgentCAPEM: caPEM})
 	if err != nil {
 		return nil, err
 	}
