@@ -5,6 +5,7 @@ package all
 
 import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform/buildkite"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform/gitlab"
 )
@@ -12,4 +13,5 @@ import (
 func init() {
 	platform.Register(github.Driver())
 	platform.Register(gitlab.Driver())
+	platform.Register(buildkite.Driver())
 }

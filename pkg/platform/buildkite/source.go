@@ -26,12 +26,13 @@ const (
 	DefaultCAKey = "ca.crt"
 )
 
-func init() {
-	platform.Register(platform.Driver{
+// Driver is Buildkite's registration with pkg/platform (see pkg/platform/all).
+func Driver() platform.Driver {
+	return platform.Driver{
 		Kind:      platform.KindBuildkite,
 		NewSource: func(in platform.Inputs) (platform.Source, error) { return NewSource(in), nil },
 		Webhooks:  webhookParser{},
-	})
+	}
 }
 
 // webhookParser reads deliveries to /webhooks/buildkite before any pool is known.
