@@ -101,10 +101,10 @@ dev: tools ## Run the whole fleet on this machine (API server, CAPI, HyperFleet,
 	go run ./cmd/hyperfleet-dev up $(DEV_FLAGS)
 
 JOBS ?= 20
-JOB_LABELS ?= linux,x64
+JOB_LABELS ?=
 .PHONY: jobs
-jobs: ## Queue $(JOBS) jobs with runs-on (GitLab: tags) $(JOB_LABELS) on the local fleet's fake platform (make dev must be running).
-	go run ./cmd/hyperfleet-dev jobs --count $(JOBS) --labels $(JOB_LABELS)
+jobs: ## Queue $(JOBS) jobs on the local fleet's fake platform (make dev must be running); JOB_LABELS: runs-on labels (GitLab: tags; default linux,x64), Buildkite agent query rules (default queue=linux).
+	go run ./cmd/hyperfleet-dev jobs --count $(JOBS) $(if $(JOB_LABELS),--labels $(JOB_LABELS))
 
 .PHONY: run
 run: ## Run the manager against the current kubeconfig.

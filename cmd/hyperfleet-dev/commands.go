@@ -15,8 +15,8 @@ func jobs(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("jobs", flag.ContinueOnError)
 	stateDir := fs.String("state-dir", defaultStateDir(), "the running fleet's state directory")
 	count := fs.Int("count", 20, "number of jobs to queue")
-	labels := fs.String("labels", strings.Join(devfleet.DefaultLabels, ","), "runs-on labels (GitLab: tags) of the jobs")
-	repo := fs.String("repo", "", "repository owner/name (GitLab: project path) of the jobs; default the fleet's")
+	labels := fs.String("labels", "", "runs-on labels (GitLab: tags) of the jobs, default linux,x64; Buildkite: agent query rules key=value, default queue=<the pool's queue>")
+	repo := fs.String("repo", "", "repository owner/name (GitLab: project path; Buildkite: pipeline) of the jobs; default the fleet's")
 	wait := fs.Bool("wait", false, "wait until every job completed, printing progress")
 	timeout := fs.Duration("timeout", 15*time.Minute, "with --wait, give up after this long")
 	if err := fs.Parse(args); err != nil {
@@ -28,6 +28,12 @@ func jobs(ctx context.Context, args []string, out io.Writer) error {
 	s, err := devfleet.ReadState(*stateDir)
 	if err != nil {
 		return err
+	}
+	if s.Buildkite != nil {
+		return buildkiteJobs(ctx, s, *count, splitList(*labels), *repo, *wait, *timeout, out)
+	}
+	if *labels == "" {
+		*labels = strings.Join(devfleet.DefaultLabels, ",")
 	}
 	created, err := devfleet.CreateJobs(ctx, s, devfleet.JobRequest{Count: *count, Labels: splitList(*labels), Repository: *repo})
 	if err != nil {
@@ -68,6 +74,58 @@ func jobs(ctx context.Context, args []string, out io.Writer) error {
 		}
 		c := devfleet.CountJobs(mine)
 		if line := fmt.Sprintf("queued=%d running=%d done=%d/%d", c.Queued, c.Running, c.Completed, len(created)); line != last {
+			fmt.Fprintf(out, "%s  %s\n", time.Now().Format("15:04:05"), line)
+			last = line
+		}
+		if c.Completed == len(created) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("jobs not done: %w", ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// buildkiteJobs schedules one-job builds on the fake Buildkite (pipeline defaults to the fleet's)
+// and, with wait, follows them until they finished.
+func buildkiteJobs(ctx context.Context, s *devfleet.State, count int, rules []string, pipeline string, wait bool, timeout time.Duration, out io.Writer) error {
+	for _, r := range rules {
+		if !strings.Contains(r, "=") {
+			return fmt.Errorf("--labels %q: Buildkite jobs target agents with key=value rules, e.g. queue=%s", r, s.Buildkite.Queue)
+		}
+	}
+	created, err := devfleet.CreateBuildkiteJobs(ctx, s, devfleet.BuildkiteJobRequest{Count: count, AgentQueryRules: rules, Pipeline: pipeline})
+	if err != nil {
+		return err
+	}
+	ids := make(map[string]bool, len(created))
+	for _, j := range created {
+		ids[j.ID] = true
+	}
+	fmt.Fprintf(out, "scheduled %d jobs in pipeline %s with agent query rules [%s]; the fake Buildkite sends their signed webhooks to %s\n",
+		len(created), created[0].Pipeline, strings.Join(created[0].AgentQueryRules, ","), s.Buildkite.WebhookURL)
+	if !wait {
+		fmt.Fprintf(out, "watch: %s --kubeconfig %s get machines,machineclaims -n %s -w\n", s.Kubectl, relative(s.Kubeconfig), s.Namespace)
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	last := ""
+	for {
+		all, err := devfleet.ListBuildkiteJobs(ctx, s)
+		if err != nil {
+			return err
+		}
+		var mine []devfleet.BuildkiteJob
+		for _, j := range all {
+			if ids[j.ID] {
+				mine = append(mine, j)
+			}
+		}
+		c := devfleet.CountBuildkiteJobs(mine)
+		if line := fmt.Sprintf("scheduled=%d running=%d done=%d/%d", c.Queued, c.Running, c.Completed, len(created)); line != last {
 			fmt.Fprintf(out, "%s  %s\n", time.Now().Format("15:04:05"), line)
 			last = line
 		}

@@ -2,6 +2,7 @@
 //
 //	hyperfleet-dev up                               # make dev: start everything, Ctrl-C stops it
 //	hyperfleet-dev up --platform=gitlab             # make dev DEV_FLAGS=--platform=gitlab: a GitLab pool
+//	hyperfleet-dev up --platform=buildkite          # a Buildkite pool of the fake Buildkite's queue
 //	hyperfleet-dev jobs --count 20 --labels linux,x64 # make jobs: queue jobs on the pool's fake platform
 //	hyperfleet-dev status                           # the pool, its Machines, claims, VMs and jobs
 //
@@ -98,8 +99,9 @@ func up(ctx context.Context, stopSignals func(), args []string, out io.Writer) e
 	namespace := fs.String("namespace", devfleet.DefaultNamespace, "namespace of the sample fleet")
 	minReplicas := fs.Int("min", 1, "the RunnerPool's minReplicas")
 	maxReplicas := fs.Int("max", 5, "the RunnerPool's maxReplicas")
-	labels := fs.String("labels", strings.Join(devfleet.DefaultLabels, ","), "the RunnerPool's runner labels")
-	platform := fs.String("platform", devfleet.PlatformGitHub, "CI platform of the sample pool: github, or gitlab (a fake GitLab; the pool serves the group named by --org)")
+	labels := fs.String("labels", strings.Join(devfleet.DefaultLabels, ","), "the RunnerPool's runner labels (Buildkite: agent tags key=value, default os=linux,arch=x64)")
+	platform := fs.String("platform", devfleet.PlatformGitHub, "CI platform of the sample pool: github, gitlab (a fake GitLab; the pool serves the group named by --org) or buildkite (a fake Buildkite; the pool serves --queue)")
+	queue := fs.String("queue", devfleet.DefaultQueue, "the Buildkite pool's queue")
 	org := fs.String("org", devfleet.DefaultOrganization, "GitHub organization (GitLab: group) the pool serves")
 	repo := fs.String("repo", "", "GitHub repository owner/name the pool serves instead of the organization")
 	jobDuration := fs.Duration("job-duration", 3*time.Second, "how long each fake job runs")
@@ -116,7 +118,7 @@ func up(ctx context.Context, stopSignals func(), args []string, out io.Writer) e
 		StateDir: *stateDir, Namespace: *namespace, JobDuration: *jobDuration, LogLevel: *logLevel, Identity: *identity,
 		Platform: *platform,
 		Pool: devfleet.PoolOptions{Min: int32(*minReplicas), Max: int32(*maxReplicas), Labels: splitList(*labels),
-			Organization: *org, Repository: *repo},
+			Organization: *org, Repository: *repo, Queue: *queue},
 		NoConsole: *noConsole, ConsoleListen: *consoleListen,
 		OnVMEvent: feed.vmEvent,
 		Progress:  func(s string) { fmt.Fprintf(out, "  %s...\n", s) },
@@ -147,7 +149,7 @@ Press Ctrl-C to stop everything.
 `, time.Since(started).Round(time.Second), s.Namespace, s.Pool, fleet.PoolOptions().Min, fleet.PoolOptions().Max,
 		strings.Join(fleet.PoolOptions().Labels, ","), relative(s.Kubeconfig), s.Kubectl,
 		strings.Join(fleet.PoolOptions().Labels, ","), relative(filepath.Join(*stateDir, devfleet.StateFileName)),
-		relative(s.LogDir), s.Webhook.URL, s.Proxmox.URL, s.GitHub.URL, gitlabLine(s), identityLine(s), consoleLines(s))
+		relative(s.LogDir), s.Webhook.URL, s.Proxmox.URL, s.GitHub.URL, gitlabLine(s)+buildkiteLine(s), identityLine(s), consoleLines(s))
 
 	feed.watch(ctx, fleet)
 	// A second Ctrl-C while stopping ends the process at once.
@@ -185,6 +187,15 @@ func gitlabLine(s devfleet.State) string {
 	}
 	return fmt.Sprintf("\nfake GitLab: %s (pool serves group %s; jobs go to %s; Job Hooks to %s)",
 		s.GitLab.URL, s.GitLab.Group, s.GitLab.Project, s.GitLab.WebhookURL)
+}
+
+// buildkiteLine names the fake Buildkite of a Buildkite pool.
+func buildkiteLine(s devfleet.State) string {
+	if s.Buildkite == nil {
+		return ""
+	}
+	return fmt.Sprintf("\nfake Buildkite: %s (pool serves queue %s of cluster %s; builds go to pipeline %s; signed job events to %s)",
+		s.Buildkite.URL, s.Buildkite.Queue, s.Buildkite.Cluster, s.Buildkite.Pipeline, s.Buildkite.WebhookURL)
 }
 
 // identityLine says who attests the fleet's VMs.

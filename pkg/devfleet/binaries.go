@@ -21,8 +21,11 @@ import (
 func buildBinaries(ctx context.Context, repoRoot, dir, platform string) (agent, runner string, err error) {
 	agent, runner = filepath.Join(dir, "hyperfleet-agent"), filepath.Join(dir, "fakerunner")
 	runnerPkg := "./test/fakerunner"
-	if platform == PlatformGitLab {
+	switch platform {
+	case PlatformGitLab:
 		runner, runnerPkg = filepath.Join(dir, "fakegitlabrunner"), "./test/fakegitlabrunner"
+	case PlatformBuildkite:
+		runner, runnerPkg = filepath.Join(dir, "fakebuildkiteagent"), "./test/fakebuildkiteagent"
 	}
 	for bin, pkg := range map[string]string{agent: "./cmd/hyperfleet-agent", runner: runnerPkg} {
 		bctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
@@ -40,11 +43,14 @@ func buildBinaries(ctx context.Context, repoRoot, dir, platform string) (agent, 
 }
 
 // runnerPackage packs the fake runner as the platform's runner program (run.sh, laid out like the
-// GitHub Actions runner's tarball, or gitlab-runner) and returns it with its sha256.
+// GitHub Actions runner's tarball, gitlab-runner or buildkite-agent) and returns it with its sha256.
 func runnerPackage(fakeRunner, platform string) ([]byte, string, error) {
 	name := "run.sh"
-	if platform == PlatformGitLab {
+	switch platform {
+	case PlatformGitLab:
 		name = "gitlab-runner"
+	case PlatformBuildkite:
+		name = "buildkite-agent"
 	}
 	data, err := os.ReadFile(fakeRunner)
 	if err != nil {

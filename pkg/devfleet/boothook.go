@@ -85,7 +85,8 @@ func (b *booter) hook(ctx context.Context, vm pvesim.BootVM) error {
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), "FAKERUNNER_JOB_DURATION="+b.jobDuration.String(),
-		"FAKEGITLABRUNNER_JOB_DURATION="+b.jobDuration.String(), "HOME="+dir)
+		"FAKEGITLABRUNNER_JOB_DURATION="+b.jobDuration.String(), "FAKEBUILDKITEAGENT_JOB_DURATION="+b.jobDuration.String(),
+		"HOME="+dir)
 	// A session of its own: the runner the agent starts gets a process group of its own, so only
 	// the session reaches every process of this "VM".
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

@@ -135,7 +135,7 @@ func (f *Fleet) startBootstrapService(ctx, runCtx context.Context) error {
 	return nil
 }
 
-func (f *Fleet) startManager(ctx, runCtx context.Context, webhookSecret, gitlabSecret string) error {
+func (f *Fleet) startManager(ctx, runCtx context.Context, webhookSecret, gitlabSecret, buildkiteSecret string) error {
 	ports, err := freePorts(3)
 	if err != nil {
 		return err
@@ -146,6 +146,7 @@ func (f *Fleet) startManager(ctx, runCtx context.Context, webhookSecret, gitlabS
 		LeaderElectionID: "hyperfleet-dev", Concurrency: 4, SyncPeriod: 10 * time.Minute,
 		SweepInterval: f.opts.SweepInterval, OrphanGracePeriod: time.Minute, ProviderTimeout: 10 * time.Second,
 		WebhookBindAddress: hooks, WebhookSecret: webhookSecret, GitLabWebhookSecret: gitlabSecret,
+		BuildkiteWebhookSecret:       buildkiteSecret,
 		BootstrapServiceURL:          f.State.Bootstrap.URL,
 		WorkloadReaderServiceAccount: f.Installation.WorkloadReader.String(),
 		BootstrapCASecret:            f.Installation.CASecret.String(), TrustDomain: TrustDomain, RepairInterval: 30 * time.Second,
@@ -183,7 +184,7 @@ func (f *Fleet) startManager(ctx, runCtx context.Context, webhookSecret, gitlabS
 	return nil
 }
 
-func (f *Fleet) applySample(ctx context.Context, gitlabToken string) error {
+func (f *Fleet) applySample(ctx context.Context, gitlabToken, buildkiteToken string) error {
 	// As docs/install.md tells an admin: enable the team's namespace, then create its fleet.
 	if err := f.Env.EnableNamespace(ctx, f.opts.Namespace); err != nil {
 		return err
@@ -197,6 +198,7 @@ func (f *Fleet) applySample(ctx context.Context, gitlabToken string) error {
 		installationID: f.State.GitHub.InstallationID,
 		runnerURL:      f.State.Runner.URL, runnerSH: f.State.Runner.SHA256,
 		spire: f.State.SPIRE, gitlab: f.State.GitLab, gitlabToken: gitlabToken, gitlabCA: f.gitlabCA(),
+		buildkite: f.State.Buildkite, buildkiteToken: buildkiteToken, buildkiteCA: f.buildkiteCA(),
 	})
 	for _, o := range objs {
 		if _, isNamespace := o.(*corev1.Namespace); isNamespace {

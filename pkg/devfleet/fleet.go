@@ -18,6 +18,7 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/spire/spirelocal"
 	"github.com/hyperfleet-io/hyperfleet/pkg/logging"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
+	"github.com/hyperfleet-io/hyperfleet/test/fakebuildkite"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegitlab"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
@@ -50,8 +51,10 @@ type Options struct {
 	// or IdentitySPIRE (a local spire-server; each VM runs spire-agent, which needs
 	// hack/spire.sh's binaries in the tools cache).
 	Identity string
-	// Platform is the CI platform of the sample pool: PlatformGitHub (default) or PlatformGitLab
-	// (a fake GitLab, a group pool, and gitlab-runner in each VM). The fake GitHub runs either way.
+	// Platform is the CI platform of the sample pool: PlatformGitHub (default), PlatformGitLab
+	// (a fake GitLab, a group pool, and gitlab-runner in each VM) or PlatformBuildkite (a fake
+	// Buildkite, a pool of its cluster queue, and buildkite-agent in each VM). The fake GitHub runs
+	// either way.
 	Platform string
 	// NoConsole leaves the operator console and its identity provider out.
 	NoConsole bool
@@ -73,6 +76,8 @@ type Fleet struct {
 	Simulator *pvesim.Simulator
 	GitHub    *fakegithub.Server
 	GitLab    *fakegitlab.Server
+	// Buildkite is the fake Buildkite (Platform buildkite only).
+	Buildkite *fakebuildkite.Server
 	// AppliedAt is when the sample fleet's objects were created.
 	AppliedAt time.Time
 	// SPIREServer is the fleet's SPIRE server (Identity SPIRE only).
@@ -121,6 +126,9 @@ func (o *Options) defaults() error {
 		o.Namespace = DefaultNamespace
 	}
 	o.Pool.defaults()
+	if o.Platform == PlatformBuildkite {
+		o.Pool.buildkiteDefaults()
+	}
 	if o.JobDuration == 0 {
 		o.JobDuration = 3 * time.Second
 	}
@@ -133,9 +141,9 @@ func (o *Options) defaults() error {
 	switch o.Platform {
 	case "":
 		o.Platform = PlatformGitHub
-	case PlatformGitHub, PlatformGitLab:
+	case PlatformGitHub, PlatformGitLab, PlatformBuildkite:
 	default:
-		return fmt.Errorf("platform %q: want %s or %s", o.Platform, PlatformGitHub, PlatformGitLab)
+		return fmt.Errorf("platform %q: want %s, %s or %s", o.Platform, PlatformGitHub, PlatformGitLab, PlatformBuildkite)
 	}
 	switch o.Identity {
 	case "":
@@ -246,7 +254,13 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	if err := f.startGitHub(); err != nil {
 		return nil, err
 	}
-	var gitlabToken string
+	var gitlabToken, buildkiteToken string
+	if opts.Platform == PlatformBuildkite {
+		progress("starting the fake Buildkite")
+		if buildkiteToken, err = f.startBuildkite(); err != nil {
+			return nil, err
+		}
+	}
 	if opts.Platform == PlatformGitLab {
 		progress("starting the fake GitLab")
 		if gitlabToken, err = f.startGitLab(); err != nil {
@@ -261,8 +275,8 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	if err := f.startBootstrapService(ctx, runCtx); err != nil {
 		return nil, err
 	}
-	webhookSecret, gitlabSecret := randomHex(20), randomHex(20)
-	if err := f.startManager(ctx, runCtx, webhookSecret, gitlabSecret); err != nil {
+	webhookSecret, gitlabSecret, buildkiteSecret := randomHex(20), randomHex(20), randomHex(20)
+	if err := f.startManager(ctx, runCtx, webhookSecret, gitlabSecret, buildkiteSecret); err != nil {
 		return nil, err
 	}
 	f.GitHub.SetWebhook(f.State.Webhook.URL, webhookSecret)
@@ -270,9 +284,14 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 		f.State.GitLab.WebhookURL = strings.TrimSuffix(f.State.Webhook.URL, "github") + "gitlab"
 		f.GitLab.SetWebhook(f.State.GitLab.WebhookURL, gitlabSecret)
 	}
+	if f.Buildkite != nil {
+		f.State.Buildkite.WebhookURL = strings.TrimSuffix(f.State.Webhook.URL, "github") + "buildkite"
+		// Signed, so the receiver's replay window is exercised on every delivery.
+		f.Buildkite.SetWebhook(f.State.Buildkite.WebhookURL, buildkiteSecret, true)
+	}
 
 	progress("enabling namespace %s for HyperFleet and applying the sample fleet there", opts.Namespace)
-	if err := f.applySample(ctx, gitlabToken); err != nil {
+	if err := f.applySample(ctx, gitlabToken, buildkiteToken); err != nil {
 		return nil, err
 	}
 	f.AppliedAt = time.Now()
@@ -313,6 +332,9 @@ func (f *Fleet) Stop() {
 	}
 	if f.GitLab != nil {
 		f.GitLab.Close()
+	}
+	if f.Buildkite != nil {
+		f.Buildkite.Close()
 	}
 	if f.capi != nil {
 		f.capi.Stop()

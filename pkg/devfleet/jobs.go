@@ -12,6 +12,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/hyperfleet-io/hyperfleet/test/fakebuildkite"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 )
@@ -156,6 +157,95 @@ func CountJobs(jobs []Job) JobCounts {
 			c.Running++
 		case fakegithub.JobCompleted:
 			c.Completed++
+		}
+	}
+	return c
+}
+
+// BuildkiteJob is a job as the fake Buildkite's admin endpoint lists it.
+type BuildkiteJob struct {
+	ID              string     `json:"id"`
+	Pipeline        string     `json:"pipeline"`
+	Name            string     `json:"name"`
+	State           string     `json:"state"`
+	AgentQueryRules []string   `json:"agent_query_rules"`
+	Acquisitions    int        `json:"acquisitions"`
+	CreatedAt       *time.Time `json:"created_at"`
+	StartedAt       *time.Time `json:"started_at"`
+	FinishedAt      *time.Time `json:"finished_at"`
+	Agent           *struct {
+		Name string `json:"name"`
+	} `json:"agent"`
+}
+
+// BuildkiteJobRequest asks for Count one-job builds whose jobs target AgentQueryRules (default:
+// the pool's queue) in Pipeline (default: the state's).
+type BuildkiteJobRequest struct {
+	Count           int
+	AgentQueryRules []string
+	Pipeline        string
+	Name            string
+}
+
+// CreateBuildkiteJobs schedules builds in the fake Buildkite through its admin endpoint, as a
+// push would: the fake sends each job's signed job.scheduled webhook to the fleet's receiver,
+// and an agent of the job's queue and tags takes it.
+func CreateBuildkiteJobs(ctx context.Context, s *State, req BuildkiteJobRequest) ([]BuildkiteJob, error) {
+	bk := s.Buildkite
+	if bk == nil {
+		return nil, fmt.Errorf("the fleet runs %s, not Buildkite (start it with --platform=buildkite)", s.Platform)
+	}
+	if req.Pipeline == "" {
+		req.Pipeline = bk.Pipeline
+	}
+	if req.Name == "" {
+		req.Name = "job"
+	}
+	if len(req.AgentQueryRules) == 0 {
+		req.AgentQueryRules = []string{"queue=" + bk.Queue}
+	}
+	c, err := trustingClient(bk.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	jobs := make([]BuildkiteJob, 0, req.Count)
+	for i := 1; i <= req.Count; i++ {
+		body, _ := json.Marshal(map[string]any{"pipeline": req.Pipeline, "agent_query_rules": req.AgentQueryRules, "name": fmt.Sprintf("%s-%d", req.Name, i)})
+		var j BuildkiteJob
+		if err := call(ctx, c, http.MethodPost, bk.JobsURL, body, http.StatusCreated, &j); err != nil {
+			return jobs, err
+		}
+		j.Pipeline = req.Pipeline
+		jobs = append(jobs, j)
+	}
+	return jobs, nil
+}
+
+// ListBuildkiteJobs returns every job the fake Buildkite knows, oldest first.
+func ListBuildkiteJobs(ctx context.Context, s *State) ([]BuildkiteJob, error) {
+	if s.Buildkite == nil {
+		return nil, fmt.Errorf("the fleet runs %s, not Buildkite", s.Platform)
+	}
+	c, err := trustingClient(s.Buildkite.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	var jobs []BuildkiteJob
+	return jobs, call(ctx, c, http.MethodGet, s.Buildkite.JobsURL, nil, http.StatusOK, &jobs)
+}
+
+// CountBuildkiteJobs counts jobs by state, in JobCounts' terms: scheduled (and held) jobs are
+// queued, jobs an agent holds are running.
+func CountBuildkiteJobs(jobs []BuildkiteJob) JobCounts {
+	c := JobCounts{Total: len(jobs)}
+	for _, j := range jobs {
+		switch j.State {
+		case fakebuildkite.JobAssigned, fakebuildkite.JobAccepted, fakebuildkite.JobRunning:
+			c.Running++
+		case fakebuildkite.JobFinished, fakebuildkite.JobCanceled, fakebuildkite.JobExpired:
+			c.Completed++
+		default:
+			c.Queued++
 		}
 	}
 	return c

@@ -45,7 +45,10 @@ var DefaultLabels = []string{"linux", "x64"}
 type PoolOptions struct {
 	Name     string
 	Min, Max int32
-	Labels   []string
+	// Labels are the runners' labels (GitLab: tags; Buildkite: agent tags key=value).
+	Labels []string
+	// Queue is a Buildkite pool's queue; default DefaultQueue.
+	Queue string
 	// Organization scopes the pool to an organization; Repository (wins) to one repository.
 	Organization, Repository string
 	// IdleTimeout powers off a runner VM that got no job; the pool replaces it.
@@ -89,6 +92,11 @@ type sampleInput struct {
 	gitlab      *GitLabState
 	gitlabToken string
 	gitlabCA    []byte
+	// buildkite, when set, makes the pool a Buildkite pool of its cluster queue, with
+	// buildkiteToken and buildkiteCA.
+	buildkite      *BuildkiteState
+	buildkiteToken string
+	buildkiteCA    []byte
 }
 
 // sampleFleet is a runner fleet as a person would write it (templates/cluster-template.yaml with
@@ -158,6 +166,10 @@ func sampleFleet(in sampleInput) []client.Object {
 			&corev1.Secret{ObjectMeta: meta(GitLabCASecretName), Data: map[string][]byte{glplatform.DefaultCAKey: in.gitlabCA}},
 		}...)
 	}
+	if in.buildkite != nil {
+		// Before the pool, as a person would create them.
+		objs = slices.Insert(objs, 1, buildkiteSecrets(meta, in.buildkiteToken, in.buildkiteCA)...)
+	}
 	return objs
 }
 
@@ -165,6 +177,9 @@ func sampleFleet(in sampleInput) []client.Object {
 // repository), or GitLab CI for the fake GitLab's group.
 func samplePlatform(in sampleInput) fleetv1.PlatformSpec {
 	p := in.pool
+	if bk := in.buildkite; bk != nil {
+		return buildkitePlatform(bk, p.Labels)
+	}
 	if gl := in.gitlab; gl != nil {
 		return fleetv1.PlatformSpec{GitLab: &fleetv1.GitLabSpec{
 			URL: gl.URL, Scope: fleetv1.GitLabScope{Group: gl.Group}, Tags: p.Labels,

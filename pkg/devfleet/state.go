@@ -27,7 +27,7 @@ type State struct {
 	Namespace string `json:"namespace"`
 	Cluster   string `json:"cluster"`
 	Pool      string `json:"pool"`
-	// Platform is the sample pool's CI platform: github or gitlab.
+	// Platform is the sample pool's CI platform: github, gitlab or buildkite.
 	Platform string `json:"platform,omitempty"`
 	// Kubeconfig is an admin kubeconfig of the local API server; Kubectl a matching kubectl.
 	Kubeconfig string `json:"kubeconfig"`
@@ -40,8 +40,10 @@ type State struct {
 	Proxmox ProxmoxState `json:"proxmox"`
 	GitHub  GitHubState  `json:"github"`
 	// GitLab is set when the sample pool is a GitLab pool.
-	GitLab    *GitLabState   `json:"gitlab,omitempty"`
-	Bootstrap BootstrapState `json:"bootstrapService"`
+	GitLab *GitLabState `json:"gitlab,omitempty"`
+	// Buildkite is set when the sample pool is a Buildkite pool.
+	Buildkite *BuildkiteState `json:"buildkite,omitempty"`
+	Bootstrap BootstrapState  `json:"bootstrapService"`
 	// SPIRE is set when VMs are attested by SPIRE.
 	SPIRE   *SPIREState  `json:"spire,omitempty"`
 	Manager ManagerState `json:"manager"`

@@ -39,7 +39,7 @@ func ClientFor(s *State) (client.Client, error) {
 	return client.New(cfg, client.Options{Scheme: api.NewScheme()})
 }
 
-// Summarize reads the fleet's state from the API server, the simulator and the fake GitHub.
+// Summarize reads the fleet's state from the API server, the simulator and the fake CI platform.
 func Summarize(ctx context.Context, c client.Client, s *State) (*Summary, error) {
 	out := &Summary{}
 	pool := &fleetv1.RunnerPool{}
@@ -62,6 +62,14 @@ func Summarize(ctx context.Context, c client.Client, s *State) (*Summary, error)
 		return nil, err
 	}
 	out.OwnedVMs, out.ForeignVMs = SplitVMs(vms)
+	if s.Buildkite != nil {
+		jobs, err := ListBuildkiteJobs(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		out.Jobs = CountBuildkiteJobs(jobs)
+		return out, nil
+	}
 	jobs, err := ListJobs(ctx, s)
 	if err != nil {
 		return nil, err
