@@ -7,9 +7,9 @@ import "time"
 //
 //   - JobWaiting: held, not yet offered to runners, and maybe for hours: GitHub's waiting (an
 //     environment's protection rules), GitLab's created, manual, scheduled and
-//     waiting_for_resource, Buildkite's blocked, waiting and limited. No VM boots for it.
-//   - JobQueued: offered to runners now (GitHub queued, GitLab pending, Buildkite scheduled and
-//     assigned). A VM boots for it.
+//     waiting_for_resource, Buildkite's pending, blocked, waiting and limited. No VM boots for it.
+//   - JobQueued: offered to runners now (GitHub queued, GitLab pending, Buildkite scheduled). A
+//     VM boots for it. (Buildkite's assigned already has its agent: in progress.)
 //   - JobInProgress: a runner took it.
 //   - JobCompleted: it ended, whatever its conclusion.
 //
