@@ -33,9 +33,9 @@ type AgentConfig struct {
 	Token    string   `json:"token"`
 	Tags     []string `json:"tags"`
 	Name     string   `json:"name"`
-	// CABundle is the PEM bundle the agent trusts for Endpoint, when the pool names one; the
-	// in-VM agent points buildkite-agent's SSL_CERT_FILE at it.
-	CABundle string `json:"caBundle,omitempty"`
+	// CA is the PEM bundle the agent trusts for Endpoint, when the pool names one; the in-VM
+	// agent points buildkite-agent's SSL_CERT_FILE at it.
+	CA string `json:"ca,omitempty"`
 }
 
 // Registration is a VM's agent token: its ID, kept to delete it when the VM goes, and the
@@ -67,7 +67,7 @@ func (c *Client) Register(ctx context.Context, name, mark string, tags Tags) (Re
 		return Registration{}, &platform.Error{Class: platform.ErrTransient, Op: "create cluster agent token for " + name,
 			Err: errors.New("the response carries no token ID or value")}
 	}
-	cfg, err := json.Marshal(AgentConfig{Endpoint: c.cfg.AgentEndpoint, Token: tok.Token, Tags: tags.Strings(), Name: name, CABundle: string(c.cfg.AgentCAPEM)})
+	cfg, err := json.Marshal(AgentConfig{Endpoint: c.cfg.AgentEndpoint, Token: tok.Token, Tags: tags.Strings(), Name: name, CA: string(c.cfg.AgentCAPEM)})
 	if err != nil {
 		return Registration{}, err
 	}

@@ -84,7 +84,7 @@ func TestSourceServesAPool(t *testing.T) {
 	g.Expect(json.Unmarshal([]byte(reg.Config), &cfg)).To(Succeed())
 	g.Expect(cfg.Endpoint).To(Equal(s.AgentEndpoint()))
 	g.Expect(cfg.Tags).To(Equal([]string{"os=linux", "queue=linux", "size=large"}))
-	g.Expect(cfg.CABundle).To(Equal(string(s.CACertPEM())), "the VM trusts the pool's CA for the agent endpoint")
+	g.Expect(cfg.CA).To(Equal(string(s.CACertPEM())), "the VM trusts the pool's CA for the agent endpoint")
 	g.Expect(s.ClusterTokens()).To(ConsistOf(And(HaveField("ID", reg.ID), HaveField("Value", cfg.Token))))
 
 	runners, err := p.ListRunners(ctx, scope)
