@@ -91,6 +91,12 @@ func TestValidationRules(t *testing.T) {
 				&infrav1.HyperVClusterParameters{Hosts: []infrav1.HyperVHost{{Name: "hv1", Endpoint: "https://a:5986/wsman"}, {Name: "hv1", Endpoint: "https://b:5986/wsman"}}}),
 			message: "hosts must have distinct names",
 		},
+		{
+			name: "HypervisorCluster Hyper-V Secure Boot template that does not exist",
+			obj: withProvider(builder.NewHypervisorCluster("hv-sb", ns).Build(), infrav1.ProviderHyperV, nil,
+				&infrav1.HyperVClusterParameters{SecureBootTemplate: "MicrosoftLinux"}),
+			message: "spec.hyperv.secureBootTemplate",
+		},
 		{name: "valid MachineClaim by id", obj: builder.NewMachineClaim("vmid", ns).Build()},
 		{
 			name: "valid MachineClaim by GUID",

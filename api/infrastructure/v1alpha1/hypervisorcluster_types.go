@@ -191,6 +191,13 @@ type HyperVClusterParameters struct {
 	// +kubebuilder:validation:MaxLength=240
 	// +kubebuilder:validation:Pattern=`^(?:[A-Za-z]:\\|\\\\[^\\'"]+\\)[^'"*?<>|]*$`
 	ModulePath string `json:"modulePath,omitempty"`
+
+	// secureBootTemplate is the Secure Boot template of every new VM: MicrosoftUEFICertificateAuthority
+	// (the default, for Linux guests booting a signed shim), MicrosoftWindows (Windows guests),
+	// OpenSourceShieldedVM, or Off to disable Secure Boot.
+	// +optional
+	// +kubebuilder:validation:Enum=MicrosoftUEFICertificateAuthority;MicrosoftWindows;OpenSourceShieldedVM;Off
+	SecureBootTemplate string `json:"secureBootTemplate,omitempty"`
 }
 
 // VMIDRange is an inclusive range of Proxmox VMIDs.

@@ -36,6 +36,7 @@ func (b Connector) Config(ctx context.Context, src connection.Source) (connectio
 		cfg.Auth = string(hv.Auth)
 		cfg.VMDirectory, cfg.VHDDirectory, cfg.TemplateDirectory = hv.VMPath, hv.VHDPath, hv.TemplatePath
 		cfg.SeedDirectory, cfg.ModuleRoot = hv.SeedISOPath, hv.ModulePath
+		cfg.SecureBootTemplate = hv.SecureBootTemplate
 	}
 	if len(cfg.Hosts) == 0 {
 		u, err := url.Parse(hc.Spec.Endpoint)

@@ -34,6 +34,7 @@ func TestConnectorReadsTheHypervisorCluster(t *testing.T) {
 			s.HyperV = &infrav1.HyperVClusterParameters{
 				Hosts: []infrav1.HyperVHost{{Name: "hv1", Endpoint: "https://hv1.corp:5986/wsman"}, {Name: "hv2", Endpoint: "https://hv2.corp:5986/wsman"}},
 				Auth:  infrav1.HyperVAuthBasic, VHDPath: `D:\Runners\Disks`, SeedISOPath: `D:\Runners\Seeds`, ModulePath: `D:\HyperFleet\Modules`,
+				SecureBootTemplate: "MicrosoftWindows",
 			}
 		}, want: func(g Gomega, c Config) {
 			g.Expect(c.Hosts).To(Equal([]Host{{"hv1", "https://hv1.corp:5986/wsman"}, {"hv2", "https://hv2.corp:5986/wsman"}}))
@@ -41,6 +42,7 @@ func TestConnectorReadsTheHypervisorCluster(t *testing.T) {
 			g.Expect(c.VHDDirectory).To(Equal(`D:\Runners\Disks`))
 			g.Expect(c.SeedDirectory).To(Equal(`D:\Runners\Seeds`))
 			g.Expect(c.ModuleRoot).To(Equal(`D:\HyperFleet\Modules`))
+			g.Expect(c.SecureBootTemplate).To(Equal("MicrosoftWindows"))
 			g.Expect(c.Username).To(Equal(`CORP\hyperfleet`))
 			g.Expect(c.Password).To(Equal("pw"))
 			g.Expect(c.CABundle).To(Equal([]byte("PEM")))
