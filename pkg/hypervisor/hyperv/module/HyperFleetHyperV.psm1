@@ -232,12 +232,12 @@ function Expand-HFSeed([string]$Archive, [string]$Destination, [string]$Sha256) 
     if (-not (Test-Path -LiteralPath $Archive)) {
         throw (New-HFError 'NotFound' "seed archive $Archive does not exist on $env:COMPUTERNAME")
     }
-    $in = [System.IO.File]::OpenRead($Archive)
+    $source = [System.IO.File]::OpenRead($Archive)
     try {
-        $gz = New-Object System.IO.Compression.GZipStream($in, [System.IO.Compression.CompressionMode]::Decompress)
-        $out = [System.IO.File]::Create($Destination)
-        try { $gz.CopyTo($out) } finally { $out.Dispose(); $gz.Dispose() }
-    } finally { $in.Dispose() }
+        $gz = New-Object System.IO.Compression.GZipStream($source, [System.IO.Compression.CompressionMode]::Decompress)
+        $target = [System.IO.File]::Create($Destination)
+        try { $gz.CopyTo($target) } finally { $target.Dispose(); $gz.Dispose() }
+    } finally { $source.Dispose() }
     Remove-Item -LiteralPath $Archive -Force
     $sum = (Get-FileHash -LiteralPath $Destination -Algorithm SHA256).Hash.ToLowerInvariant()
     if ($sum -ne $Sha256) {
