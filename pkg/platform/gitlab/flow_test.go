@@ -97,7 +97,7 @@ func TestFlow(t *testing.T) {
 	g.Expect(json.Unmarshal(reg.Config, &cfg)).To(Succeed())
 	g.Expect(cfg.URL).To(Equal(s.URL()))
 	g.Expect(cfg.Token).To(HavePrefix("glrt-"))
-	g.Expect(cfg.CABundle).To(Equal(string(s.CACertPEM())))
+	g.Expect(cfg.CA).To(Equal(string(s.CACertPEM())))
 	runners := s.Runners()
 	g.Expect(runners).To(HaveLen(1))
 	g.Expect(runners[0].ID).To(Equal(reg.RunnerID))

@@ -25,9 +25,9 @@ const DescriptionPrefix = "HyperFleet runner "
 type RunnerConfig struct {
 	URL   string `json:"url"`
 	Token string `json:"token"`
-	// CABundle is the PEM bundle of a private instance's CA, for the runner's TLS trust (the
-	// agent hands it to gitlab-runner as CI_SERVER_TLS_CA_FILE).
-	CABundle string `json:"caBundle,omitempty"`
+	// CA is the PEM bundle of a private instance's CA, for the runner's TLS trust (the agent
+	// hands it to gitlab-runner as CI_SERVER_TLS_CA_FILE).
+	CA string `json:"ca,omitempty"`
 }
 
 // Registration is a VM's runner: its ID, kept to delete it when the VM goes, and the config
@@ -89,7 +89,7 @@ func (c *Client) Register(ctx context.Context, scope Scope, name, mark string, s
 		return Registration{}, &platform.Error{Class: platform.ErrTransient, Op: "create runner " + name,
 			Err: errors.New("the response carries no runner ID or glrt- token")}
 	}
-	cfg, err := json.Marshal(RunnerConfig{URL: c.cfg.URL, Token: r.Token, CABundle: string(c.cfg.CAPEM)})
+	cfg, err := json.Marshal(RunnerConfig{URL: c.cfg.URL, Token: r.Token, CA: string(c.cfg.CAPEM)})
 	if err != nil {
 		return Registration{}, err
 	}

@@ -149,7 +149,7 @@ func TestSourceServesAPool(t *testing.T) {
 	var cfg gitlab.RunnerConfig
 	g.Expect(json.Unmarshal([]byte(reg.Config), &cfg)).To(Succeed())
 	g.Expect(cfg.URL).To(Equal(s.URL()))
-	g.Expect(cfg.CABundle).To(Equal(string(s.CACertPEM())), "the VM's runner trusts the pool's CA")
+	g.Expect(cfg.CA).To(Equal(string(s.CACertPEM())), "the VM's runner trusts the pool's CA")
 	g.Expect(s.Runners()).To(ConsistOf(And(HaveField("Description", "HyperFleet runner linux-x7k2q"),
 		HaveField("Tags", ConsistOf("linux", mark)), HaveField("Type", fakegitlab.GroupType))))
 
