@@ -241,8 +241,9 @@ func TestSecretReferencesStayInTheirNamespace(t *testing.T) {
 		{"HypervisorCluster credentials in another namespace", hc("hc-ns"), []string{"spec", "credentialsRef", "namespace"}, "xns-team-a"},
 		{"HypervisorCluster credentials by path", hc("hc-path"), []string{"spec", "credentialsRef", "name"}, "../xns-team-a/pve-credentials"},
 		{"HypervisorCluster CA bundle by path", hc("hc-ca"), []string{"spec", "caBundleRef", "name"}, "xns-team-a/pve-ca"},
-		{"RunnerPool GitHub App in another namespace", pool("pool-ns"), []string{"spec", "github", "credentialsRef", "namespace"}, "xns-team-a"},
-		{"RunnerPool GitHub App by path", pool("pool-path"), []string{"spec", "github", "credentialsRef", "name"}, "xns-team-a/github-app"},
+		{"RunnerPool GitHub App in another namespace", pool("pool-ns"), []string{"spec", "platform", "github", "credentialsRef", "namespace"}, "xns-team-a"},
+		{"RunnerPool GitHub App by path", pool("pool-path"), []string{"spec", "platform", "github", "credentialsRef", "name"}, "xns-team-a/github-app"},
+		{"RunnerPool GitHub CA bundle by path", pool("pool-ca"), []string{"spec", "platform", "github", "caBundleRef", "name"}, "xns-team-a/github-ca"},
 		{"MachineClaim bootstrap data by path", claim("claim-path"), []string{"spec", "bootstrap", "dataSecretName"}, "../xns-team-a/data"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
