@@ -60,6 +60,9 @@ func (s *Server) listHosts(ctx context.Context, c client.Client, namespace strin
 					for _, vm := range ci.VMs {
 						perHost[vmHost(vm)]++
 					}
+					for _, vm := range ci.Foreign {
+						perHost[vmHost(vm)]++
+					}
 					for _, n := range ci.Hosts {
 						state := "Offline"
 						if n.Online {

@@ -37,6 +37,8 @@ type ClusterInventory struct {
 	Hosts                     []hypervisor.Node
 	// VMs are HyperFleet's VMs on the cluster by host/ID.
 	VMs map[string]hypervisor.VM
+	// Foreign are the other VMs on the cluster (listed when the provider can), shown read-only.
+	Foreign []hypervisor.VM
 	// Error is why the cluster could not be read, empty when it could.
 	Error string
 	At    time.Time
@@ -121,12 +123,21 @@ func readCluster(ctx context.Context, registry *connection.Registry, hc *infrav1
 		ci.Error = err.Error()
 		return ci
 	}
-	vms, err := p.OwnedVMs(ctx)
+	var vms []hypervisor.VM
+	if lister, ok := p.(hypervisor.VMLister); ok {
+		vms, err = lister.AllVMs(ctx)
+	} else {
+		vms, err = p.OwnedVMs(ctx)
+	}
 	if err != nil {
 		ci.Error = err.Error()
 		return ci
 	}
 	for _, vm := range vms {
+		if vm.Owner == nil {
+			ci.Foreign = append(ci.Foreign, vm)
+			continue
+		}
 		ci.VMs[vmHost(vm)+"/"+vmID(vm)] = vm
 	}
 	return ci

@@ -17,6 +17,7 @@ import (
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 )
 
 // CreatedByLabel marks the objects the console created for a person.
@@ -47,6 +48,9 @@ type VM struct {
 	Job string `json:"job,omitempty"`
 	// Persistent is a long-lived VM (spec.lifecycle Persistent) with power control.
 	Persistent bool `json:"persistent,omitempty"`
+	// Foreign is a VM on the hypervisor that HyperFleet did not create (or another installation
+	// did): shown, never changed. Its namespace is its HypervisorCluster's.
+	Foreign bool `json:"foreign,omitempty"`
 }
 
 // VMFilter narrows a VM listing.
@@ -71,13 +75,45 @@ func (s *Server) listVMs(ctx context.Context, c client.Client, f VMFilter) ([]VM
 				}
 			}
 		})
-	sort.Slice(vms, func(i, j int) bool {
-		if vms[i].Namespace != vms[j].Namespace {
-			return vms[i].Namespace < vms[j].Namespace
+	if err != nil {
+		return nil, err
+	}
+	// Foreign VMs of the clusters the person may read.
+	err = listVisible(ctx, c, s.inventory.Namespaces(), f.Namespace, func() *infrav1.HypervisorClusterList { return &infrav1.HypervisorClusterList{} },
+		func(l *infrav1.HypervisorClusterList) {
+			for i := range l.Items {
+				ci, ok := s.inventory.Cluster(l.Items[i].Namespace, l.Items[i].Name)
+				if !ok {
+					continue
+				}
+				for _, vm := range ci.Foreign {
+					if v := foreignVM(&l.Items[i], vm); f.matches(v) {
+						vms = append(vms, v)
+					}
+				}
+			}
+		})
+	sort.SliceStable(vms, func(i, j int) bool {
+		a, b := vms[i], vms[j]
+		if a.Foreign != b.Foreign {
+			return !a.Foreign
 		}
-		return vms[i].Name < vms[j].Name
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
 	})
 	return vms, err
+}
+
+// foreignVM describes a VM HyperFleet does not own.
+func foreignVM(hc *infrav1.HypervisorCluster, vm hypervisor.VM) VM {
+	name := vm.Name
+	if name == "" {
+		name = "vm-" + vmID(vm)
+	}
+	return VM{Namespace: hc.Namespace, Name: name, Cluster: hc.Name, Host: vmHost(vm), ID: vmID(vm),
+		PowerState: string(vm.State), CPUs: int32(vm.Cores), MemoryMiB: int32(vm.MemoryMiB), Foreign: true}
 }
 
 // vmOf describes a claim's VM, with the power state the hypervisor last reported.

@@ -234,6 +234,18 @@ func TestCreateAndDeleteVMThroughTheAPI(t *testing.T) {
 			HaveField("Host", claim.Status.Node), HaveField("Phase", "Ready"))))
 	}, 10*time.Second, 250*time.Millisecond).Should(Succeed())
 
+	// The cluster's other VMs are shown too, read-only.
+	g.Eventually(func(g Gomega) {
+		r := f.call(t, http.MethodGet, "/api/v1/vms?cluster=pve-api", tok, nil)
+		var vms console.List[console.VM]
+		r.decode(t, &vms)
+		g.Expect(vms.Items).To(ContainElement(And(HaveField("Name", "gitlab"), HaveField("Foreign", true),
+			HaveField("Namespace", teamA), HaveField("PowerState", "Running"), HaveField("Host", "pve2"))))
+		g.Expect(vms.Items).To(ContainElement(And(HaveField("Name", "api-vm"), HaveField("Foreign", false))))
+	}, 10*time.Second, 250*time.Millisecond).Should(Succeed())
+	r = f.call(t, http.MethodDelete, "/api/v1/vms/"+teamA+"/gitlab", tok, nil)
+	g.Expect(r.Status).To(Equal(http.StatusNotFound), "a foreign VM has no claim to delete")
+
 	// A restarted console knows the job: it is derived from the claim.
 	f2 := startConsole(t)
 	r = f2.call(t, http.MethodGet, "/api/v1/jobs/"+job.ID, f2.token(t, alice, fakeoidc.TokenOptions{}), nil)
