@@ -48,6 +48,9 @@ type MachineClaimReconciler struct {
 	// TaskDeadline is how long a deleting claim waits for one hypervisor task before it looks at
 	// the VM again and acts anew. Default DefaultTaskDeadline.
 	TaskDeadline time.Duration
+
+	// templates shares template resolutions among the claims of each HypervisorCluster.
+	templates templateCache
 }
 
 // DefaultTaskDeadline bounds a stop or destroy task: Proxmox ends them within minutes even for

@@ -97,7 +97,7 @@ func (r *MachineClaimReconciler) sourceCandidates(ctx context.Context, s *claimS
 		}
 		return []hypervisor.Template{tmpl}, nil
 	}
-	return s.provider.ResolveTemplates(ctx, templateSelector(s.claim))
+	return r.templates.resolveAll(ctx, s.provider, templateSelector(s.claim))
 }
 
 // sourceTemplate resolves the template the claim clones: exactly the one recorded in status, so a
@@ -106,9 +106,9 @@ func (r *MachineClaimReconciler) sourceCandidates(ctx context.Context, s *claimS
 func (r *MachineClaimReconciler) sourceTemplate(ctx context.Context, s *claimScope) (hypervisor.Template, error) {
 	c := s.claim
 	if ref := c.Status.SourceTemplate; ref != nil {
-		return s.provider.ResolveTemplate(ctx, hypervisor.TemplateSelector{ID: ref.ID, Node: ref.Node})
+		return r.templates.resolveOne(ctx, s.provider, hypervisor.TemplateSelector{ID: ref.ID, Node: ref.Node}, templateSelector(c))
 	}
-	sources, err := s.provider.ResolveTemplates(ctx, templateSelector(c))
+	sources, err := r.templates.resolveAll(ctx, s.provider, templateSelector(c))
 	if err != nil {
 		return hypervisor.Template{}, err
 	}

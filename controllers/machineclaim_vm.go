@@ -164,6 +164,8 @@ func (r *MachineClaimReconciler) reconcileClone(ctx context.Context, s *claimSco
 		return r.adoptVM(ctx, s)
 	}
 	if err != nil {
+		// The template may be gone or replaced: read it again before the next attempt.
+		r.templates.forget(s.provider)
 		return r.fail(ctx, s, err)
 	}
 	if !preallocated {

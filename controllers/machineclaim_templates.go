@@ -1,0 +1,121 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
+)
+
+// DefaultTemplateTTL is how long a template resolution is shared by the claims of one
+// HypervisorCluster before it is read again.
+const DefaultTemplateTTL = 30 * time.Second
+
+// templateCache shares template resolutions among the claims of a HypervisorCluster: without it
+// each claim resolved its template three times (the placement, the clone, the configure step), each
+// a listing of every VM of the cluster plus a config read per match. Entries are keyed by the
+// provider instance, so a HypervisorCluster whose settings or credentials change (a new provider)
+// reads its templates afresh; a failed clone drops the provider's entries, so a template that was
+// removed or replaced is read again before the next attempt. The clone itself names the template,
+// and Proxmox refuses a linked clone of a VM that is no template.
+type templateCache struct {
+	ttl time.Duration
+	now func() time.Time
+
+	mu      sync.Mutex
+	entries map[templateKey]templateEntry
+}
+
+type templateKey struct {
+	provider hypervisor.Provider
+	selector string
+}
+
+type templateEntry struct {
+	templates []hypervisor.Template
+	at        time.Time
+}
+
+func (tc *templateCache) init() {
+	if tc.entries == nil {
+		tc.entries = map[templateKey]templateEntry{}
+	}
+	if tc.now == nil {
+		tc.now = time.Now
+	}
+	if tc.ttl <= 0 {
+		tc.ttl = DefaultTemplateTTL
+	}
+}
+
+// resolveAll returns the templates sel matches, from a fresh enough resolution when there is one.
+func (tc *templateCache) resolveAll(ctx context.Context, p hypervisor.Provider, sel hypervisor.TemplateSelector) ([]hypervisor.Template, error) {
+	key := templateKey{provider: p, selector: fmt.Sprintf("all:%+v", sel)}
+	if t, ok := tc.get(key); ok {
+		return t, nil
+	}
+	t, err := p.ResolveTemplates(ctx, sel)
+	if err != nil {
+		return nil, err
+	}
+	tc.put(key, t)
+	return t, nil
+}
+
+// resolveOne returns the one template sel names: taken from a fresh resolution of all (an earlier
+// claim's placement usually made one) when it holds exactly that template, otherwise read.
+func (tc *templateCache) resolveOne(ctx context.Context, p hypervisor.Provider, sel, among hypervisor.TemplateSelector) (hypervisor.Template, error) {
+	if all, ok := tc.get(templateKey{provider: p, selector: fmt.Sprintf("all:%+v", among)}); ok {
+		for _, t := range all {
+			if t.Ref.ID == sel.ID && t.Ref.Node == sel.Node {
+				return t, nil
+			}
+		}
+	}
+	key := templateKey{provider: p, selector: fmt.Sprintf("one:%+v", sel)}
+	if t, ok := tc.get(key); ok && len(t) == 1 {
+		return t[0], nil
+	}
+	t, err := p.ResolveTemplate(ctx, sel)
+	if err != nil {
+		return hypervisor.Template{}, err
+	}
+	tc.put(key, []hypervisor.Template{t})
+	return t, nil
+}
+
+func (tc *templateCache) get(key templateKey) ([]hypervisor.Template, bool) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	tc.init()
+	e, ok := tc.entries[key]
+	if !ok || tc.now().Sub(e.at) >= tc.ttl {
+		return nil, false
+	}
+	return e.templates, true
+}
+
+func (tc *templateCache) put(key templateKey, t []hypervisor.Template) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	tc.init()
+	for k, e := range tc.entries { // drop what has expired, so replaced providers do not linger
+		if tc.now().Sub(e.at) >= tc.ttl {
+			delete(tc.entries, k)
+		}
+	}
+	tc.entries[key] = templateEntry{templates: t, at: tc.now()}
+}
+
+// forget drops every resolution made through p.
+func (tc *templateCache) forget(p hypervisor.Provider) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	for k := range tc.entries {
+		if k.provider == p {
+			delete(tc.entries, k)
+		}
+	}
+}
