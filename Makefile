@@ -90,6 +90,11 @@ fuzz: ## Run every fuzz target for $(FUZZTIME) each (go test runs their seed cor
 bench: tools ## Benchmarks and their reports (API calls per VM, reconcile cost).
 	go test -run '^$$' -bench . -benchmem ./pkg/... ./test/... | tee bench.txt
 
+.PHONY: bench-scale
+bench-scale: ## Burst of BENCH_SCALE_N (default 1000) VMs against the simulator's load model; writes bench-scale.md.
+	HYPERFLEET_BENCH_SCALE=1 HYPERFLEET_BENCH_SCALE_N=$(or $(BENCH_SCALE_N),1000) HYPERFLEET_BENCH_SCALE_REPORT=$(CURDIR)/bench-scale.md \
+		go test -count=1 -timeout 30m -run '^TestBenchScale$$' -v ./pkg/hypervisor/proxmox/
+
 ##@ Build
 
 .PHONY: build

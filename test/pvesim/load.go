@@ -79,6 +79,9 @@ func (m LoadModel) String() string {
 		m.StorageSlots, m.LockTimeout, m.TaskTime, m.DestroyPerGiB, m.Jitter*100)
 }
 
+// ScaleFactor is the time scale in effect (1 when TimeScale is unset).
+func (m LoadModel) ScaleFactor() float64 { return m.scale() }
+
 func (m LoadModel) scale() float64 {
 	if m.TimeScale <= 0 {
 		return 1
