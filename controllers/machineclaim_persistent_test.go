@@ -31,8 +31,14 @@ func persistentVM(t *testing.T, strategy infrav1.RunStrategy, mutate ...func(*bu
 // persistentVMWith is persistentVM with the manager's timing (and clock) chosen by the test.
 func persistentVMWith(t *testing.T, tm testTiming, strategy infrav1.RunStrategy, mutate ...func(*builder.MachineClaimBuilder)) (*infrav1.MachineClaim, *pvesim.Simulator) {
 	t.Helper()
+	return persistentVMIn(t, pvesim.Config{}, tm, strategy, mutate...)
+}
+
+// persistentVMIn is persistentVMWith on a simulator configured by the test.
+func persistentVMIn(t *testing.T, cfg pvesim.Config, tm testTiming, strategy infrav1.RunStrategy, mutate ...func(*builder.MachineClaimBuilder)) (*infrav1.MachineClaim, *pvesim.Simulator) {
+	t.Helper()
 	g := NewWithT(t)
-	sim := pvesim.StartForTest(t, pvesim.Config{})
+	sim := pvesim.StartForTest(t, cfg)
 	startManager(t, tm)
 	ns := newNamespace(t)
 	proxmoxCluster(t, ns, "pve", sim)

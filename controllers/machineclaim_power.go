@@ -42,6 +42,9 @@ func (r *MachineClaimReconciler) reconcilePersistent(ctx context.Context, s *cla
 	if _, restoring := c.Annotations[infrav1.RestoreInProgressAnnotation]; restoring {
 		return ctrl.Result{}, nil // the restore hands the VM back when it is done
 	}
+	if _, migrating := c.Annotations[infrav1.MigrationInProgressAnnotation]; migrating {
+		return ctrl.Result{}, nil // so does a migration, with the VM's new host
+	}
 	if c.Status.Hook != nil {
 		if res, err := r.reconcileHook(ctx, s); err != nil || !res.IsZero() {
 			return res, err
@@ -349,10 +352,7 @@ func summarizePersistent(c *infrav1.MachineClaim) {
 		setReady(metav1.ConditionFalse, reason, fmt.Sprintf("VM %s is off (%s; runStrategy %s)", vmRef(c), c.Status.LastStopCause, c.Spec.RunStrategy))
 		migratable(metav1.ConditionFalse, infrav1.NotRunningReason, "a stopped VM is moved offline, not live")
 	}
-	if t := c.Status.Task; t != nil && t.Operation == opMigrate {
+	if _, migrating := c.Annotations[infrav1.MigrationInProgressAnnotation]; migrating {
 		c.Status.Phase = infrav1.MachineClaimPhaseMigrating
 	}
 }
-
-// opMigrate is the task operation of a live migration; the phase Migrating shows it.
-const opMigrate = "Migrate"

@@ -8,7 +8,7 @@ import (
 )
 
 // setupVMControllers registers the controllers of long-lived VMs' request objects: snapshots,
-// restores and snapshot schedules.
+// restores, snapshot schedules and migrations.
 func setupVMControllers(mgr ctrl.Manager, registry *connection.Registry, opts Options, copts controller.Options) error {
 	snapshots := &MachineSnapshotReconciler{
 		Client:       mgr.GetClient(),
@@ -26,6 +26,15 @@ func setupVMControllers(mgr ctrl.Manager, registry *connection.Registry, opts Op
 		PollInterval: opts.TaskPollInterval,
 	}
 	if err := restores.SetupWithManager(mgr, copts); err != nil {
+		return err
+	}
+	migrations := &MachineMigrationReconciler{
+		Client:       mgr.GetClient(),
+		Recorder:     mgr.GetEventRecorderFor("machinemigration-controller"),
+		Registry:     registry,
+		PollInterval: opts.TaskPollInterval,
+	}
+	if err := migrations.SetupWithManager(mgr, copts); err != nil {
 		return err
 	}
 	schedules := &MachineSnapshotScheduleReconciler{

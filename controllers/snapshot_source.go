@@ -15,11 +15,12 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 )
 
-// claimVM is a MachineClaim whose VM a snapshot, restore or schedule acts on.
+// claimVM is a MachineClaim whose VM a snapshot, restore, schedule or migration acts on.
 type claimVM struct {
 	claim *infrav1.MachineClaim
 	// hcGone is set when the claim's HypervisorCluster no longer exists.
 	hcGone   bool
+	hc       *infrav1.HypervisorCluster
 	provider hypervisor.Provider
 	snapper  hypervisor.Snapshotter
 }
@@ -39,6 +40,21 @@ func (n *notReady) Error() string { return n.message }
 // HypervisorCluster is gone. Only the claim's own namespace is looked at: a snapshot never reaches
 // another tenant's VM.
 func resolveClaimVM(ctx context.Context, c client.Client, registry *connection.Registry, namespace, name string) (*claimVM, error) {
+	v, err := resolveClaimProvider(ctx, c, registry, namespace, name)
+	if err != nil {
+		return v, err
+	}
+	s, ok := v.provider.(hypervisor.Snapshotter)
+	if !ok {
+		return v, &notReady{fleetv1.SnapshotsUnsupportedReason, fmt.Sprintf("HypervisorCluster %s's provider cannot take snapshots", v.hc.Name)}
+	}
+	v.snapper = s
+	return v, nil
+}
+
+// resolveClaimProvider is resolveClaimVM without asking for snapshots: the claim, its
+// HypervisorCluster and its provider.
+func resolveClaimProvider(ctx context.Context, c client.Client, registry *connection.Registry, namespace, name string) (*claimVM, error) {
 	claim := &infrav1.MachineClaim{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, claim); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -72,12 +88,7 @@ func resolveClaimVM(ctx context.Context, c client.Client, registry *connection.R
 	if err != nil {
 		return v, &notReady{fleetv1.SourceNotReadyReason, fmt.Sprintf("HypervisorCluster %s: %v", hc.Name, err)}
 	}
-	v.provider = p
-	s, ok := p.(hypervisor.Snapshotter)
-	if !ok {
-		return v, &notReady{fleetv1.SnapshotsUnsupportedReason, fmt.Sprintf("HypervisorCluster %s's provider cannot take snapshots", hc.Name)}
-	}
-	v.snapper = s
+	v.provider, v.hc = p, hc
 	return v, nil
 }
 

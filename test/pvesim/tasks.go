@@ -22,6 +22,9 @@ type task struct {
 	exit      string
 	log       []string
 	cancelled bool
+	// interrupt is closed when the task is cancelled, so it ends at once as PVE's worker does
+	// on SIGTERM.
+	interrupt chan struct{}
 }
 
 // taskWork is what a task does when its time is up. run is called with the
@@ -47,7 +50,7 @@ func (s *Simulator) startTask(node, typ, id string, a *authInfo, work taskWork, 
 	t := &task{
 		node: node, typ: typ, id: id, user: user, pid: s.pidSeq,
 		pstart: int(time.Since(processStart)/(10*time.Millisecond)) + 1_000_000 + s.pidSeq,
-		start:  now, running: true,
+		start:  now, running: true, interrupt: make(chan struct{}),
 	}
 	t.upid = fmt.Sprintf("UPID:%s:%08X:%08X:%08X:%s:%s:%s:", node, t.pid, t.pstart, now.Unix(), typ, id, user)
 	s.tasks[t.upid] = t
@@ -82,6 +85,7 @@ func (s *Simulator) startTask(node, typ, id string, a *authInfo, work taskWork, 
 		defer timer.Stop()
 		select {
 		case <-timer.C:
+		case <-t.interrupt:
 		case <-s.closing:
 		}
 		s.mu.Lock()
@@ -184,8 +188,9 @@ func (s *Simulator) deleteTask(rq *request) (any, *apiError) {
 	if err != nil {
 		return nil, err
 	}
-	if t.running {
+	if t.running && !t.cancelled {
 		t.cancelled = true
+		close(t.interrupt)
 	}
 	return nil, nil
 }

@@ -57,6 +57,50 @@ const (
 // Always VM is not restarted in the middle of a rollback). The restore removes it when done.
 const RestoreInProgressAnnotation = "infrastructure.cluster.x-k8s.io/restore-in-progress"
 
+// MigrationInProgressAnnotation is set on a persistent claim, to the name of a MachineMigration,
+// while that migration moves the VM: the claim shows phase Migrating and its run strategy waits
+// (the VM is locked by the hypervisor meanwhile). The migration removes it when done.
+const MigrationInProgressAnnotation = "infrastructure.cluster.x-k8s.io/migration-in-progress"
+
+// MigrationStrategy says whether a persistent VM may move between hosts.
+// +kubebuilder:validation:Enum=Live;None
+type MigrationStrategy string
+
+const (
+	// MigrationStrategyLive: a running VM moves only live (MachineMigrations and host
+	// maintenance); a stopped VM moves offline.
+	MigrationStrategyLive MigrationStrategy = "Live"
+	// MigrationStrategyNone: the VM never moves. MachineMigrations of it fail with
+	// MigrationForbidden and host maintenance leaves it where it is (and says so).
+	MigrationStrategyNone MigrationStrategy = "None"
+)
+
+// MigrationPolicy is how a persistent claim's VM may move between hosts.
+type MigrationPolicy struct {
+	// strategy: Live (the default) or None.
+	// +optional
+	// +kubebuilder:default=Live
+	Strategy MigrationStrategy `json:"strategy,omitempty"`
+
+	// allowLocalDisks lets a migration copy disks on storage only the source host has
+	// (withLocalDisks); the copy takes as long as the disks are large. Host maintenance copies
+	// them only if this is set.
+	// +optional
+	AllowLocalDisks bool `json:"allowLocalDisks,omitempty"`
+}
+
+// Migration is spec.migrationPolicy with its defaults.
+func (s *MachineClaimLifecycleSpec) Migration() MigrationPolicy {
+	if s.MigrationPolicy == nil {
+		return MigrationPolicy{Strategy: MigrationStrategyLive}
+	}
+	p := *s.MigrationPolicy
+	if p.Strategy == "" {
+		p.Strategy = MigrationStrategyLive
+	}
+	return p
+}
+
 // DefaultTerminationGracePeriod is how long a persistent VM's guest gets to shut down before it
 // is powered off, when spec.terminationGracePeriodSeconds is unset.
 const DefaultTerminationGracePeriod = 180 * time.Second
@@ -117,6 +161,11 @@ type MachineClaimLifecycleSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=86400
 	TerminationGracePeriodSeconds *int32 `json:"terminationGracePeriodSeconds,omitempty"`
+
+	// migrationPolicy says whether and how the VM may move between hosts (MachineMigrations and
+	// host maintenance). Persistent claims only.
+	// +optional
+	MigrationPolicy *MigrationPolicy `json:"migrationPolicy,omitempty"`
 }
 
 // IsPersistent reports whether the claim's VM is long-lived.

@@ -127,9 +127,10 @@ type BootstrapSpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.runStrategy) || (has(self.lifecycle) && self.lifecycle == 'Persistent')",message="runStrategy applies only to a Persistent claim: set lifecycle: Persistent, or remove runStrategy"
 // +kubebuilder:validation:XValidation:rule="!has(self.lifecycle) || self.lifecycle != 'Persistent' || has(self.runStrategy)",message="a Persistent claim needs a runStrategy: Always, RerunOnFailure, Halted, Manual or Once"
 // +kubebuilder:validation:XValidation:rule="!has(self.hooks) || (has(self.lifecycle) && self.lifecycle == 'Persistent')",message="hooks apply only to a Persistent claim: an Ephemeral runner's VM is destroyed, not stopped"
+// +kubebuilder:validation:XValidation:rule="!has(self.migrationPolicy) || (has(self.lifecycle) && self.lifecycle == 'Persistent')",message="migrationPolicy applies only to a Persistent claim: an Ephemeral runner is drained, not migrated"
 // +kubebuilder:validation:XValidation:rule="(has(self.lifecycle) ? self.lifecycle : 'Ephemeral') == (has(oldSelf.lifecycle) ? oldSelf.lifecycle : 'Ephemeral')",message="lifecycle cannot change: create a new claim instead"
 type MachineClaimSpec struct {
-	// Lifecycle fields (lifecycle, runStrategy, hooks, terminationGracePeriodSeconds).
+	// Lifecycle fields (lifecycle, runStrategy, hooks, terminationGracePeriodSeconds, migrationPolicy).
 	MachineClaimLifecycleSpec `json:",inline"`
 
 	// claimID identifies this claim on its VM. HyperFleet generates it at random before the VM

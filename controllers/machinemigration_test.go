@@ -1,0 +1,151 @@
+package controllers_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
+)
+
+func newMigration(name, ns, claim, target string) *fleetv1.MachineMigration {
+	return &fleetv1.MachineMigration{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: fleetv1.MachineMigrationSpec{MachineClaimName: claim, Target: target}}
+}
+
+// migratableVM is a running persistent VM on a simulator with shared storage besides the local
+// ones.
+func migratableVM(t *testing.T) (*infrav1.MachineClaim, *pvesim.Simulator) {
+	inv := pvesim.DefaultInventory()
+	inv.Storages = append(inv.Storages, pvesim.StorageSpec{Name: "ceph", Type: "rbd", Content: []string{"images"}, Shared: true, TotalGiB: 1024})
+	claim, sim := persistentVMIn(t, pvesim.Config{Inventory: inv}, testTiming{sweep: 300 * time.Millisecond, orphanGrace: time.Second}, infrav1.RunStrategyAlways)
+	NewWithT(t).Eventually(func(g Gomega) infrav1.MachineClaimPhase { return get(g, claim).Status.Phase }, 30*time.Second, 100*time.Millisecond).
+		Should(Equal(infrav1.MachineClaimPhaseRunning))
+	return claim, sim
+}
+
+// onSharedStorage moves the VM's disk to shared storage, as an administrator would.
+func onSharedStorage(g Gomega, sim *pvesim.Simulator, claim *infrav1.MachineClaim) {
+	g.Expect(sim.SetVMConfig(vmidOf(claim.Status.VMID), "scsi0", "ceph:vm-"+claim.Status.VMID+"-disk-0,size=32G")).To(Succeed())
+}
+
+// migrationDone waits for a migration to end and returns it.
+func migrationDone(g Gomega, m *fleetv1.MachineMigration) *fleetv1.MachineMigration {
+	g.Eventually(func() fleetv1.MachineMigrationPhase { return get(g, m).Status.Phase }, 60*time.Second, 100*time.Millisecond).
+		Should(BeElementOf(fleetv1.MachineMigrationPhaseSucceeded, fleetv1.MachineMigrationPhaseFailed))
+	return get(g, m)
+}
+
+// TestMachineMigrationFailsThenSucceeds moves a running persistent VM with the real manager and
+// the Proxmox simulator: first PVE refuses it (its disk is on local storage; the task fails with
+// PVE's text, the VM stays), a migration the claim's policy forbids is refused without asking
+// PVE, then on shared storage it moves live to the host asked for while the claim shows
+// Migrating, and the claim records its new host and keeps running.
+func TestMachineMigrationFailsThenSucceeds(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	claim, sim := migratableVM(t)
+	ns, vmid := claim.Namespace, vmidOf(claim.Status.VMID)
+	source := get(g, claim).Status.Node
+
+	failed := newMigration("local-disk", ns, claim.Name, fleetv1.MigrationTargetAny)
+	g.Expect(env.Client.Create(ctx, failed)).To(Succeed())
+	got := migrationDone(g, failed)
+	g.Expect(got.Status.Phase).To(Equal(fleetv1.MachineMigrationPhaseFailed))
+	g.Expect(conditions.GetReason(got, fleetv1.ReadyCondition)).To(Equal(fleetv1.MigrationFailedReason))
+	g.Expect(got.Status.Error).To(ContainSubstring("can't migrate local disk"))
+	g.Expect(got.Status.SourceHost).To(Equal(source))
+	g.Expect(got.Status.TargetHost).NotTo(Or(BeEmpty(), Equal(source)))
+	g.Expect(got.Status.StartTime).NotTo(BeNil())
+	g.Expect(got.Status.EndTime).NotTo(BeNil())
+	vm, _ := sim.VM(vmid)
+	g.Expect(vm.Node).To(Equal(source))
+	g.Eventually(func() map[string]string { return get(g, claim).Annotations }, 10*time.Second, 100*time.Millisecond).
+		ShouldNot(HaveKey(infrav1.MigrationInProgressAnnotation))
+
+	forbidden := newMigration("with-disks", ns, claim.Name, fleetv1.MigrationTargetAny)
+	forbidden.Spec.WithLocalDisks = true
+	g.Expect(env.Client.Create(ctx, forbidden)).To(Succeed())
+	got = migrationDone(g, forbidden)
+	g.Expect(conditions.GetReason(got, fleetv1.ReadyCondition)).To(Equal(fleetv1.MigrationForbiddenReason))
+	g.Expect(got.Status.Error).To(ContainSubstring("allowLocalDisks"))
+
+	// On shared storage the VM can move live; the task runs long enough to watch the claim.
+	onSharedStorage(g, sim, claim)
+	sim.InjectFault(pvesim.Fault{Endpoint: "POST /nodes/{node}/qemu/{vmid}/migrate", Count: 1, TaskDuration: 3 * time.Second})
+	ok := newMigration("to-pve3", ns, claim.Name, "pve3")
+	g.Expect(env.Client.Create(ctx, ok)).To(Succeed())
+	g.Eventually(func() infrav1.MachineClaimPhase { return get(g, claim).Status.Phase }, 10*time.Second, 50*time.Millisecond).
+		Should(Equal(infrav1.MachineClaimPhaseMigrating))
+	g.Eventually(func(g Gomega) {
+		got := get(g, ok)
+		g.Expect(got.Status.Phase).To(Equal(fleetv1.MachineMigrationPhaseRunning))
+		g.Expect(got.Status.Task).NotTo(BeNil())
+		g.Expect(get(g, claim).Status.Phase).To(Equal(infrav1.MachineClaimPhaseMigrating))
+	}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
+	got = migrationDone(g, ok)
+	g.Expect(got.Status.Phase).To(Equal(fleetv1.MachineMigrationPhaseSucceeded), "%+v", got.Status)
+	g.Expect(conditions.IsTrue(got, fleetv1.ReadyCondition)).To(BeTrue())
+	g.Expect(got.Status.Online).To(BeTrue())
+	g.Expect(got.Status.TargetHost).To(Equal("pve3"))
+	vm, _ = sim.VM(vmid)
+	g.Expect(vm.Node).To(Equal("pve3"))
+	g.Expect(vm.Status).To(Equal("running"))
+	g.Eventually(func(g Gomega) {
+		c := get(g, claim)
+		g.Expect(c.Status.Node).To(Equal("pve3"))
+		g.Expect(c.Annotations).NotTo(HaveKey(infrav1.MigrationInProgressAnnotation))
+		g.Expect(c.Status.Phase).To(Equal(infrav1.MachineClaimPhaseRunning))
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	g.Consistently(vmStatus(sim, claim), time.Second, 100*time.Millisecond).Should(Equal("running"))
+}
+
+// TestMachineMigrationCancelledByDeletion deletes a MachineMigration while PVE's task runs: the
+// task is interrupted, the VM stays on its host, and the claim is handed back. A claim whose
+// migrationPolicy is None is never moved.
+func TestMachineMigrationCancelledByDeletion(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	claim, sim := migratableVM(t)
+	ns, vmid := claim.Namespace, vmidOf(claim.Status.VMID)
+	source := get(g, claim).Status.Node
+	onSharedStorage(g, sim, claim)
+	sim.InjectFault(pvesim.Fault{Endpoint: "POST /nodes/{node}/qemu/{vmid}/migrate", Count: 1, TaskDuration: 30 * time.Second})
+
+	m := newMigration("cancel-me", ns, claim.Name, fleetv1.MigrationTargetAny)
+	g.Expect(env.Client.Create(ctx, m)).To(Succeed())
+	g.Eventually(func() *fleetv1.MigrationTask { return get(g, m).Status.Task }, 20*time.Second, 50*time.Millisecond).ShouldNot(BeNil())
+	g.Expect(env.Client.Delete(ctx, m)).To(Succeed())
+	g.Eventually(func() bool { return apierrors.IsNotFound(env.Client.Get(ctx, keyOf(m), &fleetv1.MachineMigration{})) },
+		20*time.Second, 100*time.Millisecond).Should(BeTrue(), "the cancelled task ends long before its 30s")
+	vm, _ := sim.VM(vmid)
+	g.Expect(vm.Node).To(Equal(source))
+	g.Expect(vm.Lock).To(BeEmpty())
+	g.Eventually(func(g Gomega) {
+		c := get(g, claim)
+		g.Expect(c.Annotations).NotTo(HaveKey(infrav1.MigrationInProgressAnnotation))
+		g.Expect(c.Status.Node).To(Equal(source))
+		g.Expect(c.Status.Phase).To(Equal(infrav1.MachineClaimPhaseRunning))
+	}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
+
+	c := get(g, claim)
+	p := client.MergeFrom(c.DeepCopy())
+	c.Spec.MigrationPolicy = &infrav1.MigrationPolicy{Strategy: infrav1.MigrationStrategyNone}
+	g.Expect(env.Client.Patch(ctx, c, p)).To(Succeed())
+	never := newMigration("never", ns, claim.Name, "pve2")
+	never.Spec.Online = ptr.To(true)
+	g.Expect(env.Client.Create(ctx, never)).To(Succeed())
+	got := migrationDone(g, never)
+	g.Expect(conditions.GetReason(got, fleetv1.ReadyCondition)).To(Equal(fleetv1.MigrationForbiddenReason))
+	vm, _ = sim.VM(vmid)
+	g.Expect(vm.Node).To(Equal(source))
+}
