@@ -2,4 +2,9 @@
 // allowed ones (after memory already promised to VMs still being created) — for a linked clone,
 // among the nodes holding a copy of its template — and a VMID candidate spread over the
 // configured range so concurrent claims rarely propose the same ID.
+//
+// For persistent VMs it also holds the pure placement policy (ChooseHost): host selectors on the
+// hosts' labels, affinity and anti-affinity between VMs by label, memory capacity and hosts in
+// maintenance, each rejected host with its reason; and PlanDrain, which plans moving every VM off
+// a host in maintenance one move at a time, so anti-affinity and capacity hold after each move.
 package placement
