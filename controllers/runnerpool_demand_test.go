@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -269,15 +268,14 @@ func TestRateLimitedPoolBacksOff(t *testing.T) {
 
 	var retryAt time.Time
 	g.Eventually(func(g Gomega) {
-		c := conditions.Get(get(g, pool), fleetv1.PlatformRateLimitedCondition)
+		p := get(g, pool)
+		c := conditions.Get(p, fleetv1.PlatformRateLimitedCondition)
 		g.Expect(c).NotTo(BeNil())
 		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
 		g.Expect(c.Reason).To(Equal(fleetv1.RateLimitedReason))
-		v, ok := strings.CutPrefix(c.Message, "RetryAt=")
-		g.Expect(ok).To(BeTrue(), c.Message)
-		at, err := time.Parse(time.RFC3339, strings.SplitN(v, ": ", 2)[0])
-		g.Expect(err).NotTo(HaveOccurred())
-		retryAt = at
+		g.Expect(c.Message).To(HavePrefix("RetryAt="), "people read the time in the message")
+		g.Expect(p.Status.PlatformRetryTime).NotTo(BeNil())
+		retryAt = p.Status.PlatformRetryTime.Time
 	}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
 	g.Expect(retryAt).To(BeTemporally("~", time.Now().Add(40*time.Second), 15*time.Second))
 	calls, refused := gh.Requests(fakegithub.EndpointInstallationRepos), testutil.ToFloat64(limited)

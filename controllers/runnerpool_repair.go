@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,7 +23,8 @@ const repairMinAge = 30 * time.Second
 // say when it lifts.
 const rateLimitBackoff = time.Minute
 
-// retryAtPrefix starts the PlatformRateLimited message; the time after it is when calls resume.
+// retryAtPrefix starts the PlatformRateLimited message, for people; status.platformRetryTime is
+// what the controller reads.
 const retryAtPrefix = "RetryAt="
 
 // reconcileRepair compares the ledger with the CI platform's API every repair interval: webhooks
@@ -93,6 +93,7 @@ func (r *RunnerPoolReconciler) reconcileRepair(ctx context.Context, s *poolScope
 		Reason: fleetv1.PlatformAvailableReason})
 	conditions.Set(s.pool, metav1.Condition{Type: fleetv1.PlatformRateLimitedCondition, Status: metav1.ConditionFalse,
 		Reason: fleetv1.NotRateLimitedReason})
+	s.pool.Status.PlatformRetryTime = nil
 	s.pool.Status.LastRepairTime = &metav1.Time{Time: time.Now()}
 	return ctrl.Result{}, nil
 }
@@ -149,7 +150,7 @@ func (r *RunnerPoolReconciler) setPlatformUnavailable(s *poolScope, err error) {
 
 // setRateLimited records a rate limit: PlatformRateLimited True until the time the platform named
 // (or rateLimitBackoff from now), which is also when the pool next calls it. The time is kept in
-// the condition's message, so every replica and a restarted manager honour it too.
+// status.platformRetryTime, so every replica and a restarted manager honour it too.
 func setRateLimited(s *poolScope, err error) {
 	at, ok := platform.RetryAt(err)
 	if !ok || at.Before(time.Now()) {
@@ -158,20 +159,14 @@ func setRateLimited(s *poolScope, err error) {
 	at = at.UTC().Truncate(time.Second).Add(time.Second)
 	conditions.Set(s.pool, metav1.Condition{Type: fleetv1.PlatformRateLimitedCondition, Status: metav1.ConditionTrue,
 		Reason: fleetv1.RateLimitedReason, Message: retryAtPrefix + at.Format(time.RFC3339) + ": " + err.Error()})
+	s.pool.Status.PlatformRetryTime = &metav1.Time{Time: at}
 	s.recheckBy(time.Until(at))
 }
 
-// rateLimitedUntil returns when the pool's rate limit lifts, if PlatformRateLimited is True.
+// rateLimitedUntil returns when the pool's rate limit lifts, if the platform rate-limits it.
 func rateLimitedUntil(p *fleetv1.RunnerPool) (time.Time, bool) {
-	c := conditions.Get(p, fleetv1.PlatformRateLimitedCondition)
-	if c == nil || c.Status != metav1.ConditionTrue {
+	if p.Status.PlatformRetryTime == nil || !conditions.IsTrue(p, fleetv1.PlatformRateLimitedCondition) {
 		return time.Time{}, false
 	}
-	v, ok := strings.CutPrefix(c.Message, retryAtPrefix)
-	if !ok {
-		return time.Time{}, false
-	}
-	v, _, _ = strings.Cut(v, ": ")
-	at, err := time.Parse(time.RFC3339, v)
-	return at, err == nil
+	return p.Status.PlatformRetryTime.Time, true
 }

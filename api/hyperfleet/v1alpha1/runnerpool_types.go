@@ -148,6 +148,11 @@ type RunnerPoolStatus struct {
 	// +optional
 	LastRepairTime *metav1.Time `json:"lastRepairTime,omitempty"`
 
+	// platformRetryTime, while the CI platform rate-limits the pool (PlatformRateLimited), is when
+	// the limit lifts: the pool sends nothing to the platform before it.
+	// +optional
+	PlatformRetryTime *metav1.Time `json:"platformRetryTime,omitempty"`
+
 	// conditions: Ready, ScalingLimited, PlatformAvailable, PlatformRateLimited, InsecureTransport.
 	// +optional
 	// +listType=map

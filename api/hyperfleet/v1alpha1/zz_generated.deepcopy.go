@@ -782,6 +782,10 @@ func (in *RunnerPoolStatus) DeepCopyInto(out *RunnerPoolStatus) {
 		in, out := &in.LastRepairTime, &out.LastRepairTime
 		*out = (*in).DeepCopy()
 	}
+	if in.PlatformRetryTime != nil {
+		in, out := &in.PlatformRetryTime, &out.PlatformRetryTime
+		*out = (*in).DeepCopy()
+	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]v1.Condition, len(*in))
