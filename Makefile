@@ -95,6 +95,10 @@ bench-scale: ## Burst of BENCH_SCALE_N (default 1000) VMs against the simulator'
 	HYPERFLEET_BENCH_SCALE=1 HYPERFLEET_BENCH_SCALE_N=$(or $(BENCH_SCALE_N),1000) HYPERFLEET_BENCH_SCALE_REPORT=$(CURDIR)/bench-scale.md \
 		go test -count=1 -timeout 30m -run '^TestBenchScale$$' -v ./pkg/hypervisor/proxmox/
 
+.PHONY: soak
+soak: ## VM lifecycles (SOAK_N, default 300) through faults and provider restarts against the load model.
+	HYPERFLEET_SOAK_N=$(or $(SOAK_N),300) go test -count=1 -timeout 20m -run '^TestSoak$$' -v ./pkg/hypervisor/proxmox/
+
 ##@ Build
 
 .PHONY: build
