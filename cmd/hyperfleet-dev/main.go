@@ -148,7 +148,7 @@ Press Ctrl-C to stop everything.
 
 `, time.Since(started).Round(time.Second), s.Namespace, s.Pool, fleet.PoolOptions().Min, fleet.PoolOptions().Max,
 		strings.Join(fleet.PoolOptions().Labels, ","), relative(s.Kubeconfig), s.Kubectl,
-		strings.Join(fleet.PoolOptions().Labels, ","), relative(filepath.Join(*stateDir, devfleet.StateFileName)),
+		jobLabels(s, fleet.PoolOptions()), relative(filepath.Join(*stateDir, devfleet.StateFileName)),
 		relative(s.LogDir), s.Webhook.URL, s.Proxmox.URL, s.GitHub.URL, gitlabLine(s)+buildkiteLine(s), identityLine(s), consoleLines(s))
 
 	feed.watch(ctx, fleet)
@@ -187,6 +187,15 @@ func gitlabLine(s devfleet.State) string {
 	}
 	return fmt.Sprintf("\nfake GitLab: %s (pool serves group %s; jobs go to %s; Job Hooks to %s)",
 		s.GitLab.URL, s.GitLab.Group, s.GitLab.Project, s.GitLab.WebhookURL)
+}
+
+// jobLabels are what the hint's jobs command asks for: the pool's labels, or for a Buildkite
+// pool the agent query rule of its queue (its tags alone would target the default queue).
+func jobLabels(s devfleet.State, p devfleet.PoolOptions) string {
+	if s.Buildkite != nil {
+		return "queue=" + s.Buildkite.Queue
+	}
+	return strings.Join(p.Labels, ",")
 }
 
 // buildkiteLine names the fake Buildkite of a Buildkite pool.
