@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -27,6 +28,8 @@ func (r *MachineClaimReconciler) reserveVMID(ctx context.Context, s *claimScope)
 	if err != nil {
 		return r.fail(ctx, s, err)
 	}
+	// Hosts in maintenance take no new VMs.
+	nodes = slices.DeleteFunc(nodes, func(n hypervisor.Node) bool { return slices.Contains(s.hc.Spec.HostsInMaintenance(), n.Name) })
 	memory := int(c.Spec.MemoryMiB)
 	if memory == 0 {
 		for _, t := range sources {

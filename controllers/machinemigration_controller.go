@@ -196,6 +196,9 @@ func (r *MachineMigrationReconciler) startMigration(ctx context.Context, m *flee
 			return r.fail(ctx, m, fleetv1.NoTargetHostReason, err.Error())
 		}
 	}
+	if slices.Contains(vm.hc.Spec.HostsInMaintenance(), target) {
+		return r.fail(ctx, m, fleetv1.NoTargetHostReason, fmt.Sprintf("host %s is in maintenance (HypervisorCluster %s)", target, vm.hc.Name))
+	}
 	m.Status.TargetHost = target
 	online := m.Spec.IsOnline() && state.State == hypervisor.PowerStateRunning
 	task, err := migrator.Migrate(ctx, vm.ref(), hypervisor.MigrateSpec{Target: target, Online: m.Spec.IsOnline(), WithLocalDisks: m.Spec.WithLocalDisks})
@@ -220,8 +223,8 @@ func (r *MachineMigrationReconciler) startMigration(ctx context.Context, m *flee
 }
 
 // chooseMigrationTarget picks the host with the most free memory among those the hypervisor
-// would move the VM to (when it can say), the HypervisorCluster's allowedNodes, minus the source
-// and the hosts in exclude.
+// would move the VM to (when it can say), the HypervisorCluster's allowedNodes, minus the source,
+// the hosts in maintenance and the hosts in exclude.
 func chooseMigrationTarget(ctx context.Context, vm *claimVM, source string, exclude []string) (string, error) {
 	nodes, err := vm.provider.Nodes(ctx)
 	if err != nil {
@@ -238,7 +241,7 @@ func chooseMigrationTarget(ctx context.Context, vm *claimVM, source string, excl
 	}
 	var allowed []string
 	for _, n := range nodes {
-		if n.Name == source || slices.Contains(exclude, n.Name) || (hypervisorAllows != nil && !slices.Contains(hypervisorAllows, n.Name)) {
+		if n.Name == source || slices.Contains(exclude, n.Name) || slices.Contains(vm.hc.Spec.HostsInMaintenance(), n.Name) || (hypervisorAllows != nil && !slices.Contains(hypervisorAllows, n.Name)) {
 			continue
 		}
 		allowed = append(allowed, n.Name)

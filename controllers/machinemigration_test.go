@@ -149,3 +149,34 @@ func TestMachineMigrationCancelledByDeletion(t *testing.T) {
 	vm, _ = sim.VM(vmid)
 	g.Expect(vm.Node).To(Equal(source))
 }
+
+// TestMachineMigrationAvoidsHostsInMaintenance marks pve3, the host with the most free memory, for
+// maintenance on the HypervisorCluster: a migration to "any" goes elsewhere, and one that names
+// pve3 is refused.
+func TestMachineMigrationAvoidsHostsInMaintenance(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	claim, sim := migratableVM(t)
+	ns, vmid := claim.Namespace, vmidOf(claim.Status.VMID)
+	source := get(g, claim).Status.Node
+	onSharedStorage(g, sim, claim)
+	hc := &infrav1.HypervisorCluster{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pve"}, hc)).To(Succeed())
+	p := client.MergeFrom(hc.DeepCopy())
+	hc.Spec.Hosts = []infrav1.HypervisorHost{{Name: "pve3", Maintenance: true, Labels: map[string]string{"rack": "b"}}}
+	g.Expect(env.Client.Patch(ctx, hc, p)).To(Succeed())
+
+	named := newMigration("to-pve3", ns, claim.Name, "pve3")
+	g.Expect(env.Client.Create(ctx, named)).To(Succeed())
+	got := migrationDone(g, named)
+	g.Expect(conditions.GetReason(got, fleetv1.ReadyCondition)).To(Equal(fleetv1.NoTargetHostReason))
+	g.Expect(got.Status.Error).To(ContainSubstring("pve3 is in maintenance"))
+
+	anyHost := newMigration("anywhere", ns, claim.Name, fleetv1.MigrationTargetAny)
+	g.Expect(env.Client.Create(ctx, anyHost)).To(Succeed())
+	got = migrationDone(g, anyHost)
+	g.Expect(got.Status.Phase).To(Equal(fleetv1.MachineMigrationPhaseSucceeded), "%+v", got.Status)
+	g.Expect(got.Status.TargetHost).NotTo(Or(Equal("pve3"), Equal(source)))
+	vm, _ := sim.VM(vmid)
+	g.Expect(vm.Node).To(Equal(got.Status.TargetHost))
+}

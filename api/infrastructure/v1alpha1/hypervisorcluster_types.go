@@ -72,6 +72,15 @@ type HypervisorClusterSpec struct {
 	// +kubebuilder:validation:items:Pattern=`^[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?$`
 	AllowedNodes []string `json:"allowedNodes,omitempty"`
 
+	// hosts declares the hypervisor hosts' labels (for the hostSelectors of persistent VMs) and
+	// marks hosts for maintenance. A host in maintenance gets no new VMs and is no migration
+	// target. Hosts not listed have no labels and are not in maintenance.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=128
+	Hosts []HypervisorHost `json:"hosts,omitempty"`
+
 	// proxmox holds settings that only apply to Proxmox VE.
 	// +optional
 	Proxmox *ProxmoxClusterParameters `json:"proxmox,omitempty"`
@@ -257,6 +266,36 @@ type HypervisorClusterStatus struct {
 	// observedGeneration is the generation the status reflects.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// HypervisorHost is one hypervisor host's labels and maintenance flag.
+type HypervisorHost struct {
+	// name is the host's name on the hypervisor (a Proxmox node).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?$`
+	Name string `json:"name"`
+
+	// labels describe the host (rack, CPU generation, GPU) for persistent VMs' hostSelectors.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// maintenance takes the host out of placement: no new VM goes there and no migration targets
+	// it.
+	// +optional
+	Maintenance bool `json:"maintenance,omitempty"`
+}
+
+// HostsInMaintenance lists the hosts marked for maintenance.
+func (s *HypervisorClusterSpec) HostsInMaintenance() []string {
+	var out []string
+	for _, h := range s.Hosts {
+		if h.Maintenance {
+			out = append(out, h.Name)
+		}
+	}
+	return out
 }
 
 // +kubebuilder:object:root=true
