@@ -149,11 +149,6 @@ type GitLabSpec struct {
 	// (instance runners: an administrator's).
 	CredentialsRef LocalObjectReference `json:"credentialsRef"`
 
-	// webhookSecretRef names a Secret key holding the X-Gitlab-Token of this pool's webhooks, when
-	// it differs from the receiver's GitLab secret (default key "webhook-token").
-	// +optional
-	WebhookSecretRef *SecretKeyReference `json:"webhookSecretRef,omitempty"`
-
 	// allowInsecureHTTP lets url be http://, over which the token travels in clear text. Only for
 	// labs: the pool's InsecureTransport condition is True (reason PlainHTTP) while it is.
 	// +optional

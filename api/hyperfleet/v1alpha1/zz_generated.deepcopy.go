@@ -112,11 +112,6 @@ func (in *GitLabSpec) DeepCopyInto(out *GitLabSpec) {
 		copy(*out, *in)
 	}
 	out.CredentialsRef = in.CredentialsRef
-	if in.WebhookSecretRef != nil {
-		in, out := &in.WebhookSecretRef, &out.WebhookSecretRef
-		*out = new(SecretKeyReference)
-		**out = **in
-	}
 	if in.CABundleRef != nil {
 		in, out := &in.CABundleRef, &out.CABundleRef
 		*out = new(SecretKeyReference)
