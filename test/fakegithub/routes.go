@@ -110,6 +110,10 @@ func (s *Server) handle(pattern string, auth authKind, h handlerFunc) {
 				writeError(w, status, msg)
 				return
 			}
+			if r.Method == http.MethodGet && s.hasBudget(id) {
+				s.serveConditional(w, r, id, h, func(w http.ResponseWriter) bool { return s.spendRate(w, id) })
+				return
+			}
 			if !s.spendRate(w, id) {
 				return
 			}
@@ -155,6 +159,14 @@ func (s *Server) spendRate(w http.ResponseWriter, installationID int64) bool {
 		return false
 	}
 	return true
+}
+
+// hasBudget reports whether the installation has requests left in its window (or no window yet).
+func (s *Server) hasBudget(installationID int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.rate[installationID]
+	return !ok || s.now().After(b.resetAt) || b.remaining > 0
 }
 
 func setRateHeaders(w http.ResponseWriter, limit, remaining int, reset time.Time) {

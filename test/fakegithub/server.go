@@ -76,6 +76,7 @@ type Server struct {
 	labelIDs      map[string]int64
 	faults        map[string][]Fault
 	requests      map[string]int
+	notModified   map[string]int
 	credentialed  int
 	deliveries    []Delivery
 	// jitTimes are the recent JIT config creations per installation; jitRefused counts refusals.
@@ -118,6 +119,7 @@ func New(opts Options) (*Server, error) {
 		labelIDs:      map[string]int64{},
 		faults:        map[string][]Fault{},
 		requests:      map[string]int{},
+		notModified:   map[string]int{},
 	}
 	if err := s.loadOrGenerateKey(opts.AppKeyPEM); err != nil {
 		return nil, err

@@ -169,6 +169,33 @@ func TestValidationRules(t *testing.T) {
 			message: "spec.platform.github.repository",
 		},
 		{
+			name: "RunnerPool polling too often",
+			obj: builder.NewRunnerPool("pollfast", ns).WithGitHub(fleetv1.GitHubSpec{
+				Organization: "acme", Labels: []string{"linux"}, CredentialsRef: fleetv1.LocalObjectReference{Name: "app"},
+				Demand: fleetv1.GitHubDemandPolling, PollInterval: &metav1.Duration{Duration: time.Second}}).Build(),
+			message: "pollInterval must be between 10s and 10m",
+		},
+		{
+			name: "RunnerPool with a poll interval but webhook demand",
+			obj: builder.NewRunnerPool("pollwebhook", ns).WithGitHub(fleetv1.GitHubSpec{
+				Organization: "acme", Labels: []string{"linux"}, CredentialsRef: fleetv1.LocalObjectReference{Name: "app"},
+				PollInterval: &metav1.Duration{Duration: time.Minute}}).Build(),
+			message: "pollInterval needs demand: Polling or Both",
+		},
+		{
+			name: "valid RunnerPool polling and receiving webhooks",
+			obj: builder.NewRunnerPool("pollboth", ns).WithGitHub(fleetv1.GitHubSpec{
+				Organization: "acme", Labels: []string{"linux"}, CredentialsRef: fleetv1.LocalObjectReference{Name: "app"},
+				Demand: fleetv1.GitHubDemandBoth, PollInterval: &metav1.Duration{Duration: 15 * time.Second}}).Build(),
+		},
+		{
+			name: "RunnerPool with an unknown demand source",
+			obj: builder.NewRunnerPool("pollbad", ns).WithGitHub(fleetv1.GitHubSpec{
+				Organization: "acme", Labels: []string{"linux"}, CredentialsRef: fleetv1.LocalObjectReference{Name: "app"},
+				Demand: "Carrier-Pigeon"}).Build(),
+			message: "spec.platform.github.demand",
+		},
+		{
 			name:    "RunnerPool without labels",
 			obj:     builder.NewRunnerPool("nolabels", ns).WithLabels().Build(),
 			message: "spec.platform.github.labels",

@@ -26,6 +26,7 @@ type PlatformSpec struct {
 // +kubebuilder:validation:XValidation:rule="has(self.organization) || has(self.repository)",message="set github.organization or github.repository (repository wins when both are set)"
 // +kubebuilder:validation:XValidation:rule="!has(self.apiURL) || !self.apiURL.startsWith('http://') || (has(self.allowInsecureHTTP) && self.allowInsecureHTTP)",message="apiURL is http://: the App's tokens would travel in clear text; use https:// or, for a lab, set allowInsecureHTTP: true"
 // +kubebuilder:validation:XValidation:rule="!has(self.caBundleRef) || !has(self.apiURL) || self.apiURL.startsWith('https://')",message="caBundleRef needs an https:// apiURL: a CA bundle means nothing over plain HTTP"
+// +kubebuilder:validation:XValidation:rule="!has(self.pollInterval) || (has(self.demand) && self.demand != 'Webhook')",message="pollInterval needs demand: Polling or Both"
 type GitHubSpec struct {
 	// organization whose jobs the runners take (organization-level runners).
 	// +optional
@@ -78,6 +79,40 @@ type GitHubSpec struct {
 	// httpTimeout bounds each GitHub API call. Default 30s.
 	// +optional
 	HTTPTimeout *metav1.Duration `json:"httpTimeout,omitempty"`
+
+	// demand is where the pool learns of queued jobs. Webhook (default): workflow_job deliveries
+	// to the receiver's /webhooks/github route, checked by the repair loop. Polling: the manager
+	// reads the pool's queued jobs from the GitHub API every pollInterval, for sites no webhook
+	// can reach (outbound HTTPS only). Both: deliveries and polls together; each job counts once.
+	// +optional
+	// +kubebuilder:default=Webhook
+	Demand GitHubDemand `json:"demand,omitempty"`
+
+	// pollInterval between two polls of the pool's scope (demand Polling or Both), between 10s
+	// and 10m. Default 30s. Pools of one App installation and scope share one poller, which
+	// polls at the shortest interval among them. Each poll costs rate limit: see docs/platforms.md.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s') && duration(self) <= duration('10m')",message="pollInterval must be between 10s and 10m: shorter polls spend the App's rate limit, longer ones leave jobs waiting"
+	PollInterval *metav1.Duration `json:"pollInterval,omitempty"`
+}
+
+// GitHubDemand is where a GitHub pool's demand comes from.
+// +kubebuilder:validation:Enum=Webhook;Polling;Both
+type GitHubDemand string
+
+// GitHub demand sources.
+const (
+	// GitHubDemandWebhook: webhook deliveries only (the default).
+	GitHubDemandWebhook GitHubDemand = "Webhook"
+	// GitHubDemandPolling: polls of the GitHub API only; no webhook is needed.
+	GitHubDemandPolling GitHubDemand = "Polling"
+	// GitHubDemandBoth: webhook deliveries and polls.
+	GitHubDemandBoth GitHubDemand = "Both"
+)
+
+// Polls reports whether the pool's demand comes (also) from polling the GitHub API.
+func (s *GitHubSpec) Polls() bool {
+	return s != nil && (s.Demand == GitHubDemandPolling || s.Demand == GitHubDemandBoth)
 }
 
 // GitLabAccessLevel says which jobs a GitLab runner may take.

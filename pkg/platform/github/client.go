@@ -43,13 +43,16 @@ type Config struct {
 
 // Client talks to one GitHub (github.com or GHES) as one App. It is safe for concurrent use.
 type Client struct {
-	cfg     Config
-	apps    *gh.Client // authenticated as the App (JWT), for installation lookups
-	appsTr  *ghinstallation.AppsTransport
-	limit   atomic.Int64 // X-RateLimit-Remaining of the last API response, -1 before any
-	mu      sync.Mutex
-	clients map[int64]*gh.Client // per installation
-	tokens  map[int64]*ghinstallation.Transport
+	cfg    Config
+	apps   *gh.Client // authenticated as the App (JWT), for installation lookups
+	appsTr *ghinstallation.AppsTransport
+	limit  atomic.Int64 // X-RateLimit-Remaining of the last API response, -1 before any
+	reset  atomic.Int64 // X-RateLimit-Reset (Unix seconds) of the last API response, 0 before any
+	// conditional are the per-installation conditional-request caches (ETag / If-None-Match).
+	conditional map[int64]*conditionalTransport
+	mu          sync.Mutex
+	clients     map[int64]*gh.Client // per installation
+	tokens      map[int64]*ghinstallation.Transport
 	// refused remembers, per account, a failed proof of installation for a while.
 	refused map[string]refusal
 	owners  map[string]int64 // lower-cased account -> installation ID
@@ -102,6 +105,25 @@ func (c *Client) RateLimitRemaining() (remaining int, ok bool) {
 	return int(v), v >= 0
 }
 
+// RateLimitReset is X-RateLimit-Reset from the last installation API response: when the
+// current window's budget is renewed; ok is false before the first response.
+func (c *Client) RateLimitReset() (time.Time, bool) {
+	v := c.reset.Load()
+	return time.Unix(v, 0), v > 0
+}
+
+// NotModified counts the GET requests GitHub answered 304 Not Modified (free of rate limit) and
+// that were served from the conditional-request cache.
+func (c *Client) NotModified() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n int64
+	for _, t := range c.conditional {
+		n += t.notModified.Load()
+	}
+	return n
+}
+
 func (c *Client) newGitHubClient(tr http.RoundTripper) (*gh.Client, error) {
 	client := gh.NewClient(&http.Client{Transport: tr, Timeout: c.cfg.HTTPTimeout})
 	var err error
@@ -116,6 +138,7 @@ func (c *Client) newGitHubClient(tr http.RoundTripper) (*gh.Client, error) {
 type rateRecorder struct {
 	next  http.RoundTripper
 	store *atomic.Int64
+	reset *atomic.Int64
 }
 
 func (r rateRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -123,6 +146,9 @@ func (r rateRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	if resp != nil {
 		if v, perr := strconv.ParseInt(resp.Header.Get("X-RateLimit-Remaining"), 10, 64); perr == nil {
 			r.store.Store(v)
+		}
+		if at, ok := rateReset(resp.Header); ok && r.reset != nil {
+			r.reset.Store(at.Unix())
 		}
 	}
 	return resp, err
@@ -140,11 +166,15 @@ func (c *Client) clientFor(ctx context.Context, scope platform.Scope) (*gh.Clien
 		return client, nil
 	}
 	itr := ghinstallation.NewFromAppsTransport(c.appsTr, id)
-	client, err := c.newGitHubClient(rateRecorder{next: itr, store: &c.limit})
+	cond := newConditionalTransport(itr)
+	client, err := c.newGitHubClient(rateRecorder{next: cond, store: &c.limit, reset: &c.reset})
 	if err != nil {
 		return nil, err
 	}
-	c.clients[id], c.tokens[id] = client, itr
+	if c.conditional == nil {
+		c.conditional = map[int64]*conditionalTransport{}
+	}
+	c.clients[id], c.tokens[id], c.conditional[id] = client, itr, cond
 	return client, nil
 }
 

@@ -114,9 +114,11 @@ func TestRateLimitRemainingTracksLastResponse(t *testing.T) {
 	_, err = c.ListRunners(context.Background(), orgScope("acme"))
 	g.Expect(err).NotTo(HaveOccurred())
 
+	// The second listing is unchanged: GitHub answers the conditional request 304, for free.
 	remaining, ok := c.RateLimitRemaining()
 	g.Expect(ok).To(BeTrue())
-	g.Expect(remaining).To(Equal(48))
+	g.Expect(remaining).To(Equal(49))
+	g.Expect(c.NotModified()).To(Equal(int64(1)))
 }
 
 func TestClientOverTLSWithCustomCA(t *testing.T) {
