@@ -187,6 +187,11 @@ func (r *MachineClaimTemplateReconciler) hypervisorClusters(ctx context.Context,
 		if ref := p.Spec.Template.InfrastructureRef; ref.Kind == "MachineClaimTemplate" && ref.Name == tmpl.Name {
 			clusterNames[p.Spec.ClusterName] = true
 		}
+		for _, t := range p.Spec.Template.Targets {
+			if t.InfrastructureRef.Name == tmpl.Name {
+				clusterNames[t.ClusterName] = true
+			}
+		}
 	}
 	for name := range clusterNames {
 		cluster := &clusterv1.Cluster{}

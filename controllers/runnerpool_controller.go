@@ -2,8 +2,8 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"github.com/hyperfleet-io/hyperfleet/pkg/tracing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,11 +27,14 @@ import (
 
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/config"
 	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
 	"github.com/hyperfleet-io/hyperfleet/pkg/metrics"
+	"github.com/hyperfleet-io/hyperfleet/pkg/placement"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 	"github.com/hyperfleet-io/hyperfleet/pkg/scaling"
+	"github.com/hyperfleet-io/hyperfleet/pkg/tracing"
 )
 
 // RunnerPoolReconciler keeps a pool of one-job runners the size its jobs need, like a MachineSet:
@@ -73,12 +76,15 @@ type poolScope struct {
 	platformRetry time.Duration
 	demand        demand.Demand
 	plan          scaling.Plan
+	// targets are spec.template.targets with their runners and state (nil without targets).
+	targets []placement.Target
 }
 
 // +kubebuilder:rbac:groups=hyperfleet.io,resources=runnerpools,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=hyperfleet.io,resources=runnerpools/status;runnerpools/finalizers,verbs=get;update;patch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=machineclaims,verbs=create;patch
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=machineclaims,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=hypervisorclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=machineclaimtemplates,verbs=get;list;watch
 // +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=bootstrapconfigs,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=bootstrapconfigtemplates,verbs=get;list;watch
@@ -151,6 +157,7 @@ func (r *RunnerPoolReconciler) reconcileNormal(ctx context.Context, s *poolScope
 		r.reconcileTransport,
 		r.reconcileRunners,
 		r.reconcileOrphans,
+		r.reconcileTargets,
 		r.reconcileDemand,
 		r.reconcileRepair,
 		r.reconcileReplicas,
@@ -166,6 +173,9 @@ func (r *RunnerPoolReconciler) reconcileNormal(ctx context.Context, s *poolScope
 	}
 	if s.platformRetry > 0 && s.platformRetry < next {
 		next = s.platformRetry
+	}
+	if s.skipsTargets() && targetRecheck < next {
+		next = targetRecheck
 	}
 	return ctrl.Result{RequeueAfter: next}, nil
 }
@@ -216,6 +226,11 @@ func (r *RunnerPoolReconciler) reconcileReplicas(ctx context.Context, s *poolSco
 	var created []string
 	for i := 0; i < create; i++ {
 		name, err := r.createRunner(ctx, s)
+		if errors.Is(err, placement.ErrNoTarget) {
+			conditions.Set(s.pool, metav1.Condition{Type: fleetv1.ReadyCondition, Status: metav1.ConditionFalse,
+				Reason: fleetv1.NoTargetAvailableReason, Message: err.Error()})
+			break
+		}
 		if err != nil {
 			errs = append(errs, err)
 			break
@@ -286,6 +301,8 @@ func (r *RunnerPoolReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), r.WatchFilter)).
 		Owns(&clusterv1.Machine{}).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToPools)).
+		Watches(&infrav1.HypervisorCluster{}, handler.EnqueueRequestsFromMapFunc(r.hypervisorClusterToPools)).
+		Watches(&infrav1.MachineClaim{}, handler.EnqueueRequestsFromMapFunc(poolOfLabelled)).
 		Watches(&bootstrapv1.BootstrapConfig{}, handler.EnqueueRequestsFromMapFunc(poolOfLabelled)).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(poolOfLabelled))
 	if r.Wakeups != nil {
@@ -302,7 +319,7 @@ func (r *RunnerPoolReconciler) clusterToPools(ctx context.Context, o client.Obje
 	}
 	var reqs []ctrl.Request
 	for _, p := range pools.Items {
-		if p.Spec.ClusterName == o.GetName() {
+		if targetsOfCluster(&p, o.GetName()) {
 			reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
 		}
 	}

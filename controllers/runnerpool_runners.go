@@ -98,17 +98,25 @@ func (r *RunnerPoolReconciler) createRunner(ctx context.Context, s *poolScope) (
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: pool.Spec.Template.BootstrapConfigRef.Name}, bct); err != nil {
 		return "", r.templateError(s, "BootstrapConfigTemplate", pool.Spec.Template.BootstrapConfigRef.Name, err)
 	}
-	mct := &infrav1.MachineClaimTemplate{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: pool.Spec.Template.InfrastructureRef.Name}, mct); err != nil {
-		return "", r.templateError(s, "MachineClaimTemplate", pool.Spec.Template.InfrastructureRef.Name, err)
+	target, err := s.nextTarget()
+	if err != nil {
+		return "", err
 	}
-	var err error
+	mct := &infrav1.MachineClaimTemplate{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: target.claimTemplate}, mct); err != nil {
+		return "", r.templateError(s, "MachineClaimTemplate", target.claimTemplate, err)
+	}
 	for range runnerNameAttempts {
 		name := r.runnerName(pool.Name)
-		err = r.createRunnerNamed(ctx, pool, bct, mct, name)
+		err = r.createRunnerNamed(ctx, pool, bct, mct, target, name)
 		if err == nil {
-			ctrl.LoggerFrom(ctx).Info("created runner", "Machine", name)
-			r.Recorder.Eventf(pool, corev1.EventTypeNormal, "RunnerCreated", "created Machine %s", name)
+			s.placed(target.name)
+			ctrl.LoggerFrom(ctx).Info("created runner", "Machine", name, "Cluster", target.clusterName, "target", target.name)
+			if target.name != "" {
+				r.Recorder.Eventf(pool, corev1.EventTypeNormal, "RunnerCreated", "created Machine %s on target %s (Cluster %s)", name, target.name, target.clusterName)
+			} else {
+				r.Recorder.Eventf(pool, corev1.EventTypeNormal, "RunnerCreated", "created Machine %s", name)
+			}
 			return name, nil
 		}
 		if !errors.Is(err, errRunnerNameTaken) {
@@ -128,13 +136,16 @@ func (r *RunnerPoolReconciler) runnerName(pool string) string {
 }
 
 func (r *RunnerPoolReconciler) createRunnerNamed(ctx context.Context, pool *fleetv1.RunnerPool, bct *bootstrapv1.BootstrapConfigTemplate,
-	mct *infrav1.MachineClaimTemplate, name string) error {
+	mct *infrav1.MachineClaimTemplate, target runnerTarget, name string) error {
 	labels := map[string]string{}
 	for k, v := range pool.Spec.Template.ObjectMeta.Labels {
 		labels[k] = v
 	}
-	labels[clusterv1.ClusterNameLabel] = pool.Spec.ClusterName
+	labels[clusterv1.ClusterNameLabel] = target.clusterName
 	labels[fleetv1.RunnerPoolNameLabel] = pool.Name
+	if target.name != "" {
+		labels[fleetv1.RunnerTargetLabel] = target.name
+	}
 	poolRef := metav1.OwnerReference{APIVersion: fleetv1.GroupVersion.String(), Kind: "RunnerPool", Name: pool.Name, UID: pool.UID}
 	meta := func(extra map[string]string) metav1.ObjectMeta {
 		l := map[string]string{}
@@ -160,7 +171,7 @@ func (r *RunnerPoolReconciler) createRunnerNamed(ctx context.Context, pool *flee
 	machine := &clusterv1.Machine{
 		ObjectMeta: machineMeta,
 		Spec: clusterv1.MachineSpec{
-			ClusterName: pool.Spec.ClusterName,
+			ClusterName: target.clusterName,
 			Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
 				APIGroup: bootstrapv1.GroupVersion.Group, Kind: "BootstrapConfig", Name: name}},
 			InfrastructureRef: clusterv1.ContractVersionedObjectReference{

@@ -42,6 +42,7 @@ func (r *RunnerPoolReconciler) updateStatus(s *poolScope) {
 	st.IdleReplicas = max(ready-busy, 0)
 	st.QueuedJobs = int32(s.demand.Queued)
 	st.DesiredReplicas = int32(s.plan.Desired)
+	st.Targets = s.targetStatus()
 	metrics.SetPool(p.Namespace, p.Name, int(st.DesiredReplicas), int(replicas), int(ready), int(st.IdleReplicas), int(busy), int(st.QueuedJobs))
 
 	if s.plan.Limited {
@@ -52,7 +53,8 @@ func (r *RunnerPoolReconciler) updateStatus(s *poolScope) {
 			Reason: fleetv1.ScaledReason})
 	}
 	if c := conditions.Get(p, fleetv1.ReadyCondition); c != nil && c.Status == metav1.ConditionFalse &&
-		(c.Reason == "TemplateNotFound" && s.plan.Create > 0 || c.Reason == "ClusterNotFound" || c.Reason == "ClusterDeleting") {
+		(c.Reason == "TemplateNotFound" && s.plan.Create > 0 || c.Reason == "ClusterNotFound" || c.Reason == "ClusterDeleting" ||
+			c.Reason == fleetv1.NoTargetAvailableReason && replicas < st.DesiredReplicas) {
 		return // keep the condition that stopped creation
 	}
 	reason, msg := fleetv1.ScaledReason, fmt.Sprintf("%d/%d runners, %d ready, %d busy, %d queued", replicas, st.DesiredReplicas, ready, busy, st.QueuedJobs)

@@ -7,4 +7,8 @@
 // hosts' labels, affinity and anti-affinity between VMs by label, memory capacity and hosts in
 // maintenance, each rejected host with its reason; and PlanDrain, which plans moving every VM off
 // a host in maintenance one move at a time, so anti-affinity and capacity hold after each move.
+//
+// One level up, ChooseTarget picks which of a runner pool's targets (HypervisorClusters of any
+// provider) the next runner goes to: by priority, then weight, skipping targets that are down,
+// full or failing.
 package placement

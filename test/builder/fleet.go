@@ -119,3 +119,10 @@ func (b *BootstrapConfigBuilder) WithServiceURL(url string) *BootstrapConfigBuil
 }
 
 func (b *BootstrapConfigBuilder) Build() *bootstrapv1.BootstrapConfig { return b.obj.DeepCopy() }
+
+// WithTargets makes the pool draw from targets instead of template.infrastructureRef.
+func (b *RunnerPoolBuilder) WithTargets(targets ...fleetv1.RunnerTarget) *RunnerPoolBuilder {
+	b.obj.Spec.Template.InfrastructureRef = clusterv1.ContractVersionedObjectReference{}
+	b.obj.Spec.Template.Targets = targets
+	return b
+}

@@ -23,6 +23,9 @@ const (
 	ScalingUpReason          = "ScalingUp"
 	ScalingDownReason        = "ScalingDown"
 	MaxReplicasReachedReason = "MaxReplicasReached"
+	// NoTargetAvailableReason (Ready False): every one of spec.template.targets is down, full or
+	// failing; status.targets says why each is skipped.
+	NoTargetAvailableReason = "NoTargetAvailable"
 	// CredentialsNotFoundReason: the credentials Secret is missing or unusable.
 	CredentialsNotFoundReason = "CredentialsNotFound"
 	// PlatformUnavailableReason: the platform's API failed or refused the credentials.

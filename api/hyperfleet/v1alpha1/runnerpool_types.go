@@ -33,14 +33,66 @@ type SecretKeyReference struct {
 	Key string `json:"key,omitempty"`
 }
 
+// RunnerTargetLabel is set on every Machine, MachineClaim and BootstrapConfig of a pool with
+// spec.template.targets to the name of the target the runner was placed on.
+const RunnerTargetLabel = "hyperfleet.io/runner-target"
+
+// RunnerTarget is one place a pool's runners may go: a Cluster API Cluster whose infrastructure is
+// one HypervisorCluster (of any provider), and the MachineClaimTemplate its runners' claims are
+// made from.
+type RunnerTarget struct {
+	// name identifies the target in the pool's status and on its runners (label hyperfleet.io/runner-target).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// clusterName is the Cluster API Cluster the target's Machines belong to; its infrastructureRef
+	// names the target's HypervisorCluster.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	ClusterName string `json:"clusterName"`
+
+	// infrastructureRef references the MachineClaimTemplate of the target's runners.
+	// +kubebuilder:validation:XValidation:rule="self.kind == 'MachineClaimTemplate'",message="a target's infrastructureRef must be a MachineClaimTemplate"
+	InfrastructureRef clusterv1.ContractVersionedObjectReference `json:"infrastructureRef"`
+
+	// priority orders the targets: new runners go to the lowest priority that can take them and
+	// spill over to the next while it is down, full or failing. Default 0.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	Priority int32 `json:"priority,omitempty"`
+
+	// weight shares new runners among targets of equal priority in proportion. Default 1.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=1
+	Weight int32 `json:"weight,omitempty"`
+}
+
 // RunnerMachineTemplate is what each runner is built from.
+// +kubebuilder:validation:XValidation:rule="has(self.infrastructureRef) != has(self.targets)",message="set exactly one of template.infrastructureRef (one HypervisorCluster, through spec.clusterName) or template.targets (several)"
+// +kubebuilder:validation:XValidation:rule="!has(self.targets) || !has(self.failureDomain) || self.failureDomain == ”",message="failureDomain names a node of one HypervisorCluster and cannot be used with targets"
 type RunnerMachineTemplate struct {
 	// metadata is applied to the pool's Machines.
 	// +optional
 	ObjectMeta clusterv1.ObjectMeta `json:"metadata,omitempty,omitzero"`
 
-	// infrastructureRef references a MachineClaimTemplate.
-	InfrastructureRef clusterv1.ContractVersionedObjectReference `json:"infrastructureRef"`
+	// infrastructureRef references a MachineClaimTemplate; the runners' Machines belong to
+	// spec.clusterName. Exactly one of infrastructureRef and targets.
+	// +optional
+	InfrastructureRef clusterv1.ContractVersionedObjectReference `json:"infrastructureRef,omitempty,omitzero"`
+
+	// targets lets the pool draw from several HypervisorClusters of any provider: each runner's
+	// Machine belongs to its target's Cluster. Exactly one of infrastructureRef and targets.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	Targets []RunnerTarget `json:"targets,omitempty"`
 
 	// bootstrapConfigRef references a BootstrapConfigTemplate.
 	BootstrapConfigRef clusterv1.ContractVersionedObjectReference `json:"bootstrapConfigRef"`
@@ -56,7 +108,8 @@ type RunnerMachineTemplate struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.idleReplicas) || self.idleReplicas <= self.maxReplicas",message="idleReplicas must not be greater than maxReplicas"
 // +kubebuilder:validation:XValidation:rule="!has(self.replicas) || (self.replicas >= self.minReplicas && self.replicas <= self.maxReplicas)",message="replicas must lie between minReplicas and maxReplicas"
 type RunnerPoolSpec struct {
-	// clusterName is the Cluster API Cluster the runners' Machines belong to.
+	// clusterName is the pool's Cluster API Cluster: pausing or deleting it pauses or empties the
+	// pool, and without template.targets the runners' Machines belong to it.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="clusterName is immutable"
@@ -153,6 +206,13 @@ type RunnerPoolStatus struct {
 	// +optional
 	PlatformRetryTime *metav1.Time `json:"platformRetryTime,omitempty"`
 
+	// targets reports each of spec.template.targets: its runners and whether it takes new ones.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	Targets []RunnerTargetStatus `json:"targets,omitempty"`
+
 	// conditions: Ready, ScalingLimited, PlatformAvailable, PlatformRateLimited, InsecureTransport.
 	// +optional
 	// +listType=map
@@ -163,6 +223,22 @@ type RunnerPoolStatus struct {
 	// observedGeneration is the generation the status reflects.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// RunnerTargetStatus is one target's share of the pool.
+type RunnerTargetStatus struct {
+	// name of the target.
+	Name string `json:"name"`
+	// replicas is the number of the pool's runner Machines on the target.
+	// +kubebuilder:default=0
+	Replicas int32 `json:"replicas"`
+	// state is Ready (takes new runners), Down, Full or Failing (skipped).
+	// +optional
+	State string `json:"state,omitempty"`
+	// message says why a target is skipped.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
 }
 
 // +kubebuilder:object:root=true
