@@ -149,6 +149,11 @@ func TestRunnerPoolTargetsValidation(t *testing.T) {
 	wrongKind.Spec.Template.Targets[0].InfrastructureRef.Kind = "ProxmoxMachineTemplate"
 	g.Expect(env.Client.Create(ctx, wrongKind)).To(MatchError(ContainSubstring("a target's infrastructureRef must be a MachineClaimTemplate")))
 
+	pinned := builder.NewRunnerPool("pinned", ns).WithCluster("fleet").WithTemplates("runner", "runner").
+		WithTargets(target("a", "fleet", "runner", 0)).Build()
+	pinned.Spec.Template.FailureDomain = "pve1"
+	g.Expect(env.Client.Create(ctx, pinned)).To(MatchError(ContainSubstring("failureDomain names a node of one HypervisorCluster")))
+
 	ok := builder.NewRunnerPool("ok", ns).WithCluster("fleet").WithTemplates("runner", "runner").
 		WithTargets(target("a", "fleet", "runner", 0)).Build()
 	g.Expect(env.Client.Create(ctx, ok)).To(Succeed())

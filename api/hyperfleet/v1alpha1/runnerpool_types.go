@@ -74,7 +74,7 @@ type RunnerTarget struct {
 
 // RunnerMachineTemplate is what each runner is built from.
 // +kubebuilder:validation:XValidation:rule="has(self.infrastructureRef) != has(self.targets)",message="set exactly one of template.infrastructureRef (one HypervisorCluster, through spec.clusterName) or template.targets (several)"
-// +kubebuilder:validation:XValidation:rule="!has(self.targets) || !has(self.failureDomain) || self.failureDomain == ”",message="failureDomain names a node of one HypervisorCluster and cannot be used with targets"
+// +kubebuilder:validation:XValidation:rule="!has(self.targets) || !has(self.failureDomain)",message="failureDomain names a node of one HypervisorCluster and cannot be used with targets"
 type RunnerMachineTemplate struct {
 	// metadata is applied to the pool's Machines.
 	// +optional
