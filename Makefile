@@ -111,9 +111,10 @@ dev: tools ## Run the whole fleet on this machine (API server, CAPI, HyperFleet,
 
 JOBS ?= 20
 JOB_LABELS ?=
+JOB_PLATFORM ?=
 .PHONY: jobs
-jobs: ## Queue $(JOBS) jobs on the local fleet's fake platform (make dev must be running); JOB_LABELS: runs-on labels (GitLab: tags; default linux,x64), Buildkite agent query rules (default queue=linux).
-	go run ./cmd/hyperfleet-dev jobs --count $(JOBS) $(if $(JOB_LABELS),--labels $(JOB_LABELS))
+jobs: ## Queue $(JOBS) jobs on the local fleet's fake platform (make dev must be running); JOB_LABELS: runs-on labels (GitLab: tags; default linux,x64), Buildkite agent query rules (default queue=linux); JOB_PLATFORM: github, gitlab or buildkite in a mixed fleet.
+	go run ./cmd/hyperfleet-dev jobs --count $(JOBS) $(if $(JOB_LABELS),--labels $(JOB_LABELS)) $(if $(JOB_PLATFORM),--platform $(JOB_PLATFORM))
 
 .PHONY: run
 run: ## Run the manager against the current kubeconfig.

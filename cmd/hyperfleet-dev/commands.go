@@ -17,6 +17,7 @@ func jobs(ctx context.Context, args []string, out io.Writer) error {
 	count := fs.Int("count", 20, "number of jobs to queue")
 	labels := fs.String("labels", "", "runs-on labels (GitLab: tags) of the jobs, default linux,x64; Buildkite: agent query rules key=value, default queue=<the pool's queue>")
 	repo := fs.String("repo", "", "repository owner/name (GitLab: project path; Buildkite: pipeline) of the jobs; default the fleet's")
+	platform := fs.String("platform", "", "platform of the jobs in a mixed fleet: github (default), gitlab or buildkite")
 	wait := fs.Bool("wait", false, "wait until every job completed, printing progress")
 	timeout := fs.Duration("timeout", 15*time.Minute, "with --wait, give up after this long")
 	if err := fs.Parse(args); err != nil {
@@ -29,13 +30,20 @@ func jobs(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if s.Buildkite != nil {
+	if *platform != "" {
+		if _, ok := s.PoolOf(*platform); !ok {
+			return fmt.Errorf("--platform=%s: the fleet runs %s", *platform, s.Platform)
+		}
+	} else if len(s.Pools) == 0 {
+		*platform = s.Platform
+	}
+	if *platform == devfleet.PlatformBuildkite {
 		return buildkiteJobs(ctx, s, *count, splitList(*labels), *repo, *wait, *timeout, out)
 	}
 	if *labels == "" {
 		*labels = strings.Join(devfleet.DefaultLabels, ",")
 	}
-	created, err := devfleet.CreateJobs(ctx, s, devfleet.JobRequest{Count: *count, Labels: splitList(*labels), Repository: *repo})
+	created, err := devfleet.CreateJobs(ctx, s, devfleet.JobRequest{Count: *count, Labels: splitList(*labels), Repository: *repo, Platform: *platform})
 	if err != nil {
 		return err
 	}
@@ -47,7 +55,7 @@ func jobs(ctx context.Context, args []string, out io.Writer) error {
 	if where == "" {
 		where = s.GitHub.Repository
 	}
-	if s.GitLab != nil {
+	if *platform == devfleet.PlatformGitLab {
 		fmt.Fprintf(out, "queued %d jobs in %s with tags [%s] (IDs %d..%d); the fake GitLab sends their Job Hooks to %s\n",
 			len(created), where, *labels, created[0].ID, created[len(created)-1].ID, s.GitLab.WebhookURL)
 	} else {
@@ -62,7 +70,7 @@ func jobs(ctx context.Context, args []string, out io.Writer) error {
 	defer cancel()
 	last := ""
 	for {
-		all, err := devfleet.ListJobs(ctx, s)
+		all, err := devfleet.ListJobsOf(ctx, s, *platform)
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@
 //	hyperfleet-dev up                               # make dev: start everything, Ctrl-C stops it
 //	hyperfleet-dev up --platform=gitlab             # make dev DEV_FLAGS=--platform=gitlab: a GitLab pool
 //	hyperfleet-dev up --platform=buildkite          # a Buildkite pool of the fake Buildkite's queue
+//	hyperfleet-dev up --platform=all                # a mixed fleet: a GitHub, a GitLab and a Buildkite pool
 //	hyperfleet-dev jobs --count 20 --labels linux,x64 # make jobs: queue jobs on the pool's fake platform
 //	hyperfleet-dev status                           # the pool, its Machines, claims, VMs and jobs
 //
@@ -100,7 +101,7 @@ func up(ctx context.Context, stopSignals func(), args []string, out io.Writer) e
 	minReplicas := fs.Int("min", 1, "the RunnerPool's minReplicas")
 	maxReplicas := fs.Int("max", 5, "the RunnerPool's maxReplicas")
 	labels := fs.String("labels", strings.Join(devfleet.DefaultLabels, ","), "the RunnerPool's runner labels (Buildkite: agent tags key=value, default os=linux,arch=x64)")
-	platform := fs.String("platform", devfleet.PlatformGitHub, "CI platform of the sample pool: github, gitlab (a fake GitLab; the pool serves the group named by --org) or buildkite (a fake Buildkite; the pool serves --queue)")
+	platform := fs.String("platform", devfleet.PlatformGitHub, "CI platform of the sample pool: github, gitlab (a fake GitLab; the pool serves the group named by --org) or buildkite (a fake Buildkite; the pool serves --queue); a comma-separated list or all for a mixed fleet of one pool per platform on the one hypervisor")
 	queue := fs.String("queue", devfleet.DefaultQueue, "the Buildkite pool's queue")
 	org := fs.String("org", devfleet.DefaultOrganization, "GitHub organization (GitLab: group) the pool serves")
 	repo := fs.String("repo", "", "GitHub repository owner/name the pool serves instead of the organization")
@@ -149,7 +150,7 @@ Press Ctrl-C to stop everything.
 `, time.Since(started).Round(time.Second), s.Namespace, s.Pool, fleet.PoolOptions().Min, fleet.PoolOptions().Max,
 		strings.Join(fleet.PoolOptions().Labels, ","), relative(s.Kubeconfig), s.Kubectl,
 		jobLabels(s, fleet.PoolOptions()), relative(filepath.Join(*stateDir, devfleet.StateFileName)),
-		relative(s.LogDir), s.Webhook.URL, s.Proxmox.URL, s.GitHub.URL, gitlabLine(s)+buildkiteLine(s), identityLine(s), consoleLines(s))
+		relative(s.LogDir), s.Webhook.URL, s.Proxmox.URL, s.GitHub.URL, gitlabLine(s)+buildkiteLine(s)+poolsLine(s), identityLine(s), consoleLines(s))
 
 	feed.watch(ctx, fleet)
 	// A second Ctrl-C while stopping ends the process at once.
@@ -192,7 +193,8 @@ func gitlabLine(s devfleet.State) string {
 // jobLabels are what the hint's jobs command asks for: the pool's labels, or for a Buildkite
 // pool the agent query rule of its queue (its tags alone would target the default queue).
 func jobLabels(s devfleet.State, p devfleet.PoolOptions) string {
-	if s.Buildkite != nil {
+	if s.Buildkite != nil && len(s.Pools) == 0 { // a mixed fleet's jobs go to GitHub by default
+
 		return "queue=" + s.Buildkite.Queue
 	}
 	return strings.Join(p.Labels, ",")
@@ -205,6 +207,18 @@ func buildkiteLine(s devfleet.State) string {
 	}
 	return fmt.Sprintf("\nfake Buildkite: %s (pool serves queue %s of cluster %s; builds go to pipeline %s; signed job events to %s)",
 		s.Buildkite.URL, s.Buildkite.Queue, s.Buildkite.Cluster, s.Buildkite.Pipeline, s.Buildkite.WebhookURL)
+}
+
+// poolsLine lists a mixed fleet's pools.
+func poolsLine(s devfleet.State) string {
+	if len(s.Pools) == 0 {
+		return ""
+	}
+	var pools []string
+	for _, p := range s.Pools {
+		pools = append(pools, fmt.Sprintf("%s (%s)", p.Name, p.Platform))
+	}
+	return "\nmixed fleet, one pool per platform: " + strings.Join(pools, ", ") + "; make jobs JOB_PLATFORM=<platform>"
 }
 
 // identityLine says who attests the fleet's VMs.

@@ -190,25 +190,50 @@ func (f *Fleet) applySample(ctx context.Context, gitlabToken, buildkiteToken str
 		return err
 	}
 	p := f.State.Proxmox
-	objs := sampleFleet(sampleInput{
-		namespace: f.opts.Namespace, pool: f.opts.Pool,
-		proxmoxURL: strings.TrimSuffix(p.URL, "/api2/json"), proxmoxCA: f.Simulator.CACertPEM(),
-		tokenID: p.TokenID, tokenSecet: p.TokenSecret,
-		githubURL: f.State.GitHub.URL, githubCA: f.GitHub.CACertPEM(), appID: f.State.GitHub.AppID, appKeyPEM: f.GitHub.AppKeyPEM(),
-		installationID: f.State.GitHub.InstallationID,
-		runnerURL:      f.State.Runner.URL, runnerSH: f.State.Runner.SHA256,
-		spire: f.State.SPIRE, gitlab: f.State.GitLab, gitlabToken: gitlabToken, gitlabCA: f.gitlabCA(),
-		buildkite: f.State.Buildkite, buildkiteToken: buildkiteToken, buildkiteCA: f.buildkiteCA(),
-	})
-	for _, o := range objs {
-		if _, isNamespace := o.(*corev1.Namespace); isNamespace {
-			continue // created when it was enabled
+	// The objects of every platform's pool; those they share (the hypervisor, the Cluster, the
+	// claim template) are created once.
+	created := map[string]bool{}
+	for _, platform := range f.opts.platforms {
+		in := sampleInput{
+			namespace: f.opts.Namespace, pool: f.opts.poolFor(platform), bootstrapTemplate: TemplateName,
+			proxmoxURL: strings.TrimSuffix(p.URL, "/api2/json"), proxmoxCA: f.Simulator.CACertPEM(),
+			tokenID: p.TokenID, tokenSecet: p.TokenSecret,
+			githubURL: f.State.GitHub.URL, githubCA: f.GitHub.CACertPEM(), appID: f.State.GitHub.AppID, appKeyPEM: f.GitHub.AppKeyPEM(),
+			installationID: f.State.GitHub.InstallationID,
+			runnerURL:      f.runners[platform].URL, runnerSH: f.runners[platform].SHA256,
+			spire: f.State.SPIRE,
 		}
-		if err := f.Env.Client.Create(ctx, o); err != nil {
-			return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
+		switch platform {
+		case PlatformGitLab:
+			in.gitlab, in.gitlabToken, in.gitlabCA = f.State.GitLab, gitlabToken, f.gitlabCA()
+		case PlatformBuildkite:
+			in.buildkite, in.buildkiteToken, in.buildkiteCA = f.State.Buildkite, buildkiteToken, f.buildkiteCA()
+		}
+		if f.opts.mixed() {
+			// Each pool's VMs download their own platform's runner program.
+			in.bootstrapTemplate = TemplateName + "-" + platform
+			f.State.Pools = append(f.State.Pools, PoolState{Platform: platform, Name: in.pool.Name, Labels: in.pool.Labels,
+				Queue: queueOf(platform, in.pool), Runner: f.runners[platform]})
+		}
+		for _, o := range sampleFleet(in) {
+			key := fmt.Sprintf("%T/%s", o, o.GetName())
+			if _, isNamespace := o.(*corev1.Namespace); isNamespace || created[key] {
+				continue // created when it was enabled, or for another platform's pool
+			}
+			if err := f.Env.Client.Create(ctx, o); err != nil {
+				return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
+			}
+			created[key] = true
 		}
 	}
 	return nil
+}
+
+func queueOf(platform string, p PoolOptions) string {
+	if platform == PlatformBuildkite {
+		return p.Queue
+	}
+	return ""
 }
 
 // bootstrapServiceClient talks to the API server as the installation's bootstrap service.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,7 +55,9 @@ type Options struct {
 	// Platform is the CI platform of the sample pool: PlatformGitHub (default), PlatformGitLab
 	// (a fake GitLab, a group pool, and gitlab-runner in each VM) or PlatformBuildkite (a fake
 	// Buildkite, a pool of its cluster queue, and buildkite-agent in each VM). The fake GitHub runs
-	// either way.
+	// either way. A comma-separated list ("github,gitlab,buildkite") or PlatformAll makes a mixed
+	// fleet: one pool per platform, named <platform>-<Pool.Name>, side by side on the one
+	// hypervisor, each with its own runner package.
 	Platform string
 	// NoConsole leaves the operator console and its identity provider out.
 	NoConsole bool
@@ -64,6 +67,9 @@ type Options struct {
 	OnVMEvent func(VMEvent)
 	// Progress, if set, hears what Start is doing.
 	Progress func(string)
+
+	// platforms is Platform parsed.
+	platforms []string
 }
 
 // Fleet is a running local fleet.
@@ -97,6 +103,8 @@ type Fleet struct {
 	spireAgentBin string
 	// bootstrapPlatforms is the bootstrap services' CI platform Source (see platforms).
 	bootstrapPlatforms platform.Source
+	// runners is the runner package of each platform's pool.
+	runners map[string]RunnerState
 }
 
 // Identities of Options.Identity.
@@ -126,8 +134,16 @@ func (o *Options) defaults() error {
 		o.Namespace = DefaultNamespace
 	}
 	o.Pool.defaults()
-	if o.Platform == PlatformBuildkite {
+	var err error
+	if o.platforms, err = parsePlatforms(o.Platform); err != nil {
+		return err
+	}
+	o.Platform = strings.Join(o.platforms, ",")
+	switch {
+	case o.Platform == PlatformBuildkite:
 		o.Pool.buildkiteDefaults()
+	case slices.Contains(o.platforms, PlatformBuildkite) && o.Pool.Queue == "":
+		o.Pool.Queue = DefaultQueue
 	}
 	if o.JobDuration == 0 {
 		o.JobDuration = 3 * time.Second
@@ -137,13 +153,6 @@ func (o *Options) defaults() error {
 	}
 	if o.LogLevel == "" {
 		o.LogLevel = "INFO"
-	}
-	switch o.Platform {
-	case "":
-		o.Platform = PlatformGitHub
-	case PlatformGitHub, PlatformGitLab, PlatformBuildkite:
-	default:
-		return fmt.Errorf("platform %q: want %s, %s or %s", o.Platform, PlatformGitHub, PlatformGitLab, PlatformBuildkite)
 	}
 	switch o.Identity {
 	case "":
@@ -179,7 +188,7 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	runCtx, cancel := context.WithCancel(context.Background())
 	f := &Fleet{opts: opts, cancel: cancel, stateDir: stateDir}
 	f.State = State{Version: StateVersion, PID: os.Getpid(), Namespace: opts.Namespace, Cluster: ClusterName,
-		Pool: opts.Pool.Name, Platform: opts.Platform, LogDir: logDir}
+		Pool: opts.poolFor(opts.platforms[0]).Name, Platform: opts.Platform, LogDir: logDir}
 	defer func() {
 		if err != nil {
 			f.Stop()
@@ -207,18 +216,25 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 		}
 	}
 	progress("building hyperfleet-agent and the fake runner")
-	agentBin, runnerBin, err := buildBinaries(ctx, opts.RepoRoot, filepath.Join(stateDir, "bin"), opts.Platform)
-	if err != nil {
-		return nil, err
+	var agentBin string
+	f.runners = map[string]RunnerState{}
+	for _, p := range opts.platforms {
+		bin, runnerBin, err := buildBinaries(ctx, opts.RepoRoot, filepath.Join(stateDir, "bin"), p)
+		if err != nil {
+			return nil, err
+		}
+		agentBin = bin
+		pkg, sum, err := runnerPackage(runnerBin, p)
+		if err != nil {
+			return nil, err
+		}
+		url, err := serveArtifacts(runCtx, pkg)
+		if err != nil {
+			return nil, err
+		}
+		f.runners[p] = RunnerState{URL: url, SHA256: sum}
 	}
-	pkg, sum, err := runnerPackage(runnerBin, opts.Platform)
-	if err != nil {
-		return nil, err
-	}
-	if f.State.Runner.URL, err = serveArtifacts(runCtx, pkg); err != nil {
-		return nil, err
-	}
-	f.State.Runner.SHA256 = sum
+	f.State.Runner = f.runners[opts.platforms[0]]
 
 	progress("starting kube-apiserver and etcd")
 	if f.Env, err = testenv.Start(); err != nil {
@@ -255,13 +271,13 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 		return nil, err
 	}
 	var gitlabToken, buildkiteToken string
-	if opts.Platform == PlatformBuildkite {
+	if slices.Contains(opts.platforms, PlatformBuildkite) {
 		progress("starting the fake Buildkite")
 		if buildkiteToken, err = f.startBuildkite(); err != nil {
 			return nil, err
 		}
 	}
-	if opts.Platform == PlatformGitLab {
+	if slices.Contains(opts.platforms, PlatformGitLab) {
 		progress("starting the fake GitLab")
 		if gitlabToken, err = f.startGitLab(); err != nil {
 			return nil, err

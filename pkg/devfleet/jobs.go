@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -39,14 +40,23 @@ type JobRequest struct {
 	Repository string
 	// Name prefixes the jobs' names; default "job".
 	Name string
+	// Platform is where the jobs go, PlatformGitHub or PlatformGitLab (Buildkite's have
+	// CreateBuildkiteJobs); default the fleet's only platform, or GitHub in a mixed fleet.
+	Platform string
 }
 
 // CreateJobs queues jobs in the fake GitHub through its admin endpoint, exactly as a push would
 // on github.com: the fake sends each job's signed workflow_job "queued" webhook to the fleet's
 // receiver, and a runner that comes online takes it.
 func CreateJobs(ctx context.Context, s *State, req JobRequest) ([]Job, error) {
-	if s.GitLab != nil {
+	switch jobPlatform(s, req.Platform) {
+	case PlatformGitLab:
+		if s.GitLab == nil {
+			return nil, fmt.Errorf("the fleet runs %s, not GitLab", s.Platform)
+		}
 		return createGitLabJobs(ctx, s, req)
+	case PlatformBuildkite:
+		return nil, errors.New("use CreateBuildkiteJobs for Buildkite jobs")
 	}
 	if req.Repository == "" {
 		req.Repository = s.GitHub.Repository
@@ -73,9 +83,12 @@ func CreateJobs(ctx context.Context, s *State, req JobRequest) ([]Job, error) {
 	return jobs, nil
 }
 
-// ListJobs returns every job the fake GitHub knows, by ID.
-func ListJobs(ctx context.Context, s *State) ([]Job, error) {
-	if s.GitLab != nil {
+// ListJobs returns every job the fake GitHub (a GitLab fleet: the fake GitLab) knows, by ID.
+func ListJobs(ctx context.Context, s *State) ([]Job, error) { return ListJobsOf(ctx, s, "") }
+
+// ListJobsOf returns every job of platform (default as JobRequest.Platform), by ID.
+func ListJobsOf(ctx context.Context, s *State, platform string) ([]Job, error) {
+	if jobPlatform(s, platform) == PlatformGitLab && s.GitLab != nil {
 		return listGitLabJobs(ctx, s)
 	}
 	c, err := githubClient(s)

@@ -86,6 +86,8 @@ type sampleInput struct {
 	appKeyPEM           []byte
 	installationID      int64
 	runnerURL, runnerSH string
+	// bootstrapTemplate names the pool's BootstrapConfigTemplate (its runner package).
+	bootstrapTemplate string
 	// spire, when set, makes VMs attest with SPIRE instead of the builtin CA.
 	spire *SPIREState
 	// gitlab, when set, makes the pool a GitLab pool of its group, with gitlabToken and gitlabCA.
@@ -141,7 +143,7 @@ func sampleFleet(in sampleInput) []client.Object {
 				Network: &infrav1.NetworkSpec{Name: "vmbr0"}, Tags: []string{"ci"},
 			}},
 		}},
-		&bootstrapv1.BootstrapConfigTemplate{ObjectMeta: meta(TemplateName), Spec: bootstrapv1.BootstrapConfigTemplateSpec{
+		&bootstrapv1.BootstrapConfigTemplate{ObjectMeta: meta(in.bootstrapTemplate), Spec: bootstrapv1.BootstrapConfigTemplateSpec{
 			Template: bootstrapv1.BootstrapConfigTemplateResource{Spec: bootstrapv1.BootstrapConfigSpec{
 				Attestation: attestation(in.spire),
 				Runner: bootstrapv1.RunnerSpec{OS: "linux", Arch: "x64", DownloadURL: in.runnerURL, SHA256: in.runnerSH,
@@ -155,7 +157,7 @@ func sampleFleet(in sampleInput) []client.Object {
 				InfrastructureRef: clusterv1.ContractVersionedObjectReference{
 					APIGroup: infrav1.GroupVersion.Group, Kind: "MachineClaimTemplate", Name: TemplateName},
 				BootstrapConfigRef: clusterv1.ContractVersionedObjectReference{
-					APIGroup: bootstrapv1.GroupVersion.Group, Kind: "BootstrapConfigTemplate", Name: TemplateName},
+					APIGroup: bootstrapv1.GroupVersion.Group, Kind: "BootstrapConfigTemplate", Name: in.bootstrapTemplate},
 			},
 		}},
 	}

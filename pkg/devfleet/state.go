@@ -27,8 +27,11 @@ type State struct {
 	Namespace string `json:"namespace"`
 	Cluster   string `json:"cluster"`
 	Pool      string `json:"pool"`
-	// Platform is the sample pool's CI platform: github, gitlab or buildkite.
+	// Platform is the sample pool's CI platform: github, gitlab or buildkite; a mixed fleet's
+	// platforms, comma-separated.
 	Platform string `json:"platform,omitempty"`
+	// Pools are a mixed fleet's pools, one per platform (Pool is the first's name).
+	Pools []PoolState `json:"pools,omitempty"`
 	// Kubeconfig is an admin kubeconfig of the local API server; Kubectl a matching kubectl.
 	Kubeconfig string `json:"kubeconfig"`
 	Kubectl    string `json:"kubectl,omitempty"`
