@@ -82,6 +82,9 @@ func New(ctx context.Context, restConfig *rest.Config, cfg *config.Manager, over
 	if err := addWebhookReceiver(mgr, cfg, opts, wakeups); err != nil {
 		return nil, err
 	}
+	if err := addDemandPollers(mgr, opts, wakeups); err != nil {
+		return nil, err
+	}
 	// Last, so that nothing after them fails and leaves their ports bound.
 	if err := addMetricsServer(mgr, cfg); err != nil {
 		return nil, err
@@ -109,12 +112,7 @@ func addWebhookReceiver(mgr manager.Manager, cfg *config.Manager, opts controlle
 		ctrl.Log.WithName("setup").Info("No webhook secret is set (GITHUB_WEBHOOK_SECRET, GITLAB_WEBHOOK_SECRET, BUILDKITE_WEBHOOK_SECRET): the webhook receiver is off and demand comes from the repair loop only")
 		return nil
 	}
-	notify := func(pool types.NamespacedName) {
-		select {
-		case wakeups <- event.TypedGenericEvent[*fleetv1.RunnerPool]{Object: &fleetv1.RunnerPool{ObjectMeta: metav1.ObjectMeta{Namespace: pool.Namespace, Name: pool.Name}}}:
-		default: // a wake-up is already pending; the pool reconciles on the ledger watch anyway
-		}
-	}
+	notify := wakeUp(wakeups)
 	receiver := webhook.NewReceiver(mgr.GetClient(), demand.NewStore(mgr.GetClient()), webhook.Config{
 		Secrets: secrets, Namespace: cfg.WatchNamespace,
 		Installations: opts.Platforms,
@@ -172,4 +170,41 @@ func jobClaimNamespace(cfg *config.Manager) string {
 		return ns
 	}
 	return metav1.NamespaceDefault
+}
+
+// wakeUp returns a function that triggers a RunnerPool reconcile without blocking.
+func wakeUp(wakeups chan event.TypedGenericEvent[*fleetv1.RunnerPool]) func(types.NamespacedName) {
+	return func(pool types.NamespacedName) {
+		select {
+		case wakeups <- event.TypedGenericEvent[*fleetv1.RunnerPool]{Object: &fleetv1.RunnerPool{ObjectMeta: metav1.ObjectMeta{Namespace: pool.Namespace, Name: pool.Name}}}:
+		default: // a wake-up is already pending; the pool reconciles on the ledger watch anyway
+		}
+	}
+}
+
+// addDemandPollers runs, on the leader only, the pollers of every platform that has them: the
+// demand of pools that get no webhook (GitHub's spec.platform.github.demand Polling or Both)
+// comes from polling the platform's API, one poller per installation and scope.
+func addDemandPollers(mgr manager.Manager, opts controllers.Options, wakeups chan event.TypedGenericEvent[*fleetv1.RunnerPool]) error {
+	feed := &controllers.PolledDemand{Client: mgr.GetClient(), Demand: demand.NewStore(mgr.GetClient()), Notify: wakeUp(wakeups)}
+	if opts.JobClaimNamespace != "" {
+		feed.Claims = &demand.Claims{Client: mgr.GetClient(), Namespace: opts.JobClaimNamespace}
+	}
+	for _, kind := range platform.Registered() {
+		d, _ := platform.Lookup(kind)
+		if d.NewPollers == nil {
+			continue
+		}
+		p, err := d.NewPollers(platform.Inputs{Reader: mgr.GetClient(), Transport: opts.PlatformTransport}, feed.Feed)
+		if err != nil {
+			return fmt.Errorf("%s pollers: %w", kind, err)
+		}
+		// A RunnableFunc needs leader election: only the leader polls.
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+			return p.Start(ctrl.LoggerInto(ctx, ctrl.Log.WithName("poll").WithValues("platform", kind)))
+		})); err != nil {
+			return err
+		}
+	}
+	return nil
 }

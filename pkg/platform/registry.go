@@ -47,6 +47,9 @@ type Driver struct {
 	// Webhooks parses deliveries to /webhooks/<kind> with the secret the manager's configuration
 	// holds for that route; it needs no pool and no credentials.
 	Webhooks WebhookParser
+	// NewPollers, when set, builds the pollers of the platform's pools whose demand comes from
+	// polling its API; the manager runs them on its leader and feeds their polls to the ledger.
+	NewPollers func(Inputs, DemandFeed) (Pollers, error)
 }
 
 var (

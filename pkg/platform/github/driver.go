@@ -11,5 +11,9 @@ func Driver() platform.Driver {
 			return &PoolClients{Reader: in.Reader, Transport: in.Transport, HTTPTimeout: in.HTTPTimeout}, nil
 		},
 		Webhooks: webhookParser{},
+		NewPollers: func(in platform.Inputs, feed platform.DemandFeed) (platform.Pollers, error) {
+			return &PollSet{Reader: in.Reader, Feed: feed,
+				Clients: &PoolClients{Reader: in.Reader, Transport: in.Transport, HTTPTimeout: in.HTTPTimeout}}, nil
+		},
 	}
 }
