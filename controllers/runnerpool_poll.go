@@ -88,7 +88,24 @@ func (f *PolledDemand) feedPool(ctx context.Context, d platform.PolledDemand, ke
 	if err := f.clearRateLimited(ctx, pool); err != nil {
 		return 0, 0, err
 	}
-	return f.Demand.Repair(ctx, pool, mine, minAge)
+	// Jobs in progress tell which runners are busy, which webhooks would have said: recorded
+	// first (forward only), so the repair below does not take them for vanished queued jobs.
+	started := 0
+	for _, j := range mine {
+		if j.State != platform.JobInProgress {
+			continue
+		}
+		changed, err := f.Demand.Record(ctx, pool, platform.JobEvent{JobID: j.ID, RunID: j.RunID, State: platform.JobInProgress,
+			Labels: j.Labels, Repository: j.Repository, Installation: d.Installation, RunnerName: j.RunnerName, Name: j.Name})
+		if err != nil {
+			return 0, 0, err
+		}
+		if changed {
+			started++
+		}
+	}
+	added, removed, err := f.Demand.Repair(ctx, pool, mine, minAge)
+	return added, removed + started, err
 }
 
 // setRateLimited sets PlatformRateLimited True until at, in the format the repair loop reads.

@@ -149,7 +149,7 @@ func (f *Fleet) startManager(ctx, runCtx context.Context, webhookSecret, gitlabS
 		BuildkiteWebhookSecret:       buildkiteSecret,
 		BootstrapServiceURL:          f.State.Bootstrap.URL,
 		WorkloadReaderServiceAccount: f.Installation.WorkloadReader.String(),
-		BootstrapCASecret:            f.Installation.CASecret.String(), TrustDomain: TrustDomain, RepairInterval: 30 * time.Second,
+		BootstrapCASecret:            f.Installation.CASecret.String(), TrustDomain: TrustDomain, RepairInterval: f.opts.RepairInterval,
 	}
 	if s := f.State.SPIRE; s != nil {
 		cfg.SPIREAdminAddress, cfg.SPIREAgentServerAddress = s.AdminAddress, s.AgentServerAddress

@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/spire/spirelocal"
 	"github.com/hyperfleet-io/hyperfleet/pkg/logging"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
@@ -46,6 +47,9 @@ type Options struct {
 	// SweepInterval is how often VMs' power states are swept, i.e. how soon a VM that powered
 	// off after its job is deleted; default 2s.
 	SweepInterval time.Duration
+	// RepairInterval is how often each pool's demand is compared with the CI platform's API;
+	// default 30s.
+	RepairInterval time.Duration
 	// LogLevel of the manager and the services (their logs go to files under StateDir/logs).
 	LogLevel string
 	// Identity is who attests the VMs: IdentityBuiltin (default, the bootstrap service's own CA)
@@ -147,6 +151,9 @@ func (o *Options) defaults() error {
 	}
 	if o.JobDuration == 0 {
 		o.JobDuration = 3 * time.Second
+	}
+	if o.RepairInterval == 0 {
+		o.RepairInterval = 30 * time.Second
 	}
 	if o.SweepInterval == 0 {
 		o.SweepInterval = 2 * time.Second
@@ -292,10 +299,15 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 		return nil, err
 	}
 	webhookSecret, gitlabSecret, buildkiteSecret := randomHex(20), randomHex(20), randomHex(20)
+	if opts.Pool.GitHubDemand == fleetv1.GitHubDemandPolling {
+		webhookSecret = "" // no /webhooks/github route: a site no webhook can reach
+	}
 	if err := f.startManager(ctx, runCtx, webhookSecret, gitlabSecret, buildkiteSecret); err != nil {
 		return nil, err
 	}
-	f.GitHub.SetWebhook(f.State.Webhook.URL, webhookSecret)
+	if webhookSecret != "" {
+		f.GitHub.SetWebhook(f.State.Webhook.URL, webhookSecret)
+	}
 	if f.GitLab != nil {
 		f.State.GitLab.WebhookURL = strings.TrimSuffix(f.State.Webhook.URL, "github") + "gitlab"
 		f.GitLab.SetWebhook(f.State.GitLab.WebhookURL, gitlabSecret)

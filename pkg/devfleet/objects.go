@@ -53,6 +53,12 @@ type PoolOptions struct {
 	Organization, Repository string
 	// IdleTimeout powers off a runner VM that got no job; the pool replaces it.
 	IdleTimeout time.Duration
+	// GitHubDemand is a GitHub pool's spec.platform.github.demand; empty is Webhook. Polling
+	// also leaves the manager without a /webhooks/github route and the fake GitHub without a
+	// webhook, as at a site no webhook can reach.
+	GitHubDemand fleetv1.GitHubDemand
+	// PollInterval is the GitHub pool's pollInterval when it polls; empty is the default.
+	PollInterval time.Duration
 }
 
 func (p *PoolOptions) defaults() {
@@ -198,6 +204,13 @@ func samplePlatform(in sampleInput) fleetv1.PlatformSpec {
 		// The local fake GitHub serves HTTPS on 127.0.0.1 with its own CA, as a GitHub
 		// Enterprise Server behind a private CA would.
 		CABundleRef: &fleetv1.SecretKeyReference{Name: GitHubCASecretName, Key: "ca.crt"},
+		Demand:      p.GitHubDemand,
+		PollInterval: func() *metav1.Duration {
+			if p.PollInterval == 0 {
+				return nil
+			}
+			return &metav1.Duration{Duration: p.PollInterval}
+		}(),
 	}}
 }
 

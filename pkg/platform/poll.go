@@ -16,7 +16,8 @@ type PolledDemand struct {
 	Installation string
 	// Pools are the pools this poll serves; each takes the jobs routed to it.
 	Pools []types.NamespacedName
-	// Jobs are the queued and held jobs in the scope; nil when Err is set.
+	// Jobs are the queued, held and in-progress jobs in the scope (an in-progress job names its
+	// runner); nil when Err is set.
 	Jobs []Job
 	// Err is the poll's error; ErrRateLimited says the platform refused it until RetryAt.
 	Err error

@@ -21,6 +21,16 @@ var runStatusesWithQueuedJobs = []string{"queued", "waiting", "in_progress"}
 // installation's repositories of that organization (GET /installation/repositories). The cost
 // is 3 + one call per active run per repository, so the repair loop should run minutes apart.
 func (c *Client) QueuedJobs(ctx context.Context, scope platform.Scope) ([]platform.Job, error) {
+	return c.activeJobs(ctx, scope, false)
+}
+
+// ActiveJobs is QueuedJobs with the jobs in progress too (their RunnerName says on which
+// runner), at no extra cost: a poll without webhooks learns from them which runners are busy.
+func (c *Client) ActiveJobs(ctx context.Context, scope platform.Scope) ([]platform.Job, error) {
+	return c.activeJobs(ctx, scope, true)
+}
+
+func (c *Client) activeJobs(ctx context.Context, scope platform.Scope, running bool) ([]platform.Job, error) {
 	scope = scope.Effective()
 	client, err := c.clientFor(ctx, scope)
 	if err != nil {
@@ -35,7 +45,7 @@ func (c *Client) QueuedJobs(ctx context.Context, scope platform.Scope) ([]platfo
 	}
 	var out []platform.Job
 	for _, repo := range repos {
-		jobs, err := c.queuedJobsInRepo(ctx, client, repo)
+		jobs, err := c.queuedJobsInRepo(ctx, client, repo, running)
 		if err != nil {
 			c.forgetInstallation(scope, err)
 			return nil, err
@@ -65,7 +75,7 @@ func (c *Client) installationRepos(ctx context.Context, client *gh.Client, org s
 	}
 }
 
-func (c *Client) queuedJobsInRepo(ctx context.Context, client *gh.Client, repo string) ([]platform.Job, error) {
+func (c *Client) queuedJobsInRepo(ctx context.Context, client *gh.Client, repo string, running bool) ([]platform.Job, error) {
 	owner, name, _ := strings.Cut(repo, "/")
 	seen := map[int64]bool{}
 	var runIDs []int64
@@ -97,7 +107,7 @@ func (c *Client) queuedJobsInRepo(ctx context.Context, client *gh.Client, repo s
 				return nil, classify("list jobs of run in "+repo, resp, err)
 			}
 			for _, j := range jobs.Jobs {
-				if state := platform.JobState(j.GetStatus()); state == platform.JobQueued || state == platform.JobWaiting {
+				if state := platform.JobState(j.GetStatus()); state == platform.JobQueued || state == platform.JobWaiting || (running && state == platform.JobInProgress) {
 					out = append(out, toJob(j, repo))
 				}
 			}

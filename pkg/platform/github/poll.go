@@ -32,7 +32,8 @@ const (
 
 // PollResult is one poll's outcome, handed to the poller's sink.
 type PollResult struct {
-	// Jobs are the queued and waiting jobs in scope (see Client.QueuedJobs); nil when Err is set.
+	// Jobs are the queued, waiting and in-progress jobs in scope (see Client.ActiveJobs); nil
+	// when Err is set.
 	Jobs []platform.Job
 	// Err is the poll's error; a rate limit matches platform.ErrRateLimited.
 	Err error
@@ -87,7 +88,7 @@ func (p *Poller) Run(ctx context.Context) {
 
 // pollOnce polls and decides when the next poll is.
 func (p *Poller) pollOnce(ctx context.Context, clk clock.Clock, interval time.Duration, backoff *time.Duration) PollResult {
-	jobs, err := p.Client.QueuedJobs(ctx, p.Scope)
+	jobs, err := p.Client.ActiveJobs(ctx, p.Scope)
 	now := clk.Now()
 	if err != nil {
 		return PollResult{Err: err, Next: now.Add(p.backoffFor(err, now, backoff))}
