@@ -153,3 +153,24 @@ func TestPollerBacksOffExponentiallyOnErrors(t *testing.T) {
 	ok := nextPoll(t, clk, results, step)
 	g.Expect(ok.Err).NotTo(HaveOccurred())
 }
+
+// A budget that runs low stops the poller until X-RateLimit-Reset before GitHub refuses it,
+// leaving what is left of the window to runner registrations.
+func TestPollerWaitsForResetWhenBudgetRunsLow(t *testing.T) {
+	g := NewWithT(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	fake := fakegithub.StartForTest(t, fakegithub.Options{TLS: true, RateLimit: LowBudget + 2})
+	fake.InstallationID("acme")
+	c, err := NewClient(Config{BaseURL: fake.URL(), AppID: fake.AppID(), PrivateKeyPEM: fake.AppKeyPEM(), Transport: fake.HTTPClient().Transport})
+	g.Expect(err).NotTo(HaveOccurred())
+	p := &Poller{Client: c, Scope: repoScope("acme/api"), Interval: 30 * time.Second, Clock: clk}
+	var backoff time.Duration
+	res := p.pollOnce(context.Background(), clk, p.Interval, &backoff)
+	g.Expect(res.Err).NotTo(HaveOccurred())
+	remaining, _ := c.RateLimitRemaining()
+	g.Expect(remaining).To(BeNumerically("<", LowBudget))
+	reset, ok := c.RateLimitReset()
+	g.Expect(ok).To(BeTrue())
+	g.Expect(res.Next).To(Equal(reset))
+	g.Expect(res.Next.Sub(clk.Now())).To(BeNumerically(">", 50*time.Minute))
+}
