@@ -106,7 +106,7 @@ build: ## Build all binaries into bin/.
 	go build -o bin/ ./cmd/...
 
 .PHONY: dev
-dev: tools ## Run the whole fleet on this machine (API server, CAPI, HyperFleet, Proxmox simulator, fake GitHub); Ctrl-C stops it.
+dev: tools ## Run the whole fleet on this machine (API server, CAPI, HyperFleet, Proxmox simulator, fake GitHub; DEV_FLAGS=--hypervisor=hyperv|both adds the Hyper-V simulator); Ctrl-C stops it.
 	go run ./cmd/hyperfleet-dev up $(DEV_FLAGS)
 
 JOBS ?= 20

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/controllers"
 	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/service"
 	"github.com/hyperfleet-io/hyperfleet/pkg/config"
@@ -23,6 +25,7 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -201,7 +204,8 @@ func (f *Fleet) applySample(ctx context.Context, gitlabToken, buildkiteToken str
 			githubURL: f.State.GitHub.URL, githubCA: f.GitHub.CACertPEM(), appID: f.State.GitHub.AppID, appKeyPEM: f.GitHub.AppKeyPEM(),
 			installationID: f.State.GitHub.InstallationID,
 			runnerURL:      f.runners[platform].URL, runnerSH: f.runners[platform].SHA256,
-			spire: f.State.SPIRE,
+			spire:      f.State.SPIRE,
+			hypervisor: f.opts.Hypervisor, hyperv: f.State.HyperV, hypervCA: f.hypervCA(),
 		}
 		switch platform {
 		case PlatformGitLab:
@@ -219,6 +223,13 @@ func (f *Fleet) applySample(ctx context.Context, gitlabToken, buildkiteToken str
 			key := fmt.Sprintf("%T/%s", o, o.GetName())
 			if _, isNamespace := o.(*corev1.Namespace); isNamespace || created[key] {
 				continue // created when it was enabled, or for another platform's pool
+			}
+			if pool, isPool := o.(*fleetv1.RunnerPool); isPool && len(pool.Spec.Template.Targets) > 0 {
+				// A pool places its first runners on the targets that are up when it starts (they
+				// never move): let every HypervisorCluster connect first, so the floor spreads.
+				if err := f.waitHypervisorClustersAvailable(ctx); err != nil {
+					return err
+				}
 			}
 			if err := f.Env.Client.Create(ctx, o); err != nil {
 				return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
@@ -280,4 +291,37 @@ func (f *Fleet) gitlabCA() []byte {
 		return nil
 	}
 	return f.GitLab.CACertPEM()
+}
+
+// hypervCA is the simulated Hyper-V host's CA certificate, nil when it does not run.
+func (f *Fleet) hypervCA() []byte {
+	if f.HyperV == nil {
+		return nil
+	}
+	return f.HyperV.CAPEM
+}
+
+// waitHypervisorClustersAvailable waits until every HypervisorCluster of the sample namespace is
+// Available.
+func (f *Fleet) waitHypervisorClustersAvailable(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for {
+		list := &infrav1.HypervisorClusterList{}
+		err := f.Env.Client.List(ctx, list, client.InNamespace(f.opts.Namespace))
+		waiting := ""
+		for i := range list.Items {
+			if !conditions.IsTrue(&list.Items[i], infrav1.HypervisorClusterAvailableCondition) {
+				waiting = list.Items[i].Name
+			}
+		}
+		if err == nil && waiting == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("HypervisorCluster %s did not become Available (%v): %w", waiting, err, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/test/fakebuildkite"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegitlab"
+	"github.com/hyperfleet-io/hyperfleet/test/hvsim"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 	"github.com/hyperfleet-io/hyperfleet/test/testenv"
 )
@@ -63,6 +64,10 @@ type Options struct {
 	// fleet: one pool per platform, named <platform>-<Pool.Name>, side by side on the one
 	// hypervisor, each with its own runner package.
 	Platform string
+	// Hypervisor is where the sample pool's VMs run: HypervisorProxmox (default, the Proxmox
+	// simulator), HypervisorHyperV (the Hyper-V WS-Management simulator) or HypervisorBoth (one
+	// pool whose targets are both). The Proxmox simulator runs either way.
+	Hypervisor string
 	// NoConsole leaves the operator console and its identity provider out.
 	NoConsole bool
 	// ConsoleListen is the console's address; default 127.0.0.1 on a free port.
@@ -84,8 +89,10 @@ type Fleet struct {
 	Env *testenv.Env
 	// Simulator, GitHub and (Platform gitlab) GitLab are the in-process fakes of the outside world.
 	Simulator *pvesim.Simulator
-	GitHub    *fakegithub.Server
-	GitLab    *fakegitlab.Server
+	// HyperV is the simulated Hyper-V host (Hypervisor hyperv or both).
+	HyperV *hvsim.HyperVHosts
+	GitHub *fakegithub.Server
+	GitLab *fakegitlab.Server
 	// Buildkite is the fake Buildkite (Platform buildkite only).
 	Buildkite *fakebuildkite.Server
 	// AppliedAt is when the sample fleet's objects were created.
@@ -160,6 +167,13 @@ func (o *Options) defaults() error {
 	}
 	if o.LogLevel == "" {
 		o.LogLevel = "INFO"
+	}
+	switch o.Hypervisor {
+	case "":
+		o.Hypervisor = HypervisorProxmox
+	case HypervisorProxmox, HypervisorHyperV, HypervisorBoth:
+	default:
+		return fmt.Errorf("hypervisor %q: want %s, %s or %s", o.Hypervisor, HypervisorProxmox, HypervisorHyperV, HypervisorBoth)
 	}
 	switch o.Identity {
 	case "":
@@ -293,6 +307,12 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	if err := f.startSimulator(agentBin); err != nil {
 		return nil, err
 	}
+	if opts.Hypervisor != HypervisorProxmox {
+		progress("starting the Hyper-V simulator")
+		if err := f.startHyperV(agentBin); err != nil {
+			return nil, err
+		}
+	}
 
 	progress("starting the bootstrap service and HyperFleet's manager")
 	if err := f.startBootstrapService(ctx, runCtx); err != nil {
@@ -354,6 +374,9 @@ func (f *Fleet) Stop() {
 	if f.Simulator != nil {
 		// Kills every VM's agent and runner.
 		_ = f.Simulator.Close()
+	}
+	if f.HyperV != nil {
+		_ = f.HyperV.Close()
 	}
 	if f.GitHub != nil {
 		f.GitHub.Close()

@@ -105,6 +105,11 @@ type sampleInput struct {
 	buildkite      *BuildkiteState
 	buildkiteToken string
 	buildkiteCA    []byte
+	// hypervisor places the pool (Options.Hypervisor); hyperv and hypervCA describe the simulated
+	// Hyper-V host when it runs.
+	hypervisor string
+	hyperv     *HyperVState
+	hypervCA   []byte
 }
 
 // sampleFleet is a runner fleet as a person would write it (templates/cluster-template.yaml with
@@ -167,6 +172,11 @@ func sampleFleet(in sampleInput) []client.Object {
 			},
 		}},
 	}
+	if in.hyperv != nil {
+		// Before the pool, as a person would create them.
+		objs = slices.Insert(objs, len(objs)-1, hypervObjects(meta, in.hyperv, in.hypervCA)...)
+	}
+	placePool(objs[len(objs)-1].(*fleetv1.RunnerPool), in.hypervisor)
 	if in.gitlab != nil {
 		// Before the pool, as a person would create them.
 		objs = slices.Insert(objs, 1, []client.Object{

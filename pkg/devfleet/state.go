@@ -41,7 +41,9 @@ type State struct {
 
 	Webhook WebhookState `json:"webhook"`
 	Proxmox ProxmoxState `json:"proxmox"`
-	GitHub  GitHubState  `json:"github"`
+	// HyperV is set when the fleet runs the Hyper-V simulator.
+	HyperV *HyperVState `json:"hyperv,omitempty"`
+	GitHub GitHubState  `json:"github"`
 	// GitLab is set when the sample pool is a GitLab pool.
 	GitLab *GitLabState `json:"gitlab,omitempty"`
 	// Buildkite is set when the sample pool is a Buildkite pool.
