@@ -158,3 +158,53 @@ func TestRunnerPoolTargetsValidation(t *testing.T) {
 		WithTargets(target("a", "fleet", "runner", 0)).Build()
 	g.Expect(env.Client.Create(ctx, ok)).To(Succeed())
 }
+
+// TestRunnerPoolSkipsAFailingTarget: a Hyper-V host whose New-HFVM fails (a Busy error in the
+// module's envelope) leaves the runner's claim with a recent provisioning failure: the Hyper-V
+// target is reported Failing and the next runner goes to Proxmox; once the claim provisions on its
+// retry, the target is Ready again and takes the next runner.
+func TestRunnerPoolSkipsAFailingTarget(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	_, ns, _ := startFleet(t)
+	hv := hvsim.StartHyperVForTest(t, hvsim.HyperVConfig{}, "hv1")
+	hvc := hypervCluster(t, ns, "hv", hv)
+	g.Expect(env.Client.Create(ctx, &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "fleet-hv", Namespace: ns},
+		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+			APIGroup: infrav1.GroupVersion.Group, Kind: "HypervisorCluster", Name: "hv"}},
+	})).To(Succeed())
+	runnerTemplates(t, ns)
+	hvSpec := builder.NewMachineClaim("x", ns).WithTemplateName(hvsim.HyperVTemplate).WithNetwork(hvsim.HyperVSwitch, 0).Build().Spec
+	g.Expect(env.Client.Create(ctx, builder.NewMachineClaimTemplate("runner-hv", ns).WithSpec(hvSpec).Build())).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(conditions.IsTrue(get(g, hvc), infrav1.HypervisorClusterAvailableCondition)).To(BeTrue())
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+
+	hv.FailNext("", "New-HFVM", "Busy", "'runner' failed to be created. Not enough memory in the system.")
+	pool := builder.NewRunnerPool("mixed", ns).WithCluster("fleet").WithBounds(0, 8).WithReplicas(1).WithLabels("linux").
+		WithTemplates("runner", "runner").
+		WithTargets(target("hyperv", "fleet-hv", "runner-hv", 0), target("proxmox", "fleet", "runner", 1)).Build()
+	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
+	clusters := map[string]string{"hyperv": "fleet-hv", "proxmox": "fleet"}
+	g.Eventually(func(g Gomega) {
+		ts := targetStatus(g, pool, "hyperv")
+		g.Expect(ts.State).To(Equal(string(placement.TargetFailing)))
+		g.Expect(ts.Message).To(ContainSubstring("Not enough memory"))
+	}, 60*time.Second, 100*time.Millisecond).Should(Succeed(), "the failed clone makes the target Failing")
+	setPoolReplicas(t, pool, 2)
+	g.Eventually(func(g Gomega) {
+		g.Expect(runnersByTarget(g, pool, clusters)).To(Equal(map[string]int{"hyperv": 1, "proxmox": 1}))
+	}, 60*time.Second, 100*time.Millisecond).Should(Succeed(), "the next runner goes to Proxmox")
+
+	g.Eventually(func(g Gomega) {
+		g.Expect(targetStatus(g, pool, "hyperv").State).To(Equal(string(placement.TargetReady)))
+	}, 60*time.Second, 200*time.Millisecond).Should(Succeed(), "the retry provisions the claim")
+	setPoolReplicas(t, pool, 3)
+	g.Eventually(func(g Gomega) {
+		g.Expect(runnersByTarget(g, pool, clusters)).To(Equal(map[string]int{"hyperv": 2, "proxmox": 1}))
+	}, 60*time.Second, 200*time.Millisecond).Should(Succeed(), "and Hyper-V takes runners again")
+	g.Eventually(func(g Gomega) {
+		g.Expect(hv.VMs("hv1")).To(HaveLen(2), "one VM per Hyper-V runner, none left by the failed clone")
+	}, 60*time.Second, 200*time.Millisecond).Should(Succeed())
+}
