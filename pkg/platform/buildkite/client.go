@@ -168,9 +168,7 @@ func classify(op string, err error) error {
 	case errors.Is(err, context.Canceled):
 		return err
 	}
-	if isTLSError(err) {
-		pe.Err = tlsRefused{err}
-	}
+	pe.Err = platform.MarkTLS(err)
 	return pe
 }
 

@@ -2,6 +2,7 @@ package buildkite_test
 
 import (
 	"context"
+	"encoding/pem"
 	"net/http"
 	"testing"
 	"time"
@@ -67,7 +68,7 @@ func TestErrorsAreClassified(t *testing.T) {
 	})
 	t.Run("wrong cluster is 404", func(t *testing.T) {
 		g := NewWithT(t)
-		tr, _ := buildkite.TransportWithCA(nil, s.CACertPEM())
+		tr, _ := platform.TransportWithCA(nil, s.CACertPEM())
 		c, err := buildkite.NewClient(buildkite.Config{BaseURL: s.URL(), AgentEndpoint: s.AgentEndpoint(), Organization: s.Organization(),
 			ClusterID: "not-our-cluster", APIToken: good, Transport: tr})
 		g.Expect(err).NotTo(HaveOccurred())
@@ -84,7 +85,7 @@ func TestErrorsAreClassified(t *testing.T) {
 	t.Run("a server the CA does not vouch for is refused", func(t *testing.T) {
 		g := NewWithT(t)
 		other := fakebuildkite.StartForTest(t, fakebuildkite.Options{TLS: true})
-		tr, _ := buildkite.TransportWithCA(nil, other.CACertPEM())
+		tr, _ := platform.TransportWithCA(nil, other.CACertPEM())
 		c, err := buildkite.NewClient(buildkite.Config{BaseURL: s.URL(), AgentEndpoint: s.AgentEndpoint(), Organization: s.Organization(),
 			ClusterID: s.ClusterID(), APIToken: good, Transport: tr})
 		g.Expect(err).NotTo(HaveOccurred())
@@ -107,7 +108,7 @@ func TestErrorsAreClassified(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 	})
 	t.Run("a CA bundle that is not a certificate is refused", func(t *testing.T) {
-		_, err := buildkite.TransportWithCA(nil, []byte("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"))
+		_, err := platform.TransportWithCA(nil, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: []byte{0, 1, 2}}))
 		NewWithT(t).Expect(err).To(MatchError(platform.ErrCABundle))
 	})
 	t.Run("configuration without a token or cluster is refused", func(t *testing.T) {

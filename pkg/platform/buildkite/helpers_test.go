@@ -3,6 +3,7 @@ package buildkite_test
 import (
 	"testing"
 
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform/buildkite"
 	"github.com/hyperfleet-io/hyperfleet/test/fakebuildkite"
 )
@@ -13,7 +14,7 @@ var leastPrivilege = []string{fakebuildkite.ScopeReadClusters, fakebuildkite.Sco
 // newClient returns the real client for a fake started over HTTPS, trusting only its CA.
 func newClient(t *testing.T, s *fakebuildkite.Server, token string) *buildkite.Client {
 	t.Helper()
-	tr, err := buildkite.TransportWithCA(nil, s.CACertPEM())
+	tr, err := platform.TransportWithCA(nil, s.CACertPEM())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -179,7 +179,7 @@ func (s *Source) client(ctx context.Context, pool *fleetv1.RunnerPool) (*pooledC
 	}
 	tr := s.in.Transport
 	if caPEM != nil {
-		if tr, err = TransportWithCA(s.in.Transport, caPEM); err != nil {
+		if tr, err = platform.TransportWithCA(s.in.Transport, caPEM); err != nil {
 			return nil, fmt.Errorf("Secret %s/%s: %w", pool.Namespace, spec.CABundleRef.Name, err)
 		}
 	}

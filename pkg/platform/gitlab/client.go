@@ -150,9 +150,7 @@ func classify(op string, err error) error {
 			pe.RetryAt = retryAt(apiErr.Response.Header, time.Now())
 		}
 	}
-	if isTLSError(err) {
-		pe.Err = tlsRefused{err}
-	}
+	pe.Err = platform.MarkTLS(err)
 	return pe
 }
 

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform/gitlab"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegitlab"
 )
@@ -18,7 +19,7 @@ const hookSecret = "pool-a-webhook-secret"
 // newClient returns the real client for a fake started over HTTPS, trusting only its CA.
 func newClient(t *testing.T, s *fakegitlab.Server, token string) *gitlab.Client {
 	t.Helper()
-	tr, err := gitlab.TransportWithCA(nil, s.CACertPEM())
+	tr, err := platform.TransportWithCA(nil, s.CACertPEM())
 	if err != nil {
 		t.Fatal(err)
 	}

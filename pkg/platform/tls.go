@@ -1,4 +1,4 @@
-package buildkite
+package platform
 
 import (
 	"bytes"
@@ -8,15 +8,23 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-
-	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 )
 
-// tlsRefused marks a failed TLS handshake or certificate check as platform.ErrTLS.
+// MarkTLS returns err marked as ErrTLS when it is a failed TLS handshake or certificate
+// verification (the server was not the one the CA bundle or the system roots vouch for), and err
+// unchanged otherwise. The mark keeps the cause's message.
+func MarkTLS(err error) error {
+	if err != nil && isTLSError(err) {
+		return tlsRefused{err}
+	}
+	return err
+}
+
+// tlsRefused marks a failed TLS handshake or certificate check as ErrTLS.
 type tlsRefused struct{ error }
 
 func (e tlsRefused) Unwrap() error        { return e.error }
-func (e tlsRefused) Is(target error) bool { return target == platform.ErrTLS }
+func (e tlsRefused) Is(target error) bool { return target == ErrTLS }
 
 // isTLSError reports whether err is a failed TLS handshake or certificate verification.
 func isTLSError(err error) bool {
@@ -34,7 +42,7 @@ func isTLSError(err error) bool {
 
 // TransportWithCA returns a copy of base (http.DefaultTransport when nil) that trusts only the
 // certificates of caPEM, every block of which must be a parsable CERTIFICATE, and always
-// verifies the server. REST calls and metrics reads both go through it.
+// verifies the server. The GitLab and Buildkite clients put every API call through it.
 func TransportWithCA(base http.RoundTripper, caPEM []byte) (*http.Transport, error) {
 	roots := x509.NewCertPool()
 	n := 0
@@ -43,19 +51,19 @@ func TransportWithCA(base http.RoundTripper, caPEM []byte) (*http.Transport, err
 		block, rest = pem.Decode(rest)
 		if block == nil {
 			if len(bytes.TrimSpace(rest)) > 0 {
-				return nil, fmt.Errorf("%w: data after the last PEM block is not PEM", platform.ErrCABundle)
+				return nil, fmt.Errorf("%w: data after the last PEM block is not PEM", ErrCABundle)
 			}
 			break
 		}
 		cert, err := x509.ParseCertificate(block.Bytes)
 		if block.Type != "CERTIFICATE" || err != nil {
-			return nil, fmt.Errorf("%w: PEM block %d is not a usable CERTIFICATE", platform.ErrCABundle, n+1)
+			return nil, fmt.Errorf("%w: PEM block %d is not a usable CERTIFICATE", ErrCABundle, n+1)
 		}
 		roots.AddCert(cert)
 		n++
 	}
 	if n == 0 {
-		return nil, fmt.Errorf("%w: no PEM certificate", platform.ErrCABundle)
+		return nil, fmt.Errorf("%w: no PEM certificate", ErrCABundle)
 	}
 	if base == nil {
 		base = http.DefaultTransport
