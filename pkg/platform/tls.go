@@ -40,13 +40,13 @@ func isTLSError(err error) bool {
 		errors.As(err, &invalid) || errors.As(err, &record) || errors.As(err, &alert)
 }
 
-// TransportWithCA returns a copy of base (http.DefaultTransport when nil) that trusts only the
-// certificates of caPEM, every block of which must be a parsable CERTIFICATE, and always
-// verifies the server. The GitLab and Buildkite clients put every API call through it.
-func TransportWithCA(base http.RoundTripper, caPEM []byte) (*http.Transport, error) {
-	roots := x509.NewCertPool()
+// ParseCABundle parses a PEM bundle of CA certificates. Every block must be a CERTIFICATE that
+// parses, so a truncated or mistyped bundle is reported instead of silently trusting less. Its
+// errors match ErrCABundle.
+func ParseCABundle(data []byte) (*x509.CertPool, error) {
+	pool := x509.NewCertPool()
 	n := 0
-	for rest := caPEM; ; {
+	for rest := data; ; {
 		var block *pem.Block
 		block, rest = pem.Decode(rest)
 		if block == nil {
@@ -55,15 +55,29 @@ func TransportWithCA(base http.RoundTripper, caPEM []byte) (*http.Transport, err
 			}
 			break
 		}
-		cert, err := x509.ParseCertificate(block.Bytes)
-		if block.Type != "CERTIFICATE" || err != nil {
-			return nil, fmt.Errorf("%w: PEM block %d is not a usable CERTIFICATE", ErrCABundle, n+1)
+		if block.Type != "CERTIFICATE" {
+			return nil, fmt.Errorf("%w: PEM block %d is a %s, not a CERTIFICATE", ErrCABundle, n+1, block.Type)
 		}
-		roots.AddCert(cert)
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("%w: certificate %d: %v", ErrCABundle, n+1, err)
+		}
+		pool.AddCert(cert)
 		n++
 	}
 	if n == 0 {
 		return nil, fmt.Errorf("%w: no PEM certificate", ErrCABundle)
+	}
+	return pool, nil
+}
+
+// TransportWithCA returns a copy of base (http.DefaultTransport when nil) that trusts only the
+// certificates of caPEM (see ParseCABundle) and always verifies the server. Every CI platform's
+// API calls (GitHub's App-token requests included) go through it when a pool names a CA bundle.
+func TransportWithCA(base http.RoundTripper, caPEM []byte) (*http.Transport, error) {
+	roots, err := ParseCABundle(caPEM)
+	if err != nil {
+		return nil, err
 	}
 	if base == nil {
 		base = http.DefaultTransport
@@ -73,6 +87,16 @@ func TransportWithCA(base http.RoundTripper, caPEM []byte) (*http.Transport, err
 		return nil, fmt.Errorf("cannot set a CA bundle on a %T transport", base)
 	}
 	tr = tr.Clone()
-	tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	if tr.TLSClientConfig == nil {
+		tr.TLSClientConfig = &tls.Config{}
+	}
+	tr.TLSClientConfig.RootCAs = roots
+	tr.TLSClientConfig.InsecureSkipVerify = false
+	tr.TLSClientConfig.MinVersion = max(tr.TLSClientConfig.MinVersion, tls.VersionTLS12)
 	return tr, nil
 }
+
+// IsTLSError reports whether err is (or wraps) a failed TLS handshake or certificate
+// verification: the server was not the one the CA bundle or the system roots vouch for, and no
+// request was sent.
+func IsTLSError(err error) bool { return err != nil && isTLSError(err) }

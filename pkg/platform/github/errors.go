@@ -53,9 +53,7 @@ func classify(op string, resp *gh.Response, err error) error {
 	case errors.Is(err, context.Canceled):
 		return err
 	}
-	if IsTLSError(err) {
-		pe.Err = tlsRefused{err}
-	}
+	pe.Err = platform.MarkTLS(err)
 	return pe
 }
 
@@ -67,13 +65,6 @@ type classedError struct {
 
 func (e *classedError) Error() string        { return e.msg }
 func (e *classedError) Is(target error) bool { return target == e.class }
-
-// tlsRefused marks a failed TLS handshake or certificate check as platform.ErrTLS; its message
-// is the cause's.
-type tlsRefused struct{ error }
-
-func (e tlsRefused) Unwrap() error        { return e.error }
-func (e tlsRefused) Is(target error) bool { return target == platform.ErrTLS }
 
 func classifyStatus(status int) error {
 	switch {

@@ -1,11 +1,7 @@
 package github
 
 import (
-	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/http"
@@ -101,7 +97,7 @@ func (p *PoolClients) For(ctx context.Context, pool *fleetv1.RunnerPool) (*Clien
 	}
 	cfg := Config{BaseURL: spec.APIURL, PrivateKeyPEM: secret.Data[KeyPrivateKey], Transport: p.Transport, HTTPTimeout: p.HTTPTimeout}
 	if caPEM != nil {
-		if cfg.Transport, err = TransportWithCA(p.Transport, caPEM); err != nil {
+		if cfg.Transport, err = platform.TransportWithCA(p.Transport, caPEM); err != nil {
 			return nil, scope, fmt.Errorf("%w: %v", ErrCABundle, err)
 		}
 	}
@@ -195,78 +191,8 @@ func (p *PoolClients) caBundle(ctx context.Context, pool *fleetv1.RunnerPool) ([
 	if len(data) == 0 {
 		return nil, "", fmt.Errorf("%w: Secret %s has no key %q", ErrCABundle, name, key)
 	}
-	if _, err := ParseCABundle(data); err != nil {
+	if _, err := platform.ParseCABundle(data); err != nil {
 		return nil, "", fmt.Errorf("%w: Secret %s key %q: %v", ErrCABundle, name, key, err)
 	}
 	return data, strings.Join([]string{string(secret.UID), secret.ResourceVersion, key}, "/"), nil
-}
-
-// ParseCABundle parses a PEM bundle of CA certificates. Every block must be a CERTIFICATE that
-// parses, so a truncated or mistyped bundle is reported instead of silently trusting less.
-func ParseCABundle(data []byte) (*x509.CertPool, error) {
-	pool := x509.NewCertPool()
-	n := 0
-	for rest := data; ; {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			if len(bytes.TrimSpace(rest)) > 0 {
-				return nil, errors.New("data after the last PEM block is not PEM")
-			}
-			break
-		}
-		if block.Type != "CERTIFICATE" {
-			return nil, fmt.Errorf("PEM block %d is a %s, not a CERTIFICATE", n+1, block.Type)
-		}
-		cert, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("certificate %d: %w", n+1, err)
-		}
-		pool.AddCert(cert)
-		n++
-	}
-	if n == 0 {
-		return nil, errors.New("no PEM certificate")
-	}
-	return pool, nil
-}
-
-// TransportWithCA returns a copy of base (http.DefaultTransport when nil) that trusts only the
-// certificates of caPEM and always verifies the server's certificate. App-token requests and
-// installation API calls both go through it.
-func TransportWithCA(base http.RoundTripper, caPEM []byte) (*http.Transport, error) {
-	roots, err := ParseCABundle(caPEM)
-	if err != nil {
-		return nil, err
-	}
-	if base == nil {
-		base = http.DefaultTransport
-	}
-	tr, ok := base.(*http.Transport)
-	if !ok {
-		return nil, fmt.Errorf("cannot set a CA bundle on a %T transport", base)
-	}
-	tr = tr.Clone()
-	if tr.TLSClientConfig == nil {
-		tr.TLSClientConfig = &tls.Config{}
-	}
-	tr.TLSClientConfig.RootCAs = roots
-	tr.TLSClientConfig.InsecureSkipVerify = false
-	tr.TLSClientConfig.MinVersion = max(tr.TLSClientConfig.MinVersion, tls.VersionTLS12)
-	return tr, nil
-}
-
-// IsTLSError reports whether err is a failed TLS handshake or certificate verification: the
-// server was not the one the CA bundle (or the system roots) vouch for, and no request was sent.
-func IsTLSError(err error) bool {
-	var (
-		verify   *tls.CertificateVerificationError
-		unknown  x509.UnknownAuthorityError
-		hostname x509.HostnameError
-		invalid  x509.CertificateInvalidError
-		record   tls.RecordHeaderError
-		alert    tls.AlertError
-	)
-	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) ||
-		errors.As(err, &invalid) || errors.As(err, &record) || errors.As(err, &alert)
 }

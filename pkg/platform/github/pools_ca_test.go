@@ -57,10 +57,10 @@ func TestPoolClientsTrustOnlyTheCABundle(t *testing.T) {
 		{name: "another CA", ref: &fleetv1.SecretKeyReference{Name: "ghes-ca"},
 			data: map[string][]byte{DefaultCAKey: impostor.CACertPEM()},
 			wantErr: func(g Gomega, err error) {
-				g.Expect(IsTLSError(err)).To(BeTrue(), "a certificate error: %v", err)
+				g.Expect(platform.IsTLSError(err)).To(BeTrue(), "a certificate error: %v", err)
 				g.Expect(err.Error()).To(ContainSubstring("certificate"))
 			}},
-		{name: "no bundle: system roots", wantErr: func(g Gomega, err error) { g.Expect(IsTLSError(err)).To(BeTrue(), "%v", err) }},
+		{name: "no bundle: system roots", wantErr: func(g Gomega, err error) { g.Expect(platform.IsTLSError(err)).To(BeTrue(), "%v", err) }},
 		{name: "missing Secret", ref: &fleetv1.SecretKeyReference{Name: "absent"},
 			wantErr: func(g Gomega, err error) { g.Expect(err).To(MatchError(ErrCABundle)) }},
 		{name: "missing key", ref: &fleetv1.SecretKeyReference{Name: "ghes-ca", Key: "other.pem"},
@@ -132,8 +132,12 @@ func TestParseCABundle(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := ParseCABundle(tt.data)
-			NewWithT(t).Expect(err == nil).To(Equal(tt.ok), "%v", err)
+			_, err := platform.ParseCABundle(tt.data)
+			g := NewWithT(t)
+			g.Expect(err == nil).To(Equal(tt.ok), "%v", err)
+			if !tt.ok {
+				g.Expect(err).To(MatchError(platform.ErrCABundle))
+			}
 		})
 	}
 }

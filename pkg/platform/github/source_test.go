@@ -98,7 +98,7 @@ func TestTLSErrorsKeepTheirClass(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	_, err = c.ListRunners(context.Background(), platform.Scope{Organization: "acme"})
 	g.Expect(err).To(MatchError(platform.ErrTLS))
-	g.Expect(IsTLSError(err)).To(BeTrue())
+	g.Expect(platform.IsTLSError(err)).To(BeTrue())
 	g.Expect(err).To(MatchError(platform.ErrTransient))
 	g.Expect(impostor.CredentialedRequests()).To(BeZero())
 }
