@@ -65,7 +65,8 @@ func TestGUIDProviderClaimLifecycle(t *testing.T) {
 }
 
 // TestClaimForAnotherProviderIsRefused: Proxmox settings on a claim whose HypervisorCluster is
-// Hyper-V would be dropped silently; the claim says so instead and no VM is made.
+// Hyper-V would be dropped silently; the claim says so instead and no VM is made, and a
+// MachineClaimTemplate carrying them says so too.
 func TestClaimForAnotherProviderIsRefused(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -85,6 +86,14 @@ func TestClaimForAnotherProviderIsRefused(t *testing.T) {
 		g.Expect(conditions.GetReason(got, infrav1.ReadyCondition)).To(Equal(infrav1.ProviderMismatchReason))
 		g.Expect(conditions.GetMessage(got, infrav1.ReadyCondition)).To(ContainSubstring("spec.proxmox"))
 		g.Expect(got.Status.Phase).To(Equal(infrav1.MachineClaimPhaseFailed))
+	}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
+	// A MachineClaimTemplate with the same settings says so before any claim is made from it.
+	tmpl := builder.NewMachineClaimTemplate("pve-only", ns).WithSpec(claim.Spec).Build()
+	g.Expect(env.Client.Create(ctx, tmpl)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := get(g, tmpl)
+		g.Expect(conditions.GetReason(got, infrav1.ReadyCondition)).To(Equal(infrav1.ProviderMismatchReason), "%+v", got.Status.Conditions)
+		g.Expect(conditions.GetMessage(got, infrav1.ReadyCondition)).To(ContainSubstring("spec.proxmox"))
 	}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
 	g.Consistently(func() []hypervisor.VM { return fake.VMs() }, 2*time.Second, 200*time.Millisecond).Should(BeEmpty())
 }

@@ -237,11 +237,10 @@ func (r *MachineClaimReconciler) reconcileHypervisorCluster(ctx context.Context,
 		}
 		s.claim.Labels[infrav1.HypervisorClusterNameLabel] = hc.Name
 	}
-	if kind := connection.ProviderOf(hc); s.claim.Spec.Proxmox != nil && kind != infrav1.ProviderProxmox {
+	if msg := s.claim.Spec.ProviderMismatch(connection.ProviderOf(hc), hc.Name); msg != "" {
 		// Settings the cluster's provider does not have would be silently dropped: refuse them.
 		s.terminal = true
-		setVMCondition(s.claim, metav1.ConditionFalse, infrav1.ProviderMismatchReason,
-			fmt.Sprintf("spec.proxmox is set but HypervisorCluster %s has provider %s: remove spec.proxmox or use a Proxmox HypervisorCluster", hc.Name, kind))
+		setVMCondition(s.claim, metav1.ConditionFalse, infrav1.ProviderMismatchReason, msg)
 		return ctrl.Result{RequeueAfter: time.Minute}, nil
 	}
 	if !conditions.IsTrue(hc, infrav1.HypervisorClusterAvailableCondition) {

@@ -77,7 +77,14 @@ func (r *MachineClaimTemplateReconciler) Reconcile(ctx context.Context, req ctrl
 	}
 	var resolved, capacity []string
 	var problems, capacityProblems []string
+	mismatch := false
 	for _, hc := range clusters {
+		if msg := tmpl.Spec.Template.Spec.ProviderMismatch(connection.ProviderOf(hc), hc.Name); msg != "" {
+			// Claims from this template would be refused there: say so before any is made.
+			problems = append(problems, msg)
+			mismatch = true
+			continue
+		}
 		ref, capMsg, err := r.check(ctx, tmpl, hc)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("%s: %v", hc.Name, err))
@@ -93,7 +100,10 @@ func (r *MachineClaimTemplateReconciler) Reconcile(ctx context.Context, req ctrl
 	tmpl.Status.ResolvedTemplate = strings.Join(resolved, ",")
 	if len(problems) > 0 {
 		reason := infrav1.TemplateNotFoundReason
-		if strings.Contains(strings.Join(problems, " "), hypervisor.ErrAmbiguous.Error()) {
+		switch {
+		case mismatch:
+			reason = infrav1.ProviderMismatchReason
+		case strings.Contains(strings.Join(problems, " "), hypervisor.ErrAmbiguous.Error()):
 			reason = infrav1.TemplateAmbiguousReason
 		}
 		conditions.Set(tmpl, metav1.Condition{Type: infrav1.MachineClaimTemplateResolvedCondition, Status: metav1.ConditionFalse,
