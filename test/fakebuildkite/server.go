@@ -3,15 +3,15 @@ package fakebuildkite
 import (
 	"context"
 	"crypto/rand"
-	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hyperfleet-io/hyperfleet/test/fakeserver"
 )
 
 // Options configures a fake Buildkite. The zero value is usable: organization "acme", one
@@ -49,7 +49,7 @@ type Server struct {
 	url     string
 	caPEM   []byte
 
-	hooks *webhookQueue
+	hooks *fakeserver.Queue[pendingHook]
 
 	mu           sync.Mutex
 	apiTokens    map[string][]string // API access token -> scopes
@@ -98,7 +98,7 @@ func New(opts Options) *Server {
 		requests:     map[string]int{},
 		buildNumbers: map[string]int{},
 	}
-	s.hooks = newWebhookQueue(s)
+	s.hooks = fakeserver.NewQueue(s.sendHook)
 	s.mux = http.NewServeMux()
 	s.routes()
 	return s
@@ -106,27 +106,14 @@ func New(opts Options) *Server {
 
 // Start listens on addr ("" means 127.0.0.1:0) and serves in the background.
 func (s *Server) Start(addr string) error {
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	l, err := net.Listen("tcp", addr)
+	l, url, caPEM, err := fakeserver.Listen(addr, s.opts.TLS, "fake-buildkite")
 	if err != nil {
 		return err
 	}
-	scheme := "http"
-	if s.opts.TLS {
-		cert, caPEM, err := selfSignedCert(l.Addr())
-		if err != nil {
-			_ = l.Close()
-			return err
-		}
-		s.caPEM = caPEM
-		l = tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
-		scheme = "https"
-	}
-	s.url = scheme + "://" + l.Addr().String()
+	s.caPEM = caPEM
+	s.url = url
 	s.httpSrv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	s.hooks.start()
+	s.hooks.Start()
 	go func() { _ = s.httpSrv.Serve(l) }()
 	return nil
 }
@@ -149,7 +136,7 @@ func (s *Server) Close() {
 		defer cancel()
 		_ = s.httpSrv.Shutdown(ctx)
 	}
-	s.hooks.stop()
+	s.hooks.Stop()
 }
 
 // URL is the root of both APIs, e.g. https://127.0.0.1:8443: the REST API lives under /v2/
@@ -172,7 +159,7 @@ func (s *Server) ClusterID() string { return s.opts.ClusterID }
 func (s *Server) HTTPClient() *http.Client {
 	c := &http.Client{Timeout: 30 * time.Second}
 	if len(s.caPEM) > 0 {
-		tr, err := trustingTransport(s.caPEM)
+		tr, err := fakeserver.TrustingTransport(s.caPEM)
 		if err != nil {
 			panic(err) // the fake's own certificate
 		}

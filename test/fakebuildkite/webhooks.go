@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 )
 
@@ -100,7 +99,7 @@ func (s *Server) enqueueJobHookLocked(event string, j *Job) {
 		return
 	}
 	body, _ := json.Marshal(s.webhookPayloadLocked(event, j))
-	s.hooks.push(pendingHook{url: s.opts.WebhookURL, token: s.opts.WebhookToken, signature: s.opts.WebhookSignature,
+	s.hooks.Push(pendingHook{url: s.opts.WebhookURL, token: s.opts.WebhookToken, signature: s.opts.WebhookSignature,
 		delivery: Delivery{Event: event, JobID: j.ID, Payload: body}})
 }
 
@@ -110,78 +109,15 @@ type pendingHook struct {
 	delivery   Delivery
 }
 
-// webhookQueue delivers in order from one goroutine, so a job's events leave in the order they
-// happened and the API never blocks on a receiver.
-type webhookQueue struct {
-	s       *Server
-	mu      sync.Mutex
-	items   []pendingHook
-	wake    chan struct{}
-	ctx     context.Context
-	cancel  context.CancelFunc
-	done    chan struct{}
-	started bool
-}
-
-func newWebhookQueue(s *Server) *webhookQueue {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &webhookQueue{s: s, wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
-}
-
-func (q *webhookQueue) start() {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if !q.started {
-		q.started = true
-		go q.run()
+// sendHook delivers one queued webhook and records the delivery.
+func (s *Server) sendHook(ctx context.Context, h pendingHook) {
+	d := h.delivery
+	status, err := PostWebhook(ctx, s.opts.WebhookClient, h.url, h.token, h.signature, d.Event, d.Payload)
+	d.StatusCode, d.At = status, time.Now()
+	if err != nil {
+		d.Err = err.Error()
 	}
-}
-
-func (q *webhookQueue) stop() {
-	q.cancel()
-	q.mu.Lock()
-	started := q.started
-	q.mu.Unlock()
-	if started {
-		<-q.done
-	}
-}
-
-func (q *webhookQueue) push(h pendingHook) {
-	q.mu.Lock()
-	q.items = append(q.items, h)
-	q.mu.Unlock()
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (q *webhookQueue) run() {
-	defer close(q.done)
-	for {
-		q.mu.Lock()
-		items := q.items
-		q.items = nil
-		q.mu.Unlock()
-		for _, h := range items {
-			if q.ctx.Err() != nil {
-				return
-			}
-			d := h.delivery
-			status, err := PostWebhook(q.ctx, q.s.opts.WebhookClient, h.url, h.token, h.signature, d.Event, d.Payload)
-			d.StatusCode, d.At = status, time.Now()
-			if err != nil {
-				d.Err = err.Error()
-			}
-			q.s.mu.Lock()
-			q.s.deliveries = append(q.s.deliveries, d)
-			q.s.mu.Unlock()
-		}
-		select {
-		case <-q.ctx.Done():
-			return
-		case <-q.wake:
-		}
-	}
+	s.mu.Lock()
+	s.deliveries = append(s.deliveries, d)
+	s.mu.Unlock()
 }

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/hyperfleet-io/hyperfleet/test/fakeserver"
 )
 
 // ErrNoJob is returned by RunnerClient.Acquire when no queued job matches the runner.
@@ -32,7 +34,7 @@ func NewRunnerClient(encodedJITConfig string, httpClient *http.Client) (*RunnerC
 	if httpClient == nil {
 		httpClient = &http.Client{Timeout: 30 * time.Second}
 		if cfg.CA != "" {
-			if httpClient.Transport, err = trustingTransport([]byte(cfg.CA)); err != nil {
+			if httpClient.Transport, err = fakeserver.TrustingTransport([]byte(cfg.CA)); err != nil {
 				return nil, fmt.Errorf("jit config CA: %w", err)
 			}
 		}

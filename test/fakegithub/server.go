@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
@@ -17,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hyperfleet-io/hyperfleet/test/fakeserver"
 )
 
 // Options configures a fake GitHub. The zero value is usable: it generates an App key, uses App
@@ -62,7 +63,7 @@ type Server struct {
 	url      string
 	caPEM    []byte
 
-	hooks *webhookQueue
+	hooks *fakeserver.Queue[pendingHook]
 
 	mu            sync.Mutex
 	nextID        map[string]int64
@@ -124,8 +125,8 @@ func New(opts Options) (*Server, error) {
 	if err := s.loadOrGenerateKey(opts.AppKeyPEM); err != nil {
 		return nil, err
 	}
-	s.hooks = newWebhookQueue(s)
-	s.hooks.start()
+	s.hooks = fakeserver.NewQueue(s.sendHook)
+	s.hooks.Start()
 	s.mux = http.NewServeMux()
 	s.routes()
 	return s, nil
@@ -163,26 +164,13 @@ func (s *Server) loadOrGenerateKey(keyPEM []byte) error {
 
 // Start listens on addr ("" means 127.0.0.1:0) and serves in the background.
 func (s *Server) Start(addr string) error {
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	l, err := net.Listen("tcp", addr)
+	l, url, caPEM, err := fakeserver.Listen(addr, s.opts.TLS, "fake-github")
 	if err != nil {
 		return err
 	}
-	scheme := "http"
-	if s.opts.TLS {
-		cert, caPEM, err := selfSignedCert(l.Addr())
-		if err != nil {
-			_ = l.Close()
-			return err
-		}
-		s.caPEM = caPEM
-		l = tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
-		scheme = "https"
-	}
+	s.caPEM = caPEM
 	s.listener = l
-	s.url = scheme + "://" + l.Addr().String()
+	s.url = url
 	s.httpSrv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 
 	go func() { _ = s.httpSrv.Serve(l) }()
@@ -210,7 +198,7 @@ func (s *Server) Close() {
 		defer cancel()
 		_ = s.httpSrv.Shutdown(ctx)
 	}
-	s.hooks.stop()
+	s.hooks.Stop()
 }
 
 // URL is the API root without a trailing slash, e.g. http://127.0.0.1:8090; use it as the
@@ -231,7 +219,7 @@ func (s *Server) AppKeyPEM() []byte { return append([]byte(nil), s.appKeyPE...) 
 func (s *Server) HTTPClient() *http.Client {
 	c := &http.Client{Timeout: 30 * time.Second}
 	if len(s.caPEM) > 0 {
-		tr, err := trustingTransport(s.caPEM)
+		tr, err := fakeserver.TrustingTransport(s.caPEM)
 		if err != nil {
 			panic(err) // the fake's own certificate
 		}

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sync"
 	"time"
 )
 
@@ -93,85 +92,18 @@ type pendingHook struct {
 	delivery    Delivery
 }
 
-// webhookQueue delivers in order from one goroutine, so a job's queued, in_progress and
-// completed events leave in the order they happened and callers never block on a receiver.
-type webhookQueue struct {
-	s       *Server
-	mu      sync.Mutex
-	items   []pendingHook
-	wake    chan struct{}
-	ctx     context.Context
-	cancel  context.CancelFunc
-	done    chan struct{}
-	started bool
-}
-
-func newWebhookQueue(s *Server) *webhookQueue {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &webhookQueue{s: s, wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
-}
-
-func (q *webhookQueue) start() {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if !q.started {
-		q.started = true
-		go q.run()
-	}
-}
-
-func (q *webhookQueue) stop() {
-	q.cancel()
-	q.mu.Lock()
-	started := q.started
-	q.mu.Unlock()
-	if started {
-		<-q.done
-	}
-}
-
-func (q *webhookQueue) push(h pendingHook) {
-	q.mu.Lock()
-	q.items = append(q.items, h)
-	q.mu.Unlock()
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (q *webhookQueue) run() {
-	defer close(q.done)
-	for {
-		q.mu.Lock()
-		items := q.items
-		q.items = nil
-		q.mu.Unlock()
-		for _, h := range items {
-			if q.ctx.Err() != nil {
-				return
-			}
-			q.send(h)
-		}
-		select {
-		case <-q.ctx.Done():
-			return
-		case <-q.wake:
-		}
-	}
-}
-
-func (q *webhookQueue) send(h pendingHook) {
+// sendHook delivers one queued webhook and records the delivery.
+func (s *Server) sendHook(ctx context.Context, h pendingHook) {
 	d := h.delivery
-	status, err := PostWebhook(q.ctx, q.s.opts.WebhookClient, h.url, []byte(h.secret), d.Event, d.ID, d.Payload)
+	status, err := PostWebhook(ctx, s.opts.WebhookClient, h.url, []byte(h.secret), d.Event, d.ID, d.Payload)
 	d.StatusCode, d.At = status, time.Now()
 	if err != nil {
 		d.Err = err.Error()
 	}
-	q.s.mu.Lock()
-	q.s.deliveries = append(q.s.deliveries, d)
-	q.s.mu.Unlock()
-	q.s.log.Debug("webhook delivered", "action", d.Action, "job", d.JobID, "status", status, "err", d.Err)
+	s.mu.Lock()
+	s.deliveries = append(s.deliveries, d)
+	s.mu.Unlock()
+	s.log.Debug("webhook delivered", "action", d.Action, "job", d.JobID, "status", status, "err", d.Err)
 }
 
 // enqueueJobHookLocked queues a workflow_job delivery for j's current state; the caller holds s.mu.
@@ -180,7 +112,7 @@ func (s *Server) enqueueJobHookLocked(action string, j *Job) {
 		return
 	}
 	body, _ := json.Marshal(s.webhookPayloadLocked(action, j))
-	s.hooks.push(pendingHook{url: s.opts.WebhookURL, secret: s.opts.WebhookSecret, delivery: Delivery{
+	s.hooks.Push(pendingHook{url: s.opts.WebhookURL, secret: s.opts.WebhookSecret, delivery: Delivery{
 		ID: NewDeliveryID(), Event: "workflow_job", Action: action, JobID: j.ID, Payload: body,
 	}})
 }

@@ -1,4 +1,4 @@
-package fakegitlab
+package fakeserver
 
 import (
 	"crypto/ecdsa"
@@ -15,8 +15,30 @@ import (
 	"time"
 )
 
-// trustingTransport is a transport that trusts only caPEM.
-func trustingTransport(caPEM []byte) (*http.Transport, error) {
+// Listen listens on addr ("" means 127.0.0.1:0). With useTLS it serves a one-day self-signed
+// certificate named commonName for the listener's IP and localhost, and returns that
+// certificate's PEM for clients to trust. url is the listener's http:// or https:// root.
+func Listen(addr string, useTLS bool, commonName string) (l net.Listener, url string, caPEM []byte, err error) {
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	if l, err = net.Listen("tcp", addr); err != nil {
+		return nil, "", nil, err
+	}
+	if !useTLS {
+		return l, "http://" + l.Addr().String(), nil, nil
+	}
+	cert, caPEM, err := SelfSigned(l.Addr(), commonName)
+	if err != nil {
+		_ = l.Close()
+		return nil, "", nil, err
+	}
+	l = tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	return l, "https://" + l.Addr().String(), caPEM, nil
+}
+
+// TrustingTransport is a transport that trusts only caPEM.
+func TrustingTransport(caPEM []byte) (*http.Transport, error) {
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {
 		return nil, errors.New("no PEM certificate")
@@ -26,16 +48,16 @@ func trustingTransport(caPEM []byte) (*http.Transport, error) {
 	return tr, nil
 }
 
-// selfSignedCert makes a one-day certificate for the listener's IP and localhost, so tests can
-// exercise HyperFleet's TLS settings (custom CA) against the fake.
-func selfSignedCert(addr net.Addr) (tls.Certificate, []byte, error) {
+// SelfSigned makes a one-day CA certificate named commonName for addr's IP, the loopback
+// addresses and localhost; it returns the key pair and the certificate's PEM.
+func SelfSigned(addr net.Addr, commonName string) (tls.Certificate, []byte, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return tls.Certificate{}, nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(time.Now().UnixNano()),
-		Subject:               pkix.Name{CommonName: "fake-gitlab"},
+		Subject:               pkix.Name{CommonName: commonName},
 		NotBefore:             time.Now().Add(-time.Hour),
 		NotAfter:              time.Now().Add(24 * time.Hour),
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
