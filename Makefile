@@ -89,6 +89,7 @@ fuzz: ## Run every fuzz target for $(FUZZTIME) each (go test runs their seed cor
 .PHONY: bench
 bench: tools ## Benchmarks and their reports (API calls per VM, reconcile cost).
 	go test -run '^$$' -bench . -benchmem ./pkg/... ./test/... | tee bench.txt
+	go test -count=1 -run '^TestCallsPerVMEndToEnd$$' -v ./controllers/ | tee -a bench.txt
 
 .PHONY: bench-scale
 bench-scale: ## Burst of BENCH_SCALE_N (default 1000) VMs against the simulator's load model; writes bench-scale.md.

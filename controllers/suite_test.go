@@ -78,6 +78,9 @@ type testTiming struct {
 	clock clock.PassiveClock
 	// providers are extra provider builders (the in-memory GUID provider).
 	providers map[infrav1.ProviderType]connection.ProviderBuilder
+	// taskPoll and providerTaskPoll, when set, replace the tests' fast task polls (100 ms in the
+	// controllers, 20 ms inside the provider): a run against the load model scales them with it.
+	taskPoll, providerTaskPoll time.Duration
 }
 
 // startManager runs HyperFleet's manager, as the binary would, until the test ends or stop is called.
@@ -121,6 +124,12 @@ func startManagerOn(t *testing.T, e *testenv.Env, mutate func(*config.Manager), 
 		o.Clock = tm.clock
 		o.ProviderTaskPollInterval = 20 * time.Millisecond
 		o.Providers = tm.providers
+		if tm.taskPoll > 0 {
+			o.TaskPollInterval = tm.taskPoll
+		}
+		if tm.providerTaskPoll > 0 {
+			o.ProviderTaskPollInterval = tm.providerTaskPoll
+		}
 	})
 	if err != nil {
 		t.Fatalf("manager: %v", err)
