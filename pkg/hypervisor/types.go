@@ -41,7 +41,9 @@ type Capabilities struct {
 	// VM again among OwnedVMs by its ownership (Owner.ClaimID) and deterministic name.
 	PreallocatedIDs bool
 	// AsyncTasks: long operations return a TaskID to poll with TaskStatus. Without it every
-	// operation is done when it returns, and every TaskID it returns is empty.
+	// Provider operation is done when it returns and returns the empty TaskID; work the
+	// hypervisor goes on with after an optional interface's call returns (a Hyper-V checkpoint
+	// merge or move) may still come back as a TaskID to poll.
 	AsyncTasks bool
 	// Tags: VMs carry hypervisor tags (Proxmox), used for ownership marks and template selection.
 	// Without it ownership lives in the VM's notes only (Hyper-V), ConfigSpec.Tags are kept there

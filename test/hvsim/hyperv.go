@@ -41,7 +41,10 @@ type HyperVConfig struct {
 	PS51Quirks bool
 	// Latency is added to every command.
 	Latency time.Duration
-	Logger  *slog.Logger
+	// MergeDuration is how long Hyper-V merges a removed checkpoint's disk in the background
+	// (300ms when zero).
+	MergeDuration time.Duration
+	Logger        *slog.Logger
 }
 
 type hvHost struct {
@@ -85,6 +88,10 @@ type hvVM struct {
 	adapters        []*hvAdapter
 	ip              string
 	boot            int // increases with every start, so a stale guest cannot stop a new boot
+	checkpointType  string
+	checkpoints     []*hvCheckpoint
+	current         string    // the checkpoint the running state derives from
+	mergeUntil      time.Time // a removed checkpoint's disk is merged until then
 }
 
 // VM states as the module reports them ([int] of Microsoft.HyperV.PowerShell.VMState).
@@ -301,7 +308,7 @@ func (h *HyperV) withVM(host, id string, fn func(*hvHost, *hvVM) error) error {
 
 func (hh *hvHost) newVM(name, dir string) *hvVM {
 	vm := &hvVM{id: uuid.NewString(), name: name, dir: dir, state: hvOff, generation: 2, cpus: 1, memory: 1 << 30,
-		created: time.Now().UTC()}
+		created: time.Now().UTC(), checkpointType: "Production"}
 	hh.vms[vm.id] = vm
 	return vm
 }
@@ -313,7 +320,7 @@ func key(path string) string { return strings.ToLower(path) }
 func (hh *hvHost) usedMemory() int64 {
 	var used int64
 	for _, vm := range hh.vms {
-		if vm.state != hvOff {
+		if vm.state != hvOff && vm.state != hvSaved {
 			used += vm.memory
 		}
 	}

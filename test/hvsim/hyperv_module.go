@@ -35,6 +35,8 @@ type hvInput struct {
 	DiskSizeBytes      int64
 	SecureBootTemplate string
 	Mode               string
+	WithMemory         bool
+	Start              bool
 	Expect             struct{ Installation, OwnerTag, ClaimID string }
 }
 
@@ -100,6 +102,14 @@ func (e *HostExecutor) call(ctx context.Context, psd1, version, function, arg st
 		data, herr = h.removeVM(hh, in)
 	case "Dismount-HFSeed":
 		data, herr = h.dismountSeed(hh, in)
+	case "Get-HFCheckpoints":
+		data, herr = h.getCheckpoints(hh, in)
+	case "New-HFCheckpoint":
+		data, herr = h.newCheckpoint(hh, in)
+	case "Restore-HFCheckpoint":
+		data, herr = h.restoreCheckpoint(hh, in)
+	case "Remove-HFCheckpoint":
+		data, herr = h.removeCheckpoint(hh, in)
 	default:
 		return nil, psErrorRecord(fmt.Sprintf("The term '%s' is not recognized as the name of a cmdlet, function, script file, or operable program.", function),
 			"ObjectNotFound", "CommandNotFoundException"), 1
@@ -181,7 +191,7 @@ func (h *HyperV) vmJSON(vm *hvVM) map[string]any {
 		"ProcessorCount": vm.cpus, "MemoryStartupBytes": vm.memory, "MemoryAssignedBytes": assigned,
 		"UptimeSeconds": uptime, "CreationTime": h.date(vm.created),
 		"IPAddresses": h.strings(ips), "MacAddresses": h.strings(macs), "SwitchName": sw, "VlanId": vlan,
-		"DvdPaths": h.strings(dvds), "HardDiskPaths": h.strings(vm.disks),
+		"DvdPaths": h.strings(dvds), "HardDiskPaths": h.strings(vm.disks), "Merging": vm.merging(),
 	}
 }
 
@@ -394,6 +404,9 @@ func (h *HyperV) removeVM(hh *hvHost, in hvInput) (any, *hvError) {
 	}
 	if vm.state != hvOff {
 		return nil, refuse("Busy", "VM %s is not off (state %d); stop it before deleting it", in.ID, vm.state)
+	}
+	if err := h.mergeBeforeRemove(vm); err != nil {
+		return nil, err
 	}
 	var files []string
 	for _, d := range vm.disks {

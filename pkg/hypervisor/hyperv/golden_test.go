@@ -54,11 +54,15 @@ func TestGoldenScripts(t *testing.T) {
 		"new-vm":        call(fnNewVM, newVMInput{Name: "runner-1", DiskName: p.diskName("runner-1", ownerFixture()), ParentPath: templateDisk, VHDDirectory: cfg.VHDDirectory, VMDirectory: cfg.VMDirectory, Notes: owner, MemoryMiB: DefaultMemoryMiB, SecureBootTemplate: cfg.SecureBootTemplate, Expect: p.expect("claim-1")}),
 		"set-vm": call(fnSetVM, setVMInput{ID: id, Expect: p.expect("claim-1"), Cores: 4, MemoryMiB: 8192, SwitchName: runnerSwitch, VlanID: 42, Notes: owner, DiskSizeBytes: 40 << 30, SeedPath: ref.SeedPath,
 			SeedArchivePath: ref.SeedPath + ".gz", SeedSHA256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"}),
-		"start-vm":         call(fnStartVM, ref),
-		"stop-vm-turnoff":  call(fnStopVM, stop),
-		"stop-vm-shutdown": call(fnStopVM, shutdown),
-		"remove-vm":        call(fnRemoveVM, ref),
-		"dismount-seed":    call(fnDismountSeed, ref),
+		"start-vm":           call(fnStartVM, ref),
+		"stop-vm-turnoff":    call(fnStopVM, stop),
+		"stop-vm-shutdown":   call(fnStopVM, shutdown),
+		"remove-vm":          call(fnRemoveVM, ref),
+		"dismount-seed":      call(fnDismountSeed, ref),
+		"get-checkpoints":    call(fnCheckpoints, checkpointInput{ID: id, Expect: p.expect("")}),
+		"new-checkpoint":     call(fnNewCheckpoint, checkpointInput{ID: id, Expect: p.expect(""), Name: "hf-0f8e7d6c5b4a39281706f5e4d3c2b1a0", WithMemory: true}),
+		"restore-checkpoint": call(fnRestoreCheckpoint, checkpointInput{ID: id, Expect: p.expect(""), Name: "hf-0f8e7d6c5b4a39281706f5e4d3c2b1a0", Start: true}),
+		"remove-checkpoint":  call(fnRemoveCheckpoint, checkpointInput{ID: id, Expect: p.expect(""), Name: "hf-0f8e7d6c5b4a39281706f5e4d3c2b1a0"}),
 	}
 	for name, script := range scripts {
 		t.Run(name, func(t *testing.T) {

@@ -192,6 +192,8 @@ func classOf(class string) error {
 		return hypervisor.ErrInvalid
 	case "Forbidden":
 		return hypervisor.ErrForbidden
+	case "Ambiguous":
+		return hypervisor.ErrAmbiguous
 	default:
 		return hypervisor.ErrTransient
 	}

@@ -31,7 +31,26 @@ var mutations = map[string]func(context.Context, *Provider, hypervisor.VMRef) er
 		_, err := p.Configure(ctx, r, hypervisor.ConfigSpec{Cores: 1})
 		return err
 	},
+	"checkpoint": func(ctx context.Context, p *Provider, r hypervisor.VMRef) error {
+		_, err := p.CreateSnapshot(ctx, r, hypervisor.SnapshotSpec{Name: "hf-new", WithMemory: true})
+		return err
+	},
+	"apply checkpoint": func(ctx context.Context, p *Provider, r hypervisor.VMRef) error {
+		_, err := p.RollbackSnapshot(ctx, r, foreignCheckpoint, true)
+		return err
+	},
+	"remove checkpoint": func(ctx context.Context, p *Provider, r hypervisor.VMRef) error {
+		_, err := p.DeleteSnapshot(ctx, r, foreignCheckpoint)
+		return err
+	},
+	"list checkpoints": func(ctx context.Context, p *Provider, r hypervisor.VMRef) error {
+		_, err := p.Snapshots(ctx, r)
+		return err
+	},
 }
+
+// foreignCheckpoint is the checkpoint every foreign VM carries, named as HyperFleet names its own.
+const foreignCheckpoint = "hf-0123456789abcdef"
 
 // TestForeignVMsAreNeverChanged plays someone whose VMs share the hosts: a VM without Notes,
 // another installation's runner, another HypervisorCluster's runner of this installation, a
@@ -58,13 +77,18 @@ func TestForeignVMsAreNeverChanged(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if err := env.hv.AddCheckpoint("hv1", id, foreignCheckpoint); err != nil {
+				t.Fatal(err)
+			}
 			ref := hypervisor.VMRef{Node: "hv1", ID: id}
 			for op, call := range mutations {
 				t.Run(name+"/"+op, func(t *testing.T) {
 					g := NewWithT(t)
-					before := simVM(env, "hv1", id)
+					before, checkpoints := simVM(env, "hv1", id), env.hv.Checkpoints("hv1", id)
 					g.Expect(call(ctx, env.p, ref)).To(MatchError(hypervisor.ErrNotOwned))
 					g.Expect(simVM(env, "hv1", id)).To(Equal(before))
+					g.Expect(env.hv.Checkpoints("hv1", id)).To(Equal(checkpoints))
+					g.Expect(env.hv.Merging("hv1", id)).To(BeFalse())
 				})
 			}
 			vm, err := env.p.VM(ctx, ref)

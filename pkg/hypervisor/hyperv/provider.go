@@ -47,7 +47,8 @@ func New(cfg Config, newShell func(Host, Config) (Shell, error)) (*Provider, err
 }
 
 // Capabilities: differencing disks are linked clones; Hyper-V assigns the VM ID (a GUID) when it
-// creates the VM; every operation is synchronous; ownership lives in the VM's Notes.
+// creates the VM; every VM operation is synchronous (a checkpoint's merge is followed as a task);
+// ownership lives in the VM's Notes.
 func (p *Provider) Capabilities() hypervisor.Capabilities {
 	return hypervisor.Capabilities{LinkedClones: true, PreallocatedIDs: false, AsyncTasks: false, Tags: false}
 }
@@ -148,14 +149,6 @@ func (p *Provider) Nodes(ctx context.Context) ([]hypervisor.Node, error) {
 // NextID is not offered: Hyper-V assigns a VM's ID when it creates the VM (PreallocatedIDs false).
 func (p *Provider) NextID(context.Context, int) (int, error) {
 	return 0, hypervisor.Errorf(hypervisor.ErrUnsupported, "next VM ID", "Hyper-V assigns VM IDs itself; find a VM again by its name and ownership")
-}
-
-// TaskStatus: every operation is synchronous, so the empty task is done and any other is unknown.
-func (p *Provider) TaskStatus(_ context.Context, node string, id hypervisor.TaskID) (hypervisor.TaskState, error) {
-	if id == "" {
-		return hypervisor.TaskState{Done: true}, nil
-	}
-	return hypervisor.TaskState{}, hypervisor.Errorf(hypervisor.ErrNotFound, "task status", "Hyper-V runs no tasks; %q on %s is not one of HyperFleet's", id, node)
 }
 
 // lowerGUID normalises a VM ID: Hyper-V prints GUIDs in lower case, users may not.

@@ -40,6 +40,10 @@ func (p *Provider) toVM(node string, w wireVM) hypervisor.VM {
 		MemoryMiB: int(w.MemoryStartupBytes >> 20),
 		Owner:     p.ownerFromNotes(w.Notes),
 	}
+	if w.Merging {
+		// Checkpoints, moves and deletion wait for the merge, as for a Proxmox lock.
+		vm.Lock = "merge"
+	}
 	if vm.State == hypervisor.PowerStateRunning {
 		vm.Uptime = time.Duration(w.UptimeSeconds) * time.Second
 	}

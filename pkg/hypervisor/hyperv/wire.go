@@ -212,6 +212,8 @@ type wireVM struct {
 	VlanID              int `json:"VlanId"`
 	DvdPaths            psList[string]
 	HardDiskPaths       psList[string]
+	// Merging: Hyper-V is merging a removed checkpoint's disk.
+	Merging bool
 }
 
 // wireHost is a host's capacity.

@@ -145,7 +145,15 @@ function ConvertTo-HFVM($VM) {
         VlanId              = $vlan
         DvdPaths            = @($dvds)
         HardDiskPaths       = @($disks)
+        Merging             = (Test-HFMerging $VM)
     }
+}
+
+# Test-HFMerging reports whether Hyper-V is merging a removed checkpoint's differencing disk into
+# its parent, which it does in the background after Remove-VMSnapshot; Get-VM's Status says
+# "Merging disks" meanwhile.
+function Test-HFMerging($VM) {
+    return ([string]$VM.Status) -like 'Merging*'
 }
 
 # Get-HFInventory: the host's capacity and every VM on it, in one call (for placement and the sweep).
@@ -369,6 +377,14 @@ function Remove-HFVM([string]$InputBase64) {
         if ([int]$vm.State -ne 3) {
             throw (New-HFError 'Busy' "VM $($in.Id) is not off (state $([int]$vm.State)); stop it before deleting it")
         }
+        # Checkpoints first: removing them merges their disks back into the VM's own differencing
+        # disk in the background, and only that disk is HyperFleet's to delete. The caller retries.
+        Assert-HFNotMerging $vm
+        $checkpoints = @(Get-VMSnapshot -VM $vm)
+        if ($checkpoints.Count -gt 0) {
+            $checkpoints | Remove-VMSnapshot -Confirm:$false
+            throw (New-HFError 'Busy' "VM $($in.Id) had $($checkpoints.Count) checkpoints; they are being merged, delete it again once that is done")
+        }
         $files = @()
         foreach ($d in @(Get-VMHardDiskDrive -VM $vm)) {
             if ($d.Path -and (Get-VHD -Path $d.Path).VhdType.ToString() -eq 'Differencing') { $files += [string]$d.Path }
@@ -405,4 +421,108 @@ function Dismount-HFSeed([string]$InputBase64) {
     }
 }
 
-Export-ModuleMember -Function Get-HFInventory, Get-HFVM, Find-HFTemplate, New-HFVM, Set-HFVM, Start-HFVM, Stop-HFVM, Remove-HFVM, Dismount-HFSeed
+# Checkpoints. Hyper-V lets two checkpoints of a VM share a name; HyperFleet does not: New-HFCheckpoint
+# refuses a name the VM already has, and the other functions resolve the name to exactly one
+# checkpoint, refuse a name two checkpoints share (an operator made another one by hand) and act on
+# that checkpoint object, found by its Id. Every function proves the VM is ours first.
+
+function ConvertTo-HFCheckpoint($S) {
+    $parent = ''
+    if ($S.ParentSnapshotName) { $parent = [string]$S.ParentSnapshotName }
+    return @{
+        Id           = $S.Id.ToString()
+        Name         = [string]$S.Name
+        Parent       = $parent
+        CreationTime = $S.CreationTime.ToUniversalTime().ToString('o')
+        SnapshotType = [string]$S.SnapshotType
+        # A standard checkpoint of a running VM holds its memory (saved state); any other
+        # checkpoint holds the disks and the configuration only.
+        State        = [int]$S.State
+    }
+}
+
+function Get-HFCheckpointByName($VM, [string]$Name) {
+    $found = @(Get-VMSnapshot -VM $VM | Where-Object { $_.Name -ceq $Name })
+    if ($found.Count -eq 0) { throw (New-HFError 'NotFound' "checkpoint '$Name' does not exist on VM $($VM.Id)") }
+    if ($found.Count -gt 1) {
+        throw (New-HFError 'Ambiguous' "$($found.Count) checkpoints of VM $($VM.Id) are named '$Name'; HyperFleet acts on none of them")
+    }
+    return $found[0]
+}
+
+function Assert-HFNotMerging($VM) {
+    if (Test-HFMerging $VM) {
+        throw (New-HFError 'Busy' "VM $($VM.Id) is merging a removed checkpoint's disk; try again when the merge is done")
+    }
+}
+
+# Get-HFCheckpoints: an owned VM's checkpoints, oldest first, and whether a merge runs.
+function Get-HFCheckpoints([string]$InputBase64) {
+    Invoke-HFOperation {
+        $in = ConvertFrom-HFInput $InputBase64
+        $vm = Get-HFOwnedVM $in
+        $list = @()
+        foreach ($s in @(Get-VMSnapshot -VM $vm | Sort-Object CreationTime)) { $list += (ConvertTo-HFCheckpoint $s) }
+        return @{ Checkpoints = @($list); Merging = (Test-HFMerging $vm) }
+    }
+}
+
+# New-HFCheckpoint: WithMemory takes a standard checkpoint (disks, configuration and, for a running
+# VM, its memory); without it a production checkpoint (the guest's own backup service quiesces
+# its file systems, no memory), ProductionOnly so that a guest without that service fails the call
+# instead of falling back to a standard checkpoint with memory. The VM's own checkpoint type is
+# put back afterwards; a VM whose checkpoints an operator disabled is refused.
+function New-HFCheckpoint([string]$InputBase64) {
+    Invoke-HFOperation {
+        $in = ConvertFrom-HFInput $InputBase64
+        $vm = Get-HFOwnedVM $in
+        $previous = [string]$vm.CheckpointType
+        if ($previous -eq 'Disabled') {
+            throw (New-HFError 'Invalid' "checkpoints are disabled on VM $($in.Id) ($($vm.Name)): its CheckpointType is Disabled")
+        }
+        Assert-HFNotMerging $vm
+        if (@(Get-VMSnapshot -VM $vm | Where-Object { $_.Name -ceq $in.Name }).Count -gt 0) {
+            throw (New-HFError 'AlreadyExists' "checkpoint name '$($in.Name)' already used on VM $($in.Id)")
+        }
+        $type = 'ProductionOnly'
+        if ($in.WithMemory) { $type = 'Standard' }
+        Set-VM -VM $vm -CheckpointType $type
+        try {
+            Checkpoint-VM -VM $vm -SnapshotName $in.Name
+        } finally {
+            Set-VM -VM $vm -CheckpointType $previous
+        }
+        return @{ Checkpoint = (ConvertTo-HFCheckpoint (Get-HFCheckpointByName $vm $in.Name)) }
+    }
+}
+
+# Restore-HFCheckpoint applies a checkpoint. Hyper-V leaves the VM Off after a checkpoint without
+# memory and Saved after one with memory; HyperFleet starts it again when Start is set, and always
+# after a checkpoint with memory, so that it resumes where it was.
+function Restore-HFCheckpoint([string]$InputBase64) {
+    Invoke-HFOperation {
+        $in = ConvertFrom-HFInput $InputBase64
+        $vm = Get-HFOwnedVM $in
+        Assert-HFNotMerging $vm
+        $s = Get-HFCheckpointByName $vm $in.Name
+        Restore-VMSnapshot -VMSnapshot $s -Confirm:$false
+        $vm = Get-VM -Id $vm.Id
+        if ($in.Start -or [int]$vm.State -eq 6) { Start-VM -VM $vm }
+        return @{ VM = (ConvertTo-HFVM (Get-VM -Id $vm.Id)) }
+    }
+}
+
+# Remove-HFCheckpoint removes one checkpoint (its children move up to its parent). Hyper-V merges
+# the checkpoint's differencing disk in the background; Merging says whether that runs.
+function Remove-HFCheckpoint([string]$InputBase64) {
+    Invoke-HFOperation {
+        $in = ConvertFrom-HFInput $InputBase64
+        $vm = Get-HFOwnedVM $in
+        Assert-HFNotMerging $vm
+        $s = Get-HFCheckpointByName $vm $in.Name
+        Remove-VMSnapshot -VMSnapshot $s -Confirm:$false
+        return @{ Merging = (Test-HFMerging (Get-VM -Id $vm.Id)) }
+    }
+}
+
+Export-ModuleMember -Function Get-HFInventory, Get-HFVM, Find-HFTemplate, New-HFVM, Set-HFVM, Start-HFVM, Stop-HFVM, Remove-HFVM, Dismount-HFSeed, Get-HFCheckpoints, New-HFCheckpoint, Restore-HFCheckpoint, Remove-HFCheckpoint
