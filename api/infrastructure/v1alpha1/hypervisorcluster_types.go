@@ -89,6 +89,12 @@ type HypervisorClusterSpec struct {
 	// +optional
 	HyperV *HyperVClusterParameters `json:"hyperv,omitempty"`
 
+	// limits bound the clones and deletes HyperFleet runs at once, per host and per storage;
+	// claims beyond them wait their turn (condition reason WaitingForSlot).
+	// +optional
+	// +kubebuilder:default={}
+	Limits HypervisorClusterLimits `json:"limits,omitempty,omitzero"`
+
 	// healthCheckInterval is how often the API is probed and, at the same time, how often stopped
 	// VMs are swept. Default 30s.
 	// +optional
