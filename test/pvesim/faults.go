@@ -33,6 +33,10 @@ type Fault struct {
 	TaskExitStatus string `json:"taskExitStatus,omitempty"`
 	// TaskDuration overrides how long the started task runs.
 	TaskDuration time.Duration `json:"taskDuration,omitempty"`
+	// LoseResponse lets the request be carried out (a clone starts, a VM is destroyed) and then
+	// closes the connection without an answer, as a proxy or network that drops the response
+	// does: the client cannot tell whether its request took effect.
+	LoseResponse bool `json:"loseResponse,omitempty"`
 	// OmitNodes makes a GET /cluster/resources answer leave out the VMs of these nodes, as an
 	// incomplete listing does (a node whose status did not reach the cluster in time).
 	OmitNodes []string `json:"omitNodes,omitempty"`
@@ -47,6 +51,11 @@ type faultState struct {
 // isTaskFault reports whether the fault acts on the task rather than the answer.
 func (f *Fault) isTaskFault() bool {
 	return f.Status == 0 && !f.Hang && f.Latency == 0 && (f.TaskExitStatus != "" || f.TaskDuration > 0)
+}
+
+// isLostResponseFault reports whether the fault drops the answer of a request carried out.
+func (f *Fault) isLostResponseFault() bool {
+	return f.LoseResponse && f.Status == 0 && !f.Hang && f.Latency == 0
 }
 
 // isListingFault reports whether the fault shapes a listing's content rather than the answer.
@@ -138,7 +147,7 @@ func (s *Simulator) applyFaults(w http.ResponseWriter, r *http.Request, key stri
 	s.mu.Lock()
 	var hitFault *Fault
 	for _, f := range append([]*faultState(nil), s.faults...) {
-		if f.isTaskFault() || f.isListingFault() {
+		if f.isTaskFault() || f.isListingFault() || f.isLostResponseFault() {
 			continue
 		}
 		if s.hit(f, key) {
@@ -178,6 +187,19 @@ func (s *Simulator) applyFaults(w http.ResponseWriter, r *http.Request, key stri
 		msg += "\n"
 	}
 	return &apiError{Code: hitFault.Status, Message: msg, Errors: hitFault.Errors}, true
+}
+
+// responseLost reports whether a lost-response fault hits the request to key, which was carried
+// out: its answer must not be sent.
+func (s *Simulator) responseLost(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, f := range append([]*faultState(nil), s.faults...) {
+		if f.isLostResponseFault() && s.hit(f, key) {
+			return true
+		}
+	}
+	return false
 }
 
 // omittedNodes returns the nodes a listing fault hides from a listing answered for key. Called

@@ -37,6 +37,27 @@ func TestFaultInjection(t *testing.T) {
 		g.Expect(s.Faults()).To(BeEmpty())
 	})
 
+	t.Run("a lost response: the clone is carried out, the client gets no answer", func(t *testing.T) {
+		g := NewWithT(t)
+		s := StartForTest(t, Config{})
+		ctx := testCtx(t)
+		tmpl := &proxmox.VirtualMachine{}
+		tmpl.New(tokenClient(t, s), "pve1", 9000)
+		s.InjectFault(Fault{Endpoint: cloneEndpoint, Count: 1, LoseResponse: true})
+		_, _, err := tmpl.Clone(ctx, &proxmox.VirtualMachineCloneOptions{NewID: 410})
+		g.Expect(err).To(HaveOccurred(), "the connection closes without an answer")
+		g.Eventually(func() []int {
+			var ids []int
+			for _, vm := range s.VMs() {
+				ids = append(ids, vm.VMID)
+			}
+			return ids
+		}, 5*time.Second, 20*time.Millisecond).Should(ContainElement(410), "yet the clone was made")
+		_, task, err := tmpl.Clone(ctx, &proxmox.VirtualMachineCloneOptions{NewID: 411})
+		g.Expect(err).NotTo(HaveOccurred(), "the next request is answered")
+		waitOK(ctx, g, task)
+	})
+
 	t.Run("rate is seeded and roughly honoured", func(t *testing.T) {
 		g := NewWithT(t)
 		count := func() int {

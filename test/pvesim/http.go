@@ -136,6 +136,10 @@ func (s *Simulator) serveAPI(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if s.responseLost(key) {
+		refuse(w) // closes the connection unanswered
+		return
+	}
 	s.writeData(w, data)
 }
 
