@@ -23,7 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
@@ -426,9 +428,27 @@ func (r *MachineClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 			util.MachineToInfrastructureMapFunc(infrav1.GroupVersion.WithKind("MachineClaim")))).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(clusterToClaims),
 			builder.WithPredicates(predicates.ClusterPausedTransitionsOrInfrastructureProvisioned(mgr.GetScheme(), log))).
-		Watches(&infrav1.HypervisorCluster{}, handler.EnqueueRequestsFromMapFunc(r.hypervisorClusterToClaims)).
+		Watches(&infrav1.HypervisorCluster{}, handler.EnqueueRequestsFromMapFunc(r.hypervisorClusterToClaims),
+			builder.WithPredicates(hypervisorClusterChangedForClaims())).
 		Watches(&bootstrapv1.BootstrapConfig{}, handler.EnqueueRequestsFromMapFunc(r.bootstrapConfigToClaim)).
 		Complete(tracing.Reconciler("machineclaim", r))
+}
+
+// hypervisorClusterChangedForClaims passes the HypervisorCluster changes its claims act on: its
+// spec (nodes in maintenance, allowed nodes, VMID range), whether it is available, and its
+// deletion. Every sweep writes status.lastSweepTime and status.ownedVMs; waking every waiting
+// claim for that made each poll its task or guest agent again, once per sweep.
+func hypervisorClusterChangedForClaims() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		before, okBefore := e.ObjectOld.(*infrav1.HypervisorCluster)
+		after, okAfter := e.ObjectNew.(*infrav1.HypervisorCluster)
+		if !okBefore || !okAfter {
+			return true
+		}
+		return before.Generation != after.Generation ||
+			before.DeletionTimestamp.IsZero() != after.DeletionTimestamp.IsZero() ||
+			conditions.IsTrue(before, infrav1.HypervisorClusterAvailableCondition) != conditions.IsTrue(after, infrav1.HypervisorClusterAvailableCondition)
+	}}
 }
 
 // hypervisorClusterToClaims wakes the claims of a HypervisorCluster when it changes, e.g. becomes
