@@ -194,6 +194,7 @@ func (r *MachineClaimReconciler) reconcileNormal(ctx context.Context, s *claimSc
 	for _, step := range []func(context.Context, *claimScope) (ctrl.Result, error){
 		r.reconcileClusterInfrastructure,
 		r.reconcileHypervisorCluster,
+		r.reconcileHardwareSupport,
 		r.reconcileLostStatus,
 		r.reconcileBootstrapData,
 		r.reconcileVM,

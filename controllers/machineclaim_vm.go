@@ -248,6 +248,7 @@ func (r *MachineClaimReconciler) reconcileConfigure(ctx context.Context, s *clai
 		MemoryMiB:   int(c.Spec.MemoryMiB),
 		Tags:        c.Spec.Tags,
 		Description: fmt.Sprintf("HyperFleet MachineClaim %s/%s", c.Namespace, c.Name),
+		ExtraDisks:  extraDisks(c),
 	}
 	if n := c.Spec.Network; n != nil {
 		// An empty name is the provider's default (Proxmox vmbr0, the template's Hyper-V switch).

@@ -49,6 +49,9 @@ type Capabilities struct {
 	// Without it ownership lives in the VM's notes only (Hyper-V), ConfigSpec.Tags are kept there
 	// too, and VM.Tags and Template.Tags report them back.
 	Tags bool
+	// ExtraDisks: Configure creates ConfigSpec.ExtraDisks (Proxmox). A provider without it
+	// refuses a ConfigSpec that has any with ErrUnsupported.
+	ExtraDisks bool
 }
 
 // Ownership is the metadata HyperFleet stamps on every VM it creates. A VM without it is foreign and
@@ -203,6 +206,21 @@ type ConfigSpec struct {
 	Disk *DiskSpec
 	// CloudInit, when set, is the VM's NoCloud data; it replaces any the VM had.
 	CloudInit *CloudInitData
+	// ExtraDisks are new, empty disks, made once: a disk whose Name the VM already carries is left
+	// as it is (never resized or replaced), so applying the same spec twice adds nothing.
+	ExtraDisks []ExtraDisk
+}
+
+// ExtraDisk is an empty disk created with a VM.
+type ExtraDisk struct {
+	// Name identifies the disk on the VM (the disk's serial number); it is how a retried
+	// Configure recognises a disk it made before.
+	Name    string
+	SizeGiB int
+	// Storage holds the disk; empty is the storage of the VM's boot disk.
+	Storage string
+	// Bus is "scsi" (default), "virtio" or "sata".
+	Bus string
 }
 
 // DiskSpec is the size a VM disk must have at least.

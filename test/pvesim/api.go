@@ -2,6 +2,7 @@ package pvesim
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 )
 
@@ -207,4 +208,19 @@ func (s *Simulator) PutStorageFile(node, volid string, data []byte) error {
 	s.putVolume(node, &volume{storage: storeID, volid: volid, content: content, format: fileFormat(name),
 		size: int64(len(data)), data: append([]byte(nil), data...)})
 	return nil
+}
+
+// Volumes lists the volume IDs of disk images that belong to a VM (its vmid), on every node and
+// storage, sorted: what the VM's disks hold in storage accounting, whether attached or unused.
+func (s *Simulator) Volumes(vmid int) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, v := range s.volumes {
+		if v.vmid == vmid && v.content == "images" {
+			out = append(out, v.volid)
+		}
+	}
+	sort.Strings(out)
+	return out
 }

@@ -129,9 +129,13 @@ type BootstrapSpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.hooks) || (has(self.lifecycle) && self.lifecycle == 'Persistent')",message="hooks apply only to a Persistent claim: an Ephemeral runner's VM is destroyed, not stopped"
 // +kubebuilder:validation:XValidation:rule="!has(self.migrationPolicy) || (has(self.lifecycle) && self.lifecycle == 'Persistent')",message="migrationPolicy applies only to a Persistent claim: an Ephemeral runner is drained, not migrated"
 // +kubebuilder:validation:XValidation:rule="(has(self.lifecycle) ? self.lifecycle : 'Ephemeral') == (has(oldSelf.lifecycle) ? oldSelf.lifecycle : 'Ephemeral')",message="lifecycle cannot change: create a new claim instead"
+// +kubebuilder:validation:XValidation:rule="has(self.disks) == has(oldSelf.disks) && (!has(self.disks) || self.disks == oldSelf.disks)",message="disks cannot change once the claim exists: they are created with the VM and never resized, removed or added later; create a new claim instead"
 type MachineClaimSpec struct {
 	// Lifecycle fields (lifecycle, runStrategy, hooks, terminationGracePeriodSeconds, migrationPolicy).
 	MachineClaimLifecycleSpec `json:",inline"`
+
+	// Hardware besides the template's (disks); see machineclaim_hardware_types.go.
+	MachineClaimHardwareSpec `json:",inline"`
 
 	// claimID identifies this claim on its VM. HyperFleet generates it at random before the VM
 	// is created and stamps it, with the claim's namespace and name, on the VM; unlike the

@@ -56,7 +56,8 @@ func (p *Provider) Clone(ctx context.Context, spec hypervisor.CloneSpec) (hyperv
 	return target, hypervisor.TaskID(id), nil
 }
 
-// Configure applies spec with as few calls as PVE allows. One config read proves the VM is ours
+// Configure applies spec with as few calls as PVE allows. Extra disks are allocated by the same
+// config write (see extraDiskParams). One config read proves the VM is ours
 // (tags, or the description block of a fresh clone). The cloud-init ISO, if any, is uploaded
 // first and its upload task awaited: a VM must never boot from a half-copied image. Then one
 // synchronous config write (PUT) sets hardware, network, tags, description and the ISO's CD-ROM.
@@ -97,6 +98,15 @@ func (p *Provider) Configure(ctx context.Context, ref hypervisor.VMRef, spec hyp
 			return "", hypervisor.Errorf(hypervisor.ErrInvalid, op, "%v", err)
 		}
 		params["net0"] = net
+	}
+	if len(spec.ExtraDisks) > 0 {
+		disks, err := extraDiskParams(cfg, spec.ExtraDisks)
+		if err != nil {
+			return "", hypervisor.Errorf(hypervisor.ErrInvalid, op, "%v", err)
+		}
+		for k, v := range disks {
+			params[k] = v
+		}
 	}
 	if spec.CloudInit != nil {
 		if err := p.putCloudInitISO(ctx, op, ref, *spec.CloudInit); err != nil {

@@ -1,0 +1,93 @@
+package proxmox
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
+	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
+)
+
+// TestExtraDiskParams: each new disk takes the lowest free slot of its bus, its storage defaults to
+// the boot disk's, and a disk the VM already carries (by serial) is never allocated again.
+func TestExtraDiskParams(t *testing.T) {
+	boot := map[string]string{"scsi0": "local-lvm:vm-100-disk-0,size=32G", "boot": "order=scsi0;net0", "ide3": "local:iso/x.iso,media=cdrom"}
+	with := func(extra map[string]string) map[string]string {
+		out := map[string]string{}
+		for k, v := range boot {
+			out[k] = v
+		}
+		for k, v := range extra {
+			out[k] = v
+		}
+		return out
+	}
+	cases := []struct {
+		name  string
+		cfg   map[string]string
+		disks []hypervisor.ExtraDisk
+		want  map[string]any
+		err   string
+	}{
+		{name: "defaults: scsi on the boot disk's storage", cfg: boot,
+			disks: []hypervisor.ExtraDisk{{Name: "data", SizeGiB: 20}},
+			want:  map[string]any{"scsi1": "local-lvm:20,serial=data"}},
+		{name: "buses and storages", cfg: boot,
+			disks: []hypervisor.ExtraDisk{{Name: "a", SizeGiB: 1, Bus: "virtio", Storage: "ceph"}, {Name: "b", SizeGiB: 2, Bus: "sata"}, {Name: "c", SizeGiB: 3}},
+			want:  map[string]any{"virtio0": "ceph:1,serial=a", "sata0": "local-lvm:2,serial=b", "scsi1": "local-lvm:3,serial=c"}},
+		{name: "taken slots are skipped", cfg: with(map[string]string{"scsi1": "local-lvm:vm-100-disk-1,size=1G", "unused0": "local-lvm:vm-100-disk-9"}),
+			disks: []hypervisor.ExtraDisk{{Name: "data", SizeGiB: 5}},
+			want:  map[string]any{"scsi2": "local-lvm:5,serial=data"}},
+		{name: "a disk made by an earlier attempt is kept", cfg: with(map[string]string{"scsi1": "local-lvm:vm-100-disk-1,serial=data,size=20G"}),
+			disks: []hypervisor.ExtraDisk{{Name: "data", SizeGiB: 20}, {Name: "logs", SizeGiB: 4}},
+			want:  map[string]any{"scsi2": "local-lvm:4,serial=logs"}},
+		{name: "a bigger size never resizes an existing disk", cfg: with(map[string]string{"scsi1": "local-lvm:vm-100-disk-1,serial=data,size=20G"}),
+			disks: []hypervisor.ExtraDisk{{Name: "data", SizeGiB: 200}},
+			want:  map[string]any{}},
+		{name: "full bus", cfg: with(map[string]string{"sata0": "x:1", "sata1": "x:1", "sata2": "x:1", "sata3": "x:1", "sata4": "x:1", "sata5": "x:1"}),
+			disks: []hypervisor.ExtraDisk{{Name: "data", SizeGiB: 1, Bus: "sata"}}, err: "every sata slot"},
+		{name: "unknown bus", cfg: boot, disks: []hypervisor.ExtraDisk{{Name: "data", SizeGiB: 1, Bus: "ide"}}, err: "bus"},
+		{name: "name with a separator", cfg: boot, disks: []hypervisor.ExtraDisk{{Name: "a,b", SizeGiB: 1}}, err: "DNS label"},
+		{name: "no storage to default to", cfg: map[string]string{}, disks: []hypervisor.ExtraDisk{{Name: "data", SizeGiB: 1}}, err: "no storage"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			got, err := extraDiskParams(tc.cfg, tc.disks)
+			if tc.err != "" {
+				g.Expect(err).To(MatchError(ContainSubstring(tc.err)))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(got).To(Equal(tc.want))
+		})
+	}
+}
+
+// TestExtraDisksOnTheSimulator: Configure allocates the disks on the simulated storage; a second
+// Configure with the same spec adds nothing; destroying the VM frees every volume it had.
+func TestExtraDisksOnTheSimulator(t *testing.T) {
+	g := NewWithT(t)
+	ctx := testCtx(t)
+	sim := startSim(t, pvesim.Config{})
+	p := newTestProvider(t, sim, clusterA)
+	ref := cloneOwned(t, p, 4100, ownerFor(clusterA, "disks"))
+	spec := hypervisor.ConfigSpec{ExtraDisks: []hypervisor.ExtraDisk{{Name: "data", SizeGiB: 20}, {Name: "scratch", SizeGiB: 4, Bus: "virtio"}}}
+	for range 2 {
+		task, err := p.Configure(ctx, ref, spec)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(task).To(BeEmpty())
+	}
+	vm := simVM(t, sim, 4100)
+	g.Expect(vm.Disks["scsi1"]).To(MatchRegexp(`^local-lvm:vm-4100-disk-\d+,serial=data,size=20G$`))
+	g.Expect(vm.Disks["virtio0"]).To(MatchRegexp(`^local-lvm:vm-4100-disk-\d+,serial=scratch,size=4G$`))
+	g.Expect(vm.Disks).NotTo(HaveKey("scsi2"), "the second Configure adds no disk")
+	g.Expect(vm.Disks).NotTo(HaveKey("unused0"), "and replaces none")
+	g.Expect(sim.Volumes(4100)).To(HaveLen(3), "the linked clone's disk and two new ones")
+
+	task, err := p.Delete(ctx, ref)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(waitTaskDone(t, p, task)).To(Succeed())
+	g.Expect(sim.Volumes(4100)).To(BeEmpty(), "destroying the VM frees its extra disks")
+}
