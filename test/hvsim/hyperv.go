@@ -24,10 +24,12 @@ type HyperV struct {
 	hosts  map[string]*hvHost
 	boots  map[string]*hvBootRun
 	faults []*hvFault
-	ipSeq  int
-	calls  map[string]int
-	wg     sync.WaitGroup
-	closed bool
+	// moveFaults: the next move from a host fails with this text.
+	moveFaults map[string]string
+	ipSeq      int
+	calls      map[string]int
+	wg         sync.WaitGroup
+	closed     bool
 }
 
 // HyperVConfig configures the simulated hosts.
@@ -44,7 +46,9 @@ type HyperVConfig struct {
 	// MergeDuration is how long Hyper-V merges a removed checkpoint's disk in the background
 	// (300ms when zero).
 	MergeDuration time.Duration
-	Logger        *slog.Logger
+	// MoveDuration is how long a move's migration job runs (500ms when zero).
+	MoveDuration time.Duration
+	Logger       *slog.Logger
 }
 
 type hvHost struct {
@@ -55,6 +59,12 @@ type hvHost struct {
 	switches map[string]bool
 	files    map[string]*hvFile // by lower-cased path
 	vms      map[string]*hvVM   // by lower-case GUID
+	// migration is live migration's switch (off until enabled, as on Hyper-V), processor the
+	// host's processor model, missing the folders that are not there, moves its migration jobs.
+	migration bool
+	processor string
+	missing   []string
+	moves     []*hvMove
 }
 
 // hvFile is a file on a host: a virtual disk (vhdx, with its parent for a differencing disk), an
@@ -92,6 +102,8 @@ type hvVM struct {
 	checkpoints     []*hvCheckpoint
 	current         string    // the checkpoint the running state derives from
 	mergeUntil      time.Time // a removed checkpoint's disk is merged until then
+	processorCompat bool
+	moving          string // the migration job moving the VM
 }
 
 // VM states as the module reports them ([int] of Microsoft.HyperV.PowerShell.VMState).
@@ -107,14 +119,14 @@ func NewHyperV(cfg HyperVConfig) *HyperV {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &HyperV{cfg: cfg, log: log, hosts: map[string]*hvHost{}, boots: map[string]*hvBootRun{}, calls: map[string]int{}}
+	return &HyperV{cfg: cfg, log: log, hosts: map[string]*hvHost{}, boots: map[string]*hvBootRun{}, calls: map[string]int{}, moveFaults: map[string]string{}}
 }
 
 // AddHost adds a host with cpus logical processors, memoryMiB of memory and the given switches.
 func (h *HyperV) AddHost(name string, cpus int, memoryMiB int64, switches ...string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	host := &hvHost{name: name, cpus: cpus, memory: memoryMiB << 20, version: "10.0.20348",
+	host := &hvHost{name: name, cpus: cpus, memory: memoryMiB << 20, version: "10.0.20348", processor: "Intel(R) Xeon(R) Gold 6338",
 		switches: map[string]bool{}, files: map[string]*hvFile{}, vms: map[string]*hvVM{}}
 	for _, s := range switches {
 		host.switches[s] = true

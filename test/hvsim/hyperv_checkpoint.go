@@ -147,6 +147,9 @@ func (h *HyperV) newCheckpoint(hh *hvHost, in hvInput) (any, *hvError) {
 	if err != nil {
 		return nil, err
 	}
+	if err := vm.refuseMoving(); err != nil {
+		return nil, err
+	}
 	if vm.checkpointType == "Disabled" {
 		return nil, refuse("Invalid", "checkpoints are disabled on VM %s (%s): its CheckpointType is Disabled", in.ID, vm.name)
 	}
@@ -174,6 +177,9 @@ func (h *HyperV) restoreCheckpoint(hh *hvHost, in hvInput) (any, *hvError) {
 	if err != nil {
 		return nil, err
 	}
+	if err := vm.refuseMoving(); err != nil {
+		return nil, err
+	}
 	if err := vm.refuseMerging(); err != nil {
 		return nil, err
 	}
@@ -199,6 +205,9 @@ func (h *HyperV) restoreCheckpoint(hh *hvHost, in hvInput) (any, *hvError) {
 func (h *HyperV) removeCheckpoint(hh *hvHost, in hvInput) (any, *hvError) {
 	vm, err := hh.ownedVM(in)
 	if err != nil {
+		return nil, err
+	}
+	if err := vm.refuseMoving(); err != nil {
 		return nil, err
 	}
 	if err := vm.refuseMerging(); err != nil {

@@ -16,28 +16,34 @@ import (
 
 // hvInput is the JSON argument of a module function; each function reads the fields it needs.
 type hvInput struct {
-	ID                 string `json:"Id"`
-	Name               string
-	DiskName           string
-	ParentPath         string
-	VHDDirectory       string
-	VMDirectory        string
-	TemplateDirectory  string
-	SeedDirectory      string
-	SeedPath           string
-	SeedArchivePath    string
-	SeedSHA256         string
-	Notes              string
-	SwitchName         string
-	VlanID             int `json:"VlanId"`
-	Cores              int
-	MemoryMiB          int64
-	DiskSizeBytes      int64
-	SecureBootTemplate string
-	Mode               string
-	WithMemory         bool
-	Start              bool
-	Expect             struct{ Installation, OwnerTag, ClaimID string }
+	ID                     string `json:"Id"`
+	Name                   string
+	DiskName               string
+	ParentPath             string
+	VHDDirectory           string
+	VMDirectory            string
+	TemplateDirectory      string
+	SeedDirectory          string
+	SeedPath               string
+	SeedArchivePath        string
+	SeedSHA256             string
+	Notes                  string
+	SwitchName             string
+	VlanID                 int `json:"VlanId"`
+	Cores                  int
+	MemoryMiB              int64
+	DiskSizeBytes          int64
+	SecureBootTemplate     string
+	Mode                   string
+	WithMemory             bool
+	Start                  bool
+	Hosts                  []string
+	Target                 string
+	Online                 bool
+	IncludeStorage         bool
+	DestinationStoragePath string
+	JobID                  string `json:"JobId"`
+	Expect                 struct{ Installation, OwnerTag, ClaimID string }
 }
 
 // hvError is a module function's refusal or a cmdlet's failure, reported in the envelope.
@@ -110,6 +116,14 @@ func (e *HostExecutor) call(ctx context.Context, psd1, version, function, arg st
 		data, herr = h.restoreCheckpoint(hh, in)
 	case "Remove-HFCheckpoint":
 		data, herr = h.removeCheckpoint(hh, in)
+	case "Test-HFMove":
+		data, herr = h.testMove(hh, in)
+	case "Start-HFMove":
+		data, herr = h.startMove(hh, in)
+	case "Get-HFMove":
+		data, herr = h.getMove(hh, in)
+	case "Stop-HFMove":
+		data, herr = h.stopMove(hh, in)
 	default:
 		return nil, psErrorRecord(fmt.Sprintf("The term '%s' is not recognized as the name of a cmdlet, function, script file, or operable program.", function),
 			"ObjectNotFound", "CommandNotFoundException"), 1
@@ -191,7 +205,7 @@ func (h *HyperV) vmJSON(vm *hvVM) map[string]any {
 		"ProcessorCount": vm.cpus, "MemoryStartupBytes": vm.memory, "MemoryAssignedBytes": assigned,
 		"UptimeSeconds": uptime, "CreationTime": h.date(vm.created),
 		"IPAddresses": h.strings(ips), "MacAddresses": h.strings(macs), "SwitchName": sw, "VlanId": vlan,
-		"DvdPaths": h.strings(dvds), "HardDiskPaths": h.strings(vm.disks), "Merging": vm.merging(),
+		"DvdPaths": h.strings(dvds), "HardDiskPaths": h.strings(vm.disks), "Merging": vm.merging(), "Migrating": vm.moving != "",
 	}
 }
 
@@ -316,6 +330,9 @@ func (h *HyperV) setVM(hh *hvHost, in hvInput) (any, *hvError) {
 	if err != nil {
 		return nil, err
 	}
+	if err := vm.refuseMoving(); err != nil {
+		return nil, err
+	}
 	if vm.state != hvOff {
 		return nil, refuse("Busy", "VM %s is not off (state %d); it is configured only while off", in.ID, vm.state)
 	}
@@ -356,6 +373,9 @@ func (h *HyperV) startVM(hh *hvHost, in hvInput) (any, *hvError) {
 	if err != nil {
 		return nil, err
 	}
+	if err := vm.refuseMoving(); err != nil {
+		return nil, err
+	}
 	if vm.state != hvRunning {
 		if hh.memory-hh.usedMemory() < vm.memory {
 			return nil, refuse("Busy", "'%s' failed to start. Not enough memory in the system to start the virtual machine %s.", vm.name, vm.name)
@@ -372,6 +392,9 @@ func (h *HyperV) startVM(hh *hvHost, in hvInput) (any, *hvError) {
 func (h *HyperV) stopVM(hh *hvHost, in hvInput) (any, *hvError) {
 	vm, err := hh.ownedVM(in)
 	if err != nil {
+		return nil, err
+	}
+	if err := vm.refuseMoving(); err != nil {
 		return nil, err
 	}
 	if vm.state == hvOff {
@@ -400,6 +423,9 @@ func (h *HyperV) stopVM(hh *hvHost, in hvInput) (any, *hvError) {
 func (h *HyperV) removeVM(hh *hvHost, in hvInput) (any, *hvError) {
 	vm, err := hh.ownedVM(in)
 	if err != nil {
+		return nil, err
+	}
+	if err := vm.refuseMoving(); err != nil {
 		return nil, err
 	}
 	if vm.state != hvOff {
@@ -435,6 +461,9 @@ func (h *HyperV) removeVM(hh *hvHost, in hvInput) (any, *hvError) {
 func (h *HyperV) dismountSeed(hh *hvHost, in hvInput) (any, *hvError) {
 	vm, err := hh.ownedVM(in)
 	if err != nil {
+		return nil, err
+	}
+	if err := vm.refuseMoving(); err != nil {
 		return nil, err
 	}
 	for i, d := range vm.dvds {

@@ -63,6 +63,10 @@ func TestGoldenScripts(t *testing.T) {
 		"new-checkpoint":     call(fnNewCheckpoint, checkpointInput{ID: id, Expect: p.expect(""), Name: "hf-0f8e7d6c5b4a39281706f5e4d3c2b1a0", WithMemory: true}),
 		"restore-checkpoint": call(fnRestoreCheckpoint, checkpointInput{ID: id, Expect: p.expect(""), Name: "hf-0f8e7d6c5b4a39281706f5e4d3c2b1a0", Start: true}),
 		"remove-checkpoint":  call(fnRemoveCheckpoint, checkpointInput{ID: id, Expect: p.expect(""), Name: "hf-0f8e7d6c5b4a39281706f5e4d3c2b1a0"}),
+		"test-move":          call(fnTestMove, moveInput{ID: id, Expect: p.expect(""), Hosts: []string{"hv2", "hv3"}, DestinationStoragePath: cfg.VHDDirectory}),
+		"start-move":         call(fnStartMove, moveInput{ID: id, Expect: p.expect(""), Target: "hv2", Online: true, IncludeStorage: true, DestinationStoragePath: cfg.VHDDirectory}),
+		"get-move":           call(fnGetMove, moveInput{JobID: "0D5A1C9E-3F7B-4C2A-9E61-5B8D4A2F7C10"}),
+		"stop-move":          call(fnStopMove, moveInput{ID: id, Expect: p.expect(""), JobID: "0D5A1C9E-3F7B-4C2A-9E61-5B8D4A2F7C10"}),
 	}
 	for name, script := range scripts {
 		t.Run(name, func(t *testing.T) {

@@ -47,6 +47,17 @@ var mutations = map[string]func(context.Context, *Provider, hypervisor.VMRef) er
 		_, err := p.Snapshots(ctx, r)
 		return err
 	},
+	"move": func(ctx context.Context, p *Provider, r hypervisor.VMRef) error {
+		_, err := p.Migrate(ctx, r, hypervisor.MigrateSpec{Target: "hv2", Online: true, WithLocalDisks: true})
+		return err
+	},
+	"check moves": func(ctx context.Context, p *Provider, r hypervisor.VMRef) error {
+		_, err := p.CheckMigration(ctx, r)
+		return err
+	},
+	"stop a move": func(ctx context.Context, p *Provider, r hypervisor.VMRef) error {
+		return p.CancelTask(ctx, r.Node, moveTask{vm: r.ID, target: "hv2", job: "0D5A1C9E-0000-4000-8000-000000000001"}.id())
+	},
 }
 
 // foreignCheckpoint is the checkpoint every foreign VM carries, named as HyperFleet names its own.

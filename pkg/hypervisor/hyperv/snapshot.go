@@ -153,6 +153,8 @@ func (p *Provider) TaskStatus(ctx context.Context, node string, id hypervisor.Ta
 		return hypervisor.TaskState{Done: true}, nil
 	case strings.HasPrefix(s, mergeTaskPrefix):
 		return p.mergeStatus(ctx, node, strings.TrimPrefix(s, mergeTaskPrefix))
+	case strings.HasPrefix(s, moveTaskPrefix):
+		return p.moveStatus(ctx, node, id)
 	}
 	return hypervisor.TaskState{}, hypervisor.Errorf(hypervisor.ErrNotFound, "task status", "%q on %s is not a task HyperFleet started on Hyper-V", id, node)
 }

@@ -40,7 +40,11 @@ func (p *Provider) toVM(node string, w wireVM) hypervisor.VM {
 		MemoryMiB: int(w.MemoryStartupBytes >> 20),
 		Owner:     p.ownerFromNotes(w.Notes),
 	}
-	if w.Merging {
+	switch {
+	case w.Migrating:
+		// The module refuses changes while the VM moves, as PVE does for its lock.
+		vm.Lock = "migrate"
+	case w.Merging:
 		// Checkpoints, moves and deletion wait for the merge, as for a Proxmox lock.
 		vm.Lock = "merge"
 	}

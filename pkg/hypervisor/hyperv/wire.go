@@ -214,6 +214,8 @@ type wireVM struct {
 	HardDiskPaths       psList[string]
 	// Merging: Hyper-V is merging a removed checkpoint's disk.
 	Merging bool
+	// Migrating: the VM is moving to another host.
+	Migrating bool
 }
 
 // wireHost is a host's capacity.

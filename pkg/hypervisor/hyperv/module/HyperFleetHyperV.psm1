@@ -146,6 +146,7 @@ function ConvertTo-HFVM($VM) {
         DvdPaths            = @($dvds)
         HardDiskPaths       = @($disks)
         Merging             = (Test-HFMerging $VM)
+        Migrating           = (([string]$VM.Status) -like 'Migrating*')
     }
 }
 
@@ -310,6 +311,7 @@ function Set-HFVM([string]$InputBase64) {
     Invoke-HFOperation {
         $in = ConvertFrom-HFInput $InputBase64
         $vm = Get-HFOwnedVM $in
+        Assert-HFNotMoving $vm
         if ([int]$vm.State -ne 3) {
             throw (New-HFError 'Busy' "VM $($in.Id) is not off (state $([int]$vm.State)); it is configured only while off")
         }
@@ -342,6 +344,7 @@ function Start-HFVM([string]$InputBase64) {
     Invoke-HFOperation {
         $in = ConvertFrom-HFInput $InputBase64
         $vm = Get-HFOwnedVM $in
+        Assert-HFNotMoving $vm
         if ([int]$vm.State -ne 2) { Start-VM -VM $vm }
         return @{ VM = (ConvertTo-HFVM (Get-VM -Id $vm.Id)) }
     }
@@ -353,6 +356,7 @@ function Stop-HFVM([string]$InputBase64) {
     Invoke-HFOperation {
         $in = ConvertFrom-HFInput $InputBase64
         $vm = Get-HFOwnedVM $in
+        Assert-HFNotMoving $vm
         if ([int]$vm.State -eq 3) { return @{ VM = (ConvertTo-HFVM $vm) } }
         if ($in.Mode -eq 'TurnOff') {
             Stop-VM -VM $vm -TurnOff -Force
@@ -374,6 +378,7 @@ function Remove-HFVM([string]$InputBase64) {
     Invoke-HFOperation {
         $in = ConvertFrom-HFInput $InputBase64
         $vm = Get-HFOwnedVM $in
+        Assert-HFNotMoving $vm
         if ([int]$vm.State -ne 3) {
             throw (New-HFError 'Busy' "VM $($in.Id) is not off (state $([int]$vm.State)); stop it before deleting it")
         }
@@ -407,6 +412,7 @@ function Dismount-HFSeed([string]$InputBase64) {
     Invoke-HFOperation {
         $in = ConvertFrom-HFInput $InputBase64
         $vm = Get-HFOwnedVM $in
+        Assert-HFNotMoving $vm
         foreach ($d in @(Get-VMDvdDrive -VM $vm)) {
             if ($d.Path -and ([string]$d.Path) -eq $in.SeedPath) { Set-VMDvdDrive -VMDvdDrive $d -Path $null }
         }
@@ -450,6 +456,13 @@ function Get-HFCheckpointByName($VM, [string]$Name) {
     return $found[0]
 }
 
+# Assert-HFNotMoving refuses to change a VM while it moves to another host.
+function Assert-HFNotMoving($VM) {
+    if (([string]$VM.Status) -like 'Migrating*') {
+        throw (New-HFError 'Busy' "VM $($VM.Id) is being moved to another host; try again when the move is done")
+    }
+}
+
 function Assert-HFNotMerging($VM) {
     if (Test-HFMerging $VM) {
         throw (New-HFError 'Busy' "VM $($VM.Id) is merging a removed checkpoint's disk; try again when the merge is done")
@@ -476,6 +489,7 @@ function New-HFCheckpoint([string]$InputBase64) {
     Invoke-HFOperation {
         $in = ConvertFrom-HFInput $InputBase64
         $vm = Get-HFOwnedVM $in
+        Assert-HFNotMoving $vm
         $previous = [string]$vm.CheckpointType
         if ($previous -eq 'Disabled') {
             throw (New-HFError 'Invalid' "checkpoints are disabled on VM $($in.Id) ($($vm.Name)): its CheckpointType is Disabled")
@@ -503,6 +517,7 @@ function Restore-HFCheckpoint([string]$InputBase64) {
     Invoke-HFOperation {
         $in = ConvertFrom-HFInput $InputBase64
         $vm = Get-HFOwnedVM $in
+        Assert-HFNotMoving $vm
         Assert-HFNotMerging $vm
         $s = Get-HFCheckpointByName $vm $in.Name
         Restore-VMSnapshot -VMSnapshot $s -Confirm:$false
@@ -518,6 +533,7 @@ function Remove-HFCheckpoint([string]$InputBase64) {
     Invoke-HFOperation {
         $in = ConvertFrom-HFInput $InputBase64
         $vm = Get-HFOwnedVM $in
+        Assert-HFNotMoving $vm
         Assert-HFNotMerging $vm
         $s = Get-HFCheckpointByName $vm $in.Name
         Remove-VMSnapshot -VMSnapshot $s -Confirm:$false
@@ -525,4 +541,125 @@ function Remove-HFCheckpoint([string]$InputBase64) {
     }
 }
 
-Export-ModuleMember -Function Get-HFInventory, Get-HFVM, Find-HFTemplate, New-HFVM, Set-HFVM, Start-HFVM, Stop-HFVM, Remove-HFVM, Dismount-HFSeed, Get-HFCheckpoints, New-HFCheckpoint, Restore-HFCheckpoint, Remove-HFCheckpoint
+# Moves. Move-VM is synchronous, and a WinRM call has no way to cancel what it started, so a move
+# runs as the host's own migration job: Start-HFMove starts Move-VM -AsJob, waits until the
+# Virtual Machine Management Service has created the Msvm_MigrationJob for the VM and returns that
+# job's InstanceID. The job belongs to the host, not to the PowerShell session (a PowerShell job,
+# Get-Job, would end with this call's shell), so later calls read it (Get-HFMove) and stop it
+# (Stop-HFMove, RequestStateChange Terminate) by that ID. Hyper-V keeps the VM running on the source
+# until the final switch-over; a job stopped before then leaves it there, and a job past that point
+# is no longer Cancellable and finishes.
+
+$script:VirtNamespace = 'root\virtualization\v2'
+
+function Get-HFMigrationJob([string]$InstanceId) {
+    return @(Get-CimInstance -Namespace $script:VirtNamespace -ClassName Msvm_MigrationJob |
+        Where-Object { $_.InstanceID -eq $InstanceId }) | Select-Object -First 1
+}
+
+# Get-HFMoveProblems is Compare-VM against one destination: the incompatibilities Hyper-V reports,
+# or the error that kept it from comparing (migration not enabled there, the host unreachable).
+function Get-HFMoveProblems($VM, [string]$Destination, [bool]$IncludeStorage, [string]$StoragePath) {
+    $problems = @()
+    try {
+        if ($IncludeStorage) {
+            $report = Compare-VM -VM $VM -DestinationHost $Destination -IncludeStorage -DestinationStoragePath $StoragePath
+        } else {
+            $report = Compare-VM -VM $VM -DestinationHost $Destination
+        }
+        foreach ($i in @($report.Incompatibilities)) { $problems += [string]$i.Message }
+    } catch {
+        $problems += [string]$_.Exception.Message
+    }
+    return @($problems)
+}
+
+# Test-HFMove: whether an owned VM could move to each of Hosts with its storage, and which of its
+# disks are on storage only this host has (not an SMB share or a cluster shared volume).
+function Test-HFMove([string]$InputBase64) {
+    Invoke-HFOperation {
+        $in = ConvertFrom-HFInput $InputBase64
+        $vm = Get-HFOwnedVM $in
+        $local = @()
+        foreach ($d in @(Get-VMHardDiskDrive -VM $vm)) {
+            $p = [string]$d.Path
+            if ($p -and -not $p.StartsWith('\\') -and -not $p.StartsWith($env:SystemDrive + '\ClusterStorage\', [System.StringComparison]::OrdinalIgnoreCase)) { $local += $p }
+        }
+        $hosts = @()
+        foreach ($h in @($in.Hosts)) {
+            $hosts += @{ Name = [string]$h; Problems = @(Get-HFMoveProblems $vm $h $true $in.DestinationStoragePath) }
+        }
+        return @{ Running = ([int]$vm.State -eq 2); LocalDisks = @($local); Hosts = @($hosts) }
+    }
+}
+
+# Start-HFMove: checks the destination with Compare-VM, then starts the move and returns the
+# migration job's InstanceID (empty when the move was already done by the time it looked).
+function Start-HFMove([string]$InputBase64) {
+    Invoke-HFOperation {
+        $in = ConvertFrom-HFInput $InputBase64
+        $vm = Get-HFOwnedVM $in
+        Assert-HFNotMoving $vm
+        Assert-HFNotMerging $vm
+        if ([int]$vm.State -eq 2 -and -not $in.Online) {
+            throw (New-HFError 'Invalid' "VM $($in.Id) is running; a running VM moves live only (Online)")
+        }
+        $problems = @(Get-HFMoveProblems $vm $in.Target ([bool]$in.IncludeStorage) $in.DestinationStoragePath)
+        if ($problems.Count -gt 0) {
+            throw (New-HFError 'Invalid' ("VM $($in.Id) cannot move to $($in.Target): " + ($problems -join ' ')))
+        }
+        $id = $vm.Id.ToString()
+        if ($in.IncludeStorage) {
+            $job = Move-VM -VM $vm -DestinationHost $in.Target -IncludeStorage -DestinationStoragePath $in.DestinationStoragePath -AsJob
+        } else {
+            $job = Move-VM -VM $vm -DestinationHost $in.Target -AsJob
+        }
+        $deadline = (Get-Date).AddSeconds(30)
+        while ((Get-Date) -lt $deadline) {
+            $mj = @(Get-CimInstance -Namespace $script:VirtNamespace -ClassName Msvm_MigrationJob |
+                Where-Object { $_.VirtualSystemName -eq $id -and [int]$_.JobState -lt 7 })
+            if ($mj.Count -gt 0) { return @{ JobId = [string]$mj[0].InstanceID } }
+            if ($job.State -eq 'Failed') { Receive-Job -Job $job -ErrorAction Stop }
+            if ($job.State -eq 'Completed') { return @{ JobId = '' } }
+            Start-Sleep -Milliseconds 200
+        }
+        throw (New-HFError 'Failed' "the move of VM $id to $($in.Target) did not start within 30 seconds")
+    }
+}
+
+# Get-HFMove: a migration job's state (CIM_ConcreteJob JobState: 7 Completed, 8 Terminated,
+# 9 Killed, 10 Exception; below 7 it runs). Read-only: the VM may have left this host.
+function Get-HFMove([string]$InputBase64) {
+    Invoke-HFOperation {
+        $in = ConvertFrom-HFInput $InputBase64
+        $mj = Get-HFMigrationJob $in.JobId
+        if (-not $mj) { return @{ Found = $false } }
+        return @{
+            Found = $true; JobState = [int]$mj.JobState; PercentComplete = [int]$mj.PercentComplete
+            ErrorDescription = [string]$mj.ErrorDescription; Cancellable = [bool]$mj.Cancellable
+        }
+    }
+}
+
+# Stop-HFMove asks Hyper-V to stop an owned VM's migration job (RequestStateChange Terminate).
+function Stop-HFMove([string]$InputBase64) {
+    Invoke-HFOperation {
+        $in = ConvertFrom-HFInput $InputBase64
+        $vm = Get-HFOwnedVM $in
+        $mj = Get-HFMigrationJob $in.JobId
+        if (-not $mj -or $mj.VirtualSystemName -ne $vm.Id.ToString()) {
+            throw (New-HFError 'NotFound' "VM $($in.Id) has no migration job $($in.JobId) on $env:COMPUTERNAME")
+        }
+        if ([int]$mj.JobState -ge 7) { return @{ JobState = [int]$mj.JobState } }
+        if (-not $mj.Cancellable) {
+            throw (New-HFError 'Busy' "the move of VM $($in.Id) is past the point where Hyper-V can stop it; it finishes")
+        }
+        $r = Invoke-CimMethod -InputObject $mj -MethodName RequestStateChange -Arguments @{ RequestedState = [uint16]4 }
+        if ([int]$r.ReturnValue -ne 0 -and [int]$r.ReturnValue -ne 4096) {
+            throw (New-HFError 'Failed' "Hyper-V refused to stop the move of VM $($in.Id) (code $([int]$r.ReturnValue))")
+        }
+        return @{ JobState = [int](Get-HFMigrationJob $in.JobId).JobState }
+    }
+}
+
+Export-ModuleMember -Function Get-HFInventory, Get-HFVM, Find-HFTemplate, New-HFVM, Set-HFVM, Start-HFVM, Stop-HFVM, Remove-HFVM, Dismount-HFSeed, Get-HFCheckpoints, New-HFCheckpoint, Restore-HFCheckpoint, Remove-HFCheckpoint, Test-HFMove, Start-HFMove, Get-HFMove, Stop-HFMove
