@@ -135,6 +135,7 @@ func (r *BootstrapConfigReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 func (r *BootstrapConfigReconciler) reconcileNormal(ctx context.Context, s *bootstrapScope) (ctrl.Result, error) {
 	for _, step := range []func(context.Context, *bootstrapScope) (ctrl.Result, error){
 		r.reconcileClusterInfrastructure,
+		r.reconcileWarmHold,
 		r.reconcileDataSecret,
 		r.reconcileAttestation,
 	} {

@@ -310,8 +310,11 @@ func (r *MachineClaimReconciler) reconcileLostStatus(ctx context.Context, s *cla
 // reconcileBootstrapData reads the bootstrap data Secret: Machine.spec.bootstrap.dataSecretName under
 // Cluster API (and waits for it), spec.bootstrap.dataSecretName for a standalone claim.
 func (r *MachineClaimReconciler) reconcileBootstrapData(ctx context.Context, s *claimScope) (ctrl.Result, error) {
-	if step := s.claim.Status.CompletedStep; step == infrav1.StepConfigured || step == infrav1.StepStarted {
+	if step := s.claim.Status.CompletedStep; (step == infrav1.StepConfigured || step == infrav1.StepStarted) && !warmAwaitsData(s.claim) {
 		return ctrl.Result{}, nil // already delivered
+	}
+	if infrav1.IsWarmHeld(s.claim.Annotations) {
+		return ctrl.Result{}, nil // a warm VM is configured without it, and gets it when started
 	}
 	var name *string
 	if s.machine != nil {

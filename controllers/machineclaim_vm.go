@@ -58,6 +58,9 @@ func (r *MachineClaimReconciler) reconcileVM(ctx context.Context, s *claimScope)
 		case infrav1.StepCloned:
 			res, err = r.reconcileConfigure(ctx, s)
 		case infrav1.StepConfigured:
+			if hold, res, err := r.reconcileWarm(ctx, s); hold || err != nil {
+				return res, err
+			}
 			res, err = r.reconcileStart(ctx, s)
 		default:
 			return r.reconcileRunning(ctx, s)

@@ -222,10 +222,14 @@ func (r *RunnerPoolReconciler) reconcileReplicas(ctx context.Context, s *poolSco
 			kept++
 		}
 	}
+	started, err := r.startWarmRunners(ctx, s)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	create := s.plan.CreateIfKept(kept)
 	var created []string
-	for i := 0; i < create; i++ {
-		name, err := r.createRunner(ctx, s)
+	for i := 0; i < create+s.plan.CreateWarm; i++ {
+		name, err := r.createRunner(ctx, s, i >= create)
 		if errors.Is(err, placement.ErrNoTarget) {
 			conditions.Set(s.pool, metav1.Condition{Type: fleetv1.ReadyCondition, Status: metav1.ConditionFalse,
 				Reason: fleetv1.NoTargetAvailableReason, Message: err.Error()})
@@ -237,7 +241,7 @@ func (r *RunnerPoolReconciler) reconcileReplicas(ctx context.Context, s *poolSco
 		}
 		created = append(created, name)
 	}
-	if len(created) > 0 || removed > 0 {
+	if len(created) > 0 || removed > 0 || started > 0 {
 		// Wait until the cache shows what we did, so the next reconcile does not count stale
 		// Machines and create or remove a second time.
 		if err := r.waitForCache(ctx, s.pool, created); err != nil {

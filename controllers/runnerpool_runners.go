@@ -42,6 +42,10 @@ func (r *RunnerPoolReconciler) reconcileRunners(ctx context.Context, s *poolScop
 			attested[c.Name] = c.Status.AttestedTime.Time
 		}
 	}
+	warm, err := r.warmRunners(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	s.machines = map[string]*clusterv1.Machine{}
 	s.runners = nil
 	for i := range machines.Items {
@@ -57,6 +61,7 @@ func (r *RunnerPoolReconciler) reconcileRunners(ctx context.Context, s *poolScop
 			Unhealthy: needsRemediation(m),
 		}
 		_, rn.VMStopped = m.Annotations[infrav1.VMStoppedAnnotation]
+		warm[m.Name].apply(&rn)
 		// A runner is ready once its VM proved its identity and fetched its runner configuration.
 		if t, ok := attested[bootstrapConfigName(m)]; ok {
 			rn.Ready, rn.ReadySince = true, t
@@ -92,7 +97,7 @@ var errRunnerNameTaken = errors.New("runner name taken")
 // then the Machine that ties them together. A generated name may be taken by someone else's
 // object: objects are created (never applied with forced ownership, which would take the other
 // object over), and a taken name is given up for another.
-func (r *RunnerPoolReconciler) createRunner(ctx context.Context, s *poolScope) (string, error) {
+func (r *RunnerPoolReconciler) createRunner(ctx context.Context, s *poolScope, warm bool) (string, error) {
 	pool := s.pool
 	bct := &bootstrapv1.BootstrapConfigTemplate{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: pool.Spec.Template.BootstrapConfigRef.Name}, bct); err != nil {
@@ -108,14 +113,18 @@ func (r *RunnerPoolReconciler) createRunner(ctx context.Context, s *poolScope) (
 	}
 	for range runnerNameAttempts {
 		name := r.runnerName(pool.Name)
-		err = r.createRunnerNamed(ctx, pool, bct, mct, target, name)
+		err = r.createRunnerNamed(ctx, pool, bct, mct, target, name, warm)
 		if err == nil {
 			s.placed(target.name)
 			ctrl.LoggerFrom(ctx).Info("created runner", "Machine", name, "Cluster", target.clusterName, "target", target.name)
+			kind := ""
+			if warm {
+				kind = " (warm: cloned and configured, started on demand)"
+			}
 			if target.name != "" {
-				r.Recorder.Eventf(pool, corev1.EventTypeNormal, "RunnerCreated", "created Machine %s on target %s (Cluster %s)", name, target.name, target.clusterName)
+				r.Recorder.Eventf(pool, corev1.EventTypeNormal, "RunnerCreated", "created Machine %s on target %s (Cluster %s)%s", name, target.name, target.clusterName, kind)
 			} else {
-				r.Recorder.Eventf(pool, corev1.EventTypeNormal, "RunnerCreated", "created Machine %s", name)
+				r.Recorder.Eventf(pool, corev1.EventTypeNormal, "RunnerCreated", "created Machine %s%s", name, kind)
 			}
 			return name, nil
 		}
@@ -136,7 +145,7 @@ func (r *RunnerPoolReconciler) runnerName(pool string) string {
 }
 
 func (r *RunnerPoolReconciler) createRunnerNamed(ctx context.Context, pool *fleetv1.RunnerPool, bct *bootstrapv1.BootstrapConfigTemplate,
-	mct *infrav1.MachineClaimTemplate, target runnerTarget, name string) error {
+	mct *infrav1.MachineClaimTemplate, target runnerTarget, name string, warm bool) error {
 	labels := map[string]string{}
 	for k, v := range pool.Spec.Template.ObjectMeta.Labels {
 		labels[k] = v
@@ -165,6 +174,9 @@ func (r *RunnerPoolReconciler) createRunnerNamed(ctx context.Context, pool *flee
 	claim := &infrav1.MachineClaim{
 		ObjectMeta: meta(mct.Spec.Template.ObjectMeta.Labels),
 		Spec:       mct.Spec.Template.Spec,
+	}
+	if warm {
+		markWarm(config, claim)
 	}
 	machineMeta := meta(nil)
 	machineMeta.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(pool, fleetv1.GroupVersion.WithKind("RunnerPool"))}
@@ -380,5 +392,6 @@ func policyOf(p *fleetv1.RunnerPool) scaling.Policy {
 	if p.Spec.BootstrapTimeout != nil {
 		pol.BootstrapTimeout = p.Spec.BootstrapTimeout.Duration
 	}
+	pol.Warm, pol.WarmMaxAge = int(p.Spec.WarmReplicas), warmMaxAge(p)
 	return pol
 }

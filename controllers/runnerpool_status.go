@@ -25,12 +25,15 @@ func (r *RunnerPoolReconciler) updateStatus(s *poolScope) {
 	if !p.DeletionTimestamp.IsZero() || s.runners == nil && s.cluster == nil {
 		return
 	}
-	var replicas, ready, busy int32
+	var replicas, ready, busy, warm int32
 	for _, rn := range s.runners {
 		if rn.Deleting {
 			continue
 		}
 		replicas++
+		if rn.Warm {
+			warm++
+		}
 		if rn.Ready {
 			ready++
 		}
@@ -41,7 +44,9 @@ func (r *RunnerPoolReconciler) updateStatus(s *poolScope) {
 	st.Replicas, st.ReadyReplicas, st.BusyReplicas = replicas, ready, busy
 	st.IdleReplicas = max(ready-busy, 0)
 	st.QueuedJobs = int32(s.demand.Queued)
-	st.DesiredReplicas = int32(s.plan.Desired)
+	st.WarmReplicas = warm
+	// Warm VMs are runners too (they count toward maxReplicas): the target holds the warm tier.
+	st.DesiredReplicas = int32(s.plan.Desired + s.plan.WarmTarget)
 	st.Targets = s.targetStatus()
 	metrics.SetPool(p.Namespace, p.Name, int(st.DesiredReplicas), int(replicas), int(ready), int(st.IdleReplicas), int(busy), int(st.QueuedJobs))
 
@@ -58,6 +63,9 @@ func (r *RunnerPoolReconciler) updateStatus(s *poolScope) {
 		return // keep the condition that stopped creation
 	}
 	reason, msg := fleetv1.ScaledReason, fmt.Sprintf("%d/%d runners, %d ready, %d busy, %d queued", replicas, st.DesiredReplicas, ready, busy, st.QueuedJobs)
+	if warm > 0 || p.Spec.WarmReplicas > 0 {
+		msg += fmt.Sprintf(", %d warm", warm)
+	}
 	switch {
 	case replicas < st.DesiredReplicas:
 		reason = fleetv1.ScalingUpReason

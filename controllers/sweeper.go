@@ -57,6 +57,7 @@ func (s *Sweeper) Sweep(ctx context.Context, hc *infrav1.HypervisorCluster, prov
 			Deleting:   !c.DeletionTimestamp.IsZero(),
 			Busy:       c.Status.Task != nil,
 			Persistent: c.Spec.IsPersistent(),
+			Warm:       infrav1.IsWarmHeld(c.Annotations),
 		})
 	}
 	plan := sweep.Decide(vms, infos, s.orphanMemory(connection.Key(hc)), time.Now(), s.OrphanGrace)

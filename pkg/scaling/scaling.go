@@ -15,6 +15,10 @@ type Policy struct {
 	MaxLifetime time.Duration
 	// BootstrapTimeout removes a runner that is not ready this long after creation; 0 disables.
 	BootstrapTimeout time.Duration
+	// Warm is how many warm runners (cloned, configured, stopped VMs) are kept within Max.
+	Warm int
+	// WarmMaxAge replaces a warm runner not started this long after creation; 0 disables.
+	WarmMaxAge time.Duration
 }
 
 // Demand is what the pool's jobs need.
@@ -44,6 +48,9 @@ type Runner struct {
 	// that may be wrong). They are replaced by the rule that never kills a job: one that is Busy
 	// is removed only once the CI platform says it is not.
 	VMStopped bool
+	// Warm runners are warm VMs not started yet: they count toward Max, not toward the desired
+	// size, and a job that finds no idle runner starts one instead of a clone (Plan.Start).
+	Warm bool
 }
 
 // Reason says why a runner is removed.
@@ -55,6 +62,7 @@ const (
 	ReasonIdleTTL          Reason = "IdleTTLExceeded"
 	ReasonBootstrapTimeout Reason = "BootstrapTimeout"
 	ReasonScaleDown        Reason = "ScaleDown"
+	ReasonWarmMaxAge       Reason = "WarmMaxAgeExceeded"
 )
 
 // Removal is one runner to remove and why.
@@ -76,6 +84,12 @@ type Plan struct {
 	Limited bool
 	Create  int
 	Remove  []Removal
+	// Start are warm runners to start, oldest first: they serve demand before any clone.
+	Start []string
+	// CreateWarm is how many warm runners to create to refill the warm tier.
+	CreateWarm int
+	// WarmTarget is the size of the warm tier Policy.Warm comes to within Max beside Desired.
+	WarmTarget int
 	// Recheck is when the first of the kept runners' timeouts (lifetime, bootstrap, idle) falls
 	// due, so the pool looks again then rather than at its next event; zero when none is armed.
 	Recheck time.Duration
@@ -109,9 +123,20 @@ func DesiredReplicas(p Policy, d Demand) (desired int, limited bool) {
 func Decide(p Policy, d Demand, runners []Runner, now time.Time) Plan {
 	desired, limited := DesiredReplicas(p, d)
 	plan := Plan{Desired: desired, Limited: limited}
-	var keep []Runner
+	var keep, warm []Runner
 	for _, r := range runners {
 		if r.Deleting {
+			continue
+		}
+		if r.Warm {
+			if reason, ok := mustReplaceWarm(p, r, now); ok {
+				plan.Remove = append(plan.Remove, Removal{Name: r.Name, Reason: reason})
+				continue
+			}
+			if due := nextWarmTimeout(p, r, now); due > 0 && (plan.Recheck == 0 || due < plan.Recheck) {
+				plan.Recheck = due
+			}
+			warm = append(warm, r)
 			continue
 		}
 		if reason, ok := mustReplace(p, r, now); ok {
@@ -127,14 +152,22 @@ func Decide(p Policy, d Demand, runners []Runner, now time.Time) Plan {
 		}
 		keep = append(keep, r)
 	}
+	// Every Machine counts toward Max until it is gone, those being deleted and those this plan
+	// removes included: a pool whose deletions fail must not grow past its maximum.
+	room := max(0, p.Max-len(runners))
 	switch n := len(keep); {
 	case n < desired:
-		// Every Machine counts toward Max until it is gone, those being deleted and those this plan
-		// removes included: a pool whose deletions fail must not grow past its maximum.
-		room := max(0, p.Max-len(runners))
-		plan.need, plan.room = desired-n, room
-		plan.Create = min(desired-n, room)
-		if plan.Create < desired-n {
+		// Warm runners serve demand first: starting one pays the boot only.
+		need := desired - n
+		warm = sortOldestFirst(warm)
+		for _, r := range warm[:min(need, len(warm))] {
+			plan.Start = append(plan.Start, r.Name)
+		}
+		warm = warm[len(plan.Start):]
+		need -= len(plan.Start)
+		plan.need, plan.room = need, room
+		plan.Create = min(need, room)
+		if plan.Create < need {
 			plan.Limited = true
 		}
 	case n > desired:
@@ -142,6 +175,7 @@ func Decide(p Policy, d Demand, runners []Runner, now time.Time) Plan {
 			plan.Remove = append(plan.Remove, Removal{Name: r.Name, Reason: ReasonScaleDown})
 		}
 	}
+	planWarm(p, &plan, warm, desired, room-plan.Create)
 	return plan
 }
 

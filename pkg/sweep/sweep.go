@@ -22,6 +22,10 @@ type Claim struct {
 	Deleting bool
 	// Busy is true while the claim has a task in flight.
 	Busy bool
+	// Warm is true for a warm VM not started yet: cloned, configured and stopped on purpose. Its
+	// stopped VM is its resting state, never a runner that finished, so the sweep leaves it alone
+	// whatever else the claim's status says (a status rebuilt after a move may say Started).
+	Warm bool
 	// Persistent is true for a long-lived VM: the sweep never retires it, whatever its power
 	// state, and reports what it saw instead (Plan.Observed).
 	Persistent bool
@@ -124,7 +128,7 @@ func Decide(vms []hypervisor.VM, claims []Claim, seen Orphans, now time.Time, gr
 			plan.Observed = append(plan.Observed, Observation{Claim: claim, VM: vm})
 			continue
 		}
-		if claim.Deleting || claim.Busy || !claim.Started || claim.VMID != vm.Ref.ID {
+		if claim.Deleting || claim.Busy || !claim.Started || claim.Warm || claim.VMID != vm.Ref.ID {
 			continue
 		}
 		if vm.State == hypervisor.PowerStateStopped && vm.Lock == "" {
@@ -137,7 +141,7 @@ func Decide(vms []hypervisor.VM, claims []Claim, seen Orphans, now time.Time, gr
 		}
 	}
 	for _, c := range claims {
-		if c.Started && !c.Deleting && !c.Busy && !c.Persistent && c.VMID != "" {
+		if c.Started && !c.Deleting && !c.Busy && !c.Persistent && !c.Warm && c.VMID != "" {
 			if _, ok := present[c.VMID]; !ok {
 				plan.Missing = append(plan.Missing, c)
 			}

@@ -51,6 +51,17 @@ func TestDecide(t *testing.T) {
 			wantRetire: []string{"a"},
 		},
 		{
+			name: "a warm VM, stopped and never booted, is left alone even if its status says started; a finished runner beside it is retired",
+			vms:  []hypervisor.VM{vm(100, "warm", stopped), vm(101, "done", stopped), vm(102, "fresh", stopped)},
+			claims: []Claim{
+				{Namespace: "ns", Name: "warm", ID: "warm", UID: "uid-w", VMID: "100", Started: true, Warm: true},
+				{Namespace: "ns", Name: "done", ID: "done", UID: "uid-d", VMID: "101", Started: true},
+				{Namespace: "ns", Name: "fresh", ID: "fresh", UID: "uid-f", VMID: "102", Warm: true},
+				{Namespace: "ns", Name: "gone", ID: "gone", UID: "uid-g", VMID: "103", Started: true, Warm: true},
+			},
+			wantRetire: []string{"done"},
+		},
+		{
 			name: "a persistent claim's stopped VM is never retired, only observed",
 			vms:  []hypervisor.VM{vm(100, "a", stopped), vm(101, "b", running)},
 			claims: []Claim{

@@ -1,6 +1,8 @@
 package builder
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -46,6 +48,15 @@ func (b *RunnerPoolBuilder) WithBounds(min, max int32) *RunnerPoolBuilder {
 
 func (b *RunnerPoolBuilder) WithIdle(idle int32) *RunnerPoolBuilder {
 	b.obj.Spec.IdleReplicas = idle
+	return b
+}
+
+// WithWarm sets the warm tier: warm VMs kept and their maximum age (none: the default).
+func (b *RunnerPoolBuilder) WithWarm(warm int32, maxAge time.Duration) *RunnerPoolBuilder {
+	b.obj.Spec.WarmReplicas = warm
+	if maxAge != 0 {
+		b.obj.Spec.WarmMaxAge = &metav1.Duration{Duration: maxAge}
+	}
 	return b
 }
 

@@ -151,6 +151,22 @@ func TestValidationRules(t *testing.T) {
 			obj:     builder.NewRunnerPool("idle", ns).WithBounds(0, 2).WithIdle(3).Build(),
 			message: "idleReplicas must not be greater than maxReplicas",
 		},
+		{name: "valid RunnerPool with a warm tier", obj: builder.NewRunnerPool("warm", ns).WithBounds(0, 4).WithIdle(2).WithWarm(2, time.Hour).Build()},
+		{
+			name:    "RunnerPool warm above max",
+			obj:     builder.NewRunnerPool("warmmax", ns).WithBounds(0, 2).WithWarm(3, 0).Build(),
+			message: "warmReplicas must not be greater than maxReplicas",
+		},
+		{
+			name:    "RunnerPool idle plus warm above max",
+			obj:     builder.NewRunnerPool("idlewarm", ns).WithBounds(0, 3).WithIdle(2).WithWarm(2, 0).Build(),
+			message: "idleReplicas plus warmReplicas must not be greater than maxReplicas",
+		},
+		{
+			name:    "RunnerPool warmMaxAge too long",
+			obj:     builder.NewRunnerPool("warmage", ns).WithBounds(0, 3).WithWarm(1, 200*time.Hour).Build(),
+			message: "warmMaxAge must be at least 1s and at most 168h",
+		},
 		{
 			name:    "RunnerPool replicas outside bounds",
 			obj:     builder.NewRunnerPool("replicas", ns).WithBounds(1, 3).WithReplicas(7).Build(),

@@ -107,6 +107,8 @@ type RunnerMachineTemplate struct {
 // +kubebuilder:validation:XValidation:rule="self.minReplicas <= self.maxReplicas",message="minReplicas must not be greater than maxReplicas"
 // +kubebuilder:validation:XValidation:rule="!has(self.idleReplicas) || self.idleReplicas <= self.maxReplicas",message="idleReplicas must not be greater than maxReplicas"
 // +kubebuilder:validation:XValidation:rule="!has(self.replicas) || (self.replicas >= self.minReplicas && self.replicas <= self.maxReplicas)",message="replicas must lie between minReplicas and maxReplicas"
+// +kubebuilder:validation:XValidation:rule="!has(self.warmReplicas) || self.warmReplicas <= self.maxReplicas",message="warmReplicas must not be greater than maxReplicas: warm VMs count toward it"
+// +kubebuilder:validation:XValidation:rule="(has(self.idleReplicas) ? self.idleReplicas : 0) + (has(self.warmReplicas) ? self.warmReplicas : 0) <= self.maxReplicas",message="idleReplicas plus warmReplicas must not be greater than maxReplicas: idle runners and warm VMs both count toward it"
 type RunnerPoolSpec struct {
 	// clusterName is the pool's Cluster API Cluster: pausing or deleting it pauses or empties the
 	// pool, and without template.targets the runners' Machines belong to it.
@@ -136,6 +138,21 @@ type RunnerPoolSpec struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	IdleReplicas int32 `json:"idleReplicas,omitempty"`
+
+	// warmReplicas is how many warm VMs are kept: cloned, configured and stopped, never booted. A
+	// job that finds no idle runner starts one (its pickup pays the boot only, not the clone) and
+	// the tier is refilled by cloning in the background. Warm VMs count toward maxReplicas; a
+	// stopped VM holds its disk, not memory. Their join token is minted when they start.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	WarmReplicas int32 `json:"warmReplicas,omitempty"`
+
+	// warmMaxAge recycles a warm VM that was not started within it: it is destroyed and replaced
+	// by a fresh clone, so a started VM is never older than this (image updates, template changes).
+	// Default 8h; at least 1s, at most 168h.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('168h')",message="warmMaxAge must be at least 1s and at most 168h"
+	WarmMaxAge *metav1.Duration `json:"warmMaxAge,omitempty"`
 
 	// idleTTL replaces a runner that has waited this long without a job. Default 30m; 0 disables.
 	// +optional
@@ -183,6 +200,11 @@ type RunnerPoolStatus struct {
 	// +optional
 	// +kubebuilder:default=0
 	BusyReplicas int32 `json:"busyReplicas"`
+
+	// warmReplicas are warm VMs ready to start: cloned, configured and stopped. They are part of
+	// replicas.
+	// +optional
+	WarmReplicas int32 `json:"warmReplicas,omitempty"`
 
 	// platform is the kind of CI platform spec.platform names: github, gitlab or buildkite.
 	// +optional
@@ -251,6 +273,7 @@ type RunnerTargetStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type="integer",JSONPath=".status.readyReplicas"
 // +kubebuilder:printcolumn:name="Idle",type="integer",JSONPath=".status.idleReplicas"
 // +kubebuilder:printcolumn:name="Busy",type="integer",JSONPath=".status.busyReplicas"
+// +kubebuilder:printcolumn:name="Warm",type="integer",JSONPath=".status.warmReplicas",priority=1
 // +kubebuilder:printcolumn:name="Queued",type="integer",JSONPath=".status.queuedJobs"
 // +kubebuilder:printcolumn:name="Min",type="integer",JSONPath=".spec.minReplicas"
 // +kubebuilder:printcolumn:name="Max",type="integer",JSONPath=".spec.maxReplicas"

@@ -751,6 +751,11 @@ func (in *RunnerPoolSpec) DeepCopyInto(out *RunnerPoolSpec) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.WarmMaxAge != nil {
+		in, out := &in.WarmMaxAge, &out.WarmMaxAge
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	if in.IdleTTL != nil {
 		in, out := &in.IdleTTL, &out.IdleTTL
 		*out = new(v1.Duration)
