@@ -53,6 +53,8 @@ type MachineClaimReconciler struct {
 
 	// templates shares template resolutions among the claims of each HypervisorCluster.
 	templates templateCache
+	// placements rate-limits persistent claims that wait for a host to fit them.
+	placements placementGate
 }
 
 // DefaultTaskDeadline bounds a stop or destroy task: Proxmox ends them within minutes even for
@@ -435,6 +437,7 @@ func (r *MachineClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		Watches(&infrav1.HypervisorCluster{}, handler.EnqueueRequestsFromMapFunc(r.hypervisorClusterToClaims),
 			builder.WithPredicates(hypervisorClusterChangedForClaims())).
 		Watches(&bootstrapv1.BootstrapConfig{}, handler.EnqueueRequestsFromMapFunc(r.bootstrapConfigToClaim)).
+		Watches(&infrav1.MachineClaim{}, handler.EnqueueRequestsFromMapFunc(r.claimsWaitingForHost), builder.WithPredicates(persistentPlacementChanged())).
 		Complete(tracing.Reconciler("machineclaim", r))
 }
 

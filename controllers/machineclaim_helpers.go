@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
@@ -17,23 +16,11 @@ import (
 // reservedMemory sums the memory of this cluster's claims that have a node but no running VM yet,
 // so a burst of claims spreads over nodes instead of all choosing the emptiest one.
 func (r *MachineClaimReconciler) reservedMemory(ctx context.Context, s *claimScope) (map[string]int, error) {
-	claims := &infrav1.MachineClaimList{}
-	if err := r.Client.List(ctx, claims, client.InNamespace(s.claim.Namespace),
-		client.MatchingLabels{infrav1.HypervisorClusterNameLabel: s.hc.Name}); err != nil {
+	claims, err := clusterClaims(ctx, r.Client, s.claim.Namespace, s.hc.Name)
+	if err != nil {
 		return nil, err
 	}
-	reserved := map[string]int{}
-	for _, other := range claims.Items {
-		if other.UID == s.claim.UID || other.Status.Node == "" || other.Status.CompletedStep == infrav1.StepStarted {
-			continue
-		}
-		mem := int(other.Spec.MemoryMiB)
-		if mem == 0 {
-			mem = 2048
-		}
-		reserved[other.Status.Node] += mem
-	}
-	return reserved, nil
+	return reservedBy(claims, s.claim.UID), nil
 }
 
 func (r *MachineClaimReconciler) setProviderID(s *claimScope) {

@@ -20,6 +20,9 @@ import (
 // PreallocatedIDs, a free VMID, and records them before anything is created.
 func (r *MachineClaimReconciler) reserveVMID(ctx context.Context, s *claimScope) (ctrl.Result, error) {
 	c := s.claim
+	if wait := r.placements.wait(c.UID, time.Now()); wait > 0 && c.Spec.IsPersistent() && isWaitingForHost(c) {
+		return ctrl.Result{RequeueAfter: wait}, nil // looked a moment ago and no host fitted
+	}
 	sources, err := r.sourceCandidates(ctx, s)
 	if err != nil {
 		return r.fail(ctx, s, fmt.Errorf("resolving template %s: %w", templateSelector(c), err))
@@ -28,14 +31,22 @@ func (r *MachineClaimReconciler) reserveVMID(ctx context.Context, s *claimScope)
 	if err != nil {
 		return r.fail(ctx, s, err)
 	}
-	// Hosts in maintenance take no new VMs.
-	nodes = slices.DeleteFunc(nodes, func(n hypervisor.Node) bool { return slices.Contains(s.hc.Spec.HostsInMaintenance(), n.Name) })
 	memory := int(c.Spec.MemoryMiB)
 	if memory == 0 {
 		for _, t := range sources {
 			memory = max(memory, t.MemoryMiB)
 		}
 	}
+	if c.Spec.IsPersistent() {
+		// Persistent VMs have placement rules, and a claim no host fits says why of each host.
+		tmpl, node, res, err := r.placePersistent(ctx, s, nodes, sources, memory)
+		if node == "" {
+			return res, err
+		}
+		return r.reserveOn(ctx, s, tmpl, node)
+	}
+	// Hosts in maintenance take no new VMs.
+	nodes = slices.DeleteFunc(nodes, func(n hypervisor.Node) bool { return slices.Contains(s.hc.Spec.HostsInMaintenance(), n.Name) })
 	reserved, err := r.reservedMemory(ctx, s)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -64,6 +75,13 @@ func (r *MachineClaimReconciler) reserveVMID(ctx context.Context, s *claimScope)
 		}
 		node = tmpl.Ref.Node
 	}
+	return r.reserveOn(ctx, s, tmpl, node)
+}
+
+// reserveOn records the chosen node and template and, for a provider with PreallocatedIDs, a free
+// VMID.
+func (r *MachineClaimReconciler) reserveOn(ctx context.Context, s *claimScope, tmpl hypervisor.Template, node string) (ctrl.Result, error) {
+	c := s.claim
 	if !s.provider.Capabilities().PreallocatedIDs {
 		// The provider names the VM when it creates it: only the node and template are recorded.
 		c.Status.Node = node

@@ -190,14 +190,14 @@ func (r *MachineMigrationReconciler) startMigration(ctx context.Context, m *flee
 	}
 	m.Status.VMID, m.Status.SourceHost = vm.vmID(), state.Ref.Node
 	target := m.Spec.Target
-	if target == "" || target == fleetv1.MigrationTargetAny {
-		target, err = chooseMigrationTarget(ctx, vm, state.Ref.Node, nil)
-		if err != nil {
-			return r.fail(ctx, m, fleetv1.NoTargetHostReason, err.Error())
-		}
+	if target == fleetv1.MigrationTargetAny {
+		target = ""
 	}
 	if slices.Contains(vm.hc.Spec.HostsInMaintenance(), target) {
 		return r.fail(ctx, m, fleetv1.NoTargetHostReason, fmt.Sprintf("host %s is in maintenance (HypervisorCluster %s)", target, vm.hc.Name))
+	}
+	if target, err = chooseMigrationTarget(ctx, r.Client, vm, state.Ref.Node, target); err != nil {
+		return r.fail(ctx, m, fleetv1.NoTargetHostReason, err.Error())
 	}
 	m.Status.TargetHost = target
 	online := m.Spec.IsOnline() && state.State == hypervisor.PowerStateRunning
@@ -222,38 +222,53 @@ func (r *MachineMigrationReconciler) startMigration(ctx context.Context, m *flee
 	return ctrl.Result{RequeueAfter: r.poll()}, nil
 }
 
-// chooseMigrationTarget picks the host with the most free memory among those the hypervisor
-// would move the VM to (when it can say), the HypervisorCluster's allowedNodes, minus the source,
-// the hosts in maintenance and the hosts in exclude.
-func chooseMigrationTarget(ctx context.Context, vm *claimVM, source string, exclude []string) (string, error) {
+// chooseMigrationTarget checks the host a migration names, or with target "" picks one: by the
+// claim's placement rules (host selector, affinity, anti-affinity, memory; ChooseHost), among the
+// hosts the hypervisor would move the VM to (when it can say) and the HypervisorCluster's
+// allowedNodes, never the source or a host in maintenance. A named host that is the source or
+// that the hypervisor does not list is left to the hypervisor to refuse in its own words.
+func chooseMigrationTarget(ctx context.Context, c client.Client, vm *claimVM, source, target string) (string, error) {
 	nodes, err := vm.provider.Nodes(ctx)
 	if err != nil {
 		return "", fmt.Errorf("listing hosts: %w", err)
 	}
-	nodes = placement.AllowedNodes(nodes, vm.hc.Spec.AllowedNodes)
+	if target != "" && (target == source || !slices.ContainsFunc(nodes, func(n hypervisor.Node) bool { return n.Name == target })) {
+		return target, nil
+	}
 	var hypervisorAllows []string
-	if checker, ok := vm.provider.(hypervisor.MigrationChecker); ok {
+	if checker, ok := vm.provider.(hypervisor.MigrationChecker); ok && target == "" {
 		mg, err := checker.CheckMigration(ctx, vm.ref())
 		if err != nil {
 			return "", fmt.Errorf("asking where VM %s can go: %w", vm.ref(), err)
 		}
 		hypervisorAllows = mg.AllowedHosts
 	}
-	var allowed []string
-	for _, n := range nodes {
-		if n.Name == source || slices.Contains(exclude, n.Name) || slices.Contains(vm.hc.Spec.HostsInMaintenance(), n.Name) || (hypervisorAllows != nil && !slices.Contains(hypervisorAllows, n.Name)) {
-			continue
-		}
-		allowed = append(allowed, n.Name)
-	}
-	if len(allowed) == 0 {
-		return "", fmt.Errorf("no host can take VM %s: none besides %s is allowed, available and reachable with its storage", vm.ref(), source)
-	}
-	target, err := placement.ChooseNode(nodes, placement.Request{MemoryMiB: claimMemoryMiB(vm.claim), Allowed: allowed})
+	policy, err := placementPolicy(vm.claim, claimMemoryMiB(vm.claim))
 	if err != nil {
-		return "", fmt.Errorf("no host can take VM %s: %w", vm.ref(), err)
+		return "", err
 	}
-	return target, nil
+	claims, err := clusterClaims(ctx, c, vm.claim.Namespace, vm.hc.Name)
+	if err != nil {
+		return "", err
+	}
+	var hosts []placement.Host
+	for _, h := range placementHosts(vm.hc, nodes, reservedBy(claims, vm.claim.UID)) {
+		switch {
+		case target != "" && h.Name != target:
+			continue
+		case h.Unavailable != "":
+		case h.Name == source:
+			h.Unavailable = "the VM's own host"
+		case hypervisorAllows != nil && !slices.Contains(hypervisorAllows, h.Name):
+			h.Unavailable = "the hypervisor cannot move the VM there (its storage or local devices)"
+		}
+		hosts = append(hosts, h)
+	}
+	chosen, err := placement.ChooseHost(hosts, placedVMs(claims), vm.claim.Name, policy)
+	if err != nil {
+		return "", fmt.Errorf("VM %s: %w", vm.ref(), err)
+	}
+	return chosen, nil
 }
 
 // claimMemoryMiB is the claim's VM memory: what the hypervisor reported, else the spec's.

@@ -24,6 +24,10 @@ type Host struct {
 	Maintenance bool
 	// FreeMiB is the memory left for new VMs.
 	FreeMiB int
+	// Unavailable, when set, is why the caller already knows the host cannot take the VM (not in
+	// the allowed nodes, no copy of a linked clone's template, refused by the hypervisor): it is
+	// reported like the policy's own reasons.
+	Unavailable string
 }
 
 // PlacedVM is a persistent VM where it runs now.
@@ -53,6 +57,8 @@ type Policy struct {
 // rejection is why one host cannot take a VM.
 func rejection(h Host, vms []PlacedVM, self string, p Policy) string {
 	switch {
+	case h.Unavailable != "":
+		return h.Unavailable
 	case !h.Online:
 		return "offline"
 	case h.Maintenance:

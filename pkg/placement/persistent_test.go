@@ -150,3 +150,21 @@ func TestPlanDrain(t *testing.T) {
 		})
 	}
 }
+
+// TestChooseHostUnavailable: a reason the caller already knows (a linked clone's template is not
+// on the host, the hypervisor refuses the move) leaves the host out and is reported as such.
+func TestChooseHostUnavailable(t *testing.T) {
+	g := NewWithT(t)
+	hosts := []Host{
+		{Name: "pve1", Online: true, FreeMiB: 65536, Unavailable: "holds no copy of the template"},
+		{Name: "pve2", Online: true, FreeMiB: 8192},
+	}
+	got, err := ChooseHost(hosts, nil, "", Policy{MemoryMiB: 1024})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got).To(Equal("pve2"))
+
+	_, err = ChooseHost(hosts, nil, "", Policy{MemoryMiB: 16384})
+	g.Expect(errors.Is(err, ErrNoHost)).To(BeTrue())
+	g.Expect(err.Error()).To(ContainSubstring("pve1: holds no copy of the template"))
+	g.Expect(err.Error()).To(ContainSubstring("pve2: 8192 MiB free, 16384 MiB needed"))
+}

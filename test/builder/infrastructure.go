@@ -181,6 +181,12 @@ func (b *MachineClaimBuilder) WithOwner(ref metav1.OwnerReference) *MachineClaim
 	return b
 }
 
+// WithPlacement sets a persistent claim's placement rules.
+func (b *MachineClaimBuilder) WithPlacement(p infrav1.PlacementSpec) *MachineClaimBuilder {
+	b.obj.Spec.Placement = &p
+	return b
+}
+
 func (b *MachineClaimBuilder) Build() *infrav1.MachineClaim { return b.obj.DeepCopy() }
 
 // MachineClaimTemplateBuilder builds MachineClaimTemplates.

@@ -239,7 +239,8 @@ type HypervisorClusterStatus struct {
 	Initialization *HypervisorClusterInitializationStatus `json:"initialization,omitempty"`
 
 	// conditions: Ready (summary), Available (API reachable and authorized), InsecureTransport
-	// (True while the API is reached over http:// or without TLS verification), Paused.
+	// (True while the API is reached over http:// or without TLS verification), Paused,
+	// HostsDrained (hosts in maintenance are empty).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -268,6 +269,14 @@ type HypervisorClusterStatus struct {
 	// lastSweepTime is when stopped and orphaned VMs were last looked for.
 	// +optional
 	LastSweepTime *metav1.Time `json:"lastSweepTime,omitempty"`
+
+	// hosts reports the drain of each host in maintenance: persistent VMs and runners left,
+	// migrations under way, and what blocks it.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=128
+	Hosts []HostStatus `json:"hosts,omitempty"`
 
 	// observedGeneration is the generation the status reflects.
 	// +optional

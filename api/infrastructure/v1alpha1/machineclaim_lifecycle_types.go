@@ -166,6 +166,12 @@ type MachineClaimLifecycleSpec struct {
 	// host maintenance). Persistent claims only.
 	// +optional
 	MigrationPolicy *MigrationPolicy `json:"migrationPolicy,omitempty"`
+
+	// placement restricts the hosts a persistent VM may run on: host selectors on the
+	// HypervisorCluster's host labels, affinity and anti-affinity to other persistent VMs by
+	// label. Persistent claims only. A change applies to the VM's next move, not to where it runs.
+	// +optional
+	Placement *PlacementSpec `json:"placement,omitempty"`
 }
 
 // IsPersistent reports whether the claim's VM is long-lived.

@@ -130,8 +130,9 @@ type BootstrapSpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.migrationPolicy) || (has(self.lifecycle) && self.lifecycle == 'Persistent')",message="migrationPolicy applies only to a Persistent claim: an Ephemeral runner is drained, not migrated"
 // +kubebuilder:validation:XValidation:rule="(has(self.lifecycle) ? self.lifecycle : 'Ephemeral') == (has(oldSelf.lifecycle) ? oldSelf.lifecycle : 'Ephemeral')",message="lifecycle cannot change: create a new claim instead"
 // +kubebuilder:validation:XValidation:rule="has(self.disks) == has(oldSelf.disks) && (!has(self.disks) || self.disks == oldSelf.disks)",message="disks cannot change once the claim exists: they are created with the VM and never resized, removed or added later; create a new claim instead"
+// +kubebuilder:validation:XValidation:rule="!has(self.placement) || (has(self.lifecycle) && self.lifecycle == 'Persistent')",message="placement applies only to a Persistent claim: an Ephemeral runner goes to the host with the most free memory (use failureDomain to pin it)"
 type MachineClaimSpec struct {
-	// Lifecycle fields (lifecycle, runStrategy, hooks, terminationGracePeriodSeconds, migrationPolicy).
+	// Lifecycle fields (lifecycle, runStrategy, hooks, terminationGracePeriodSeconds, migrationPolicy, placement).
 	MachineClaimLifecycleSpec `json:",inline"`
 
 	// Hardware besides the template's (disks); see machineclaim_hardware_types.go.

@@ -1,0 +1,258 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
+	"github.com/hyperfleet-io/hyperfleet/pkg/placement"
+)
+
+const (
+	// noHostFitsRecheck is how often a persistent claim no host fits looks again without being
+	// woken: memory freed by VMs HyperFleet does not own raises no event.
+	noHostFitsRecheck = time.Minute
+	// noHostFitsMinInterval bounds how often such a claim is placed again however often it is
+	// woken: its own status write wakes it, and a message that changes with every read of free
+	// memory would otherwise loop.
+	noHostFitsMinInterval = 5 * time.Second
+)
+
+// placementGate remembers when each waiting persistent claim last failed to find a host. It is a
+// rate limit only: a restarted manager forgets it and tries once more at once.
+type placementGate struct {
+	mu   sync.Mutex
+	last map[types.UID]time.Time
+}
+
+func (g *placementGate) wait(uid types.UID, now time.Time) time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if t, ok := g.last[uid]; ok {
+		return t.Add(noHostFitsMinInterval).Sub(now)
+	}
+	return 0
+}
+
+func (g *placementGate) failed(uid types.UID, now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.last == nil {
+		g.last = map[types.UID]time.Time{}
+	}
+	g.last[uid] = now
+}
+
+func (g *placementGate) placed(uid types.UID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.last, uid)
+}
+
+// placementPolicy is a persistent claim's spec.placement as the placement package reads it.
+func placementPolicy(c *infrav1.MachineClaim, memoryMiB int) (placement.Policy, error) {
+	p := placement.Policy{MemoryMiB: memoryMiB}
+	spec := c.Spec.Placement
+	if spec == nil {
+		return p, nil
+	}
+	convert := func(field string, s metav1.LabelSelector) (labels.Selector, error) {
+		out, err := metav1.LabelSelectorAsSelector(&s)
+		if err != nil {
+			return nil, fmt.Errorf("spec.placement.%s: %w", field, err)
+		}
+		return out, nil
+	}
+	if spec.HostSelector != nil {
+		sel, err := convert("hostSelector", *spec.HostSelector)
+		if err != nil {
+			return p, err
+		}
+		p.HostSelector = sel
+	}
+	for i, s := range spec.Affinity {
+		sel, err := convert(fmt.Sprintf("affinity[%d]", i), s)
+		if err != nil {
+			return p, err
+		}
+		p.Affinity = append(p.Affinity, sel)
+	}
+	for i, s := range spec.AntiAffinity {
+		sel, err := convert(fmt.Sprintf("antiAffinity[%d]", i), s)
+		if err != nil {
+			return p, err
+		}
+		p.AntiAffinity = append(p.AntiAffinity, sel)
+	}
+	return p, nil
+}
+
+// clusterClaims lists the claims of a HypervisorCluster in a namespace, from the cache.
+func clusterClaims(ctx context.Context, c client.Client, namespace, hc string) ([]infrav1.MachineClaim, error) {
+	list := &infrav1.MachineClaimList{}
+	if err := c.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{infrav1.HypervisorClusterNameLabel: hc}); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// placedVMs are the persistent VMs of claims that have a host (chosen or running), for affinity
+// and anti-affinity. A VM being deleted still holds its host until it is gone.
+func placedVMs(claims []infrav1.MachineClaim) []placement.PlacedVM {
+	var out []placement.PlacedVM
+	for i := range claims {
+		c := &claims[i]
+		if !c.Spec.IsPersistent() || c.Status.Node == "" {
+			continue
+		}
+		out = append(out, placement.PlacedVM{Name: c.Name, Host: c.Status.Node, Labels: c.Labels, MemoryMiB: claimMemoryMiB(c)})
+	}
+	return out
+}
+
+// reservedBy sums the memory of claims that have a host but no running VM yet, per host, leaving
+// out self: the node's usage does not show them yet.
+func reservedBy(claims []infrav1.MachineClaim, self types.UID) map[string]int {
+	reserved := map[string]int{}
+	for _, other := range claims {
+		if other.UID == self || other.Status.Node == "" || other.Status.CompletedStep == infrav1.StepStarted {
+			continue
+		}
+		mem := int(other.Spec.MemoryMiB)
+		if mem == 0 {
+			mem = 2048
+		}
+		reserved[other.Status.Node] += mem
+	}
+	return reserved
+}
+
+// placementHosts turns the hypervisor's nodes into the hosts persistent placement weighs: labels
+// and maintenance from the HypervisorCluster's spec.hosts, free memory after reservations, and
+// hosts outside allowedNodes left out with that reason.
+func placementHosts(hc *infrav1.HypervisorCluster, nodes []hypervisor.Node, reserved map[string]int) []placement.Host {
+	declared := map[string]infrav1.HypervisorHost{}
+	for _, h := range hc.Spec.Hosts {
+		declared[h.Name] = h
+	}
+	hosts := make([]placement.Host, 0, len(nodes))
+	for _, n := range nodes {
+		h := placement.Host{Name: n.Name, Online: n.Online, Labels: declared[n.Name].Labels, Maintenance: declared[n.Name].Maintenance,
+			FreeMiB: int(n.MemoryFree>>20) - reserved[n.Name]}
+		if len(hc.Spec.AllowedNodes) > 0 && !slices.Contains(hc.Spec.AllowedNodes, n.Name) {
+			h.Unavailable = "not in the HypervisorCluster's allowedNodes"
+		}
+		hosts = append(hosts, h)
+	}
+	return hosts
+}
+
+// placePersistent chooses the host of a new persistent VM with its placement rules (ChooseHost),
+// over the nodes already listed for this reconcile and the claims in the cache: no listing of its
+// own. A linked clone can only go where a copy of its template is. When no host fits, the claim
+// says which host was left out and why, and waits: it is woken when its HypervisorCluster or
+// another persistent claim of it changes, and looks again every noHostFitsRecheck. An empty node
+// means the caller returns the result.
+func (r *MachineClaimReconciler) placePersistent(ctx context.Context, s *claimScope, nodes []hypervisor.Node, sources []hypervisor.Template,
+	memory int) (hypervisor.Template, string, ctrl.Result, error) {
+	c := s.claim
+	policy, err := placementPolicy(c, memory)
+	if err != nil {
+		s.terminal = true
+		setVMCondition(c, metav1.ConditionFalse, infrav1.InvalidPlacementReason, err.Error())
+		return hypervisor.Template{}, "", ctrl.Result{}, nil
+	}
+	claims, err := clusterClaims(ctx, r.Client, c.Namespace, s.hc.Name)
+	if err != nil {
+		return hypervisor.Template{}, "", ctrl.Result{}, err
+	}
+	hosts := placementHosts(s.hc, nodes, reservedBy(claims, c.UID))
+	fd := failureDomain(s)
+	for i := range hosts {
+		h := &hosts[i]
+		switch {
+		case h.Unavailable != "":
+		case fd != "" && h.Name != fd:
+			h.Unavailable = "not the failure domain " + fd
+		case c.Spec.CloneMode != infrav1.CloneFull && !slices.ContainsFunc(sources, func(t hypervisor.Template) bool { return t.Ref.Node == h.Name }):
+			h.Unavailable = "holds no copy of the template (a linked clone is made beside it; use cloneMode Full)"
+		}
+	}
+	node, err := placement.ChooseHost(hosts, placedVMs(claims), c.Name, policy)
+	if errors.Is(err, placement.ErrNoHost) {
+		r.placements.failed(c.UID, time.Now())
+		setVMCondition(c, metav1.ConditionFalse, infrav1.NoHostFitsReason, err.Error())
+		return hypervisor.Template{}, "", ctrl.Result{RequeueAfter: noHostFitsRecheck}, nil
+	}
+	if err != nil {
+		return hypervisor.Template{}, "", ctrl.Result{}, err
+	}
+	r.placements.placed(c.UID)
+	return placement.TemplateOn(sources, node), node, ctrl.Result{}, nil
+}
+
+func isWaitingForHost(c *infrav1.MachineClaim) bool {
+	for _, cond := range c.Status.Conditions {
+		if cond.Type == infrav1.MachineClaimVMProvisionedCondition {
+			return cond.Reason == infrav1.NoHostFitsReason
+		}
+	}
+	return false
+}
+
+// persistentPlacementChanged lets through the changes of a persistent claim that can make room
+// for another or take it away: created, deleted, or its host or labels changed.
+func persistentPlacementChanged() predicate.Funcs {
+	persistent := func(o client.Object) bool {
+		c, ok := o.(*infrav1.MachineClaim)
+		return ok && c.Spec.IsPersistent()
+	}
+	return predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return persistent(e.Object) },
+		DeleteFunc:  func(e event.DeleteEvent) bool { return persistent(e.Object) },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			oldC, ok1 := e.ObjectOld.(*infrav1.MachineClaim)
+			newC, ok2 := e.ObjectNew.(*infrav1.MachineClaim)
+			if !ok1 || !ok2 || !newC.Spec.IsPersistent() {
+				return false
+			}
+			return oldC.Status.Node != newC.Status.Node || !labels.Equals(oldC.Labels, newC.Labels) ||
+				oldC.DeletionTimestamp.IsZero() != newC.DeletionTimestamp.IsZero()
+		},
+	}
+}
+
+// claimsWaitingForHost wakes the persistent claims of the same HypervisorCluster that wait
+// because no host fits them, when another persistent claim comes, goes, moves or is relabelled.
+func (r *MachineClaimReconciler) claimsWaitingForHost(ctx context.Context, o client.Object) []ctrl.Request {
+	hc := o.GetLabels()[infrav1.HypervisorClusterNameLabel]
+	if hc == "" {
+		return nil
+	}
+	claims, err := clusterClaims(ctx, r.Client, o.GetNamespace(), hc)
+	if err != nil {
+		return nil
+	}
+	var reqs []ctrl.Request
+	for i := range claims {
+		c := &claims[i]
+		if c.Name != o.GetName() && c.Spec.IsPersistent() && isWaitingForHost(c) {
+			reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(c)})
+		}
+	}
+	return reqs
+}

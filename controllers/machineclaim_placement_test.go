@@ -1,0 +1,104 @@
+package controllers_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/test/builder"
+	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
+)
+
+// labelledHosts declares host labels on the HypervisorCluster: pve1 rack a, pve2 rack b with a
+// GPU, pve3 rack b. In the default inventory pve3 has the most free memory, so a claim without
+// placement rules goes there.
+func labelledHosts(hc *infrav1.HypervisorCluster) {
+	hc.Spec.Hosts = []infrav1.HypervisorHost{
+		{Name: "pve1", Labels: map[string]string{"rack": "a"}},
+		{Name: "pve2", Labels: map[string]string{"rack": "b", "gpu": "true"}},
+		{Name: "pve3", Labels: map[string]string{"rack": "b"}},
+	}
+}
+
+// templateOnEveryHost is the default inventory with a copy of the Ubuntu runner template on each
+// host, as clusters on local storage keep them, so a linked clone can be made anywhere.
+func templateOnEveryHost() pvesim.Config {
+	inv := pvesim.DefaultInventory()
+	inv.VMs = append(inv.VMs,
+		pvesim.RunnerTemplate(9100, "pve2", "ubuntu-2404-runner", "32G", "runner", "template", "ubuntu"),
+		pvesim.RunnerTemplate(9200, "pve3", "ubuntu-2404-runner", "32G", "runner", "template", "ubuntu"))
+	return pvesim.Config{Inventory: inv}
+}
+
+// persistentClaim is a standalone persistent claim that may be cloned on any host of
+// templateOnEveryHost.
+func persistentClaim(ns, name string, labels map[string]string, p *infrav1.PlacementSpec) *infrav1.MachineClaim {
+	b := builder.NewMachineClaim(name, ns).WithHypervisorCluster("pve").WithPersistent(infrav1.RunStrategyAlways).
+		WithTemplateName("ubuntu-2404-runner", "runner").WithLabels(labels)
+	if p != nil {
+		b = b.WithPlacement(*p)
+	}
+	return b.Build()
+}
+
+// runsOn waits for the claim's VM to run on host, in the claim's status and on the simulator.
+func runsOn(g Gomega, sim *pvesim.Simulator, claim *infrav1.MachineClaim, host string) {
+	g.Eventually(func(g Gomega) {
+		c := get(g, claim)
+		g.Expect(c.Status.Node).To(Equal(host))
+		g.Expect(c.Status.Phase).To(Equal(infrav1.MachineClaimPhaseRunning), "%+v", c.Status.Conditions)
+		vm, ok := sim.VM(vmidOf(c.Status.VMID))
+		g.Expect(ok).To(BeTrue())
+		g.Expect(vm.Node).To(Equal(host))
+	}, 60*time.Second, 100*time.Millisecond).Should(Succeed())
+}
+
+// TestPersistentPlacementHostSelector places new persistent VMs by their placement rules with the
+// real manager and the Proxmox simulator: a host selector sends a VM to the one GPU host rather
+// than the emptiest; a second VM that must avoid the first and needs a GPU host fits nowhere and
+// says why of each host, without creating a VM; once the HypervisorCluster labels another host
+// with a GPU, it is placed there.
+func TestPersistentPlacementHostSelector(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	sim := pvesim.StartForTest(t, templateOnEveryHost())
+	startManager(t, testTiming{sweep: 300 * time.Millisecond, orphanGrace: time.Second})
+	ns := newNamespace(t)
+	proxmoxCluster(t, ns, "pve", sim, labelledHosts)
+
+	gpu := &metav1.LabelSelector{MatchLabels: map[string]string{"gpu": "true"}}
+	first := persistentClaim(ns, "ml-0", map[string]string{"app": "ml"}, &infrav1.PlacementSpec{HostSelector: gpu})
+	g.Expect(env.Client.Create(ctx, first)).To(Succeed())
+	runsOn(g, sim, first, "pve2")
+
+	second := persistentClaim(ns, "ml-1", map[string]string{"app": "ml"}, &infrav1.PlacementSpec{HostSelector: gpu,
+		AntiAffinity: []metav1.LabelSelector{{MatchLabels: map[string]string{"app": "ml"}}}})
+	g.Expect(env.Client.Create(ctx, second)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		c := get(g, second)
+		g.Expect(conditions.GetReason(c, infrav1.MachineClaimVMProvisionedCondition)).To(Equal(infrav1.NoHostFitsReason))
+		msg := conditions.GetMessage(c, infrav1.MachineClaimVMProvisionedCondition)
+		g.Expect(msg).To(ContainSubstring("pve1: labels do not match hostSelector gpu=true"))
+		g.Expect(msg).To(ContainSubstring("pve2: runs ml-0, which matches anti-affinity app=ml"))
+		g.Expect(msg).To(ContainSubstring("pve3: labels do not match hostSelector gpu=true"))
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		c := get(g, second)
+		g.Expect(c.Status.VMID).To(BeEmpty())
+		g.Expect(c.Status.FailureCount).To(BeZero(), "waiting for a host is not a failure with a growing backoff")
+	}, 2*time.Second, 200*time.Millisecond).Should(Succeed())
+
+	hc := &infrav1.HypervisorCluster{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pve"}, hc)).To(Succeed())
+	p := client.MergeFrom(hc.DeepCopy())
+	hc.Spec.Hosts[2].Labels["gpu"] = "true"
+	g.Expect(env.Client.Patch(ctx, hc, p)).To(Succeed())
+	runsOn(g, sim, second, "pve3")
+	runsOn(g, sim, first, "pve2")
+}
