@@ -8,7 +8,7 @@ import (
 )
 
 // setupVMControllers registers the controllers of long-lived VMs' request objects: snapshots,
-// restores, snapshot schedules and migrations.
+// restores, snapshot schedules and migrations, and of VM pools.
 func setupVMControllers(mgr ctrl.Manager, registry *connection.Registry, opts Options, copts controller.Options) error {
 	snapshots := &MachineSnapshotReconciler{
 		Client:       mgr.GetClient(),
@@ -35,6 +35,9 @@ func setupVMControllers(mgr ctrl.Manager, registry *connection.Registry, opts Op
 		PollInterval: opts.TaskPollInterval,
 	}
 	if err := migrations.SetupWithManager(mgr, copts); err != nil {
+		return err
+	}
+	if err := (&VMPoolReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("vmpool-controller")}).SetupWithManager(mgr, copts); err != nil {
 		return err
 	}
 	schedules := &MachineSnapshotScheduleReconciler{

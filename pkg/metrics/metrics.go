@@ -82,6 +82,21 @@ var (
 		Help: "Jobs a RunnerPool can serve that wait for a runner.",
 	}, []string{"namespace", "pool"})
 
+	VMPoolReplicas = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "hyperfleet_vmpool_replicas",
+		Help: "A VMPool's VMs by state: desired, current, ready, available, updated, unavailable.",
+	}, []string{"namespace", "pool", "state"})
+
+	VMPoolCPUUtilisation = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "hyperfleet_vmpool_cpu_utilisation_ratio",
+		Help: "Average CPU use of a VMPool's running VMs, as a ratio of the cores they were given.",
+	}, []string{"namespace", "pool"})
+
+	VMPoolMemoryUtilisation = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "hyperfleet_vmpool_memory_utilisation_ratio",
+		Help: "Average memory use of a VMPool's running VMs, as a ratio of the memory they were given.",
+	}, []string{"namespace", "pool"})
+
 	BootstrapAttestations = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hyperfleet_bootstrap_attestations_total",
 		Help: "Attestation attempts of VMs at the bootstrap service, by result.",
@@ -115,6 +130,7 @@ func Collectors() []prometheus.Collector {
 		DeprecatedProxmoxAPIRequestDuration, DeprecatedProxmoxAPIErrors, DeprecatedProxmoxTaskDuration,
 		WebhookDeliveries, JobPickupLatency,
 		RunnerPoolReplicas, RunnerPoolQueuedJobs,
+		VMPoolReplicas, VMPoolCPUUtilisation, VMPoolMemoryUtilisation,
 		BootstrapAttestations, GitHubRateLimitRemaining, PlatformRateLimited,
 	}
 }

@@ -24,6 +24,9 @@ var contract = []string{
 	"hyperfleet_job_pickup_latency_seconds",
 	"hyperfleet_runnerpool_replicas",
 	"hyperfleet_runnerpool_queued_jobs",
+	"hyperfleet_vmpool_replicas",
+	"hyperfleet_vmpool_cpu_utilisation_ratio",
+	"hyperfleet_vmpool_memory_utilisation_ratio",
 	"hyperfleet_bootstrap_attestations_total",
 	"hyperfleet_github_rate_limit_remaining",
 	"hyperfleet_platform_rate_limited_total",
@@ -39,6 +42,8 @@ func TestEveryContractMetricIsServedByTheManagerRegistry(t *testing.T) {
 	WebhookDelivery(WebhookAccepted)
 	ObserveJobPickup(70 * time.Second)
 	SetPool("ci", "linux", 3, 2, 2, 1, 1, 4)
+	cpu, mem := 0.5, 0.25
+	SetVMPool("web", "frontend", VMPoolCounts{Desired: 3, Current: 3}, &cpu, &mem)
 	Attestation(AttestationSuccess)
 	SetGitHubRateLimit(4999)
 	PlatformRateLimit("gitlab")
@@ -135,6 +140,29 @@ func TestPoolGaugesAndDeletion(t *testing.T) {
 	DeletePool("ci", "linux")
 	g.Expect(testutil.CollectAndCount(RunnerPoolReplicas)).To(Equal(5), "only the arm pool's series remain")
 	g.Expect(testutil.CollectAndCount(RunnerPoolQueuedJobs)).To(Equal(1))
+}
+
+func TestVMPoolGaugesAndDeletion(t *testing.T) {
+	g := NewWithT(t)
+	VMPoolReplicas.Reset()
+	VMPoolCPUUtilisation.Reset()
+	VMPoolMemoryUtilisation.Reset()
+	cpu, mem := 0.75, 0.5
+	SetVMPool("web", "frontend", VMPoolCounts{Desired: 4, Current: 5, Ready: 4, Available: 3, Updated: 2, Unavailable: 1}, &cpu, &mem)
+	SetVMPool("web", "cache", VMPoolCounts{Desired: 1, Current: 1}, nil, nil)
+	for state, want := range map[string]float64{"desired": 4, "current": 5, "ready": 4, "available": 3, "updated": 2, "unavailable": 1} {
+		g.Expect(testutil.ToFloat64(VMPoolReplicas.WithLabelValues("web", "frontend", state))).To(Equal(want), state)
+	}
+	g.Expect(testutil.ToFloat64(VMPoolCPUUtilisation.WithLabelValues("web", "frontend"))).To(Equal(0.75))
+	g.Expect(testutil.ToFloat64(VMPoolMemoryUtilisation.WithLabelValues("web", "frontend"))).To(Equal(0.5))
+	g.Expect(testutil.CollectAndCount(VMPoolCPUUtilisation)).To(Equal(1), "a pool without usage figures has no utilisation series")
+
+	SetVMPool("web", "frontend", VMPoolCounts{Desired: 4}, nil, &mem)
+	g.Expect(testutil.CollectAndCount(VMPoolCPUUtilisation)).To(BeZero(), "a figure that stops being reported is removed, not left stale")
+
+	DeleteVMPool("web", "frontend")
+	g.Expect(testutil.CollectAndCount(VMPoolReplicas)).To(Equal(6), "only the cache pool's series remain")
+	g.Expect(testutil.CollectAndCount(VMPoolMemoryUtilisation)).To(BeZero())
 }
 
 func TestResultsOutsideTheContractAreBounded(t *testing.T) {

@@ -153,3 +153,34 @@ func bounded(v string, allowed map[string]bool) string {
 	}
 	return Other
 }
+
+// VMPoolCounts are a VMPool's VMs by state, as in its status.
+type VMPoolCounts struct {
+	Desired, Current, Ready, Available, Updated, Unavailable int
+}
+
+// SetVMPool publishes a VMPool's VM counts and its VMs' average CPU and memory use (nil when no
+// running VM reports it: the series is removed rather than left at a stale value).
+func SetVMPool(ns, name string, c VMPoolCounts, cpu, memory *float64) {
+	for state, n := range map[string]int{
+		"desired": c.Desired, "current": c.Current, "ready": c.Ready,
+		"available": c.Available, "updated": c.Updated, "unavailable": c.Unavailable,
+	} {
+		VMPoolReplicas.WithLabelValues(ns, name, state).Set(float64(n))
+	}
+	for g, v := range map[*prometheus.GaugeVec]*float64{VMPoolCPUUtilisation: cpu, VMPoolMemoryUtilisation: memory} {
+		if v == nil {
+			g.DeleteLabelValues(ns, name)
+			continue
+		}
+		g.WithLabelValues(ns, name).Set(*v)
+	}
+}
+
+// DeleteVMPool removes a deleted VMPool's series.
+func DeleteVMPool(ns, name string) {
+	labels := prometheus.Labels{"namespace": ns, "pool": name}
+	VMPoolReplicas.DeletePartialMatch(labels)
+	VMPoolCPUUtilisation.DeletePartialMatch(labels)
+	VMPoolMemoryUtilisation.DeletePartialMatch(labels)
+}

@@ -1,0 +1,114 @@
+package integration
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+)
+
+func validVMPool(ns, name string) *fleetv1.VMPool {
+	return &fleetv1.VMPool{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: fleetv1.VMPoolSpec{
+			Replicas: ptr.To[int32](3),
+			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: fleetv1.VMPoolMachineTemplate{
+				ObjectMeta: clusterv1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+				Spec: infrav1.MachineClaimSpec{
+					MachineClaimLifecycleSpec: infrav1.MachineClaimLifecycleSpec{Lifecycle: infrav1.LifecyclePersistent, RunStrategy: infrav1.RunStrategyAlways},
+					Template:                  infrav1.TemplateSource{ID: "9000"},
+					HypervisorClusterName:     "pve",
+				},
+			},
+		},
+	}
+}
+
+// TestVMPoolValidation: a pool's VMs are Persistent and placed on a named HypervisorCluster, its
+// template gives no claim an identity, the rolling update bounds are numbers or percentages and
+// not both zero, and the name leaves room for the VMs'
+// names; each refusal says why. Defaults are MachineDeployment's.
+func TestVMPoolValidation(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t, "vmpool")
+	pct := func(s string) *intstr.IntOrString { v := intstr.FromString(s); return &v }
+	num := func(n int32) *intstr.IntOrString { v := intstr.FromInt32(n); return &v }
+	with := func(name string, mutate func(*fleetv1.VMPool)) client.Object {
+		p := validVMPool(ns, name)
+		mutate(p)
+		return p
+	}
+	rolling := func(surge, unavailable *intstr.IntOrString) func(*fleetv1.VMPool) {
+		return func(p *fleetv1.VMPool) {
+			p.Spec.Strategy = fleetv1.VMPoolStrategy{Type: fleetv1.RollingUpdateVMPoolStrategy,
+				RollingUpdate: &fleetv1.VMPoolRollingUpdate{MaxSurge: surge, MaxUnavailable: unavailable}}
+		}
+	}
+	cases := []struct {
+		name    string
+		obj     client.Object
+		message string
+	}{
+		{name: "valid pool", obj: validVMPool(ns, "web")},
+		{name: "ephemeral template", obj: with("eph", func(p *fleetv1.VMPool) {
+			p.Spec.Template.Spec.Lifecycle, p.Spec.Template.Spec.RunStrategy = "", ""
+		}), message: "a VMPool's VMs are long-lived: set template.spec.lifecycle: Persistent"},
+		{name: "no hypervisor cluster", obj: with("nohc", func(p *fleetv1.VMPool) { p.Spec.Template.Spec.HypervisorClusterName = "" }),
+			message: "template.spec.hypervisorClusterName is required"},
+		{name: "claimID in the template", obj: with("claimid", func(p *fleetv1.VMPool) { p.Spec.Template.Spec.ClaimID = "abcdefgh12" }),
+			message: "template.spec cannot set claimID or providerID"},
+		{name: "both bounds zero", obj: with("zero", rolling(num(0), num(0))), message: "maxSurge and maxUnavailable cannot both be 0"},
+		{name: "both bounds zero percent", obj: with("zeropct", rolling(pct("0%"), pct("0%"))), message: "maxSurge and maxUnavailable cannot both be 0"},
+		{name: "surge zero with unavailable defaulting to zero", obj: with("zerodefault", rolling(num(0), nil)), message: "maxSurge and maxUnavailable cannot both be 0"},
+		{name: "surge zero, one unavailable", obj: with("surge0", rolling(num(0), num(1)))},
+		{name: "percentages", obj: with("pcts", rolling(pct("25%"), pct("10%")))},
+		{name: "not a percentage", obj: with("badpct", rolling(pct("a lot"), nil)), message: "maxSurge is a number of VMs (0 or more) or a percentage"},
+		{name: "negative unavailable", obj: with("neg", rolling(nil, num(-1))), message: "maxUnavailable is a number of VMs (0 or more) or a percentage"},
+		{name: "rollingUpdate with Recreate", obj: with("recreate", func(p *fleetv1.VMPool) {
+			rolling(num(1), nil)(p)
+			p.Spec.Strategy.Type = fleetv1.RecreateVMPoolStrategy
+		}), message: "rollingUpdate applies only to type RollingUpdate"},
+		{name: "valid Recreate", obj: with("recreate-ok", func(p *fleetv1.VMPool) { p.Spec.Strategy.Type = fleetv1.RecreateVMPoolStrategy })},
+		{name: "name too long for its VMs", obj: validVMPool(ns, "a-pool-whose-name-is-far-too-long-for-its-vm-names"), message: "a VMPool's name is at most 46 characters"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			err := env.Client.Create(ctx, tc.obj, client.DryRunAll)
+			if tc.message == "" {
+				g.Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+			g.Expect(err.Error()).To(ContainSubstring(tc.message))
+		})
+	}
+
+	t.Run("defaults", func(t *testing.T) {
+		g := NewWithT(t)
+		p := validVMPool(ns, "defaults")
+		p.Spec.Replicas = nil
+		g.Expect(env.Client.Create(ctx, p)).To(Succeed())
+		g.Expect(p.Spec.Replicas).To(Equal(ptr.To[int32](1)))
+		g.Expect(p.Spec.Strategy.Type).To(Equal(fleetv1.RollingUpdateVMPoolStrategy))
+	})
+	t.Run("selector is immutable", func(t *testing.T) {
+		g := NewWithT(t)
+		p := validVMPool(ns, "immutable")
+		g.Expect(env.Client.Create(ctx, p)).To(Succeed())
+		p.Spec.Selector.MatchLabels = map[string]string{"app": "other"}
+		err := env.Client.Update(ctx, p)
+		g.Expect(err).To(HaveOccurred())
+		g.Expect(err.Error()).To(ContainSubstring("selector is immutable"))
+	})
+}
