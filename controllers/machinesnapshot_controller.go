@@ -95,7 +95,11 @@ func setSnapshotReady(snap *fleetv1.MachineSnapshot, status metav1.ConditionStat
 func (r *MachineSnapshotReconciler) reconcileNormal(ctx context.Context, snap *fleetv1.MachineSnapshot) (ctrl.Result, error) {
 	switch snap.Status.Phase {
 	case fleetv1.MachineSnapshotPhaseSucceeded, fleetv1.MachineSnapshotPhaseFailed:
-		return ctrl.Result{}, nil // a snapshot is taken once
+		// A snapshot is taken once. A task left beside the outcome was recorded by a reconcile
+		// that a read older than the task's start then overtook (a synchronous provider's snapshot
+		// is listed at once): it is over.
+		snap.Status.Task = nil
+		return ctrl.Result{}, nil
 	case "":
 		snap.Status.Phase = fleetv1.MachineSnapshotPhaseInProgress
 	}

@@ -1,0 +1,145 @@
+package controllers_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/test/builder"
+	"github.com/hyperfleet-io/hyperfleet/test/hvsim"
+)
+
+// persistentHyperVVM is a running persistent claim (run strategy Always) on simulated Hyper-V hosts,
+// whose migrationPolicy lets a move copy its local disk.
+func persistentHyperVVM(t *testing.T, cfg hvsim.HyperVConfig, hosts ...string) (*infrav1.MachineClaim, *hvsim.HyperVHosts) {
+	t.Helper()
+	g := NewWithT(t)
+	cfg.BootHook = func(ctx context.Context, _ hvsim.HyperVBootVM) error { <-ctx.Done(); return nil }
+	sim := hvsim.StartHyperVForTest(t, cfg, hosts...)
+	startManager(t)
+	ns := newNamespace(t)
+	hypervCluster(t, ns, "hv", sim)
+	claim := builder.NewMachineClaim("db-0", ns).WithHypervisorCluster("hv").WithTemplateName(hvsim.HyperVTemplate).
+		WithNetwork(hvsim.HyperVSwitch, 0).WithResources(2, 2048).WithPersistent(infrav1.RunStrategyAlways).Build()
+	claim.Spec.MigrationPolicy = &infrav1.MigrationPolicy{Strategy: infrav1.MigrationStrategyLive, AllowLocalDisks: true}
+	g.Expect(env.Client.Create(context.Background(), claim)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := get(g, claim)
+		g.Expect(got.Status.Phase).To(Equal(infrav1.MachineClaimPhaseRunning), "conditions: %+v", got.Status.Conditions)
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	return get(g, claim), sim
+}
+
+// hypervVMState is the simulator's state of the claim's VM on host (0 when it is not there).
+func hypervVMState(sim *hvsim.HyperVHosts, host, id string) int {
+	for _, vm := range sim.VMs(host) {
+		if vm.ID == id {
+			return vm.State
+		}
+	}
+	return 0
+}
+
+// TestHyperVSnapshotRestoreDelete: a MachineSnapshot with memory of a running persistent claim on
+// Hyper-V is a standard checkpoint; a MachineSnapshotRestore stops the VM, applies it and Hyper-V's
+// saved state resumes the VM; deleting the MachineSnapshot removes the checkpoint and waits for
+// Hyper-V to merge its disk.
+func TestHyperVSnapshotRestoreDelete(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	claim, sim := persistentHyperVVM(t, hvsim.HyperVConfig{MergeDuration: 2 * time.Second}, "hv1")
+	host, id := claim.Status.Node, claim.Status.VMID
+
+	snap := newSnapshot("before-upgrade", claim.Namespace, claim.Name)
+	snap.Spec.WithMemory = true
+	g.Expect(env.Client.Create(ctx, snap)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := get(g, snap)
+		g.Expect(got.Status.Phase).To(Equal(fleetv1.MachineSnapshotPhaseSucceeded), "conditions: %+v", got.Status.Conditions)
+		g.Expect(got.Status.ReadyToUse).To(BeTrue())
+		g.Expect(got.Status.WithMemory).To(BeTrue())
+		g.Expect(got.Status.Task).To(BeNil())
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	name := get(g, snap).Status.SnapshotName
+	g.Expect(sim.Checkpoints(host, id)).To(ConsistOf(And(HaveField("Name", name), HaveField("Kind", "Standard"), HaveField("Memory", true))))
+
+	restore := newRestore("back", claim.Namespace, claim.Name, snap.Name)
+	g.Expect(env.Client.Create(ctx, restore)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := get(g, restore)
+		g.Expect(got.Status.Complete).To(BeTrue(), "%v", got.Status.Conditions)
+		g.Expect(*got.Status.WasRunning).To(BeTrue())
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	g.Expect(hypervVMState(sim, host, id)).To(Equal(2), "resumed from the checkpoint's saved state")
+	g.Eventually(func() map[string]string { return get(g, claim).Annotations }, 10*time.Second, 100*time.Millisecond).
+		ShouldNot(HaveKey(infrav1.RestoreInProgressAnnotation))
+
+	g.Expect(env.Client.Delete(ctx, snap)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := get(g, snap)
+		g.Expect(got.Status.Task).NotTo(BeNil(), "the merge is followed")
+		g.Expect(got.Status.Task.ID).To(Equal("merge:" + id))
+	}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
+	g.Expect(sim.Merging(host, id)).To(BeTrue())
+	g.Eventually(func() bool { return apierrors.IsNotFound(env.Client.Get(ctx, keyOf(snap), &fleetv1.MachineSnapshot{})) },
+		30*time.Second, 100*time.Millisecond).Should(BeTrue())
+	g.Expect(sim.Merging(host, id)).To(BeFalse(), "released once Hyper-V had merged the checkpoint's disk")
+	g.Expect(sim.Checkpoints(host, id)).To(BeEmpty())
+	g.Expect(hypervVMState(sim, host, id)).To(Equal(2))
+}
+
+// TestHyperVMigration: a MachineMigration to a host whose live migration is off fails with
+// Hyper-V's refusal and leaves the VM running where it was; once the host accepts migrations a
+// second one moves the VM live with its disk (shared-nothing), and the claim's status.node is the
+// new host.
+func TestHyperVMigration(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	claim, sim := persistentHyperVVM(t, hvsim.HyperVConfig{MoveDuration: time.Second}, "hv1", "hv2")
+	source, id := claim.Status.Node, claim.Status.VMID
+	target := map[string]string{"hv1": "hv2", "hv2": "hv1"}[source]
+	g.Expect(sim.EnableMigration(source, true)).To(Succeed())
+
+	refused := newMigration("refused", claim.Namespace, claim.Name, target)
+	refused.Spec.WithLocalDisks = true
+	g.Expect(env.Client.Create(ctx, refused)).To(Succeed())
+	got := migrationDone(g, refused)
+	g.Expect(got.Status.Phase).To(Equal(fleetv1.MachineMigrationPhaseFailed))
+	g.Expect(conditions.GetReason(got, fleetv1.ReadyCondition)).To(Equal(fleetv1.MigrationFailedReason))
+	g.Expect(got.Status.Error).To(ContainSubstring("Virtual machine migration is not enabled on host"))
+	g.Expect(hypervVMState(sim, source, id)).To(Equal(2), "still running on its host")
+	g.Expect(sim.VMs(target)).To(BeEmpty())
+	g.Eventually(func() map[string]string { return get(g, claim).Annotations }, 10*time.Second, 100*time.Millisecond).
+		ShouldNot(HaveKey(infrav1.MigrationInProgressAnnotation))
+
+	g.Expect(sim.EnableMigration(target, true)).To(Succeed())
+	moved := newMigration("moved", claim.Namespace, claim.Name, fleetv1.MigrationTargetAny)
+	moved.Spec.WithLocalDisks = true
+	g.Expect(env.Client.Create(ctx, moved)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := get(g, moved)
+		g.Expect(got.Status.Task).NotTo(BeNil())
+		g.Expect(got.Status.Task.ID).To(HavePrefix("move:" + id + ":" + target + ":"))
+		g.Expect(get(g, claim).Status.Phase).To(Equal(infrav1.MachineClaimPhaseMigrating))
+	}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
+	got = migrationDone(g, moved)
+	g.Expect(got.Status.Phase).To(Equal(fleetv1.MachineMigrationPhaseSucceeded), "%+v", got.Status)
+	g.Expect(got.Status.SourceHost).To(Equal(source))
+	g.Expect(got.Status.TargetHost).To(Equal(target))
+	g.Expect(got.Status.Online).To(BeTrue())
+	g.Eventually(func(g Gomega) {
+		c := get(g, claim)
+		g.Expect(c.Status.Node).To(Equal(target))
+		g.Expect(c.Annotations).NotTo(HaveKey(infrav1.MigrationInProgressAnnotation))
+		g.Expect(c.Status.Phase).To(Equal(infrav1.MachineClaimPhaseRunning))
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	g.Expect(sim.VMs(source)).To(BeEmpty())
+	g.Expect(hypervVMState(sim, target, id)).To(Equal(2), "the same VM, running on its new host")
+	g.Consistently(func() int { return hypervVMState(sim, target, id) }, time.Second, 100*time.Millisecond).Should(Equal(2))
+}
