@@ -53,6 +53,33 @@ func (r *MachineClaimReconciler) reconcileBootstrapped(ctx context.Context, s *c
 	return ctrl.Result{}, nil
 }
 
+// reconcileRunnerAddresses reads a runner's addresses once its agent has attested: the guest is up
+// by then, so the first read of its guest agent usually answers, where polling it from the start
+// took several failing reads per VM while the guest booted. The runner is Ready without them; a
+// guest agent that does not answer yet is asked again with backoff.
+func (r *MachineClaimReconciler) reconcileRunnerAddresses(ctx context.Context, s *claimScope) (ctrl.Result, error) {
+	c := s.claim
+	if c.Status.BootstrappedTime == nil || bootstrapRef(s.machine) == nil || len(c.Status.Addresses) > 0 ||
+		s.provider == nil || c.Status.Task != nil || c.Status.CompletedStep != infrav1.StepStarted {
+		return ctrl.Result{}, nil
+	}
+	if wait := r.polls.until(c.UID, addressPollKey, time.Time{}, 0, r.poll()); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	addrs, err := s.provider.Addresses(ctx, vmRef(c))
+	r.polls.read(c.UID, addressPollKey)
+	if err != nil || len(addrs) == 0 {
+		if err != nil {
+			ctrl.LoggerFrom(ctx).Info("reading the runner's addresses failed; retrying", "error", err.Error())
+		}
+		return ctrl.Result{RequeueAfter: r.polls.next(c.UID, addressPollKey, r.poll())}, nil
+	}
+	r.polls.done(c.UID)
+	setAddresses(c, addrs)
+	setVMCondition(c, metav1.ConditionTrue, infrav1.VMRunningReason, fmt.Sprintf("VM %s running at %s", vmRef(c), addrs[0].Address))
+	return ctrl.Result{}, nil
+}
+
 func bootstrapRef(m *clusterv1.Machine) *clusterv1.ContractVersionedObjectReference {
 	if m == nil {
 		return nil

@@ -55,6 +55,8 @@ type MachineClaimReconciler struct {
 	templates templateCache
 	// placements rate-limits persistent claims that wait for a host to fit them.
 	placements placementGate
+	// polls paces each claim's reads of its task and its guest agent.
+	polls pollPacer
 }
 
 // DefaultTaskDeadline bounds a stop or destroy task: Proxmox ends them within minutes even for
@@ -203,6 +205,7 @@ func (r *MachineClaimReconciler) reconcileNormal(ctx context.Context, s *claimSc
 		r.reconcilePersistent,
 		r.reconcileBootstrapped,
 		r.reconcileSpentSeed,
+		r.reconcileRunnerAddresses,
 	} {
 		if res, err := step(ctx, s); err != nil || !res.IsZero() {
 			return res, err

@@ -64,12 +64,19 @@ func (r *MachineClaimReconciler) reconcileDelete(ctx context.Context, s *claimSc
 		read bool
 	)
 	if t := c.Status.Task; t != nil && (t.Operation == opStop || t.Operation == opDelete) {
+		// Not before a stop or destroy typically ends, then backing off, however often the claim
+		// is woken meanwhile.
+		if wait := r.untilTaskRead(c); wait > 0 && time.Since(t.StartTime.Time) <= r.taskDeadline() {
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
 		// The VM shows a stop or destroy that has ended; its task is read only while it does not,
 		// so a failed task is still reported.
 		vm, err = s.provider.VM(ctx, ref)
 		read = true
+		r.polls.read(c.UID, t.ID)
 		if taskOutcomeSeen(t.Operation, vm, err) {
 			c.Status.Task = nil
+			r.polls.done(c.UID)
 		}
 	}
 	var overdue string
@@ -84,7 +91,11 @@ func (r *MachineClaimReconciler) reconcileDelete(ctx context.Context, s *claimSc
 		c.Status.Task, read = nil, false
 	}
 	if c.Status.Task != nil {
-		if res, err := r.reconcileInFlightTask(ctx, s); err != nil || !res.IsZero() {
+		readTask := r.reconcileInFlightTask
+		if read {
+			readTask = r.readInFlightTask // the VM was read for this round already
+		}
+		if res, err := readTask(ctx, s); err != nil || !res.IsZero() {
 			return res, err
 		}
 		read = false // the task has just ended: look again

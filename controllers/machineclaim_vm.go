@@ -27,9 +27,6 @@ const (
 	opDelete    = "Delete"
 )
 
-// addressPollInterval paces the wait for the guest agent to report addresses.
-const addressPollInterval = 3 * time.Second
-
 // reconcileVM advances the VM's provisioning: never two tasks at once, and each completed step is
 // recorded so a restarted controller continues where it stopped.
 func (r *MachineClaimReconciler) reconcileVM(ctx context.Context, s *claimScope) (ctrl.Result, error) {
@@ -72,24 +69,46 @@ func (r *MachineClaimReconciler) reconcileVM(ctx context.Context, s *claimScope)
 	}
 }
 
-// reconcileInFlightTask polls the recorded task. It returns a zero result once the task is done
-// and recorded; otherwise the caller waits.
+// reconcileInFlightTask polls the recorded task, paced by r.polls: not before a task of its kind
+// typically ends, then backing off. It returns a zero result once the task is done and recorded;
+// otherwise the caller waits.
 func (r *MachineClaimReconciler) reconcileInFlightTask(ctx context.Context, s *claimScope) (ctrl.Result, error) {
 	task := s.claim.Status.Task
+	if wait := r.untilTaskRead(s.claim); wait > 0 {
+		setVMCondition(s.claim, metav1.ConditionFalse, reasonFor(task.Operation),
+			fmt.Sprintf("%s task %s running on %s", task.Operation, task.ID, task.Node))
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	return r.readInFlightTask(ctx, s)
+}
+
+// untilTaskRead is how long the claim waits before it reads its in-flight task (or, deleting, its
+// VM) again.
+func (r *MachineClaimReconciler) untilTaskRead(c *infrav1.MachineClaim) time.Duration {
+	task := c.Status.Task
+	return r.polls.until(c.UID, task.ID, task.StartTime.Time, expectedTaskTime(task.Operation, c, r.poll()), r.poll())
+}
+
+// readInFlightTask reads the recorded task now.
+func (r *MachineClaimReconciler) readInFlightTask(ctx context.Context, s *claimScope) (ctrl.Result, error) {
+	task := s.claim.Status.Task
 	state, err := s.provider.TaskStatus(ctx, task.Node, hypervisor.TaskID(task.ID))
+	r.polls.read(s.claim.UID, task.ID)
 	switch {
 	case errors.Is(err, hypervisor.ErrNotFound):
 		// The hypervisor forgot the task (e.g. a node rebooted): look at the VM again instead.
 		s.claim.Status.Task = nil
+		r.polls.done(s.claim.UID)
 		return ctrl.Result{RequeueAfter: r.poll()}, nil
 	case err != nil:
 		return r.fail(ctx, s, fmt.Errorf("polling %s task: %w", task.Operation, err))
 	case !state.Done:
 		setVMCondition(s.claim, metav1.ConditionFalse, reasonFor(task.Operation),
 			fmt.Sprintf("%s task %s running on %s", task.Operation, task.ID, task.Node))
-		return ctrl.Result{RequeueAfter: r.poll()}, nil
+		return ctrl.Result{RequeueAfter: r.polls.next(s.claim.UID, task.ID, r.poll())}, nil
 	}
 	s.claim.Status.Task = nil
+	r.polls.done(s.claim.UID)
 	if state.Err != nil {
 		return r.fail(ctx, s, fmt.Errorf("%s task failed: %w", task.Operation, state.Err))
 	}
@@ -306,9 +325,23 @@ func (r *MachineClaimReconciler) reconcileStart(ctx context.Context, s *claimSco
 
 // reconcileStarting follows a start. Addresses from the guest agent prove the VM started, so the
 // start task is read only while they are missing: that is how a failed start is still reported
-// (and retried) without a task poll on every healthy start.
+// (and retried) without a task poll on every healthy start. A runner's agent proves more than the
+// guest agent can (it booted, attested and took its runner config), so a runner's guest agent is
+// not polled while it boots: its start task is read once, when a start typically has ended, and
+// its addresses once the agent has attested (reconcileBootstrapped).
 func (r *MachineClaimReconciler) reconcileStarting(ctx context.Context, s *claimScope) (ctrl.Result, error) {
 	c := s.claim
+	if bootstrapRef(s.machine) != nil {
+		if res, err := r.reconcileInFlightTask(ctx, s); err != nil || !res.IsZero() {
+			return res, err
+		}
+		r.setProvisioned(s, nil)
+		return ctrl.Result{}, nil
+	}
+	if wait := r.polls.until(c.UID, c.Status.Task.ID, c.Status.Task.StartTime.Time, guestBootTime*r.poll(), r.poll()); wait > 0 {
+		setVMCondition(c, metav1.ConditionFalse, infrav1.WaitingForAddressReason, "VM is starting; waiting for the guest agent to report an address")
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 	addrs, err := s.provider.Addresses(ctx, vmRef(c))
 	if err != nil {
 		return r.fail(ctx, s, err)
@@ -316,16 +349,23 @@ func (r *MachineClaimReconciler) reconcileStarting(ctx context.Context, s *claim
 	if len(addrs) > 0 {
 		r.Recorder.Eventf(c, corev1.EventTypeNormal, opStart+"Succeeded", "%s of VM %s on %s finished", opStart, c.Status.VMID, c.Status.Node)
 		c.Status.Task = nil
+		r.polls.done(c.UID)
 		c.Status.CompletedStep = infrav1.StepStarted
 		r.setProvisioned(s, addrs)
 		return ctrl.Result{}, nil
 	}
-	if res, err := r.reconcileInFlightTask(ctx, s); err != nil || !res.IsZero() {
+	// The addresses' read and the task's count as one read for the pacing.
+	if res, err := r.readInFlightTask(ctx, s); err != nil || !res.IsZero() {
 		return res, err
 	}
 	setVMCondition(c, metav1.ConditionFalse, infrav1.WaitingForAddressReason, "VM is running; waiting for the guest agent to report an address")
-	return ctrl.Result{RequeueAfter: addressPollInterval}, nil
+	r.polls.read(c.UID, addressPollKey)
+	return ctrl.Result{RequeueAfter: r.polls.next(c.UID, addressPollKey, r.poll())}, nil
 }
+
+// guestBootTime is how long a guest typically needs before its agent answers, in poll intervals:
+// the first address read comes 6 s after the start at the default 2 s interval.
+const guestBootTime = 3
 
 // reconcileRunning waits for the guest's addresses and then reports the machine provisioned.
 func (r *MachineClaimReconciler) reconcileRunning(ctx context.Context, s *claimScope) (ctrl.Result, error) {
@@ -333,35 +373,49 @@ func (r *MachineClaimReconciler) reconcileRunning(ctx context.Context, s *claimS
 	if ptr.Deref(ptr.Deref(c.Status.Initialization, infrav1.MachineClaimInitializationStatus{}).Provisioned, false) {
 		return ctrl.Result{}, nil // steady state: the sweep watches the VM's power state
 	}
+	if wait := r.polls.until(c.UID, addressPollKey, time.Time{}, 0, r.poll()); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 	addrs, err := s.provider.Addresses(ctx, vmRef(c))
+	r.polls.read(c.UID, addressPollKey)
 	if err != nil {
 		return r.fail(ctx, s, err)
 	}
 	if len(addrs) == 0 {
 		setVMCondition(c, metav1.ConditionFalse, infrav1.WaitingForAddressReason, "VM is running; waiting for the guest agent to report an address")
-		return ctrl.Result{RequeueAfter: addressPollInterval}, nil
+		return ctrl.Result{RequeueAfter: r.polls.next(c.UID, addressPollKey, r.poll())}, nil
 	}
+	r.polls.done(c.UID)
 	r.setProvisioned(s, addrs)
 	return ctrl.Result{}, nil
 }
 
-// setProvisioned records the guest's addresses and reports the machine provisioned.
+// setProvisioned records the guest's addresses and reports the machine provisioned. A runner's are
+// read later, once its agent has attested: addrs is empty then.
 func (r *MachineClaimReconciler) setProvisioned(s *claimScope, addrs []hypervisor.Address) {
 	c := s.claim
-	c.Status.Addresses = c.Status.Addresses[:0]
-	for _, a := range addrs {
-		c.Status.Addresses = append(c.Status.Addresses, clusterv1.MachineAddress{Type: clusterv1.MachineAddressType(a.Type), Address: a.Address})
-	}
+	setAddresses(c, addrs)
 	c.Status.PowerState = string(hypervisor.PowerStateRunning)
 	c.Status.FailureCount, c.Status.LastFailureTime = 0, nil
 	c.Status.Initialization = &infrav1.MachineClaimInitializationStatus{Provisioned: ptr.To(true)}
 	r.setProviderID(s)
-	setVMCondition(c, metav1.ConditionTrue, infrav1.VMRunningReason, fmt.Sprintf("VM %s running at %s", vmRef(c), addrs[0].Address))
-	r.Recorder.Eventf(c, corev1.EventTypeNormal, "Provisioned", "VM %s running at %s", vmRef(c), addrs[0].Address)
+	where := ""
+	if len(addrs) > 0 {
+		where = " at " + addrs[0].Address
+	}
+	setVMCondition(c, metav1.ConditionTrue, infrav1.VMRunningReason, fmt.Sprintf("VM %s running%s", vmRef(c), where))
+	r.Recorder.Eventf(c, corev1.EventTypeNormal, "Provisioned", "VM %s running%s", vmRef(c), where)
 	// From the claim's creation: the clone starts within a reconcile of it, and the start time of
 	// the clone task is not kept once the task ends.
 	metrics.ObserveProvisioning(s.hc.Name, time.Since(c.CreationTimestamp.Time))
 	metrics.ProvisioningResult(s.hc.Name, "", true)
+}
+
+func setAddresses(c *infrav1.MachineClaim, addrs []hypervisor.Address) {
+	c.Status.Addresses = c.Status.Addresses[:0]
+	for _, a := range addrs {
+		c.Status.Addresses = append(c.Status.Addresses, clusterv1.MachineAddress{Type: clusterv1.MachineAddressType(a.Type), Address: a.Address})
+	}
 }
 
 // recordTask keeps a started task in status for reconcileInFlightTask to follow. The empty TaskID
@@ -373,8 +427,13 @@ func (r *MachineClaimReconciler) recordTask(s *claimScope, op, node string, task
 		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	}
 	s.claim.Status.Task = &infrav1.TaskRef{ID: string(task), Node: node, Operation: op, StartTime: metav1.Now()}
+	r.polls.started(s.claim.UID, string(task), time.Now())
 	setVMCondition(s.claim, metav1.ConditionFalse, reasonFor(op), fmt.Sprintf("%s task %s started on %s", op, task, node))
-	return ctrl.Result{RequeueAfter: r.poll()}, nil
+	first := expectedTaskTime(op, s.claim, r.poll())
+	if op == opStart && bootstrapRef(s.machine) == nil {
+		first = guestBootTime * r.poll()
+	}
+	return ctrl.Result{RequeueAfter: first}, nil
 }
 
 // fail records a failed attempt and schedules the retry with exponential backoff. Errors that

@@ -234,8 +234,9 @@ func TestEjectCloudInitRemovesTheSpentSeed(t *testing.T) {
 	g.Expect(ok).To(BeTrue(), "another installation cannot remove our seed")
 
 	g.Expect(p.EjectCloudInit(ctx, ref)).To(Succeed())
-	_, ok = sim.StorageFile("pve1", iso)
-	g.Expect(ok).To(BeFalse(), "the ISO with the spent token is gone from storage")
+	// The deletion runs as PVE's task, which is not followed.
+	g.Eventually(func() bool { _, ok := sim.StorageFile("pve1", iso); return ok },
+		5*time.Second, 20*time.Millisecond).Should(BeFalse(), "the ISO with the spent token is gone from storage")
 	vm := simVM(t, sim, vmidOf(ref.ID))
 	g.Expect(vm.Disks[DefaultCloudInitDevice]).To(Equal("none,media=cdrom"), "and from the VM")
 	g.Expect(vm.Status).To(Equal("running"))

@@ -77,11 +77,14 @@ func taskError(u upid, exit string) error {
 
 // waitTask polls a task this package started until it ends, within one call timeout. It is used
 // where one call must order two steps: the ISO upload before the config write that attaches it
-// (Configure), the stop before the destroy (Delete).
+// (Configure), the stop before the destroy (Delete). These are PVE's short worker tasks, which take
+// about a second: the first read comes after shortTaskPolls poll intervals (1.2 s at the default
+// 200 ms), when such a task has usually ended; reading from the first interval on took three reads
+// per task. Later reads back off from the poll interval, doubling up to 2 s.
 func (p *Provider) waitTask(ctx context.Context, op string, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
-	delay := p.cfg.TaskPollInterval
+	delay, next := shortTaskPolls*p.cfg.TaskPollInterval, p.cfg.TaskPollInterval
 	for {
 		select {
 		case <-ctx.Done():
@@ -95,6 +98,10 @@ func (p *Provider) waitTask(ctx context.Context, op string, id string) error {
 		if st.Done {
 			return st.Err
 		}
-		delay = min(2*delay, 2*time.Second)
+		delay, next = next, min(2*next, 2*time.Second)
 	}
 }
+
+// shortTaskPolls is when a short task is first read, in poll intervals: PVE's worker tasks for an
+// upload, a stop or a volume deletion take about a second, give or take a fifth.
+const shortTaskPolls = 6
