@@ -103,10 +103,15 @@ func backoffDelay(interval time.Duration, reads int) time.Duration {
 
 // expectedTaskTime is how long a task of op typically runs on Proxmox VE, in poll intervals (2 s
 // by default): a linked clone a few seconds (the first read comes at 4 s), a full clone about 6 s
-// per GiB of the template's disk (a read at 4 s plus that, bounded by two minutes), and the other
-// tasks (start, stop, destroy, a disk resize) about a second, read at 2 s.
+// per GiB of the claim's disk (a read at 4 s plus that, bounded by two minutes), a destroy, which
+// removes the disks, a few seconds (4 s), and the other tasks (start, stop, a disk resize) about a
+// second, read at 2 s.
 func expectedTaskTime(op string, c *infrav1.MachineClaim, interval time.Duration) time.Duration {
-	if op != opClone {
+	switch op {
+	case opDelete:
+		return 2 * interval
+	case opClone:
+	default:
 		return interval
 	}
 	if c.Spec.CloneMode != infrav1.CloneFull {
