@@ -54,6 +54,9 @@ type wireRecord struct {
 	R string            `json:"r,omitempty"`
 	T int64             `json:"t"`
 	Q int64             `json:"q,omitempty"`
+	// QM is the millisecond of the first-queued second, for pickup latencies under a second;
+	// records written without it read as the second's start.
+	QM int64 `json:"qm,omitempty"`
 }
 
 func unixOrZero(t time.Time) int64 {
@@ -61,6 +64,13 @@ func unixOrZero(t time.Time) int64 {
 		return 0
 	}
 	return t.Unix()
+}
+
+func millisOf(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return int64(t.Nanosecond() / int(time.Millisecond))
 }
 
 func timeOrZero(sec int64) time.Time {
@@ -73,7 +83,7 @@ func timeOrZero(sec int64) time.Time {
 func encodeRecord(r Record) string {
 	b, _ := json.Marshal(wireRecord{
 		S: r.State, L: r.LabelSet, R: r.Runner,
-		T: unixOrZero(r.Transition), Q: unixOrZero(r.FirstQueued),
+		T: unixOrZero(r.Transition), Q: unixOrZero(r.FirstQueued), QM: millisOf(r.FirstQueued),
 	})
 	return string(b)
 }
@@ -86,7 +96,11 @@ func decodeRecord(s string) (Record, error) {
 	if !w.S.Valid() {
 		return Record{}, fmt.Errorf("unknown state %q", w.S)
 	}
-	return Record{State: w.S, LabelSet: w.L, Runner: w.R, Transition: timeOrZero(w.T), FirstQueued: timeOrZero(w.Q)}, nil
+	queued := timeOrZero(w.Q)
+	if !queued.IsZero() && w.QM > 0 && w.QM < 1000 {
+		queued = queued.Add(time.Duration(w.QM) * time.Millisecond)
+	}
+	return Record{State: w.S, LabelSet: w.L, Runner: w.R, Transition: timeOrZero(w.T), FirstQueued: queued}, nil
 }
 
 // maxKeyLength bounds a ConfigMap data key.

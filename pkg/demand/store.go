@@ -55,11 +55,16 @@ type Store struct {
 	MaxRecords int
 	// Now is the clock; tests replace it.
 	Now func() time.Time
+	// Pickups, when set, is told of each job the ledger sees go from queued to in progress on a
+	// runner, once: only the write that moved the record forward reports it.
+	Pickups PickupObserver
 }
 
-// NewStore returns a Store with the default retention and size bound.
+// NewStore returns a Store with the default retention and size bound, which reports pickup
+// latencies by path to hyperfleet_job_pickup_seconds.
 func NewStore(c client.Client) *Store {
-	return &Store{Client: c, Retention: DefaultRetention, MaxRecords: DefaultMaxRecords, Now: time.Now}
+	return &Store{Client: c, Retention: DefaultRetention, MaxRecords: DefaultMaxRecords, Now: time.Now,
+		Pickups: PickupMetrics{Reader: c}}
 }
 
 // ConfigMapName is the name of pool's ledger.
@@ -115,10 +120,15 @@ func (s *Store) Record(ctx context.Context, pool *fleetv1.RunnerPool, ev platfor
 	if !ok {
 		at = s.now()
 	}
-	return s.mutate(ctx, pool, func(jobs map[string]Record) bool {
+	var pickup *Pickup
+	changed, err := s.mutate(ctx, pool, func(jobs map[string]Record) bool {
+		pickup = nil // a retry starts over from a fresh read
 		old, known := jobs[key]
 		if known && !platform.IsForward(old.State, ev.State) {
 			return false
+		}
+		if known && old.State.NeedsRunner() && !old.FirstQueued.IsZero() && ev.State == platform.JobInProgress && ev.RunnerName != "" {
+			pickup = &Pickup{JobKey: key, Runner: ev.RunnerName, Queued: old.FirstQueued, Started: at}
 		}
 		r := old
 		r.State, r.Transition = ev.State, at
@@ -134,6 +144,10 @@ func (s *Store) Record(ctx context.Context, pool *fleetv1.RunnerPool, ev platfor
 		jobs[key] = r
 		return true
 	})
+	if changed && err == nil && pickup != nil && s.Pickups != nil {
+		s.Pickups.ObservePickup(ctx, pool, *pickup)
+	}
+	return changed, err
 }
 
 // Snapshot reads pool's ledger; a pool without one has no demand.

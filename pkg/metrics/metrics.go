@@ -72,6 +72,13 @@ var (
 		Buckets: []float64{5, 10, 20, 30, 45, 60, 90, 120, 180, 300, 600, 1200},
 	})
 
+	JobPickupSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "hyperfleet_job_pickup_seconds",
+		Help: "Time from a job being queued to it starting on a HyperFleet runner, from the job ledger, by CI platform " +
+			"and path: hot (an idle booted runner took it), warm (a warm VM started for it) or cold (a VM cloned for it).",
+		Buckets: []float64{0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200},
+	}, []string{"platform", "path"})
+
 	RunnerPoolReplicas = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "hyperfleet_runnerpool_replicas",
 		Help: "Runners of a RunnerPool by state (desired, current, ready, idle, busy).",
@@ -128,7 +135,7 @@ func Collectors() []prometheus.Collector {
 		VMProvisioningDuration, VMProvisioningTotal,
 		HypervisorAPIRequestDuration, HypervisorAPIErrors, HypervisorTaskDuration,
 		DeprecatedProxmoxAPIRequestDuration, DeprecatedProxmoxAPIErrors, DeprecatedProxmoxTaskDuration,
-		WebhookDeliveries, JobPickupLatency,
+		WebhookDeliveries, JobPickupLatency, JobPickupSeconds,
 		RunnerPoolReplicas, RunnerPoolQueuedJobs,
 		VMPoolReplicas, VMPoolCPUUtilisation, VMPoolMemoryUtilisation,
 		BootstrapAttestations, GitHubRateLimitRemaining, PlatformRateLimited,

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
@@ -22,6 +23,7 @@ var contract = []string{
 	"hyperfleet_proxmox_task_duration_seconds",
 	"hyperfleet_webhook_deliveries_total",
 	"hyperfleet_job_pickup_latency_seconds",
+	"hyperfleet_job_pickup_seconds",
 	"hyperfleet_runnerpool_replicas",
 	"hyperfleet_runnerpool_queued_jobs",
 	"hyperfleet_vmpool_replicas",
@@ -41,6 +43,7 @@ func TestEveryContractMetricIsServedByTheManagerRegistry(t *testing.T) {
 	ObserveTask(ProviderProxmox, "Clone", 3*time.Second)
 	WebhookDelivery(WebhookAccepted)
 	ObserveJobPickup(70 * time.Second)
+	ObservePickup("github", PickupWarm, 9*time.Second)
 	SetPool("ci", "linux", 3, 2, 2, 1, 1, 4)
 	cpu, mem := 0.5, 0.25
 	SetVMPool("web", "frontend", VMPoolCounts{Desired: 3, Current: 3}, &cpu, &mem)
@@ -188,4 +191,15 @@ func TestSimpleGaugesAndHistograms(t *testing.T) {
 	HypervisorTaskDuration.Reset()
 	ObserveTask(ProviderProxmox, "Delete", 1500*time.Millisecond)
 	g.Expect(testutil.CollectAndCount(HypervisorTaskDuration, "hyperfleet_hypervisor_task_duration_seconds")).To(Equal(1))
+}
+
+func TestObservePickupBoundsItsLabels(t *testing.T) {
+	g := NewWithT(t)
+	JobPickupSeconds.Reset()
+	ObservePickup("github", PickupHot, 300*time.Millisecond)
+	ObservePickup("github", "lukewarm", time.Second)
+	ObservePickup("jenkins", PickupCold, time.Second)
+	g.Expect(testutil.CollectAndCount(JobPickupSeconds)).To(Equal(3))
+	g.Expect(testutil.CollectAndCount(JobPickupSeconds.WithLabelValues("github", Other).(prometheus.Histogram))).To(Equal(1))
+	g.Expect(testutil.CollectAndCount(JobPickupSeconds.WithLabelValues(Other, PickupCold).(prometheus.Histogram))).To(Equal(1))
 }

@@ -39,6 +39,13 @@ const (
 	PoolBusy    = "busy"
 )
 
+// Values of the path label of hyperfleet_job_pickup_seconds.
+const (
+	PickupHot  = "hot"
+	PickupWarm = "warm"
+	PickupCold = "cold"
+)
+
 // Other replaces a result a caller passed that the contract does not list, so a typo or a new
 // code path cannot create series nobody alerts on.
 const Other = "other"
@@ -46,6 +53,7 @@ const Other = "other"
 var (
 	webhookResults = set(WebhookAccepted, WebhookDuplicate, WebhookIgnored, WebhookInvalidSignature,
 		WebhookBadRequest, WebhookTooLarge, WebhookQueueFull, WebhookError)
+	pickupPaths        = set(PickupHot, PickupWarm, PickupCold)
 	attestationResults = set(AttestationSuccess, AttestationInvalidToken, AttestationTokenExpired,
 		AttestationTokenReused, AttestationNotLive, AttestationBadRequest, AttestationTPMFailed, AttestationError)
 )
@@ -102,6 +110,11 @@ func WebhookDelivery(result string) {
 // ObserveJobPickup records the time from a job being queued to it running on a HyperFleet runner.
 func ObserveJobPickup(d time.Duration) {
 	JobPickupLatency.Observe(d.Seconds())
+}
+
+// ObservePickup records a job's pickup latency on a platform's runner by path (the Pickup* constants).
+func ObservePickup(platform, path string, d time.Duration) {
+	JobPickupSeconds.WithLabelValues(bounded(platform, platforms), bounded(path, pickupPaths)).Observe(max(d, 0).Seconds())
 }
 
 // SetPool publishes a RunnerPool's replica counts and queued jobs, as in its status.
