@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 	"github.com/hyperfleet-io/hyperfleet/pkg/placement"

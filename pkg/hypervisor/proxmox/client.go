@@ -27,6 +27,8 @@ type Provider struct {
 	ownerTag  string
 	legacyTag string
 	sessionMu sync.Mutex
+	// vmids is what the last listing of the cluster's VMs showed, for NextID.
+	vmids vmidInventory
 }
 
 var _ hypervisor.Provider = (*Provider)(nil)

@@ -50,6 +50,7 @@ func (p *Provider) Clone(ctx context.Context, spec hypervisor.CloneSpec) (hyperv
 		params["pool"] = px.Pool
 	}
 	var id string
+	p.vmids.taken(newID) // taken from now on, even when the answer is lost
 	if err := p.post(ctx, op, vmPath(spec.Source, "/clone"), params, &id); err != nil {
 		return hypervisor.VMRef{}, "", err
 	}

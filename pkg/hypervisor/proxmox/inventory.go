@@ -198,7 +198,9 @@ func (p *Provider) Capabilities() hypervisor.Capabilities {
 }
 
 // NextID proposes a free VMID. Without a minimum it asks /cluster/nextid; with one it picks the
-// lowest VMID at or above min that no VM or container uses, from one resource listing.
+// lowest VMID at or above min that no VM or container uses, from the provider's last listing of
+// the cluster's VMs when that is younger than VMIDListingMaxAge (the sweep lists them every
+// interval), and otherwise from a new listing.
 func (p *Provider) NextID(ctx context.Context, minID int) (int, error) {
 	const op = "next VMID"
 	if minID <= 100 {
@@ -210,17 +212,12 @@ func (p *Provider) NextID(ctx context.Context, minID int) (int, error) {
 			return int(id), nil
 		}
 	}
-	var rows []vmResource
-	if err := p.get(ctx, op, "/cluster/resources?type=vm", &rows); err != nil {
+	if id, ok := p.vmids.proposeFromListing(minID, VMIDListingMaxAge); ok {
+		return id, nil
+	}
+	if _, err := p.listVMs(ctx, op); err != nil {
 		return 0, err
 	}
-	used := map[int]bool{}
-	for _, r := range rows {
-		used[int(r.VMID)] = true
-	}
-	id := max(minID, 100)
-	for used[id] {
-		id++
-	}
+	id, _ := p.vmids.proposeFromListing(minID, VMIDListingMaxAge)
 	return id, nil
 }

@@ -12,8 +12,8 @@ var _ hypervisor.VMLister = (*Provider)(nil)
 // AllVMs lists every VM of the cluster but templates in one call: this installation's VMs with
 // their Owner, all others (foreign, or another installation's) with none.
 func (p *Provider) AllVMs(ctx context.Context) ([]hypervisor.VM, error) {
-	var rows []vmResource
-	if err := p.get(ctx, "list VMs", "/cluster/resources?type=vm", &rows); err != nil {
+	rows, err := p.listVMs(ctx, "list VMs")
+	if err != nil {
 		return nil, err
 	}
 	var vms []hypervisor.VM

@@ -61,8 +61,8 @@ func (p *Provider) ResolveTemplates(ctx context.Context, sel hypervisor.Template
 // matchTemplates lists the templates a selector matches with one resource listing; ErrNotFound
 // when there are none.
 func (p *Provider) matchTemplates(ctx context.Context, op string, sel hypervisor.TemplateSelector) ([]vmResource, error) {
-	var rows []vmResource
-	if err := p.get(ctx, op, "/cluster/resources?type=vm", &rows); err != nil {
+	rows, err := p.listVMs(ctx, op)
+	if err != nil {
 		return nil, err
 	}
 	var matches []vmResource

@@ -189,8 +189,8 @@ func (p *Provider) Adopt(ctx context.Context, ref hypervisor.VMRef, owner hyperv
 // older release marked for our namespace/name. Owners come from the tags alone; a fresh clone
 // whose tags are not written yet is not listed (VM finds it by VMID).
 func (p *Provider) OwnedVMs(ctx context.Context) ([]hypervisor.VM, error) {
-	var rows []vmResource
-	if err := p.get(ctx, "list owned VMs", "/cluster/resources?type=vm", &rows); err != nil {
+	rows, err := p.listVMs(ctx, "list owned VMs")
+	if err != nil {
 		return nil, err
 	}
 	var vms []hypervisor.VM

@@ -54,3 +54,41 @@ func TestCloneRefusesIDsThatAreNotVMIDs(t *testing.T) {
 	}
 	g.Expect(sim.VMs()).To(HaveLen(before), "nothing was cloned")
 }
+
+// TestNextIDProposesFromTheLastListing: after the sweep's listing of the cluster's VMs, NextID
+// proposes VMIDs without another call, never the same one twice. A VMID another installation took
+// after the listing may still be proposed; the clone onto it is refused by PVE and that VM is left
+// as it was, and the next listing shows it taken.
+func TestNextIDProposesFromTheLastListing(t *testing.T) {
+	g := NewWithT(t)
+	sim := startSim(t, pvesim.Config{})
+	p := newTestProvider(t, sim, clusterA)
+	ctx := testCtx(t)
+	_, err := p.OwnedVMs(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	sim.ResetRequests()
+	a, err := p.NextID(ctx, 500)
+	g.Expect(err).NotTo(HaveOccurred())
+	b, err := p.NextID(ctx, 500)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(sim.Requests()).To(BeEmpty(), "proposed from the sweep's listing")
+	g.Expect([]int{a, b}).To(Equal([]int{500, 501}), "a proposal is not made twice")
+
+	other := newTestProvider(t, sim, "fleet/pve-b")
+	cloneOwned(t, other, 502, ownerFor("fleet/pve-b", "theirs"))
+	theirs := simVM(t, sim, 502)
+	stale, err := p.NextID(ctx, 502)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(stale).To(Equal(502), "the listing is older than their clone")
+	_, _, err = p.Clone(ctx, hypervisor.CloneSpec{Source: hypervisor.VMRef{Node: "pve1", ID: idOf(templateID)},
+		Target: hypervisor.VMRef{Node: "pve1", ID: idOf(stale)}, Name: "ours", Owner: ownerFor(clusterA, "ours")})
+	g.Expect(err).To(MatchError(hypervisor.ErrAlreadyExists))
+	g.Expect(simVM(t, sim, 502)).To(Equal(theirs), "their VM is left as it was")
+
+	_, err = p.OwnedVMs(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	fresh, err := p.NextID(ctx, 502)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(fresh).To(Equal(503), "the next listing shows 502 taken")
+}
