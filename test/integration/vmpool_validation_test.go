@@ -102,6 +102,19 @@ func TestVMPoolValidation(t *testing.T) {
 		g.Expect(p.Spec.Replicas).To(Equal(ptr.To[int32](1)))
 		g.Expect(p.Spec.Strategy.Type).To(Equal(fleetv1.RollingUpdateVMPoolStrategy))
 	})
+	t.Run("template hardware may change", func(t *testing.T) {
+		// A claim's disks cannot change, but a pool's template is not a claim: a new disk in it
+		// rolls the pool's VMs to VMs that have it.
+		g := NewWithT(t)
+		p := validVMPool(ns, "disks")
+		g.Expect(env.Client.Create(ctx, p)).To(Succeed())
+		p.Spec.Template.Spec.Disks = []infrav1.ExtraDisk{{Name: "data", SizeGiB: 20}}
+		g.Expect(env.Client.Update(ctx, p)).To(Succeed())
+		p.Spec.Template.Spec.Disks[0].SizeGiB = 40
+		g.Expect(env.Client.Update(ctx, p)).To(Succeed())
+		p.Spec.Template.Spec.Disks = nil
+		g.Expect(env.Client.Update(ctx, p)).To(Succeed())
+	})
 	t.Run("selector is immutable", func(t *testing.T) {
 		g := NewWithT(t)
 		p := validVMPool(ns, "immutable")

@@ -129,7 +129,6 @@ type BootstrapSpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.hooks) || (has(self.lifecycle) && self.lifecycle == 'Persistent')",message="hooks apply only to a Persistent claim: an Ephemeral runner's VM is destroyed, not stopped"
 // +kubebuilder:validation:XValidation:rule="!has(self.migrationPolicy) || (has(self.lifecycle) && self.lifecycle == 'Persistent')",message="migrationPolicy applies only to a Persistent claim: an Ephemeral runner is drained, not migrated"
 // +kubebuilder:validation:XValidation:rule="(has(self.lifecycle) ? self.lifecycle : 'Ephemeral') == (has(oldSelf.lifecycle) ? oldSelf.lifecycle : 'Ephemeral')",message="lifecycle cannot change: create a new claim instead"
-// +kubebuilder:validation:XValidation:rule="has(self.disks) == has(oldSelf.disks) && (!has(self.disks) || self.disks == oldSelf.disks)",message="disks cannot change once the claim exists: they are created with the VM and never resized, removed or added later; create a new claim instead"
 // +kubebuilder:validation:XValidation:rule="!has(self.placement) || (has(self.lifecycle) && self.lifecycle == 'Persistent')",message="placement applies only to a Persistent claim: an Ephemeral runner goes to the host with the most free memory (use failureDomain to pin it)"
 type MachineClaimSpec struct {
 	// Lifecycle fields (lifecycle, runStrategy, hooks, terminationGracePeriodSeconds, migrationPolicy, placement).
@@ -344,7 +343,12 @@ type MachineClaimStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 }
 
+// Rules comparing a claim with its previous version (oldSelf) over hardware belong here, on
+// MachineClaim, not on MachineClaimSpec: the spec is also the template of MachineClaimTemplates and
+// VMPools, whose templates may change (a VMPool rolls its VMs to the new template).
+
 // +kubebuilder:object:root=true
+// +kubebuilder:validation:XValidation:rule="has(self.spec.disks) == has(oldSelf.spec.disks) && (!has(self.spec.disks) || self.spec.disks == oldSelf.spec.disks)",message="disks cannot change once the claim exists: they are created with the VM and never resized, removed or added later; create a new claim instead"
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=machineclaims,scope=Namespaced,categories=cluster-api;hyperfleet,shortName=mcl
 // +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
