@@ -141,6 +141,11 @@ func (r *MachineMigrationReconciler) reconcileMigration(ctx context.Context, m *
 			setMigrationState(m, fleetv1.MachineMigrationPhasePending, fleetv1.MigrationWaitingReason, fmt.Sprintf("MachineSnapshotRestore %s is restoring the claim's VM", restore))
 			return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
 		}
+		// Only from a fresh read of this migration: a stale one, from before it ended and let the
+		// claim go (a synchronous provider refuses a move at once), would hold the claim for ever.
+		if stale, err := patchStatusFresh(ctx, r.Client, m, m.DeepCopy()); err != nil || stale {
+			return ctrl.Result{RequeueAfter: time.Millisecond}, err
+		}
 		// Hold the claim first: its run strategy must not start or stop the VM mid-move.
 		p := client.MergeFrom(claim.DeepCopy())
 		if claim.Annotations == nil {

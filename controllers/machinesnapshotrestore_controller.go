@@ -140,6 +140,11 @@ func (r *MachineSnapshotRestoreReconciler) reconcileRestore(ctx context.Context,
 			// older than the status that says so.
 			return ctrl.Result{RequeueAfter: r.poll()}, nil
 		}
+		// Only from a fresh read of this restore: a stale one, from before it completed and let
+		// the claim go, would hold the claim and roll the VM back again.
+		if stale, err := patchStatusFresh(ctx, r.Client, rs, rs.DeepCopy()); err != nil || stale {
+			return ctrl.Result{RequeueAfter: time.Millisecond}, err
+		}
 		// Hold the claim's run strategy first, so an Always VM is not started mid-rollback.
 		p := client.MergeFrom(vm.claim.DeepCopy())
 		if vm.claim.Annotations == nil {
@@ -174,7 +179,15 @@ func (r *MachineSnapshotRestoreReconciler) reconcileRestore(ctx context.Context,
 		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
 	}
 	if rs.Status.WasRunning == nil {
+		// Recorded on its own, against the object's resourceVersion: a read of this restore older
+		// than the stop it already made (a synchronous provider's stop is over when it returns)
+		// would otherwise record the VM it stopped as one that was off.
+		base := rs.DeepCopy()
 		rs.Status.WasRunning = ptr.To(state.State == hypervisor.PowerStateRunning)
+		if stale, err := patchStatusFresh(ctx, r.Client, rs, base); err != nil || stale {
+			rs.Status.WasRunning = nil
+			return ctrl.Result{RequeueAfter: time.Millisecond}, err
+		}
 	}
 	switch {
 	case state.Lock != "":

@@ -1,0 +1,22 @@
+package controllers
+
+import (
+	"context"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// patchStatusFresh writes obj's status changes since base with base's resourceVersion, so that a
+// step decided from a stale read of obj (the cache not yet showing what an earlier reconcile
+// wrote) is refused instead of acted on. It reports stale on a conflict; the caller requeues and
+// decides again from a fresh read. Steps that act on the outside world once per object (holding a
+// claim, recording what a VM was before it is changed) take it: with a synchronous provider the
+// world has changed before the cache has.
+func patchStatusFresh(ctx context.Context, c client.Client, obj, base client.Object) (stale bool, err error) {
+	err = c.Status().Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	if apierrors.IsConflict(err) {
+		return true, nil
+	}
+	return false, err
+}
