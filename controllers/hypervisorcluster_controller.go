@@ -46,6 +46,9 @@ type HypervisorClusterReconciler struct {
 	WatchFilter string
 	// DefaultInterval is the health check and sweep interval when the object sets none.
 	DefaultInterval time.Duration
+
+	// nodes receives each health check's node listing, for the placement of runner VMs.
+	nodes *nodeInventory
 }
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=hypervisorclusters,verbs=get;list;watch;update;patch
@@ -157,10 +160,12 @@ func (r *HypervisorClusterReconciler) reconcileConnection(ctx context.Context, h
 	if err != nil {
 		return unavailable(connection.ReasonOf(err), fmt.Sprintf("%s: %v", hc.Spec.Endpoint, err), err)
 	}
+	listedAt := time.Now()
 	nodes, err := provider.Nodes(ctx)
 	if err != nil {
 		return unavailable(connection.ReasonOf(err), fmt.Sprintf("listing nodes: %v", err), err)
 	}
+	r.nodes.put(provider, nodes, listedAt)
 	hc.Status.FailureDomains = failureDomains(placement.AllowedNodes(nodes, hc.Spec.AllowedNodes))
 	hc.Status.Nodes = int32(len(hc.Status.FailureDomains))
 	hc.Status.Version = version

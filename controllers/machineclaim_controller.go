@@ -57,6 +57,8 @@ type MachineClaimReconciler struct {
 	placements placementGate
 	// polls paces each claim's reads of its task and its guest agent.
 	polls pollPacer
+	// nodes is the health checks' node listings, shared with the HypervisorCluster reconciler.
+	nodes *nodeInventory
 }
 
 // DefaultTaskDeadline bounds a stop or destroy task: Proxmox ends them within minutes even for

@@ -7,19 +7,40 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 	"github.com/hyperfleet-io/hyperfleet/pkg/placement"
 )
 
 // reservedMemory sums the memory of this cluster's claims that have a node but no running VM yet,
-// so a burst of claims spreads over nodes instead of all choosing the emptiest one.
-func (r *MachineClaimReconciler) reservedMemory(ctx context.Context, s *claimScope) (map[string]int, error) {
+// so a burst of claims spreads over nodes instead of all choosing the emptiest one; and of those
+// whose VM started at or after listedAt, which the node listing placement uses does not show.
+func (r *MachineClaimReconciler) reservedMemory(ctx context.Context, s *claimScope, listedAt time.Time) (map[string]int, error) {
 	claims, err := clusterClaims(ctx, r.Client, s.claim.Namespace, s.hc.Name)
 	if err != nil {
 		return nil, err
 	}
-	return reservedBy(claims, s.claim.UID), nil
+	reserved := reservedBy(claims, s.claim.UID)
+	for i := range claims {
+		other := &claims[i]
+		if other.UID == s.claim.UID || other.Status.Node == "" || other.Status.CompletedStep != infrav1.StepStarted {
+			continue
+		}
+		// The condition's time has whole seconds: a second's margin counts a VM started just
+		// before the listing too.
+		started := conditions.Get(other, infrav1.MachineClaimVMProvisionedCondition)
+		if started != nil && started.Status == metav1.ConditionTrue && !started.LastTransitionTime.Time.Before(listedAt.Add(-time.Second)) {
+			mem := claimMemoryMiB(other)
+			if mem == 0 {
+				mem = 2048
+			}
+			reserved[other.Status.Node] += mem
+		}
+	}
+	return reserved, nil
 }
 
 func (r *MachineClaimReconciler) setProviderID(s *claimScope) {

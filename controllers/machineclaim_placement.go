@@ -27,7 +27,18 @@ func (r *MachineClaimReconciler) reserveVMID(ctx context.Context, s *claimScope)
 	if err != nil {
 		return r.fail(ctx, s, fmt.Errorf("resolving template %s: %w", templateSelector(c), err))
 	}
-	nodes, err := s.provider.Nodes(ctx)
+	// A runner VM is placed by the health check's node listing (at most a minute old); a
+	// persistent VM, with its placement rules, by a listing of its own.
+	var (
+		nodes    []hypervisor.Node
+		listedAt time.Time
+	)
+	if c.Spec.IsPersistent() {
+		listedAt = time.Now()
+		nodes, err = s.provider.Nodes(ctx)
+	} else {
+		nodes, listedAt, err = r.nodes.nodes(ctx, s.provider)
+	}
 	if err != nil {
 		return r.fail(ctx, s, err)
 	}
@@ -47,7 +58,7 @@ func (r *MachineClaimReconciler) reserveVMID(ctx context.Context, s *claimScope)
 	}
 	// Hosts in maintenance take no new VMs.
 	nodes = slices.DeleteFunc(nodes, func(n hypervisor.Node) bool { return slices.Contains(s.hc.Spec.HostsInMaintenance(), n.Name) })
-	reserved, err := r.reservedMemory(ctx, s)
+	reserved, err := r.reservedMemory(ctx, s, listedAt)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

@@ -84,7 +84,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if opts.SkipNameValidation {
 		copts.SkipNameValidation = &opts.SkipNameValidation
 	}
+	nodes := &nodeInventory{}
 	hc := &HypervisorClusterReconciler{
+		nodes:           nodes,
 		Client:          mgr.GetClient(),
 		Recorder:        mgr.GetEventRecorderFor("hypervisorcluster-controller"),
 		Registry:        registry,
@@ -100,6 +102,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	claims := &MachineClaimReconciler{
+		nodes:        nodes,
 		Client:       mgr.GetClient(),
 		APIReader:    mgr.GetAPIReader(),
 		Recorder:     mgr.GetEventRecorderFor("machineclaim-controller"),
