@@ -143,3 +143,32 @@ func TestHyperVMigration(t *testing.T) {
 	g.Expect(hypervVMState(sim, target, id)).To(Equal(2), "the same VM, running on its new host")
 	g.Consistently(func() int { return hypervVMState(sim, target, id) }, time.Second, 100*time.Millisecond).Should(Equal(2))
 }
+
+// TestHyperVMigrationCancelledByDeletion: deleting a MachineMigration while Hyper-V's migration job
+// runs stops the job; the VM stays running on its source and the claim is handed back there.
+func TestHyperVMigrationCancelledByDeletion(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	claim, sim := persistentHyperVVM(t, hvsim.HyperVConfig{MoveDuration: 30 * time.Second}, "hv1", "hv2")
+	source, id := claim.Status.Node, claim.Status.VMID
+	for _, h := range sim.Names {
+		g.Expect(sim.EnableMigration(h, true)).To(Succeed())
+	}
+	m := newMigration("cancel-me", claim.Namespace, claim.Name, fleetv1.MigrationTargetAny)
+	m.Spec.WithLocalDisks = true
+	g.Expect(env.Client.Create(ctx, m)).To(Succeed())
+	g.Eventually(func() *fleetv1.MigrationTask { return get(g, m).Status.Task }, 20*time.Second, 50*time.Millisecond).ShouldNot(BeNil())
+	g.Expect(env.Client.Delete(ctx, m)).To(Succeed())
+	g.Eventually(func() bool { return apierrors.IsNotFound(env.Client.Get(ctx, keyOf(m), &fleetv1.MachineMigration{})) },
+		20*time.Second, 100*time.Millisecond).Should(BeTrue(), "the stopped job ends long before its 30s")
+	moves := sim.Moves(source)
+	g.Expect(moves).To(HaveLen(1))
+	g.Expect(moves[0].State).To(Equal(8), "Terminated")
+	g.Expect(hypervVMState(sim, source, id)).To(Equal(2), "still running on its source")
+	g.Eventually(func(g Gomega) {
+		c := get(g, claim)
+		g.Expect(c.Annotations).NotTo(HaveKey(infrav1.MigrationInProgressAnnotation))
+		g.Expect(c.Status.Node).To(Equal(source))
+		g.Expect(c.Status.Phase).To(Equal(infrav1.MachineClaimPhaseRunning))
+	}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
+}

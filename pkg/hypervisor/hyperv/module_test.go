@@ -89,3 +89,26 @@ func TestCrashOutsideTheEnvelope(t *testing.T) {
 	_, err = env.p.Start(testCtx(t), ref)
 	g.Expect(err).To(MatchError(hypervisor.ErrBusy))
 }
+
+// TestOlderModuleVersionIsLeftAndTheNewOneDeployed: a host holding an earlier release's module
+// (without the checkpoint and move functions) gets this version in its own folder on the first
+// call, and the new functions answer; the older folder is left for the release that uses it.
+func TestOlderModuleVersionIsLeftAndTheNewOneDeployed(t *testing.T) {
+	g := NewWithT(t)
+	env := newEnv(t, hvsim.HyperVConfig{})
+	oldDir := `C:\ProgramData\HyperFleet\Modules\HyperFleetHyperV\1.0.0`
+	oldManifest := []byte("@{\n    RootModule = 'HyperFleetHyperV.psm1'\n    ModuleVersion = '1.0.0'\n    FunctionsToExport = @('Get-HFInventory', 'Get-HFVM')\n}\n")
+	g.Expect(env.hv.InstallModule("hv1", oldDir, map[string][]byte{"HyperFleetHyperV.psd1": oldManifest, "HyperFleetHyperV.psm1": []byte("# 1.0.0")})).To(Succeed())
+	ref := cloneRunner(t, env.p, "hv1", "db-u", "cu")
+	_, err := env.p.CreateSnapshot(testCtx(t), ref, hypervisor.SnapshotSpec{Name: "hf-a"})
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = env.p.CheckMigration(testCtx(t), ref)
+	g.Expect(err).NotTo(HaveOccurred())
+	psd, ok := env.hv.File("hv1", deployedDir+`\HyperFleetHyperV.psd1`)
+	g.Expect(ok).To(BeTrue())
+	g.Expect(string(psd.Data)).To(ContainSubstring("'New-HFCheckpoint'"))
+	g.Expect(string(psd.Data)).To(ContainSubstring("'Start-HFMove'"))
+	old, ok := env.hv.File("hv1", oldDir+`\HyperFleetHyperV.psd1`)
+	g.Expect(ok).To(BeTrue())
+	g.Expect(old.Data).To(Equal(oldManifest))
+}
