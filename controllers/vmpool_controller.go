@@ -34,7 +34,7 @@ import (
 type VMPoolReconciler struct {
 	Client   client.Client
 	Recorder record.EventRecorder
-	// Now tells the time (minReadySeconds); nil is time.Now. Tests pass a fake clock's.
+	// Now tells the time (minReadySeconds, autoscaling); nil is time.Now. Tests pass a fake clock's.
 	Now func() time.Time
 }
 
@@ -46,7 +46,7 @@ type vmPoolScope struct {
 	// claims are the pool's MachineClaims (those it controls), by name.
 	claims map[string]*infrav1.MachineClaim
 	vms    []vmpool.VM
-	// recheck asks for another look within this time (a VM becoming available).
+	// recheck asks for another look within this time (a VM becoming available, autoscaling).
 	recheck time.Duration
 	// listed: the claims were read, so the status can report them.
 	listed bool
@@ -100,6 +100,7 @@ func (r *VMPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ c
 	}{
 		{"selector", r.reconcileSelector},
 		{"claims", r.reconcileClaims},
+		{"autoscaling", r.reconcileAutoscaling},
 		{"metadata", r.reconcileMetadata},
 		{"rollout", r.reconcileRollout},
 	} {

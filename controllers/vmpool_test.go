@@ -323,3 +323,35 @@ func TestVMPoolSelectorMustMatchTemplate(t *testing.T) {
 func clusterObjectMeta(labels map[string]string) clusterv1.ObjectMeta {
 	return clusterv1.ObjectMeta{Labels: labels}
 }
+
+// TestVMPoolAutoscaling: spec.autoscaling sizes the pool from its VMs' memory use as the sweep
+// reads it from the hypervisor's listing (the simulator reports a third of each running VM's
+// memory in use): above a 20% target the pool grows to maxReplicas, step by step; with the target
+// raised to 90% and no scale-down window it shrinks back to minReplicas, the newest VMs first.
+func TestVMPoolAutoscaling(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns, sim := vmPoolEnv(t)
+	pool := webPool(ns, "auto", 1)
+	pool.Spec.Autoscaling = &fleetv1.VMPoolAutoscaling{MinReplicas: ptr.To[int32](1), MaxReplicas: 3,
+		TargetMemoryUtilizationPercent: ptr.To[int32](20),
+		Behavior:                       &fleetv1.VMPoolScalingBehavior{ScaleDown: &fleetv1.VMPoolScalingRules{StabilizationWindowSeconds: ptr.To[int32](0)}}}
+	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := get(g, pool)
+		g.Expect(got.Spec.Replicas).To(Equal(ptr.To[int32](3)))
+		g.Expect(got.Status.Autoscaling).NotTo(BeNil())
+		g.Expect(got.Status.Autoscaling.CurrentMemoryUtilizationPercent).To(Equal(ptr.To[int32](33)))
+		g.Expect(got.Status.Autoscaling.LastScaleTime).NotTo(BeNil())
+	}, 50*time.Second, 100*time.Millisecond).Should(Succeed())
+	first := waitPoolSettled(t, pool, 3)
+	g.Expect(ownedVMs(sim)).To(HaveLen(3))
+
+	got := get(g, pool)
+	got.Spec.Autoscaling.TargetMemoryUtilizationPercent = ptr.To[int32](90)
+	g.Expect(env.Client.Update(ctx, got)).To(Succeed())
+	g.Eventually(func() *int32 { return get(g, pool).Spec.Replicas }, 30*time.Second, 100*time.Millisecond).Should(Equal(ptr.To[int32](1)))
+	settled := waitPoolSettled(t, pool, 1)
+	g.Expect(first.Status.VMs).To(ContainElement(HaveField("Name", settled.Status.VMs[0].Name)))
+	g.Eventually(func() int { return len(ownedVMs(sim)) }, 20*time.Second, 100*time.Millisecond).Should(Equal(1))
+}

@@ -36,7 +36,7 @@ func validVMPool(ns, name string) *fleetv1.VMPool {
 
 // TestVMPoolValidation: a pool's VMs are Persistent and placed on a named HypervisorCluster, its
 // template gives no claim an identity, the rolling update bounds are numbers or percentages and
-// not both zero, and the name leaves room for the VMs'
+// not both zero, autoscaling has a target and a sane range, and the name leaves room for the VMs'
 // names; each refusal says why. Defaults are MachineDeployment's.
 func TestVMPoolValidation(t *testing.T) {
 	ctx := context.Background()
@@ -80,6 +80,17 @@ func TestVMPoolValidation(t *testing.T) {
 		}), message: "rollingUpdate applies only to type RollingUpdate"},
 		{name: "valid Recreate", obj: with("recreate-ok", func(p *fleetv1.VMPool) { p.Spec.Strategy.Type = fleetv1.RecreateVMPoolStrategy })},
 		{name: "name too long for its VMs", obj: validVMPool(ns, "a-pool-whose-name-is-far-too-long-for-its-vm-names"), message: "a VMPool's name is at most 46 characters"},
+		{name: "autoscaling without a target", obj: with("notarget", func(p *fleetv1.VMPool) {
+			p.Spec.Autoscaling = &fleetv1.VMPoolAutoscaling{MaxReplicas: 5}
+		}), message: "autoscaling needs a target"},
+		{name: "autoscaling min above max", obj: with("minmax", func(p *fleetv1.VMPool) {
+			p.Spec.Autoscaling = &fleetv1.VMPoolAutoscaling{MinReplicas: ptr.To[int32](6), MaxReplicas: 5, TargetCPUUtilizationPercent: ptr.To[int32](60)}
+		}), message: "autoscaling.minReplicas must not be greater than maxReplicas"},
+		{name: "valid autoscaling", obj: with("auto", func(p *fleetv1.VMPool) {
+			p.Spec.Autoscaling = &fleetv1.VMPoolAutoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 10, TargetCPUUtilizationPercent: ptr.To[int32](60),
+				Behavior: &fleetv1.VMPoolScalingBehavior{ScaleDown: &fleetv1.VMPoolScalingRules{StabilizationWindowSeconds: ptr.To[int32](600),
+					Policies: []fleetv1.VMPoolScalingPolicy{{Type: fleetv1.PodsScalingPolicy, Value: 1, PeriodSeconds: 120}}}}}
+		})},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -75,9 +75,10 @@ type VMPoolMachineTemplate struct {
 }
 
 // VMPoolSpec is the desired pool.
+// +kubebuilder:validation:XValidation:rule="!has(self.autoscaling) || !has(self.autoscaling.minReplicas) || self.autoscaling.minReplicas <= self.autoscaling.maxReplicas",message="autoscaling.minReplicas must not be greater than maxReplicas"
 type VMPoolSpec struct {
 	// replicas is how many VMs the pool keeps. The scale subresource sets it (kubectl scale, a
-	// HorizontalPodAutoscaler, KEDA). Default 1.
+	// HorizontalPodAutoscaler, KEDA); so does spec.autoscaling when set. Default 1.
 	// +optional
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=0
@@ -103,6 +104,12 @@ type VMPoolSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=86400
 	MinReadySeconds int32 `json:"minReadySeconds,omitempty"`
+
+	// autoscaling sizes the pool from its VMs' CPU or memory use, with HorizontalPodAutoscaler's
+	// algorithm and behaviour, for clusters without an HPA or KEDA. It writes spec.replicas: do not
+	// point an HPA or a KEDA ScaledObject at a pool that sets it.
+	// +optional
+	Autoscaling *VMPoolAutoscaling `json:"autoscaling,omitempty"`
 }
 
 // VMStatus is one of the pool's VMs.
@@ -158,6 +165,9 @@ type VMPoolStatus struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=2000
 	VMs []VMStatus `json:"vms,omitempty"`
+	// autoscaling reports spec.autoscaling's last decision.
+	// +optional
+	Autoscaling *VMPoolAutoscalingStatus `json:"autoscaling,omitempty"`
 	// conditions: Ready (every wanted VM available) and Progressing (a rollout or scaling under way).
 	// +optional
 	// +listType=map
@@ -185,7 +195,7 @@ type VMPoolStatus struct {
 
 // VMPool keeps a number of long-lived VMs (persistent MachineClaims) made from one template, like a
 // MachineDeployment: it replaces outdated VMs with a rolling update or Recreate, and scales through
-// its /scale subresource (kubectl scale, HorizontalPodAutoscaler, KEDA).
+// its /scale subresource (kubectl scale, HorizontalPodAutoscaler, KEDA) or spec.autoscaling.
 type VMPool struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
