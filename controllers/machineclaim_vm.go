@@ -31,7 +31,11 @@ const (
 // recorded so a restarted controller continues where it stopped.
 func (r *MachineClaimReconciler) reconcileVM(ctx context.Context, s *claimScope) (ctrl.Result, error) {
 	if t := s.claim.Status.Task; t != nil && t.Operation != opStart {
-		if res, err := r.reconcileInFlightTask(ctx, s); err != nil || !res.IsZero() {
+		follow := r.reconcileInFlightTask
+		if t.Operation == opClone && s.claim.Status.CompletedStep == "" {
+			follow = r.reconcileCloneEnd
+		}
+		if res, err := follow(ctx, s); err != nil || !res.IsZero() {
 			return res, err
 		}
 	}
@@ -264,6 +268,63 @@ func (r *MachineClaimReconciler) releaseVMID(s *claimScope, why string) (ctrl.Re
 // cloud-init data in one provider call, so Proxmox sees a single config write. A disk resize runs
 // as a task, recorded like any other.
 func (r *MachineClaimReconciler) reconcileConfigure(ctx context.Context, s *claimScope) (ctrl.Result, error) {
+	spec, res, err := r.configSpec(ctx, s)
+	if spec == nil {
+		return res, err
+	}
+	task, err := s.provider.Configure(ctx, vmRef(s.claim), *spec)
+	if err != nil {
+		return r.fail(ctx, s, err)
+	}
+	return r.configured(s, task)
+}
+
+// reconcileCloneEnd follows an in-flight clone without reading its task: when a clone typically
+// ends it configures the VM, whose config read is refused with ErrBusy while PVE still holds the
+// clone's lock. So the read that proves the VM ours also shows the clone ended, one call instead of
+// a task read and a config read. Only when configuring fails otherwise is the task read: PVE
+// removes a failed clone's VM, and the task says why the clone failed.
+func (r *MachineClaimReconciler) reconcileCloneEnd(ctx context.Context, s *claimScope) (ctrl.Result, error) {
+	c := s.claim
+	task := c.Status.Task
+	if wait := r.untilTaskRead(c); wait > 0 {
+		setVMCondition(c, metav1.ConditionFalse, infrav1.CloningReason, fmt.Sprintf("%s task %s running on %s", task.Operation, task.ID, task.Node))
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	spec, res, err := r.configSpec(ctx, s)
+	if spec == nil {
+		return res, err
+	}
+	configTask, err := s.provider.Configure(ctx, vmRef(c), *spec)
+	r.polls.read(c.UID, task.ID)
+	switch {
+	case errors.Is(err, hypervisor.ErrBusy):
+		setVMCondition(c, metav1.ConditionFalse, infrav1.CloningReason, fmt.Sprintf("%s task %s running on %s: %v", task.Operation, task.ID, task.Node, err))
+		return ctrl.Result{RequeueAfter: r.polls.next(c.UID, task.ID, r.poll())}, nil
+	case err != nil:
+		if res, taskErr := r.readInFlightTask(ctx, s); taskErr != nil || !res.IsZero() {
+			return res, taskErr // the clone failed, or still runs
+		}
+		return r.fail(ctx, s, err)
+	}
+	c.Status.Task = nil
+	r.polls.done(c.UID)
+	r.operationDone(s, opClone, task.Node)
+	return r.configured(s, configTask)
+}
+
+// configured records a configure call's outcome: done, or a disk resize task to follow.
+func (r *MachineClaimReconciler) configured(s *claimScope, task hypervisor.TaskID) (ctrl.Result, error) {
+	if task != "" {
+		return r.recordTask(s, opConfigure, s.claim.Status.Node, task)
+	}
+	s.claim.Status.CompletedStep = infrav1.StepConfigured
+	return ctrl.Result{}, nil
+}
+
+// configSpec is what configuring the claim's VM applies; nil, with the result to return, when it
+// cannot be made.
+func (r *MachineClaimReconciler) configSpec(ctx context.Context, s *claimScope) (*hypervisor.ConfigSpec, ctrl.Result, error) {
 	c := s.claim
 	spec := hypervisor.ConfigSpec{
 		Cores:       int(c.Spec.Cores),
@@ -282,7 +343,8 @@ func (r *MachineClaimReconciler) reconcileConfigure(ctx context.Context, s *clai
 	if c.Spec.DiskSizeGiB > 0 {
 		tmpl, err := r.sourceTemplate(ctx, s)
 		if err != nil {
-			return r.fail(ctx, s, err)
+			res, err := r.fail(ctx, s, err)
+			return nil, res, err
 		}
 		// A clone's disk is the template's: resize only when that is too small.
 		if int(c.Spec.DiskSizeGiB) > tmpl.DiskGiB {
@@ -297,20 +359,12 @@ func (r *MachineClaimReconciler) reconcileConfigure(ctx context.Context, s *clai
 	if err != nil {
 		s.terminal = true
 		setVMCondition(c, metav1.ConditionFalse, infrav1.ProvisioningFailedReason, err.Error())
-		return ctrl.Result{RequeueAfter: 5 * time.Minute}, nil
+		return nil, ctrl.Result{RequeueAfter: 5 * time.Minute}, nil
 	}
 	if userData != "" {
 		spec.CloudInit = &hypervisor.CloudInitData{UserData: userData, MetaData: cloudinit.MetaData(string(c.UID), vmName(c))}
 	}
-	task, err := s.provider.Configure(ctx, vmRef(c), spec)
-	if err != nil {
-		return r.fail(ctx, s, err)
-	}
-	if task != "" {
-		return r.recordTask(s, opConfigure, c.Status.Node, task)
-	}
-	c.Status.CompletedStep = infrav1.StepConfigured
-	return ctrl.Result{}, nil
+	return &spec, ctrl.Result{}, nil
 }
 
 // reconcileStart powers the VM on and records the start task, which reconcileStarting follows.

@@ -59,7 +59,9 @@ func (p *Provider) Clone(ctx context.Context, spec hypervisor.CloneSpec) (hyperv
 
 // Configure applies spec with as few calls as PVE allows. Extra disks are allocated by the same
 // config write (see extraDiskParams). One config read proves the VM is ours
-// (tags, or the description block of a fresh clone). The cloud-init ISO, if any, is uploaded
+// (tags, or the description block of a fresh clone); a VM still locked by its clone (or anything
+// else) gets ErrBusy before anything is uploaded or written, so a caller may configure as soon as
+// a clone typically ends instead of reading the clone's task first. The cloud-init ISO, if any, is uploaded
 // first and its upload task awaited: a VM must never boot from a half-copied image. Then one
 // synchronous config write (PUT) sets hardware, network, tags, description and the ISO's CD-ROM.
 // Last, a disk resize is started; PVE 9 resizes in a task, whose UPID is returned so the caller

@@ -286,6 +286,11 @@ func (p *Provider) ownedConfig(ctx context.Context, op string, ref hypervisor.VM
 	if err != nil {
 		return ownedVM{}, nil, err
 	}
+	if lock := cfg["lock"]; lock != "" {
+		// A clone still running holds "lock: clone" and has no tags or description yet: it is
+		// busy, not foreign. Nothing is written to a locked VM either way.
+		return ownedVM{}, nil, hypervisor.Errorf(hypervisor.ErrBusy, op, "VM %s is locked (%s)", ref, lock)
+	}
 	tags := splitTags(cfg["tags"])
 	owner, verdict := p.ownerFromTags(tags)
 	tagged := verdict == ours || verdict == legacy
