@@ -49,6 +49,7 @@ func (r *RunnerPoolReconciler) updateStatus(s *poolScope) {
 	st.DesiredReplicas = int32(s.plan.Desired + s.plan.WarmTarget)
 	st.Targets = s.targetStatus()
 	metrics.SetPool(p.Namespace, p.Name, int(st.DesiredReplicas), int(replicas), int(ready), int(st.IdleReplicas), int(busy), int(st.QueuedJobs))
+	metrics.SetPoolWarm(p.Namespace, p.Name, int(warm))
 
 	if s.plan.Limited {
 		conditions.Set(p, metav1.Condition{Type: fleetv1.ScalingLimitedCondition, Status: metav1.ConditionTrue,

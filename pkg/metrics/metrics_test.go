@@ -45,6 +45,7 @@ func TestEveryContractMetricIsServedByTheManagerRegistry(t *testing.T) {
 	ObserveJobPickup(70 * time.Second)
 	ObservePickup("github", PickupWarm, 9*time.Second)
 	SetPool("ci", "linux", 3, 2, 2, 1, 1, 4)
+	SetPoolWarm("ci", "linux", 2)
 	cpu, mem := 0.5, 0.25
 	SetVMPool("web", "frontend", VMPoolCounts{Desired: 3, Current: 3}, &cpu, &mem)
 	Attestation(AttestationSuccess)
@@ -133,9 +134,10 @@ func TestPoolGaugesAndDeletion(t *testing.T) {
 	RunnerPoolReplicas.Reset()
 	RunnerPoolQueuedJobs.Reset()
 	SetPool("ci", "linux", 5, 4, 3, 1, 2, 7)
+	SetPoolWarm("ci", "linux", 1)
 	SetPool("ci", "arm", 1, 1, 1, 1, 0, 0)
 
-	for state, want := range map[string]float64{"desired": 5, "current": 4, "ready": 3, "idle": 1, "busy": 2} {
+	for state, want := range map[string]float64{"desired": 5, "current": 4, "ready": 3, "idle": 1, "busy": 2, "warm": 1} {
 		g.Expect(testutil.ToFloat64(RunnerPoolReplicas.WithLabelValues("ci", "linux", state))).To(Equal(want), state)
 	}
 	g.Expect(testutil.ToFloat64(RunnerPoolQueuedJobs.WithLabelValues("ci", "linux"))).To(Equal(7.0))

@@ -37,6 +37,8 @@ const (
 	PoolReady   = "ready"
 	PoolIdle    = "idle"
 	PoolBusy    = "busy"
+	// PoolWarm counts warm VMs: cloned, configured, stopped (status.warmReplicas).
+	PoolWarm = "warm"
 )
 
 // Values of the path label of hyperfleet_job_pickup_seconds.
@@ -125,6 +127,11 @@ func SetPool(ns, name string, desired, current, ready, idle, busy, queued int) {
 		RunnerPoolReplicas.WithLabelValues(ns, name, state).Set(float64(n))
 	}
 	RunnerPoolQueuedJobs.WithLabelValues(ns, name).Set(float64(queued))
+}
+
+// SetPoolWarm publishes a RunnerPool's warm VMs (status.warmReplicas).
+func SetPoolWarm(ns, name string, warm int) {
+	RunnerPoolReplicas.WithLabelValues(ns, name, PoolWarm).Set(float64(warm))
 }
 
 // DeletePool removes a deleted RunnerPool's series, so it does not linger at its last values.
