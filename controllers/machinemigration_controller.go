@@ -161,6 +161,12 @@ func (r *MachineMigrationReconciler) reconcileMigration(ctx context.Context, m *
 	if t := m.Status.Task; t != nil {
 		return r.followTask(ctx, m, vm, t)
 	}
+	// A move starts only from a fresh read: a stale one, older than the task an earlier reconcile
+	// recorded, would start the move again (or, once it is over, find the VM gone from its source
+	// and fail a migration that succeeded).
+	if stale, err := patchStatusFresh(ctx, r.Client, m, m.DeepCopy()); err != nil || stale {
+		return ctrl.Result{RequeueAfter: time.Millisecond}, err
+	}
 	return r.startMigration(ctx, m, vm, migrator)
 }
 

@@ -178,6 +178,12 @@ func (r *MachineSnapshotRestoreReconciler) reconcileRestore(ctx context.Context,
 		setRestoreState(rs, metav1.ConditionFalse, hypervisor.Reason(err), err.Error())
 		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
 	}
+	// The VM is stopped and rolled back only from a fresh read: a stale one, older than the task
+	// an earlier reconcile recorded, would stop the restored VM and roll it back again, losing
+	// what it did since.
+	if stale, err := patchStatusFresh(ctx, r.Client, rs, rs.DeepCopy()); err != nil || stale {
+		return ctrl.Result{RequeueAfter: time.Millisecond}, err
+	}
 	if rs.Status.WasRunning == nil {
 		// Recorded on its own, against the object's resourceVersion: a read of this restore older
 		// than the stop it already made (a synchronous provider's stop is over when it returns)
