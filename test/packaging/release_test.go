@@ -88,6 +88,9 @@ func TestReleaseManifests(t *testing.T) {
 		// RunnerPools move with their Machines on `clusterctl move`.
 		runnerPools := find(t, objs, "CustomResourceDefinition", "runnerpools.hyperfleet.io")
 		g.Expect(runnerPools.GetLabels()).To(HaveKey("clusterctl.cluster.x-k8s.io/move-hierarchy"))
+		// VMPools move with their MachineClaims.
+		vmPools := find(t, objs, "CustomResourceDefinition", "vmpools.hyperfleet.io")
+		g.Expect(vmPools.GetLabels()).To(HaveKey("clusterctl.cluster.x-k8s.io/move-hierarchy"))
 		b := deployment(t, find(t, decode(t, mustRead(t, filepath.Join(dir, "bootstrap-components.yaml"))), "Deployment", "bootstrap-service"))
 		sameIdentity(t, d, b)
 		bc := container(t, b, "bootstrap-service")
