@@ -53,6 +53,10 @@ func (r *MachineClaimReconciler) reconcileBootstrapped(ctx context.Context, s *c
 	return ctrl.Result{}, nil
 }
 
+// maxRunnerAddressReads bounds the reads of a runner's addresses: about a minute of backoff at the
+// default interval, after which a guest agent that never answered is not asked again.
+const maxRunnerAddressReads = 6
+
 // reconcileRunnerAddresses reads a runner's addresses once its agent has attested: the guest is up
 // by then, so the first read of its guest agent usually answers, where polling it from the start
 // took several failing reads per VM while the guest booted. The runner is Ready without them; a
@@ -62,6 +66,9 @@ func (r *MachineClaimReconciler) reconcileRunnerAddresses(ctx context.Context, s
 	if c.Status.BootstrappedTime == nil || bootstrapRef(s.machine) == nil || len(c.Status.Addresses) > 0 ||
 		s.provider == nil || c.Status.Task != nil || c.Status.CompletedStep != infrav1.StepStarted {
 		return ctrl.Result{}, nil
+	}
+	if r.polls.reads(c.UID, addressPollKey) >= maxRunnerAddressReads {
+		return ctrl.Result{}, nil // a template without the guest agent: the runner works without
 	}
 	if wait := r.polls.until(c.UID, addressPollKey, time.Time{}, 0, r.poll()); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil

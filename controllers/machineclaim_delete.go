@@ -177,5 +177,6 @@ func (r *MachineClaimReconciler) release(ctx context.Context, s *claimScope, why
 	conditions.Set(s.claim, metav1.Condition{Type: infrav1.MachineClaimVMProvisionedCondition, Status: metav1.ConditionFalse,
 		Reason: infrav1.DeletingReason, Message: why})
 	controllerutil.RemoveFinalizer(s.claim, infrav1.MachineClaimFinalizer)
+	r.polls.done(s.claim.UID)
 	return ctrl.Result{}, nil
 }

@@ -85,6 +85,16 @@ func (p *pollPacer) read(uid types.UID, key string) {
 	p.polls[uid] = st
 }
 
+// reads is how many reads of key the claim has made in its current wait.
+func (p *pollPacer) reads(uid types.UID, key string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if st, ok := p.polls[uid]; ok && st.key == key {
+		return st.reads
+	}
+	return 0
+}
+
 // done forgets a claim's wait.
 func (p *pollPacer) done(uid types.UID) {
 	p.mu.Lock()
