@@ -149,8 +149,8 @@ func waitPoolSettled(t *testing.T, pool *fleetv1.VMPool, replicas int32) *fleetv
 	return got
 }
 
-// TestVMPoolRollingUpdateNeverDropsBelowMinAvailable: a pool of 3 with maxSurge 1 and
-// maxUnavailable 0 replaces every VM after a template change, and at no sample taken throughout
+// TestVMPoolRollingUpdateNeverDropsBelowMinAvailable: a pool of 3 with maxSurge 1,
+// maxUnavailable 0 and minReadySeconds 1 replaces every VM after a template change, and at no sample taken throughout
 // (every 20 ms) are fewer than 3 of its claims Ready or more than 4 claims (or VMs on the
 // hypervisor) in existence. The new VMs have the new template's cores, and each VM is reported in
 // the pool's status.
@@ -159,6 +159,7 @@ func TestVMPoolRollingUpdateNeverDropsBelowMinAvailable(t *testing.T) {
 	ctx := context.Background()
 	ns, sim := vmPoolEnv(t)
 	pool := webPool(ns, "web", 3)
+	pool.Spec.MinReadySeconds = 1
 	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
 	settled := waitPoolSettled(t, pool, 3)
 	oldHash := settled.Status.TemplateHash
@@ -208,8 +209,9 @@ func TestVMPoolRollingUpdateNeverDropsBelowMinAvailable(t *testing.T) {
 	}
 }
 
-// TestVMPoolRecreate: under Recreate no claim of the new template exists while any outdated claim
-// (or its VM) does; then the pool comes back at its size.
+// TestVMPoolRecreate: a label added to the template is applied to the claims in place, replacing
+// no VM; then, on a spec change under Recreate, no claim of the new template exists while any
+// outdated claim (or its VM) does, and the pool comes back at its size.
 func TestVMPoolRecreate(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -217,7 +219,21 @@ func TestVMPoolRecreate(t *testing.T) {
 	pool := webPool(ns, "db", 2)
 	pool.Spec.Strategy = fleetv1.VMPoolStrategy{Type: fleetv1.RecreateVMPoolStrategy}
 	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
-	oldHash := waitPoolSettled(t, pool, 2).Status.TemplateHash
+	before := waitPoolSettled(t, pool, 2)
+	oldHash := before.Status.TemplateHash
+
+	// A label added to the template reaches the claims in place: same claims, same hash.
+	got := get(g, pool)
+	got.Spec.Template.ObjectMeta.Labels["tier"] = "data"
+	g.Expect(env.Client.Update(ctx, got)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		for _, vm := range before.Status.VMs {
+			c := &infrav1.MachineClaim{}
+			g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: vm.Name}, c)).To(Succeed())
+			g.Expect(c.Labels).To(HaveKeyWithValue("tier", "data"))
+		}
+	}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
+	g.Expect(waitPoolSettled(t, pool, 2).Status.VMs).To(Equal(before.Status.VMs), "no VM was replaced for a label")
 
 	stop := watchPool(t, pool, sim, func() string { return oldHash }, func(s poolSample, _ int) string {
 		// Claims counted "updated" here carry the old hash; the others are new.
@@ -229,7 +245,7 @@ func TestVMPoolRecreate(t *testing.T) {
 		}
 		return ""
 	})
-	got := get(g, pool)
+	got = get(g, pool)
 	got.Spec.Template.Spec.MemoryMiB = 1024
 	g.Expect(env.Client.Update(ctx, got)).To(Succeed())
 	g.Eventually(func() string { return conditions.GetReason(get(g, pool), fleetv1.ProgressingCondition) }, 10*time.Second, 20*time.Millisecond).
