@@ -61,6 +61,7 @@ func (r *RunnerPoolReconciler) reconcileRunners(ctx context.Context, s *poolScop
 			Unhealthy: needsRemediation(m),
 		}
 		_, rn.VMStopped = m.Annotations[infrav1.VMStoppedAnnotation]
+		_, rn.HostMaintenance = m.Annotations[infrav1.HostMaintenanceAnnotation]
 		warm[m.Name].apply(&rn)
 		// A runner is ready once its VM proved its identity and fetched its runner configuration.
 		if t, ok := attested[bootstrapConfigName(m)]; ok {
@@ -213,11 +214,12 @@ func (r *RunnerPoolReconciler) createRunnerNamed(ctx context.Context, pool *flee
 }
 
 // sparesJobs tells the removals that must never kill a job: the pool has too many runners, one
-// idled too long, or one seemed never to bootstrap (a runner running a job plainly did). An unhealthy
-// runner or one past its maximum lifetime goes regardless.
+// idled too long, one seemed never to bootstrap (a runner running a job plainly did), or its host
+// is drained for maintenance (busy runners finish their job). An unhealthy runner or one past its
+// maximum lifetime goes regardless.
 func sparesJobs(reason scaling.Reason) bool {
 	switch reason {
-	case scaling.ReasonScaleDown, scaling.ReasonIdleTTL, scaling.ReasonBootstrapTimeout:
+	case scaling.ReasonScaleDown, scaling.ReasonIdleTTL, scaling.ReasonBootstrapTimeout, scaling.ReasonHostMaintenance:
 		return true
 	}
 	return false

@@ -101,6 +101,15 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := hc.SetupWithManager(ctx, mgr, copts); err != nil {
 		return err
 	}
+	drains := &HostDrainReconciler{
+		Client:      mgr.GetClient(),
+		Recorder:    mgr.GetEventRecorderFor("hostdrain-controller"),
+		Registry:    registry,
+		WatchFilter: opts.WatchFilter,
+	}
+	if err := drains.SetupWithManager(ctx, mgr, copts); err != nil {
+		return err
+	}
 	claims := &MachineClaimReconciler{
 		nodes:        nodes,
 		Client:       mgr.GetClient(),

@@ -48,6 +48,9 @@ type Runner struct {
 	// that may be wrong). They are replaced by the rule that never kills a job: one that is Busy
 	// is removed only once the CI platform says it is not.
 	VMStopped bool
+	// HostMaintenance runners have their VM on a host in maintenance: one without a job is
+	// replaced (its replacement goes to another host); a Busy one finishes its job first.
+	HostMaintenance bool
 	// Warm runners are warm VMs not started yet: they count toward Max, not toward the desired
 	// size, and a job that finds no idle runner starts one instead of a clone (Plan.Start).
 	Warm bool
@@ -63,6 +66,7 @@ const (
 	ReasonBootstrapTimeout Reason = "BootstrapTimeout"
 	ReasonScaleDown        Reason = "ScaleDown"
 	ReasonWarmMaxAge       Reason = "WarmMaxAgeExceeded"
+	ReasonHostMaintenance  Reason = "HostMaintenance"
 )
 
 // Removal is one runner to remove and why.
@@ -187,6 +191,8 @@ func mustReplace(p Policy, r Runner, now time.Time) (Reason, bool) {
 		return ReasonMaxLifetime, true
 	case r.Busy:
 		return "", false
+	case r.HostMaintenance:
+		return ReasonHostMaintenance, true
 	case !r.Ready && p.BootstrapTimeout > 0 && now.Sub(r.Created) > p.BootstrapTimeout:
 		return ReasonBootstrapTimeout, true
 	case r.Ready && p.IdleTTL > 0 && !r.ReadySince.IsZero() && now.Sub(r.ReadySince) > p.IdleTTL:

@@ -297,7 +297,8 @@ type HypervisorHost struct {
 	Labels map[string]string `json:"labels,omitempty"`
 
 	// maintenance takes the host out of placement: no new VM goes there and no migration targets
-	// it.
+	// it. HyperFleet drains it: persistent VMs move away through MachineMigrations it creates,
+	// one at a time, and idle runners are retired; status.hosts reports the progress.
 	// +optional
 	Maintenance bool `json:"maintenance,omitempty"`
 }

@@ -1,0 +1,400 @@
+package controllers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/annotations"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/patch"
+	"sigs.k8s.io/cluster-api/util/predicates"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
+	"github.com/hyperfleet-io/hyperfleet/pkg/placement"
+	"github.com/hyperfleet-io/hyperfleet/pkg/tracing"
+)
+
+// drainRecheck is how often a drain that is not done looks again without being woken: runners
+// finish jobs and memory frees without an event it watches.
+const drainRecheck = 30 * time.Second
+
+// HostDrainReconciler empties the hosts a HypervisorCluster marks for maintenance: it moves their
+// persistent VMs away through MachineMigrations it creates and owns, one at a time per host, by
+// placement.PlanDrain (anti-affinity, host selectors and memory respected); it marks their
+// runners' Machines so their RunnerPools retire the idle ones; and it reports each host's drain
+// in status.hosts and the HostsDrained condition.
+type HostDrainReconciler struct {
+	Client      client.Client
+	Recorder    record.EventRecorder
+	Registry    *connection.Registry
+	WatchFilter string
+}
+
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=hypervisorclusters/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=hyperfleet.io,resources=machinemigrations,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get;list;watch;patch
+
+// hostDrain is what one host's drain found.
+type hostDrain struct {
+	status  infrav1.HostStatus
+	blocked []string
+}
+
+// Reconcile advances the drain of every host in maintenance by at most one migration per host.
+func (r *HostDrainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	hc := &infrav1.HypervisorCluster{}
+	if err := r.Client.Get(ctx, req.NamespacedName, hc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !hc.DeletionTimestamp.IsZero() || hc.Spec.InstallationID == "" {
+		return ctrl.Result{}, nil
+	}
+	cluster, err := util.GetOwnerCluster(ctx, r.Client, hc.ObjectMeta)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
+	if annotations.HasPaused(hc) || (cluster != nil && annotations.IsPaused(cluster, hc)) {
+		return ctrl.Result{}, nil
+	}
+	helper, err := patch.NewHelper(hc, r.Client)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	defer func() {
+		if err := helper.Patch(ctx, hc, patch.WithOwnedConditions{Conditions: []string{infrav1.HypervisorClusterHostsDrainedCondition}}); err != nil {
+			reterr = kerrors.NewAggregate([]error{reterr, err})
+		}
+	}()
+	return r.reconcileDrain(ctx, hc)
+}
+
+func (r *HostDrainReconciler) reconcileDrain(ctx context.Context, hc *infrav1.HypervisorCluster) (ctrl.Result, error) {
+	claims, err := clusterClaims(ctx, r.Client, hc.Namespace, hc.Name)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	migrations := &fleetv1.MachineMigrationList{}
+	if err := r.Client.List(ctx, migrations, client.InNamespace(hc.Namespace), client.MatchingLabels{fleetv1.DrainHypervisorClusterLabel: hc.Name}); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.reconcileRunners(ctx, hc, claims); err != nil {
+		return ctrl.Result{}, fmt.Errorf("marking runners on hosts in maintenance: %w", err)
+	}
+	maintenance := hc.Spec.HostsInMaintenance()
+	hosts := slices.Clone(maintenance)
+	for _, m := range migrations.Items {
+		if h := m.Labels[fleetv1.DrainHostLabel]; migrationPending(&m) && !slices.Contains(hosts, h) {
+			hosts = append(hosts, h) // maintenance was lifted while its migration still runs
+		}
+	}
+	sort.Strings(hosts)
+	var (
+		drains []hostDrain
+		errs   []error
+	)
+	for _, host := range hosts {
+		d, err := r.drainHost(ctx, hc, host, slices.Contains(maintenance, host), claims, migrations.Items)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("draining host %s: %w", host, err))
+		}
+		drains = append(drains, d)
+	}
+	r.reportDrains(hc, maintenance, drains)
+	if len(errs) > 0 {
+		return ctrl.Result{}, kerrors.NewAggregate(errs)
+	}
+	if len(maintenance) > 0 && !conditions.IsTrue(hc, infrav1.HypervisorClusterHostsDrainedCondition) {
+		return ctrl.Result{RequeueAfter: drainRecheck}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// migrationPending is true until a migration has succeeded or failed.
+func migrationPending(m *fleetv1.MachineMigration) bool {
+	return m.DeletionTimestamp.IsZero() && m.Status.Phase != fleetv1.MachineMigrationPhaseSucceeded && m.Status.Phase != fleetv1.MachineMigrationPhaseFailed
+}
+
+// drainHost counts what is left on host and, while it is in maintenance and none of its drain's
+// migrations is pending, creates the next one PlanDrain gives.
+func (r *HostDrainReconciler) drainHost(ctx context.Context, hc *infrav1.HypervisorCluster, host string, inMaintenance bool,
+	claims []infrav1.MachineClaim, migrations []fleetv1.MachineMigration) (hostDrain, error) {
+	d := hostDrain{status: infrav1.HostStatus{Name: host, Maintenance: inMaintenance}}
+	failed := map[string]*fleetv1.MachineMigration{}
+	for i := range migrations {
+		m := &migrations[i]
+		if m.Labels[fleetv1.DrainHostLabel] != host {
+			continue
+		}
+		if migrationPending(m) {
+			d.status.PendingMigrations++
+		} else if m.Status.Phase == fleetv1.MachineMigrationPhaseFailed && m.DeletionTimestamp.IsZero() {
+			failed[m.Spec.MachineClaimName] = m
+		}
+	}
+	// The VMs that may move now; the others on the host stay out of the plan.
+	var movable []infrav1.MachineClaim
+	for i := range claims {
+		c := &claims[i]
+		if c.Status.Node != host || !c.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if !c.Spec.IsPersistent() {
+			d.status.Runners++
+			continue
+		}
+		d.status.PersistentVMs++
+		switch {
+		case c.Spec.Migration().Strategy == infrav1.MigrationStrategyNone:
+			d.blocked = append(d.blocked, fmt.Sprintf("%s: migrationPolicy.strategy is None", c.Name))
+		case failed[c.Name] != nil:
+			d.blocked = append(d.blocked, fmt.Sprintf("%s: MachineMigration %s failed (delete it to try again): %s", c.Name, failed[c.Name].Name, failed[c.Name].Status.Error))
+		case c.Status.CompletedStep != infrav1.StepStarted || c.Annotations[infrav1.MigrationInProgressAnnotation] != "":
+			// Still being created, or already moving: looked at again once that is over.
+		default:
+			movable = append(movable, *c)
+		}
+	}
+	d.status.Drained = inMaintenance && d.status.PersistentVMs == 0 && d.status.Runners == 0
+	d.status.BlockedBy = d.blocked
+	if !inMaintenance || d.status.PendingMigrations > 0 || len(movable) == 0 ||
+		!conditions.IsTrue(hc, infrav1.HypervisorClusterAvailableCondition) {
+		return d, nil
+	}
+	move, stuck, err := r.planNextMove(ctx, hc, host, claims, movable)
+	if err != nil {
+		return d, err
+	}
+	for _, name := range slices.Sorted(maps.Keys(stuck)) {
+		d.blocked = append(d.blocked, fmt.Sprintf("%s: %v", name, stuck[name]))
+	}
+	d.status.BlockedBy = d.blocked
+	if move == nil {
+		return d, nil
+	}
+	claim := &claims[slices.IndexFunc(claims, func(c infrav1.MachineClaim) bool { return c.Name == move.VM })]
+	if err := r.createMigration(ctx, hc, host, claim, move.To); err != nil {
+		return d, err
+	}
+	d.status.PendingMigrations++
+	return d, nil
+}
+
+// planNextMove runs PlanDrain over the hosts as the hypervisor lists them now and the persistent
+// VMs where the claims say they are, and returns its first move (the biggest VM that fits
+// somewhere) with the VMs that fit nowhere.
+func (r *HostDrainReconciler) planNextMove(ctx context.Context, hc *infrav1.HypervisorCluster, host string,
+	claims, movable []infrav1.MachineClaim) (*placement.Move, map[string]error, error) {
+	provider, err := r.Registry.Get(ctx, hc)
+	if err != nil {
+		return nil, nil, err
+	}
+	nodes, err := provider.Nodes(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing hosts: %w", err)
+	}
+	hosts := placementHosts(hc, nodes, reservedBy(claims, ""))
+	var vms []placement.PlacedVM
+	policies := map[string]placement.Policy{}
+	for _, vm := range placedVMs(claims) {
+		if vm.Host == host && !slices.ContainsFunc(movable, func(c infrav1.MachineClaim) bool { return c.Name == vm.Name }) {
+			continue // stays on the host in maintenance, which is no target: nothing to weigh
+		}
+		vms = append(vms, vm)
+	}
+	stuck := map[string]error{}
+	for i := range movable {
+		c := &movable[i]
+		p, err := placementPolicy(c, claimMemoryMiB(c))
+		if err != nil {
+			stuck[c.Name] = err
+			vms = slices.DeleteFunc(vms, func(vm placement.PlacedVM) bool { return vm.Name == c.Name })
+			continue
+		}
+		policies[c.Name] = p
+	}
+	moves, unplaced := placement.PlanDrain(hosts, vms, host, policies)
+	for name, err := range unplaced {
+		stuck[name] = err
+	}
+	if len(moves) == 0 {
+		return nil, stuck, nil
+	}
+	return &moves[0], stuck, nil
+}
+
+// drainMigrationName is the name of the MachineMigration that moves claim off host: the same
+// for every attempt, so a stale cache cannot create a second one.
+func drainMigrationName(host, claim string) string {
+	name := "drain-" + strings.ToLower(host) + "-" + claim
+	if len(name) <= 253 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return name[:240] + "-" + hex.EncodeToString(sum[:])[:12]
+}
+
+// createMigration creates the MachineMigration that moves claim's VM from host to target, owned by
+// the HypervisorCluster and labelled with the host. A finished one of the same name, left by an
+// earlier maintenance of the host, is deleted first.
+func (r *HostDrainReconciler) createMigration(ctx context.Context, hc *infrav1.HypervisorCluster, host string, claim *infrav1.MachineClaim, target string) error {
+	m := &fleetv1.MachineMigration{
+		ObjectMeta: metav1.ObjectMeta{Name: drainMigrationName(host, claim.Name), Namespace: hc.Namespace,
+			Labels: map[string]string{fleetv1.DrainHostLabel: host, fleetv1.DrainHypervisorClusterLabel: hc.Name}},
+		Spec: fleetv1.MachineMigrationSpec{MachineClaimName: claim.Name, Target: target, WithLocalDisks: claim.Spec.Migration().AllowLocalDisks},
+	}
+	if err := controllerutil.SetControllerReference(hc, m, r.Client.Scheme()); err != nil {
+		return err
+	}
+	err := r.Client.Create(ctx, m)
+	if apierrors.IsAlreadyExists(err) {
+		old := &fleetv1.MachineMigration{}
+		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(m), old); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		// Only a move that ended a while ago is history: a recent one means the cache has not
+		// shown the claim on its new host yet.
+		if old.Status.Phase == fleetv1.MachineMigrationPhaseSucceeded && old.Status.EndTime != nil && time.Since(old.Status.EndTime.Time) > time.Minute {
+			return client.IgnoreNotFound(r.Client.Delete(ctx, old, client.Preconditions{UID: &old.UID}))
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	msg := fmt.Sprintf("moving %s off host %s (maintenance) to %s: MachineMigration %s", claim.Name, host, target, m.Name)
+	ctrl.LoggerFrom(ctx).Info(msg)
+	r.Recorder.Event(hc, corev1.EventTypeNormal, "DrainMigration", msg)
+	return nil
+}
+
+// reconcileRunners marks the Machines of RunnerPool runners on hosts in maintenance with
+// HostMaintenanceAnnotation, which makes their pool retire them once they run no job, and takes
+// the mark off when the host leaves maintenance.
+func (r *HostDrainReconciler) reconcileRunners(ctx context.Context, hc *infrav1.HypervisorCluster, claims []infrav1.MachineClaim) error {
+	maintenance := hc.Spec.HostsInMaintenance()
+	var errs []error
+	for i := range claims {
+		c := &claims[i]
+		if c.Spec.IsPersistent() || c.Status.Node == "" || !c.DeletionTimestamp.IsZero() {
+			continue
+		}
+		machine, err := util.GetOwnerMachine(ctx, r.Client, c.ObjectMeta)
+		if err != nil || machine == nil || machine.Labels[fleetv1.RunnerPoolNameLabel] == "" || !machine.DeletionTimestamp.IsZero() {
+			continue // a runner without a pool finishes its one job and is swept
+		}
+		want := slices.Contains(maintenance, c.Status.Node)
+		if _, marked := machine.Annotations[infrav1.HostMaintenanceAnnotation]; marked == want {
+			continue
+		}
+		p := client.MergeFrom(machine.DeepCopy())
+		if want {
+			if machine.Annotations == nil {
+				machine.Annotations = map[string]string{}
+			}
+			machine.Annotations[infrav1.HostMaintenanceAnnotation] = c.Status.Node
+		} else {
+			delete(machine.Annotations, infrav1.HostMaintenanceAnnotation)
+		}
+		if err := r.Client.Patch(ctx, machine, p); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	return kerrors.NewAggregate(errs)
+}
+
+// reportDrains writes status.hosts and the HostsDrained condition, with a Warning Event when the
+// reason a drain is blocked changes.
+func (r *HostDrainReconciler) reportDrains(hc *infrav1.HypervisorCluster, maintenance []string, drains []hostDrain) {
+	hc.Status.Hosts = nil
+	var blocked, left []string
+	for _, d := range drains {
+		hc.Status.Hosts = append(hc.Status.Hosts, d.status)
+		if !d.status.Maintenance {
+			continue
+		}
+		for _, b := range d.blocked {
+			blocked = append(blocked, d.status.Name+": "+b)
+		}
+		if !d.status.Drained {
+			left = append(left, fmt.Sprintf("%s: %d persistent VM(s), %d runner(s), %d migration(s) under way",
+				d.status.Name, d.status.PersistentVMs, d.status.Runners, d.status.PendingMigrations))
+		}
+	}
+	cond := metav1.Condition{Type: infrav1.HypervisorClusterHostsDrainedCondition, Status: metav1.ConditionTrue, ObservedGeneration: hc.Generation}
+	switch {
+	case len(maintenance) == 0:
+		cond.Reason, cond.Message = infrav1.NoMaintenanceReason, "no host is in maintenance"
+	case len(blocked) > 0:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, infrav1.DrainBlockedReason, truncate(strings.Join(blocked, "; "), 4096)
+		if prev := conditions.Get(hc, cond.Type); prev == nil || prev.Reason != cond.Reason || prev.Message != cond.Message {
+			r.Recorder.Event(hc, corev1.EventTypeWarning, infrav1.DrainBlockedReason, cond.Message)
+		}
+	case len(left) > 0:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, infrav1.DrainingReason, strings.Join(left, "; ")
+	default:
+		cond.Reason, cond.Message = infrav1.HostsDrainedReason, "hosts in maintenance are empty: "+strings.Join(maintenance, ", ")
+		if prev := conditions.Get(hc, cond.Type); prev == nil || prev.Reason != cond.Reason {
+			r.Recorder.Event(hc, corev1.EventTypeNormal, infrav1.HostsDrainedReason, cond.Message)
+		}
+	}
+	conditions.Set(hc, cond)
+}
+
+// SetupWithManager registers the controller: it watches HypervisorClusters' specs, the
+// MachineMigrations it owns, and the claims whose host, labels or existence change.
+func (r *HostDrainReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("hostdrain").
+		For(&infrav1.HypervisorCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&fleetv1.MachineMigration{}).
+		Watches(&infrav1.MachineClaim{}, handler.EnqueueRequestsFromMapFunc(claimToHypervisorCluster), builder.WithPredicates(claimHostChanged())).
+		WithOptions(opts).
+		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), r.WatchFilter)).
+		Complete(tracing.Reconciler("hostdrain", r))
+}
+
+func claimToHypervisorCluster(_ context.Context, o client.Object) []ctrl.Request {
+	hc := o.GetLabels()[infrav1.HypervisorClusterNameLabel]
+	if hc == "" {
+		return nil
+	}
+	return []ctrl.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: hc}}}
+}
+
+// claimHostChanged lets through claims that came, went, changed host, finished provisioning or
+// had their labels changed: what a drain counts and plans with.
+func claimHostChanged() predicate.Funcs {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := e.ObjectOld.(*infrav1.MachineClaim)
+			n, ok2 := e.ObjectNew.(*infrav1.MachineClaim)
+			return ok1 && ok2 && (o.Status.Node != n.Status.Node || o.Status.CompletedStep != n.Status.CompletedStep ||
+				!labels.Equals(o.Labels, n.Labels) || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() ||
+				o.Annotations[infrav1.MigrationInProgressAnnotation] != n.Annotations[infrav1.MigrationInProgressAnnotation])
+		},
+	}
+}
