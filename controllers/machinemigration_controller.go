@@ -37,9 +37,13 @@ import (
 // VM's new host on the claim and hands it back. Deleting a MachineMigration mid-way cancels the
 // task.
 type MachineMigrationReconciler struct {
-	Client   client.Client
-	Recorder record.EventRecorder
-	Registry *connection.Registry
+	Client client.Client
+	// APIReader reads the migration itself past the cache: a reconcile that saw no task because
+	// the cache lagged behind the one that started it would start the move again (and fail, the
+	// VM having left its host already).
+	APIReader client.Reader
+	Recorder  record.EventRecorder
+	Registry  *connection.Registry
 	// PollInterval is how often a task is polled. Default 2s.
 	PollInterval time.Duration
 }
@@ -50,7 +54,11 @@ type MachineMigrationReconciler struct {
 // Reconcile moves one migration one step on.
 func (r *MachineMigrationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	m := &fleetv1.MachineMigration{}
-	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	if err := reader.Get(ctx, req.NamespacedName, m); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("MachineClaim", m.Spec.MachineClaimName))

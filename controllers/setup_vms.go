@@ -30,6 +30,7 @@ func setupVMControllers(mgr ctrl.Manager, registry *connection.Registry, opts Op
 	}
 	migrations := &MachineMigrationReconciler{
 		Client:       mgr.GetClient(),
+		APIReader:    mgr.GetAPIReader(),
 		Recorder:     mgr.GetEventRecorderFor("machinemigration-controller"),
 		Registry:     registry,
 		PollInterval: opts.TaskPollInterval,
