@@ -103,7 +103,12 @@ bench-scale-provider: ## Provider level only: a burst of BENCH_SCALE_N (default 
 		go test -count=1 -timeout 30m -run '^TestBenchScale$$' -v ./pkg/hypervisor/proxmox/
 
 .PHONY: soak
-soak: ## VM lifecycles (SOAK_N, default 300) through faults and provider restarts against the load model.
+soak: tools ## SOAK_N (default 300; 2000 for the full run) VM lifecycles through the controllers on Proxmox and Hyper-V pools under faults and restarts; writes soak.md.
+	HYPERFLEET_SOAK_N=$(or $(SOAK_N),300) HYPERFLEET_SOAK_MAX=$(or $(SOAK_MAX),10) HYPERFLEET_SOAK_TIMEOUT_MINUTES=$(or $(SOAK_TIMEOUT_MINUTES),150) \
+		HYPERFLEET_SOAK_REPORT=$(CURDIR)/soak.md go test -count=1 -timeout 160m -run '^TestSoak$$' -v ./test/scale/
+
+.PHONY: soak-provider
+soak-provider: ## Provider level only: SOAK_N (default 300) VM lifecycles straight through the Proxmox provider under faults and restarts.
 	HYPERFLEET_SOAK_N=$(or $(SOAK_N),300) go test -count=1 -timeout 20m -run '^TestSoak$$' -v ./pkg/hypervisor/proxmox/
 
 ##@ Build

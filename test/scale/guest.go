@@ -33,22 +33,23 @@ import (
 type guests struct {
 	hold bool
 	// poll is how often a runner asks for a job; idle is how long it waits for one before it
-	// goes offline and the VM powers off (the runner's idle timeout).
-	poll, idle time.Duration
+	// goes offline and the VM powers off (the runner's idle timeout); jobTime is how long a job
+	// runs when jobs are not held.
+	poll, idle, jobTime time.Duration
 
 	released chan struct{}
 	once     sync.Once
 
 	mu          sync.Mutex
-	records     map[int]*guestRecord // by VMID, the latest boot
-	inFlight    int                  // attest + runner config under way
+	records     map[string]*guestRecord // by host and VM, the latest boot
+	inFlight    int                     // attest + runner config under way
 	maxInFlight int
 	errs        []error
 }
 
 // guestRecord is what one VM's guest did, with timestamps.
 type guestRecord struct {
-	VMID                                   int
+	VM                                     string
 	Booted, Attested, Configured, JobTaken time.Time
 	Job                                    int64
 	Runner                                 string
@@ -57,7 +58,7 @@ type guestRecord struct {
 }
 
 func newGuests(hold bool, poll, idle time.Duration) *guests {
-	return &guests{hold: hold, poll: poll, idle: idle, released: make(chan struct{}), records: map[int]*guestRecord{}}
+	return &guests{hold: hold, poll: poll, idle: idle, released: make(chan struct{}), records: map[string]*guestRecord{}}
 }
 
 // release lets every held job finish (and the VMs power off).
@@ -94,15 +95,16 @@ func (g *guests) hook(ctx context.Context, vm pvesim.BootVM) error {
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	rec := &guestRecord{VMID: vm.VMID, Booted: time.Now()}
+	key := fmt.Sprintf("%s/%d/%s", vm.Node, vm.VMID, vm.Name)
+	rec := &guestRecord{VM: key, Booted: time.Now()}
 	g.mu.Lock()
-	g.records[vm.VMID] = rec
+	g.records[key] = rec
 	g.mu.Unlock()
 	err = g.live(ctx, cfg, rec)
 	if err != nil && ctx.Err() == nil {
 		g.mu.Lock()
 		rec.Err = err
-		g.errs = append(g.errs, fmt.Errorf("VM %d: %w", vm.VMID, err))
+		g.errs = append(g.errs, fmt.Errorf("VM %s: %w", key, err))
 		g.mu.Unlock()
 	}
 	return err
@@ -181,10 +183,7 @@ func (g *guests) live(ctx context.Context, cfg *agent.Config, rec *guestRecord) 
 			g.update(rec, func(r *guestRecord) { r.Job, r.JobTaken = id, time.Now() })
 			break
 		}
-		if !errors.Is(err, fakegithub.ErrNoJob) && ctx.Err() == nil {
-			// A transient failure: ask again at the next poll.
-			err = nil
-		}
+		// No job yet, or a transient failure: ask again at the next poll.
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -198,6 +197,12 @@ func (g *guests) live(ctx context.Context, cfg *agent.Config, rec *guestRecord) 
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-g.released:
+		}
+	} else {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(g.jobTime):
 		}
 	}
 	return retry(ctx, time.Minute, func() error { return runner.Complete(ctx, rec.Job, "success") })

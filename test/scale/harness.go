@@ -25,6 +25,7 @@ import (
 	_ "github.com/hyperfleet-io/hyperfleet/pkg/platform/all" // registers every CI platform
 	pinstrumented "github.com/hyperfleet-io/hyperfleet/pkg/platform/instrumented"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
+	"github.com/hyperfleet-io/hyperfleet/test/hvsim"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 	"github.com/hyperfleet-io/hyperfleet/test/testenv"
 )
@@ -62,6 +63,15 @@ type options struct {
 	foreign int
 	// logLevel of the manager.
 	logLevel string
+	// labels are the Proxmox pool's runner labels (linux, x64 by default).
+	labels []string
+	// hyperv adds a simulated Hyper-V host, its HypervisorCluster and Cluster, and a second pool
+	// (min/max as the first) with hypervLabels.
+	hyperv       bool
+	hypervLabels []string
+	// orphanGrace and providerTimeout are the manager's settings of those names (production's
+	// 5m and 30s by default).
+	orphanGrace, providerTimeout time.Duration
 }
 
 // harness is a running control plane, HyperFleet and the fakes of the outside world.
@@ -71,6 +81,8 @@ type harness struct {
 	inst      *testenv.Installation
 	capi      *testenv.CAPIManager
 	sim       *pvesim.Simulator
+	hv        *hvsim.HyperVHosts
+	hvPass    string
 	github    *fakegithub.Server
 	manager   *managerProcess
 	bootstrap *bootstrapService
@@ -92,6 +104,15 @@ func (o *options) defaults() {
 	}
 	if o.logLevel == "" {
 		o.logLevel = "INFO"
+	}
+	if len(o.labels) == 0 {
+		o.labels = runnerLabels
+	}
+	if o.orphanGrace == 0 {
+		o.orphanGrace = 5 * time.Minute
+	}
+	if o.providerTimeout == 0 {
+		o.providerTimeout = 30 * time.Second
 	}
 }
 
@@ -129,6 +150,11 @@ func start(ctx context.Context, o options) (_ *harness, err error) {
 	}
 	if err := h.startSimulator(); err != nil {
 		return nil, err
+	}
+	if o.hyperv {
+		if err := h.startHyperV(); err != nil {
+			return nil, err
+		}
 	}
 	if h.bootstrap, err = h.startBootstrapService(ctx); err != nil {
 		return nil, err
@@ -215,6 +241,29 @@ func (h *harness) startSimulator() error {
 		return err
 	}
 	return h.sim.Start("127.0.0.1:0")
+}
+
+// hypervHost is the simulated Hyper-V host's name.
+const hypervHost = "hv1"
+
+// startHyperV starts one simulated Hyper-V host over WS-Management with TLS, whose VMs boot the
+// same guest as the Proxmox simulator's.
+func (h *harness) startHyperV() error {
+	h.hvPass = randomHex(12)
+	var err error
+	h.hv, err = hvsim.StartHyperV(hvsim.HyperVConfig{BootHook: func(ctx context.Context, vm hvsim.HyperVBootVM) error {
+		return h.opts.guests.hook(ctx, pvesim.BootVM{Node: vm.Host, Name: vm.Name, IP: vm.IP, MAC: vm.MAC,
+			UserData: vm.UserData, MetaData: vm.MetaData, PowerOff: vm.PowerOff})
+	}}, hvsim.Options{Users: map[string]string{hvsim.HyperVTestUser: h.hvPass}}, hypervHost)
+	if err != nil {
+		return fmt.Errorf("starting the Hyper-V simulator: %w", err)
+	}
+	for i := range h.opts.foreign {
+		if _, err := h.hv.AddVM(hypervHost, fmt.Sprintf("foreign-%d", i), "a team's own VM", i%2 == 0); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // bootstrapService is the bootstrap service in this process, on a fixed address so that it can
@@ -314,6 +363,8 @@ func (h *harness) startManager(bin string) error {
 			"--trust-domain=" + trustDomain,
 			"--sweep-interval=" + h.opts.sweep.String(),
 			"--repair-interval=" + h.opts.repair.String(),
+			"--orphan-grace-period=" + h.opts.orphanGrace.String(),
+			"--provider-timeout=" + h.opts.providerTimeout.String(),
 		},
 		env: []string{
 			"GITHUB_WEBHOOK_SECRET=" + h.secret,
@@ -342,6 +393,9 @@ func (h *harness) stop() {
 	}
 	if h.sim != nil {
 		_ = h.sim.Close()
+	}
+	if h.hv != nil {
+		_ = h.hv.Close()
 	}
 	if h.bootstrap != nil {
 		h.bootstrap.stop()
