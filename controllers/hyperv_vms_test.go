@@ -7,6 +7,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
@@ -126,6 +127,7 @@ func TestHyperVMigration(t *testing.T) {
 		got := get(g, moved)
 		g.Expect(got.Status.Task).NotTo(BeNil())
 		g.Expect(got.Status.Task.ID).To(HavePrefix("move:" + id + ":" + target + ":"))
+		g.Expect(got.Status.Progress).NotTo(BeNil(), "Hyper-V's PercentComplete while the job runs")
 		g.Expect(get(g, claim).Status.Phase).To(Equal(infrav1.MachineClaimPhaseMigrating))
 	}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
 	got = migrationDone(g, moved)
@@ -133,6 +135,7 @@ func TestHyperVMigration(t *testing.T) {
 	g.Expect(got.Status.SourceHost).To(Equal(source))
 	g.Expect(got.Status.TargetHost).To(Equal(target))
 	g.Expect(got.Status.Online).To(BeTrue())
+	g.Expect(got.Status.Progress).To(Equal(ptr.To(int32(100))))
 	g.Eventually(func(g Gomega) {
 		c := get(g, claim)
 		g.Expect(c.Status.Node).To(Equal(target))

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/finalizers"
 	"sigs.k8s.io/cluster-api/util/patch"
@@ -306,10 +307,16 @@ func (r *MachineMigrationReconciler) followTask(ctx context.Context, m *fleetv1.
 		setMigrationState(m, fleetv1.MachineMigrationPhaseRunning, hypervisor.Reason(err), "polling the migration task: "+err.Error())
 		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
 	case !st.Done:
+		if st.Progress != nil {
+			m.Status.Progress = ptr.To(int32(*st.Progress))
+		}
 		return ctrl.Result{RequeueAfter: r.poll()}, nil
 	case st.Err != nil:
 		m.Status.Task = nil
 		return r.fail(ctx, m, fleetv1.MigrationFailedReason, st.Err.Error())
+	}
+	if m.Status.Progress != nil {
+		m.Status.Progress = ptr.To(int32(100))
 	}
 	if err := r.recordHost(ctx, vm.claim, m.Status.TargetHost); err != nil {
 		return ctrl.Result{}, err

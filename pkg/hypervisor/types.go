@@ -248,4 +248,7 @@ type TaskState struct {
 	Done bool
 	// Err is set when the task finished unsuccessfully.
 	Err error
+	// Progress is the share of a running task done, in percent, when the hypervisor reports it
+	// (a Hyper-V migration job); nil when it does not.
+	Progress *int
 }

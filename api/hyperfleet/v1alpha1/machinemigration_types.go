@@ -99,6 +99,13 @@ type MachineMigrationStatus struct {
 	// +optional
 	Task *MigrationTask `json:"task,omitempty"`
 
+	// progress is the share of the move done, in percent, while it runs, as the hypervisor
+	// reports it (a Hyper-V migration job's PercentComplete); absent when it does not say.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	Progress *int32 `json:"progress,omitempty"`
+
 	// startTime is when the migration task started; endTime when the migration ended.
 	// +optional
 	StartTime *metav1.Time `json:"startTime,omitempty"`

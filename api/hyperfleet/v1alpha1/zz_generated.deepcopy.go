@@ -243,6 +243,11 @@ func (in *MachineMigrationStatus) DeepCopyInto(out *MachineMigrationStatus) {
 		*out = new(MigrationTask)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.Progress != nil {
+		in, out := &in.Progress, &out.Progress
+		*out = new(int32)
+		**out = **in
+	}
 	if in.StartTime != nil {
 		in, out := &in.StartTime, &out.StartTime
 		*out = (*in).DeepCopy()

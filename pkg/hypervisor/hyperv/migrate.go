@@ -169,7 +169,8 @@ func (p *Provider) moveStatus(ctx context.Context, node string, id hypervisor.Ta
 	}
 	switch {
 	case job.Found && job.JobState < jobCompleted:
-		return hypervisor.TaskState{}, nil
+		progress := min(max(job.PercentComplete, 0), 100)
+		return hypervisor.TaskState{Progress: &progress}, nil
 	case job.Found && job.JobState == jobCompleted:
 		return hypervisor.TaskState{Done: true}, nil
 	case job.Found && job.JobState == jobTerminated:

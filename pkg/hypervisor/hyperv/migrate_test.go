@@ -56,6 +56,8 @@ func TestMoveLive(t *testing.T) {
 			st, err := p.TaskStatus(ctx, "hv1", task)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(st.Done).To(BeFalse())
+			g.Expect(st.Progress).NotTo(BeNil(), "the migration job's PercentComplete")
+			g.Expect(*st.Progress).To(BeNumerically("<", 100))
 			vm, err := p.VM(ctx, ref)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(vm.Lock).To(Equal("migrate"))
