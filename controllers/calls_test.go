@@ -32,7 +32,7 @@ const callsTimeScale = 20
 // maxCallsPerVM is the bar TestCallsPerVMEndToEnd holds HyperFleet to: Proxmox calls per runner
 // VM over its whole life through the controllers, the health checks and sweeps left out (they
 // cost the same with one VM or a thousand and are reported on their own).
-const maxCallsPerVM = 18.0
+const maxCallsPerVM = 17.0
 
 // sweepEndpoints are the four cluster-wide calls of one health check and sweep.
 var sweepEndpoints = []string{"GET /version", "GET /access/permissions", "GET /nodes", "GET /cluster/resources"}

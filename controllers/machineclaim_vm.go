@@ -276,7 +276,7 @@ func (r *MachineClaimReconciler) reconcileConfigure(ctx context.Context, s *clai
 	if err != nil {
 		return r.fail(ctx, s, err)
 	}
-	return r.configured(s, task)
+	return r.configured(s, spec, task)
 }
 
 // reconcileCloneEnd follows an in-flight clone without reading its task: when a clone typically
@@ -310,11 +310,16 @@ func (r *MachineClaimReconciler) reconcileCloneEnd(ctx context.Context, s *claim
 	c.Status.Task = nil
 	r.polls.done(c.UID)
 	r.operationDone(s, opClone, task.Node)
-	return r.configured(s, configTask)
+	return r.configured(s, spec, configTask)
 }
 
-// configured records a configure call's outcome: done, or a disk resize task to follow.
-func (r *MachineClaimReconciler) configured(s *claimScope, task hypervisor.TaskID) (ctrl.Result, error) {
+// configured records a configure call's outcome: done, a disk resize task to follow, or, when the
+// call started the VM, the start task.
+func (r *MachineClaimReconciler) configured(s *claimScope, spec *hypervisor.ConfigSpec, task hypervisor.TaskID) (ctrl.Result, error) {
+	if spec.Start {
+		s.claim.Status.CompletedStep = infrav1.StepConfigured
+		return r.recordTask(s, opStart, s.claim.Status.Node, task)
+	}
 	if task != "" {
 		return r.recordTask(s, opConfigure, s.claim.Status.Node, task)
 	}
@@ -364,6 +369,11 @@ func (r *MachineClaimReconciler) configSpec(ctx context.Context, s *claimScope) 
 	if userData != "" {
 		spec.CloudInit = &hypervisor.CloudInitData{UserData: userData, MetaData: cloudinit.MetaData(string(c.UID), vmName(c))}
 	}
+	// A VM that starts right away is started by the configure call on the proof of its own write,
+	// saving the read a separate start makes. A warm VM waits stopped, a persistent one for its run
+	// strategy, and a grown disk for its resize task.
+	spec.Start = s.provider.Capabilities().StartOnConfigure && spec.Disk == nil && !c.Spec.IsPersistent() &&
+		c.Annotations[infrav1.WarmAnnotation] == ""
 	return &spec, ctrl.Result{}, nil
 }
 

@@ -52,6 +52,9 @@ type Capabilities struct {
 	// ExtraDisks: Configure creates ConfigSpec.ExtraDisks (Proxmox). A provider without it
 	// refuses a ConfigSpec that has any with ErrUnsupported.
 	ExtraDisks bool
+	// StartOnConfigure: Configure honours ConfigSpec.Start (Proxmox). Without it the caller
+	// starts the VM itself.
+	StartOnConfigure bool
 }
 
 // Ownership is the metadata HyperFleet stamps on every VM it creates. A VM without it is foreign and
@@ -209,6 +212,11 @@ type ConfigSpec struct {
 	// ExtraDisks are new, empty disks, made once: a disk whose Name the VM already carries is left
 	// as it is (never resized or replaced), so applying the same spec twice adds nothing.
 	ExtraDisks []ExtraDisk
+	// Start, for a provider with Capabilities.StartOnConfigure and no Disk to grow, powers the VM
+	// on right after the configuration is written, on the proof of that write, and Configure
+	// returns the start's TaskID. With Disk set it is ignored: the VM must not start before the
+	// resize ends.
+	Start bool
 }
 
 // ExtraDisk is an empty disk created with a VM.

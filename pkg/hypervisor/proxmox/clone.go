@@ -65,7 +65,8 @@ func (p *Provider) Clone(ctx context.Context, spec hypervisor.CloneSpec) (hyperv
 // first and its upload task awaited: a VM must never boot from a half-copied image. Then one
 // synchronous config write (PUT) sets hardware, network, tags, description and the ISO's CD-ROM.
 // Last, a disk resize is started; PVE 9 resizes in a task, whose UPID is returned so the caller
-// waits for it before starting the VM. Without a resize the TaskID is empty. Tags are replaced by
+// waits for it before starting the VM. Without a resize, spec.Start starts the VM and the start's
+// UPID is returned; otherwise the TaskID is empty. Tags are replaced by
 // the ownership tags plus spec.Tags: tags inherited from the template ("template", ...) would only
 // mislead.
 //
@@ -120,10 +121,20 @@ func (p *Provider) Configure(ctx context.Context, ref hypervisor.VMRef, spec hyp
 	if err := p.put(ctx, op, vmPath(ref, "/config"), params, nil); err != nil {
 		return "", err
 	}
-	if spec.Disk == nil {
+	if spec.Disk != nil {
+		return p.resizeDisk(ctx, op, ref, spec.Disk.Name, spec.Disk.SizeGiB)
+	}
+	if !spec.Start {
 		return "", nil
 	}
-	return p.resizeDisk(ctx, op, ref, spec.Disk.Name, spec.Disk.SizeGiB)
+	// The write just made carried the digest of the read that proved the VM ours: PVE took it
+	// only for that same VM, so the start acts on that proof, as StopSeen acts on its caller's
+	// read, instead of reading the VM once more.
+	var id string
+	if err := p.post(ctx, op, vmPath(ref, "/status/start"), nil, &id); err != nil {
+		return "", err
+	}
+	return hypervisor.TaskID(id), nil
 }
 
 // DefaultBridge is the bridge of a NIC whose NetworkSpec names none.

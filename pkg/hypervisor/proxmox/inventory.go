@@ -194,7 +194,8 @@ func driveSizeGiB(drive string) (int, bool) {
 // Capabilities: PVE makes linked clones, lets the caller choose VMIDs, runs long operations as
 // tasks and tags VMs.
 func (p *Provider) Capabilities() hypervisor.Capabilities {
-	return hypervisor.Capabilities{LinkedClones: true, PreallocatedIDs: true, AsyncTasks: true, Tags: true, ExtraDisks: true}
+	return hypervisor.Capabilities{LinkedClones: true, PreallocatedIDs: true, AsyncTasks: true, Tags: true, ExtraDisks: true,
+		StartOnConfigure: true}
 }
 
 // NextID proposes a free VMID. Without a minimum it asks /cluster/nextid; with one it picks the

@@ -242,3 +242,33 @@ func TestEjectCloudInitRemovesTheSpentSeed(t *testing.T) {
 	g.Expect(vm.Status).To(Equal("running"))
 	g.Expect(p.EjectCloudInit(ctx, ref)).To(Succeed(), "again is a no-op")
 }
+
+// TestConfigureStartsOnItsOwnWrite: with ConfigSpec.Start and no disk to grow, Configure starts
+// the VM right after its config write, whose digest proved the VM the one it read, without reading
+// the VM again, and returns the start task. With a disk to grow it leaves the VM stopped and
+// returns the resize task: the VM must not start before the resize ends.
+func TestConfigureStartsOnItsOwnWrite(t *testing.T) {
+	g := NewWithT(t)
+	sim := startSim(t, pvesim.Config{})
+	p := newTestProvider(t, sim, clusterA)
+	ctx := testCtx(t)
+
+	ref := cloneOwned(t, p, 430, ownerFor(clusterA, "started"))
+	sim.ResetRequests()
+	task, err := p.Configure(ctx, ref, hypervisor.ConfigSpec{Cores: 2, Start: true,
+		CloudInit: &hypervisor.CloudInitData{UserData: "#cloud-config\n"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(task)).To(ContainSubstring(":qmstart:430:"))
+	g.Expect(waitTaskDone(t, p, task)).To(Succeed())
+	g.Expect(simVM(t, sim, 430).Status).To(Equal("running"))
+	reqs := sim.Requests()
+	g.Expect(reqs).NotTo(HaveKey("GET /nodes/{node}/qemu/{vmid}/status/current"), "no read between the write and the start")
+	g.Expect(reqs["GET /nodes/{node}/qemu/{vmid}/config"]).To(Equal(1), "the one read that proved the VM ours")
+
+	resized := cloneOwned(t, p, 431, ownerFor(clusterA, "resized"))
+	task, err = p.Configure(ctx, resized, hypervisor.ConfigSpec{Start: true, Disk: &hypervisor.DiskSpec{Name: "scsi0", SizeGiB: 40}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(task)).To(ContainSubstring(":resize:431:"))
+	g.Expect(waitTaskDone(t, p, task)).To(Succeed())
+	g.Expect(simVM(t, sim, 431).Status).To(Equal("stopped"))
+}

@@ -286,11 +286,11 @@ func TestVMReplacedDuringConfigureIsNotWritten(t *testing.T) {
 	p := newTestProvider(t, sim, clusterA, func(c *Config) { c.HTTPClient = &http.Client{Transport: hook} })
 	ref = cloneOwned(t, p, 820, ownerFor(clusterA, "mine"))
 
-	_, err := p.Configure(ctx, ref, hypervisor.ConfigSpec{Cores: 8, Tags: []string{"pwned"},
+	_, err := p.Configure(ctx, ref, hypervisor.ConfigSpec{Cores: 8, Tags: []string{"pwned"}, Start: true,
 		CloudInit: &hypervisor.CloudInitData{UserData: "#cloud-config\n", MetaData: "instance-id: mine\n"}})
 	g.Expect(err).To(HaveOccurred())
 	g.Expect(replaced).NotTo(BeNil(), "the VM was replaced during the upload")
-	g.Expect(simVM(t, sim, vmidOf(ref.ID))).To(Equal(*replaced), "the newcomer's config is untouched")
+	g.Expect(simVM(t, sim, vmidOf(ref.ID))).To(Equal(*replaced), "the newcomer's config is untouched, and it is not started")
 	_, err = p.Configure(ctx, ref, hypervisor.ConfigSpec{Cores: 8})
 	g.Expect(err).To(MatchError(hypervisor.ErrNotOwned), "a retry reads the newcomer and refuses it")
 }
