@@ -2,14 +2,17 @@ package controllers
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/cloudinit"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 )
 
@@ -36,6 +39,9 @@ func missingHardware(c *infrav1.MachineClaim, caps hypervisor.Capabilities) []st
 	if len(c.Spec.Disks) > 0 && !caps.ExtraDisks {
 		missing = append(missing, "extra disks (spec.disks)")
 	}
+	if len(c.Spec.NICs) > 0 && !caps.NICs {
+		missing = append(missing, "network interfaces (spec.nics)")
+	}
 	return missing
 }
 
@@ -46,4 +52,45 @@ func extraDisks(c *infrav1.MachineClaim) []hypervisor.ExtraDisk {
 		out = append(out, hypervisor.ExtraDisk{Name: d.Name, SizeGiB: int(d.SizeGiB), Storage: d.Storage, Bus: string(d.Bus)})
 	}
 	return out
+}
+
+// claimNetwork is the claim's NICs for the provider, each with a MAC derived from the claim ID
+// and the NIC's name, and the network-config that gives the guest their names and addresses.
+func claimNetwork(s *claimScope) ([]hypervisor.NIC, string, error) {
+	c := s.claim
+	nics := make([]hypervisor.NIC, 0, len(c.Spec.NICs))
+	ifaces := make([]cloudinit.Interface, 0, len(c.Spec.NICs))
+	for _, n := range c.Spec.NICs {
+		mac := nicMAC(c.Spec.ClaimID, n.Name)
+		nics = append(nics, hypervisor.NIC{Bridge: n.Bridge, VLAN: int(ptr.Deref(n.VLAN, 0)), Model: n.Model, MAC: mac,
+			Firewall: n.Firewall, MTU: int(ptr.Deref(n.MTU, 0))})
+		in := cloudinit.Interface{Name: n.Name, MAC: mac, MTU: int(ptr.Deref(n.MTU, 0))}
+		for _, a := range []*infrav1.StaticAddress{n.IPv4, n.IPv6} {
+			if a == nil {
+				continue
+			}
+			in.Addresses = append(in.Addresses, a.Address)
+			if a.Gateway != "" {
+				in.Gateways = append(in.Gateways, a.Gateway)
+			}
+		}
+		ifaces = append(ifaces, in)
+	}
+	var dns cloudinit.DNS
+	if d := c.Spec.DNS; d != nil {
+		dns = cloudinit.DNS{Nameservers: d.Nameservers, SearchDomains: d.SearchDomains}
+	}
+	config, err := cloudinit.NetworkConfig(ifaces, dns)
+	if err != nil {
+		return nil, "", fmt.Errorf("rendering the network-config: %w", err)
+	}
+	return nics, config, nil
+}
+
+// nicMAC derives a locally administered unicast MAC from the claim ID and the NIC's name: known
+// before the VM exists (the network-config names it), the same on every retry, and different for
+// every claim, since claim IDs are random.
+func nicMAC(claimID, nic string) string {
+	sum := sha256.Sum256([]byte(claimID + "/" + nic))
+	return fmt.Sprintf("02:%02x:%02x:%02x:%02x:%02x", sum[0], sum[1], sum[2], sum[3], sum[4])
 }

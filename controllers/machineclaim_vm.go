@@ -366,8 +366,20 @@ func (r *MachineClaimReconciler) configSpec(ctx context.Context, s *claimScope) 
 		setVMCondition(c, metav1.ConditionFalse, infrav1.ProvisioningFailedReason, err.Error())
 		return nil, ctrl.Result{RequeueAfter: 5 * time.Minute}, nil
 	}
+	var networkConfig string
+	if len(c.Spec.NICs) > 0 {
+		if spec.NICs, networkConfig, err = claimNetwork(s); err != nil {
+			s.terminal = true
+			setVMCondition(c, metav1.ConditionFalse, infrav1.ProvisioningFailedReason, err.Error())
+			return nil, ctrl.Result{RequeueAfter: 5 * time.Minute}, nil
+		}
+		if userData == "" {
+			userData = "#cloud-config\n" // NoCloud needs user-data beside the network-config
+		}
+	}
 	if userData != "" {
-		spec.CloudInit = &hypervisor.CloudInitData{UserData: userData, MetaData: cloudinit.MetaData(string(c.UID), vmName(c))}
+		spec.CloudInit = &hypervisor.CloudInitData{UserData: userData, MetaData: cloudinit.MetaData(string(c.UID), vmName(c)),
+			NetworkConfig: networkConfig}
 	}
 	// A VM that starts right away is started by the configure call on the proof of its own write,
 	// saving the read a separate start makes. A warm VM waits stopped, a persistent one for its run

@@ -55,6 +55,9 @@ type Capabilities struct {
 	// StartOnConfigure: Configure honours ConfigSpec.Start (Proxmox). Without it the caller
 	// starts the VM itself.
 	StartOnConfigure bool
+	// NICs: Configure gives the VM ConfigSpec.NICs, with their MACs, firewall flag and MTU
+	// (Proxmox). A provider without it refuses a ConfigSpec that has any with ErrUnsupported.
+	NICs bool
 }
 
 // Ownership is the metadata HyperFleet stamps on every VM it creates. A VM without it is foreign and
@@ -217,6 +220,26 @@ type ConfigSpec struct {
 	// returns the start's TaskID. With Disk set it is ignored: the VM must not start before the
 	// resize ends.
 	Start bool
+	// NICs, when set, are all the VM's network interfaces in order (the first is Proxmox net0);
+	// interfaces of the template beyond them are removed. Network is then ignored.
+	NICs []NIC
+}
+
+// NIC is one network interface.
+type NIC struct {
+	// Bridge is what the NIC attaches to (a Proxmox bridge); empty is the provider's default.
+	Bridge string
+	// VLAN tag, 0 for none.
+	VLAN int
+	// Model is the NIC model ("virtio" when empty).
+	Model string
+	// MAC is the NIC's address, chosen by the caller so cloud-init's network-config can name it
+	// before the VM exists.
+	MAC string
+	// Firewall turns the hypervisor's firewall on for the NIC.
+	Firewall bool
+	// MTU, 0 for the bridge's.
+	MTU int
 }
 
 // ExtraDisk is an empty disk created with a VM.

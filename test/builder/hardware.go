@@ -7,3 +7,15 @@ func (b *MachineClaimBuilder) WithDisks(disks ...infrav1.ExtraDisk) *MachineClai
 	b.obj.Spec.Disks = append(b.obj.Spec.Disks, disks...)
 	return b
 }
+
+// WithNICs sets the VM's network interfaces.
+func (b *MachineClaimBuilder) WithNICs(nics ...infrav1.NIC) *MachineClaimBuilder {
+	b.obj.Spec.NICs = append(b.obj.Spec.NICs, nics...)
+	return b
+}
+
+// WithDNS sets the guest's resolvers and search domains.
+func (b *MachineClaimBuilder) WithDNS(nameservers []string, search ...string) *MachineClaimBuilder {
+	b.obj.Spec.DNS = &infrav1.DNSSpec{Nameservers: nameservers, SearchDomains: search}
+	return b
+}

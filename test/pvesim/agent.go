@@ -24,7 +24,8 @@ func (s *Simulator) agentVM(rq *request) (*vmState, *apiError) {
 }
 
 // agentNetwork answers guest-network-get-interfaces: lo plus eth0 with the
-// VM's address from 10.77.0.0/16 and net0's MAC.
+// VM's address from 10.77.0.0/16 and net0's MAC, or, for a guest that applied a
+// network-config, the interfaces it configured (guestInterfaces).
 func (s *Simulator) agentNetwork(rq *request) (any, *apiError) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -43,15 +44,19 @@ func (s *Simulator) agentNetwork(rq *request) (any, *apiError) {
 	}
 	stats := map[string]any{"rx-bytes": 4096, "rx-dropped": 0, "rx-errs": 0, "rx-packets": 32,
 		"tx-bytes": 2048, "tx-dropped": 0, "tx-errs": 0, "tx-packets": 16}
-	ifaces := []map[string]any{
-		{
-			"name": "lo", "hardware-address": "00:00:00:00:00:00",
-			"ip-addresses": []map[string]any{
-				{"ip-address-type": "ipv4", "ip-address": "127.0.0.1", "prefix": 8},
-				{"ip-address-type": "ipv6", "ip-address": "::1", "prefix": 128},
-			},
-			"statistics": stats,
+	lo := map[string]any{
+		"name": "lo", "hardware-address": "00:00:00:00:00:00",
+		"ip-addresses": []map[string]any{
+			{"ip-address-type": "ipv4", "ip-address": "127.0.0.1", "prefix": 8},
+			{"ip-address-type": "ipv6", "ip-address": "::1", "prefix": 128},
 		},
+		"statistics": stats,
+	}
+	if len(vm.guestNICs) > 0 {
+		return map[string]any{"result": append([]map[string]any{lo}, s.guestInterfaces(vm, stats)...)}, nil
+	}
+	ifaces := []map[string]any{
+		lo,
 		{
 			"name": "eth0", "hardware-address": mac,
 			"ip-addresses": []map[string]any{

@@ -224,3 +224,7 @@ func (s *Simulator) Volumes(vmid int) []string {
 	sort.Strings(out)
 	return out
 }
+
+// ReadNoCloudSeed reads the files of a NoCloud seed ISO (volume label cidata), as a booting guest
+// does: user-data, meta-data and, when present, network-config and vendor-data.
+func ReadNoCloudSeed(iso []byte) (map[string][]byte, error) { return readNoCloudISO(iso) }

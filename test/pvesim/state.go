@@ -77,6 +77,8 @@ type vmState struct {
 	guestData string
 	// ignoreShutdown: the guest does not react to ACPI shutdown (IgnoreShutdown).
 	ignoreShutdown bool
+	// guestNICs are the interfaces the guest configured from its network-config, if it had one.
+	guestNICs []guestNIC
 }
 
 func (s *Simulator) node(name string) *nodeState {

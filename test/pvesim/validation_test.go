@@ -92,6 +92,10 @@ func TestSchemaValidation(t *testing.T) {
 			errors: map[string]string{"net1": "invalid format - invalid key in comma-separated list property: vlan\n"},
 		},
 		{
+			name: "net MTU beyond PVE's maximum", method: "PUT", path: "/nodes/pve1/qemu/100/config", form: url.Values{"net1": {"virtio=02:00:00:00:00:01,bridge=vmbr1,mtu=70000"}},
+			errors: map[string]string{"net1": "invalid format - format error\nnet1.mtu: value must have a maximum value of 65520\n"},
+		},
+		{
 			name: "vmid in the path", method: "GET", path: "/nodes/pve1/qemu/abc/config",
 			errors: map[string]string{"vmid": "type check ('integer') failed - got 'abc'"},
 		},
@@ -119,6 +123,8 @@ func TestValidRequestsPass(t *testing.T) {
 		{"memory property string", "PUT", "/nodes/pve3/qemu/102/config", url.Values{"memory": {"current=3072"}}},
 		{"ipconfig", "PUT", "/nodes/pve3/qemu/102/config", url.Values{"ipconfig0": {"ip=dhcp"}}},
 		{"delete list", "PUT", "/nodes/pve3/qemu/102/config", url.Values{"delete": {"ipconfig0,onboot"}}},
+		{"second NIC with firewall, MTU and VLAN", "PUT", "/nodes/pve3/qemu/102/config", url.Values{"net1": {"virtio=02:AB:CD:EF:01:23,bridge=vmbr1,firewall=1,mtu=9000,tag=42"}}},
+		{"new disk with a serial", "PUT", "/nodes/pve3/qemu/102/config", url.Values{"virtio1": {"local-lvm:4,serial=wal"}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -142,6 +142,7 @@ func (s *Simulator) postVMStart(rq *request) (any, *apiError) {
 			}
 		}
 		s.markRunning(vm, true)
+		s.configureGuestNetwork(vm)
 		s.startBoot(vm)
 		return nil
 	}}, "POST /nodes/{node}/qemu/{vmid}/status/start")

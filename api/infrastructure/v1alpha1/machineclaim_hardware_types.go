@@ -40,7 +40,93 @@ type ExtraDisk struct {
 	Bus DiskBus `json:"bus,omitempty"`
 }
 
-// MachineClaimHardwareSpec is the hardware a VM gets besides the template's: extra disks.
+// MaxNICs bounds spec.nics.
+const MaxNICs = 8
+
+// NIC is one network interface of the VM. The first NIC of spec.nics is the VM's first interface
+// (Proxmox net0), the second net1, and so on.
+// +kubebuilder:validation:XValidation:rule="!has(self.ipv4) || !has(self.ipv4.gateway) || ip(self.ipv4.gateway).family() == 4",message="ipv4.gateway must be an IPv4 address"
+// +kubebuilder:validation:XValidation:rule="!has(self.ipv6) || !has(self.ipv6.gateway) || ip(self.ipv6.gateway).family() == 6",message="ipv6.gateway must be an IPv6 address"
+// +kubebuilder:validation:XValidation:rule="!has(self.ipv4) || cidr(self.ipv4.address).ip().family() == 4",message="ipv4.address must be an IPv4 address with its prefix length, such as 192.0.2.10/24"
+// +kubebuilder:validation:XValidation:rule="!has(self.ipv6) || cidr(self.ipv6.address).ip().family() == 6",message="ipv6.address must be an IPv6 address with its prefix length, such as 2001:db8::10/64"
+type NIC struct {
+	// name of the interface in the guest: cloud-init's network-config finds the NIC by its MAC
+	// address and gives it this name. Unique in the claim.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=15
+	// +kubebuilder:validation:Pattern=`^[a-z][a-z0-9-]*$`
+	Name string `json:"name"`
+
+	// bridge the NIC attaches to (Proxmox); default vmbr0.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`
+	Bridge string `json:"bridge,omitempty"`
+
+	// vlan tag of the NIC; unset for an untagged port.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4094
+	VLAN *int32 `json:"vlan,omitempty"`
+
+	// model of the virtual NIC; default virtio.
+	// +optional
+	// +kubebuilder:validation:Enum=virtio;e1000;e1000e;rtl8139;vmxnet3
+	Model string `json:"model,omitempty"`
+
+	// firewall turns Proxmox's firewall on for this NIC (the VM's and the cluster's rules apply).
+	// +optional
+	Firewall bool `json:"firewall,omitempty"`
+
+	// mtu of the NIC; unset takes the bridge's.
+	// +optional
+	// +kubebuilder:validation:Minimum=576
+	// +kubebuilder:validation:Maximum=65520
+	MTU *int32 `json:"mtu,omitempty"`
+
+	// ipv4 is a static IPv4 address; without it (and without an IPAM pool) the NIC asks DHCP.
+	// +optional
+	IPv4 *StaticAddress `json:"ipv4,omitempty"`
+
+	// ipv6 is a static IPv6 address; without it the NIC takes router advertisements.
+	// +optional
+	IPv6 *StaticAddress `json:"ipv6,omitempty"`
+}
+
+// StaticAddress is an address with its prefix length, and the default gateway through it.
+type StaticAddress struct {
+	// address with its prefix length: 192.0.2.10/24, 2001:db8::10/64.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="isCIDR(self)",message="address must be an IP address with its prefix length, such as 192.0.2.10/24"
+	Address string `json:"address"`
+
+	// gateway is the default route's next hop; unset adds no default route for this family.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="gateway must be an IP address"
+	Gateway string `json:"gateway,omitempty"`
+}
+
+// DNSSpec is the guest's resolver configuration.
+type DNSSpec struct {
+	// nameservers the guest asks.
+	// +optional
+	// +kubebuilder:validation:MaxItems=3
+	// +kubebuilder:validation:items:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.all(a, isIP(a))",message="nameservers must be IP addresses"
+	Nameservers []string `json:"nameservers,omitempty"`
+
+	// searchDomains appended to short names.
+	// +optional
+	// +kubebuilder:validation:MaxItems=6
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	SearchDomains []string `json:"searchDomains,omitempty"`
+}
+
+// MachineClaimHardwareSpec is the hardware a VM gets besides the template's: extra disks and
+// network interfaces.
 // Hardware is created with the VM and cannot change afterwards: HyperFleet never resizes, removes
 // or hot-adds a disk of an existing VM.
 type MachineClaimHardwareSpec struct {
@@ -51,6 +137,21 @@ type MachineClaimHardwareSpec struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=8
 	Disks []ExtraDisk `json:"disks,omitempty"`
+
+	// nics are the VM's network interfaces, in order, with their addresses; they replace
+	// spec.network (which configures the first NIC only) and every NIC of the template. Their
+	// addresses reach the guest in cloud-init's network-config. A claim with nics on a provider
+	// without them is refused (reason UnsupportedHardware).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	NICs []NIC `json:"nics,omitempty"`
+
+	// dns is the guest's resolver configuration, given with nics.
+	// +optional
+	DNS *DNSSpec `json:"dns,omitempty"`
 }
 
 // MachineClaim reasons of the hardware settings.

@@ -130,11 +130,14 @@ type BootstrapSpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.migrationPolicy) || (has(self.lifecycle) && self.lifecycle == 'Persistent')",message="migrationPolicy applies only to a Persistent claim: an Ephemeral runner is drained, not migrated"
 // +kubebuilder:validation:XValidation:rule="(has(self.lifecycle) ? self.lifecycle : 'Ephemeral') == (has(oldSelf.lifecycle) ? oldSelf.lifecycle : 'Ephemeral')",message="lifecycle cannot change: create a new claim instead"
 // +kubebuilder:validation:XValidation:rule="!has(self.placement) || (has(self.lifecycle) && self.lifecycle == 'Persistent')",message="placement applies only to a Persistent claim: an Ephemeral runner goes to the host with the most free memory (use failureDomain to pin it)"
+// +kubebuilder:validation:XValidation:rule="has(self.nics) == has(oldSelf.nics) && (!has(self.nics) || self.nics == oldSelf.nics)",message="nics cannot change once the claim exists: they are created with the VM; create a new claim instead"
+// +kubebuilder:validation:XValidation:rule="!has(self.nics) || !has(self.network)",message="set either network (the first NIC only) or nics, not both"
+// +kubebuilder:validation:XValidation:rule="!has(self.dns) || has(self.nics)",message="dns is given with nics: set spec.nics"
 type MachineClaimSpec struct {
 	// Lifecycle fields (lifecycle, runStrategy, hooks, terminationGracePeriodSeconds, migrationPolicy, placement).
 	MachineClaimLifecycleSpec `json:",inline"`
 
-	// Hardware besides the template's (disks); see machineclaim_hardware_types.go.
+	// Hardware besides the template's (disks, nics, dns); see machineclaim_hardware_types.go.
 	MachineClaimHardwareSpec `json:",inline"`
 
 	// claimID identifies this claim on its VM. HyperFleet generates it at random before the VM

@@ -96,7 +96,18 @@ func (p *Provider) Configure(ctx context.Context, ref hypervisor.VMRef, spec hyp
 	if spec.MemoryMiB > 0 {
 		params["memory"] = fmt.Sprint(spec.MemoryMiB)
 	}
-	if spec.Network != nil {
+	if len(spec.NICs) > 0 {
+		nets, remove, err := nicParams(cfg, spec.NICs)
+		if err != nil {
+			return "", hypervisor.Errorf(hypervisor.ErrInvalid, op, "%v", err)
+		}
+		for k, v := range nets {
+			params[k] = v
+		}
+		if len(remove) > 0 {
+			params["delete"] = strings.Join(remove, ",")
+		}
+	} else if spec.Network != nil {
 		net, err := p.netDevice(ref, *spec.Network)
 		if err != nil {
 			return "", hypervisor.Errorf(hypervisor.ErrInvalid, op, "%v", err)

@@ -3,6 +3,7 @@ package proxmox
 import (
 	"fmt"
 	"regexp"
+	"sort"
 	"strings"
 
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
@@ -101,3 +102,53 @@ func volumeStorage(drive string) string {
 	}
 	return storage
 }
+
+var macAddrRe = regexp.MustCompile(`^[0-9A-Fa-f][02468aceACE](:[0-9A-Fa-f]{2}){5}$`)
+
+// nicParams renders every NIC as netN ("virtio=02:..,bridge=vmbr0,firewall=1,mtu=9000,tag=42")
+// and lists the template's NICs beyond them for deletion, so the VM has exactly the claim's NICs.
+func nicParams(cfg map[string]string, nics []hypervisor.NIC) (map[string]any, []string, error) {
+	out := map[string]any{}
+	for i, n := range nics {
+		if !macAddrRe.MatchString(n.MAC) {
+			return nil, nil, fmt.Errorf("NIC %d: MAC %q is not a unicast MAC address", i, n.MAC)
+		}
+		model := n.Model
+		if model == "" {
+			model = "virtio"
+		}
+		bridge := n.Bridge
+		if bridge == "" {
+			bridge = DefaultBridge
+		}
+		if strings.ContainsAny(model+bridge, ",=; ") {
+			return nil, nil, fmt.Errorf("NIC %d: model %q or bridge %q holds a separator", i, model, bridge)
+		}
+		if n.VLAN < 0 || n.VLAN > 4094 || n.MTU < 0 || n.MTU > 65520 {
+			return nil, nil, fmt.Errorf("NIC %d: VLAN %d or MTU %d out of range", i, n.VLAN, n.MTU)
+		}
+		s := fmt.Sprintf("%s=%s,bridge=%s", model, strings.ToUpper(n.MAC), bridge)
+		if n.Firewall {
+			s += ",firewall=1"
+		}
+		if n.MTU > 0 {
+			s += fmt.Sprintf(",mtu=%d", n.MTU)
+		}
+		if n.VLAN > 0 {
+			s += fmt.Sprintf(",tag=%d", n.VLAN)
+		}
+		out[fmt.Sprintf("net%d", i)] = s
+	}
+	var remove []string
+	for k := range cfg {
+		if n, ok := strings.CutPrefix(k, "net"); ok && netIndexRe.MatchString(n) {
+			if _, kept := out[k]; !kept {
+				remove = append(remove, k)
+			}
+		}
+	}
+	sort.Strings(remove)
+	return out, remove, nil
+}
+
+var netIndexRe = regexp.MustCompile(`^\d+$`)

@@ -91,3 +91,44 @@ func TestExtraDisksOnTheSimulator(t *testing.T) {
 	g.Expect(waitTaskDone(t, p, task)).To(Succeed())
 	g.Expect(sim.Volumes(4100)).To(BeEmpty(), "destroying the VM frees its extra disks")
 }
+
+// TestNICParams: every NIC becomes netN in order with its MAC, bridge, firewall flag, MTU and VLAN;
+// the template's NICs beyond the claim's are deleted.
+func TestNICParams(t *testing.T) {
+	cfg := map[string]string{"net0": "virtio=BC:24:11:00:00:01,bridge=vmbr0", "net1": "e1000=BC:24:11:00:00:02,bridge=vmbr9", "net2": "virtio=BC:24:11:00:00:03,bridge=vmbr0", "netdev": "x"}
+	cases := []struct {
+		name   string
+		nics   []hypervisor.NIC
+		want   map[string]any
+		remove []string
+		err    string
+	}{
+		{name: "one NIC replaces the template's three", nics: []hypervisor.NIC{{MAC: "02:aa:bb:cc:dd:ee"}},
+			want: map[string]any{"net0": "virtio=02:AA:BB:CC:DD:EE,bridge=vmbr0"}, remove: []string{"net1", "net2"}},
+		{name: "every option", nics: []hypervisor.NIC{
+			{MAC: "02:00:00:00:00:01", Bridge: "vmbr1", VLAN: 42, Model: "e1000e", Firewall: true, MTU: 9000},
+			{MAC: "02:00:00:00:00:02", Bridge: "vmbr2"},
+			{MAC: "02:00:00:00:00:03", Firewall: true},
+		}, want: map[string]any{
+			"net0": "e1000e=02:00:00:00:00:01,bridge=vmbr1,firewall=1,mtu=9000,tag=42",
+			"net1": "virtio=02:00:00:00:00:02,bridge=vmbr2",
+			"net2": "virtio=02:00:00:00:00:03,bridge=vmbr0,firewall=1",
+		}},
+		{name: "multicast MAC", nics: []hypervisor.NIC{{MAC: "01:00:00:00:00:01"}}, err: "not a unicast MAC"},
+		{name: "bridge with a separator", nics: []hypervisor.NIC{{MAC: "02:00:00:00:00:01", Bridge: "vmbr0,tag=1"}}, err: "separator"},
+		{name: "MTU too big", nics: []hypervisor.NIC{{MAC: "02:00:00:00:00:01", MTU: 70000}}, err: "out of range"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			got, remove, err := nicParams(cfg, tc.nics)
+			if tc.err != "" {
+				g.Expect(err).To(MatchError(ContainSubstring(tc.err)))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(got).To(Equal(tc.want))
+			g.Expect(remove).To(Equal(tc.remove))
+		})
+	}
+}

@@ -195,7 +195,7 @@ func driveSizeGiB(drive string) (int, bool) {
 // tasks and tags VMs.
 func (p *Provider) Capabilities() hypervisor.Capabilities {
 	return hypervisor.Capabilities{LinkedClones: true, PreallocatedIDs: true, AsyncTasks: true, Tags: true, ExtraDisks: true,
-		StartOnConfigure: true}
+		NICs: true, StartOnConfigure: true}
 }
 
 // NextID proposes a free VMID. Without a minimum it asks /cluster/nextid; with one it picks the
