@@ -27,7 +27,11 @@ func (s *Sweeper) observe(ctx context.Context, claim *infrav1.MachineClaim, vm h
 	}
 	stateChanged := claim.Status.PowerState != string(vm.State)
 	r := claim.Status.Resources
-	if !stateChanged && r != nil && r.ObservedTime != nil && time.Since(r.ObservedTime.Time) < usageRefreshInterval {
+	// The claim's controller records the power state of a VM it starts itself, so a start is not
+	// always a change of state here: a reading taken while the VM was off (no memory in use) is
+	// replaced as soon as the VM uses memory, not a minute later (VM pools scale on these figures).
+	offReading := r != nil && (r.Memory.Used == nil || r.Memory.Used.IsZero()) && vm.Usage.MemoryUsedBytes > 0
+	if !stateChanged && !offReading && r != nil && r.ObservedTime != nil && time.Since(r.ObservedTime.Time) < usageRefreshInterval {
 		return nil
 	}
 	patch := client.MergeFrom(claim.DeepCopy())

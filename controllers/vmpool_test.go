@@ -186,9 +186,9 @@ func TestVMPoolRollingUpdateNeverDropsBelowMinAvailable(t *testing.T) {
 		return ""
 	})
 	started := time.Now()
-	got := get(g, pool)
-	got.Spec.Template.Spec.Cores = 2
-	g.Expect(env.Client.Update(ctx, got)).To(Succeed())
+	updatePool(t, pool, func(p *fleetv1.VMPool) {
+		p.Spec.Template.Spec.Cores = 2
+	})
 	g.Eventually(func() string { return get(g, pool).Status.TemplateHash }, 10*time.Second, 20*time.Millisecond).ShouldNot(Equal(oldHash))
 	hashMu.Lock()
 	newHash = get(g, pool).Status.TemplateHash
@@ -223,9 +223,9 @@ func TestVMPoolRecreate(t *testing.T) {
 	oldHash := before.Status.TemplateHash
 
 	// A label added to the template reaches the claims in place: same claims, same hash.
-	got := get(g, pool)
-	got.Spec.Template.ObjectMeta.Labels["tier"] = "data"
-	g.Expect(env.Client.Update(ctx, got)).To(Succeed())
+	updatePool(t, pool, func(p *fleetv1.VMPool) {
+		p.Spec.Template.ObjectMeta.Labels["tier"] = "data"
+	})
 	g.Eventually(func(g Gomega) {
 		for _, vm := range before.Status.VMs {
 			c := &infrav1.MachineClaim{}
@@ -245,9 +245,9 @@ func TestVMPoolRecreate(t *testing.T) {
 		}
 		return ""
 	})
-	got = get(g, pool)
-	got.Spec.Template.Spec.MemoryMiB = 1024
-	g.Expect(env.Client.Update(ctx, got)).To(Succeed())
+	updatePool(t, pool, func(p *fleetv1.VMPool) {
+		p.Spec.Template.Spec.MemoryMiB = 1024
+	})
 	g.Eventually(func() string { return conditions.GetReason(get(g, pool), fleetv1.ProgressingCondition) }, 10*time.Second, 20*time.Millisecond).
 		Should(Equal(fleetv1.VMPoolRecreatingReason))
 	done := waitPoolSettled(t, pool, 2)
@@ -363,11 +363,24 @@ func TestVMPoolAutoscaling(t *testing.T) {
 	first := waitPoolSettled(t, pool, 3)
 	g.Expect(ownedVMs(sim)).To(HaveLen(3))
 
-	got := get(g, pool)
-	got.Spec.Autoscaling.TargetMemoryUtilizationPercent = ptr.To[int32](90)
-	g.Expect(env.Client.Update(ctx, got)).To(Succeed())
+	updatePool(t, pool, func(p *fleetv1.VMPool) {
+		p.Spec.Autoscaling.TargetMemoryUtilizationPercent = ptr.To[int32](90)
+	})
 	g.Eventually(func() *int32 { return get(g, pool).Spec.Replicas }, 30*time.Second, 100*time.Millisecond).Should(Equal(ptr.To[int32](1)))
 	settled := waitPoolSettled(t, pool, 1)
 	g.Expect(first.Status.VMs).To(ContainElement(HaveField("Name", settled.Status.VMs[0].Name)))
 	g.Eventually(func() int { return len(ownedVMs(sim)) }, 20*time.Second, 100*time.Millisecond).Should(Equal(1))
+}
+
+// updatePool changes the pool, retrying on conflicts with the controller's writes.
+func updatePool(t *testing.T, pool *fleetv1.VMPool, mutate func(*fleetv1.VMPool)) {
+	t.Helper()
+	NewWithT(t).Eventually(func() error {
+		p := &fleetv1.VMPool{}
+		if err := env.Client.Get(context.Background(), keyOf(pool), p); err != nil {
+			return err
+		}
+		mutate(p)
+		return env.Client.Update(context.Background(), p)
+	}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
 }

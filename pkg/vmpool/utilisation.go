@@ -1,6 +1,9 @@
 package vmpool
 
 import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 )
 
@@ -13,7 +16,9 @@ type Utilisation struct {
 	VMs int
 }
 
-// Measure averages the usage of claims that are running, Ready and not being deleted.
+// Measure averages the usage of claims that are running, Ready and not being deleted. A reading
+// with no memory in use was taken while the VM was off (the hypervisor reports none for a stopped
+// VM; the sweep refreshes figures at most once a minute) and counts as missing.
 func Measure(claims []*infrav1.MachineClaim) Utilisation {
 	var cpuUsed, cpuAlloc, memUsed, memAlloc float64
 	var u Utilisation
@@ -22,6 +27,10 @@ func Measure(claims []*infrav1.MachineClaim) Utilisation {
 			continue
 		}
 		r := c.Status.Resources
+		ready := meta.FindStatusCondition(c.Status.Conditions, infrav1.ReadyCondition)
+		if ready == nil || ready.Status != metav1.ConditionTrue || r.Memory.Used == nil || r.Memory.Used.IsZero() {
+			continue
+		}
 		counted := false
 		if r.CPU.Allocated != nil && r.CPU.Used != nil && !r.CPU.Allocated.IsZero() {
 			cpuUsed += r.CPU.Used.AsApproximateFloat64()
