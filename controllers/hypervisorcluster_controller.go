@@ -39,10 +39,13 @@ import (
 // HypervisorClusterReconciler connects to each HypervisorCluster's hypervisor, reports its health and
 // failure domains to Cluster API, and sweeps stopped and orphaned VMs.
 type HypervisorClusterReconciler struct {
-	Client      client.Client
-	Recorder    record.EventRecorder
-	Registry    *connection.Registry
-	Sweeper     *Sweeper
+	Client   client.Client
+	Recorder record.EventRecorder
+	Registry *connection.Registry
+	Sweeper  *Sweeper
+	// Queues is told when the hosts report more free memory, so claims waiting for capacity
+	// start; nil turns that off.
+	Queues      *ClaimQueues
 	WatchFilter string
 	// DefaultInterval is the health check and sweep interval when the object sets none.
 	DefaultInterval time.Duration
@@ -167,6 +170,7 @@ func (r *HypervisorClusterReconciler) reconcileConnection(ctx context.Context, h
 	}
 	r.nodes.put(provider, nodes, listedAt)
 	hc.Status.FailureDomains = failureDomains(placement.AllowedNodes(nodes, hc.Spec.AllowedNodes))
+	r.Queues.observeFreeMemory(hc, freeMemory(placement.AllowedNodes(nodes, hc.Spec.AllowedNodes)))
 	hc.Status.Nodes = int32(len(hc.Status.FailureDomains))
 	hc.Status.Version = version
 	if len(hc.Status.FailureDomains) == 0 {
@@ -256,6 +260,9 @@ func (r *HypervisorClusterReconciler) reconcileDelete(ctx context.Context, hc *i
 	}
 	r.Registry.Forget(connection.Key(hc))
 	r.Sweeper.Forget(connection.Key(hc))
+	if r.Queues != nil {
+		r.Queues.Forget(hc)
+	}
 	controllerRemoveFinalizer(hc, infrav1.HypervisorClusterFinalizer)
 	return ctrl.Result{}, nil
 }

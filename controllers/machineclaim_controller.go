@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
@@ -50,6 +51,13 @@ type MachineClaimReconciler struct {
 	// TaskDeadline is how long a deleting claim waits for one hypervisor task before it looks at
 	// the VM again and acts anew. Default DefaultTaskDeadline.
 	TaskDeadline time.Duration
+
+	// Queues keeps clones and deletes within each HypervisorCluster's spec.limits and lines up
+	// the claims waiting for capacity; nil turns both off.
+	Queues *ClaimQueues
+	// CapacityRecheck is how long a claim waiting for capacity waits for a wake-up before it
+	// looks for room by itself. Default DefaultCapacityRecheck.
+	CapacityRecheck time.Duration
 
 	// templates shares template resolutions among the claims of each HypervisorCluster.
 	templates templateCache
@@ -145,6 +153,7 @@ func (r *MachineClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	defer func() {
 		r.summarize(s)
+		r.settleSlots(s)
 		if err := helper.Patch(ctx, claim, patch.WithOwnedConditions{Conditions: []string{
 			infrav1.ReadyCondition, infrav1.MachineClaimVMProvisionedCondition, infrav1.MachineClaimBootstrapReadyCondition, infrav1.PausedCondition,
 			infrav1.MachineClaimLiveMigratableCondition,
@@ -431,7 +440,7 @@ func (r *MachineClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	if err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&infrav1.MachineClaim{}).
 		WithOptions(opts).
 		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilter)).
@@ -442,8 +451,12 @@ func (r *MachineClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		Watches(&infrav1.HypervisorCluster{}, handler.EnqueueRequestsFromMapFunc(r.hypervisorClusterToClaims),
 			builder.WithPredicates(hypervisorClusterChangedForClaims())).
 		Watches(&bootstrapv1.BootstrapConfig{}, handler.EnqueueRequestsFromMapFunc(r.bootstrapConfigToClaim)).
-		Watches(&infrav1.MachineClaim{}, handler.EnqueueRequestsFromMapFunc(r.claimsWaitingForHost), builder.WithPredicates(persistentPlacementChanged())).
-		Complete(tracing.Reconciler("machineclaim", r))
+		Watches(&infrav1.MachineClaim{}, handler.EnqueueRequestsFromMapFunc(r.claimsWaitingForHost), builder.WithPredicates(persistentPlacementChanged()))
+	if r.Queues != nil {
+		// A claim whose turn came in its cluster's queue is woken, not polled.
+		b = b.WatchesRawSource(source.Channel(r.Queues.wakeups, &handler.TypedEnqueueRequestForObject[*infrav1.MachineClaim]{}))
+	}
+	return b.Complete(tracing.Reconciler("machineclaim", r))
 }
 
 // hypervisorClusterChangedForClaims passes the HypervisorCluster changes its claims act on: its

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/admission"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 )
 
@@ -120,11 +121,16 @@ func (r *MachineClaimReconciler) reconcileDeleteVM(ctx context.Context, s *claim
 	if wait := r.backoffRemaining(c); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
+	if res, err := r.awaitThrottle(s); err != nil || !res.IsZero() {
+		return res, err
+	}
 	if !read {
 		vm, err = s.provider.VM(ctx, ref)
 	}
 	switch {
 	case errors.Is(err, hypervisor.ErrNotFound):
+		// Its memory is free: the next claim waiting for capacity may fit now.
+		r.Queues.capacityFreed(s.hc)
 		return r.release(ctx, s, fmt.Sprintf("VM %s is gone", ref))
 	case err != nil:
 		return r.fail(ctx, s, err)
@@ -145,12 +151,18 @@ func (r *MachineClaimReconciler) reconcileDeleteVM(ctx context.Context, s *claim
 		}
 		return r.reconcileGracefulStop(ctx, s, vm)
 	case vm.State != hypervisor.PowerStateStopped:
+		if res, err := r.acquireSlot(ctx, s, admission.OpDelete); err != nil || !res.IsZero() {
+			return res, err
+		}
 		// The read above, of this reconcile, proved the VM ours: it is not read again.
 		task, err := s.provider.StopSeen(ctx, vm)
 		if err != nil {
 			return r.fail(ctx, s, err)
 		}
 		return r.recordTask(s, opStop, ref.Node, task)
+	}
+	if res, err := r.acquireSlot(ctx, s, admission.OpDelete); err != nil || !res.IsZero() {
+		return res, err
 	}
 	task, err := s.provider.DeleteSeen(ctx, vm)
 	if err != nil {

@@ -40,6 +40,14 @@ func (r *MachineClaimReconciler) reservedMemory(ctx context.Context, s *claimSco
 			reserved[other.Status.Node] += mem
 		}
 	}
+	// Claims placed an instant ago may not be in the cache yet.
+	counted := map[string]bool{}
+	for _, other := range claims {
+		if other.UID == s.claim.UID || other.Status.Node != "" || other.Status.CompletedStep == infrav1.StepStarted {
+			counted[claimKey(&other)] = true
+		}
+	}
+	r.Queues.addPlacements(s.hc, claimKey(s.claim), counted, reserved)
 	return reserved, nil
 }
 

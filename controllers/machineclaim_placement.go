@@ -23,6 +23,15 @@ func (r *MachineClaimReconciler) reserveVMID(ctx context.Context, s *claimScope)
 	if wait := r.placements.wait(c.UID, time.Now()); wait > 0 && c.Spec.IsPersistent() && isWaitingForHost(c) {
 		return ctrl.Result{RequeueAfter: wait}, nil // looked a moment ago and no host fitted
 	}
+	fresh := false
+	if !c.Spec.IsPersistent() {
+		// Behind the claims already waiting for room, unless this one's turn has come.
+		res, waited, err := r.awaitCapacityTurn(ctx, s)
+		if err != nil || !res.IsZero() {
+			return res, err
+		}
+		fresh = waited
+	}
 	sources, err := r.sourceCandidates(ctx, s)
 	if err != nil {
 		return r.fail(ctx, s, fmt.Errorf("resolving template %s: %w", templateSelector(c), err))
@@ -33,10 +42,22 @@ func (r *MachineClaimReconciler) reserveVMID(ctx context.Context, s *claimScope)
 		nodes    []hypervisor.Node
 		listedAt time.Time
 	)
-	if c.Spec.IsPersistent() {
+	switch {
+	case c.Spec.IsPersistent():
 		listedAt = time.Now()
 		nodes, err = s.provider.Nodes(ctx)
-	} else {
+	case fresh:
+		// Woken because room freed, which the shared listing may not show yet: list anew, for the
+		// claims after this one too.
+		listedAt = time.Now()
+		if nodes, err = s.provider.Nodes(ctx); err == nil {
+			r.nodes.put(s.provider, nodes, listedAt)
+		}
+		// Listed this instant: the VMs whose start the claims show already ran when it was made,
+		// so the second's margin for a shared listing would count them twice and keep this
+		// claim, woken for exactly that room, waiting.
+		listedAt = listedAt.Add(time.Second)
+	default:
 		nodes, listedAt, err = r.nodes.nodes(ctx, s.provider)
 	}
 	if err != nil {
@@ -56,6 +77,14 @@ func (r *MachineClaimReconciler) reserveVMID(ctx context.Context, s *claimScope)
 		}
 		return r.reserveOn(ctx, s, tmpl, node)
 	}
+	noRoom := func(msg string) (ctrl.Result, error) {
+		if time.Since(listedAt) > time.Second {
+			// The shared listing may predate room freed since: look again before waiting in line.
+			r.nodes.put(s.provider, nil, time.Time{})
+			return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
+		}
+		return r.noCapacity(ctx, s, msg)
+	}
 	// Hosts in maintenance take no new VMs.
 	nodes = slices.DeleteFunc(nodes, func(n hypervisor.Node) bool { return slices.Contains(s.hc.Spec.HostsInMaintenance(), n.Name) })
 	reserved, err := r.reservedMemory(ctx, s, listedAt)
@@ -71,7 +100,7 @@ func (r *MachineClaimReconciler) reserveVMID(ctx context.Context, s *claimScope)
 	if c.Spec.CloneMode == infrav1.CloneFull {
 		// A full clone copies the disks and may go anywhere.
 		if node, err = placement.ChooseNode(nodes, req); err != nil {
-			return r.retryLater(s, infrav1.NoCapacityReason, err.Error())
+			return noRoom(err.Error())
 		}
 		tmpl = placement.TemplateOn(sources, node)
 	} else {
@@ -82,10 +111,11 @@ func (r *MachineClaimReconciler) reserveVMID(ctx context.Context, s *claimScope)
 			return r.retryLater(s, infrav1.NoCapacityReason, err.Error()+"; keep a copy of the template there or use cloneMode Full")
 		}
 		if err != nil {
-			return r.retryLater(s, infrav1.NoCapacityReason, err.Error())
+			return noRoom(err.Error())
 		}
 		node = tmpl.Ref.Node
 	}
+	r.placed(s, node, memory)
 	return r.reserveOn(ctx, s, tmpl, node)
 }
 
@@ -109,7 +139,7 @@ func (r *MachineClaimReconciler) reserveOn(ctx context.Context, s *claimScope, t
 		return r.fail(ctx, s, fmt.Errorf("allocating a VMID: %w", err))
 	}
 	if id > rng.End {
-		return r.retryLater(s, infrav1.NoCapacityReason, fmt.Sprintf("no free VMID in %d-%d", rng.Start, rng.End))
+		return r.noCapacity(ctx, s, fmt.Sprintf("no free VMID in %d-%d", rng.Start, rng.End))
 	}
 	c.Status.VMID, c.Status.Node = strconv.Itoa(id), node
 	c.Status.SourceTemplate = templateRef(tmpl)

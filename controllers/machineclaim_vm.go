@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/admission"
 	"github.com/hyperfleet-io/hyperfleet/pkg/cloudinit"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 	"github.com/hyperfleet-io/hyperfleet/pkg/metrics"
@@ -30,6 +31,9 @@ const (
 // reconcileVM advances the VM's provisioning: never two tasks at once, and each completed step is
 // recorded so a restarted controller continues where it stopped.
 func (r *MachineClaimReconciler) reconcileVM(ctx context.Context, s *claimScope) (ctrl.Result, error) {
+	if res, err := r.awaitThrottle(s); err != nil || !res.IsZero() {
+		return res, err
+	}
 	if t := s.claim.Status.Task; t != nil && t.Operation != opStart {
 		follow := r.reconcileInFlightTask
 		if t.Operation == opClone && s.claim.Status.CompletedStep == "" {
@@ -157,6 +161,9 @@ func (r *MachineClaimReconciler) reconcileClone(ctx context.Context, s *claimSco
 			r.Recorder.Eventf(c, corev1.EventTypeNormal, "VMRecovered", "found VM %s, created by an earlier attempt", vm.Ref)
 			return r.adoptVM(ctx, s)
 		}
+	}
+	if res, err := r.acquireSlot(ctx, s, admission.OpClone); err != nil || !res.IsZero() {
+		return res, err
 	}
 	ref := vmRef(c)
 	tmpl, err := r.sourceTemplate(ctx, s)
@@ -502,6 +509,7 @@ func (r *MachineClaimReconciler) recordTask(s *claimScope, op, node string, task
 		r.operationDone(s, op, node)
 		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	}
+	r.relieve(s)
 	s.claim.Status.Task = &infrav1.TaskRef{ID: string(task), Node: node, Operation: op, StartTime: metav1.Now()}
 	r.polls.started(s.claim.UID, string(task), time.Now())
 	setVMCondition(s.claim, metav1.ConditionFalse, reasonFor(op), fmt.Sprintf("%s task %s started on %s", op, task, node))
@@ -517,6 +525,9 @@ func (r *MachineClaimReconciler) recordTask(s *claimScope, op, node string, task
 // fixed outside (a template restored, a privilege granted).
 func (r *MachineClaimReconciler) fail(ctx context.Context, s *claimScope, err error) (ctrl.Result, error) {
 	c := s.claim
+	if hypervisor.IsOverload(err) && r.Queues != nil && s.hc != nil {
+		return r.overloaded(ctx, s, err)
+	}
 	if errors.Is(err, hypervisor.ErrNotOwned) && c.Status.VMID != "" && s.provider != nil {
 		// The VM may still carry an older release's marks: adopt it if it is ours.
 		if vm, verr := s.provider.VM(ctx, vmRef(c)); verr == nil && legacyOf(vm, c) {

@@ -45,6 +45,9 @@ type Options struct {
 	// Providers adds or replaces hypervisor provider builders, keyed by spec.provider, on top of
 	// pkg/providers' list (tests connect a fake provider this way).
 	Providers map[infrav1.ProviderType]connection.ProviderBuilder
+	// CapacityRecheck is how long a MachineClaim waiting for capacity waits for a wake-up before
+	// it looks for room by itself. Default DefaultCapacityRecheck.
+	CapacityRecheck time.Duration
 	// TemplateCheckInterval is how often MachineClaimTemplates are re-checked. Default 1m.
 	TemplateCheckInterval time.Duration
 	// SPIRESelectors are what a VM's workload must match to get its machine SVID ("type:value");
@@ -85,8 +88,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		copts.SkipNameValidation = &opts.SkipNameValidation
 	}
 	nodes := &nodeInventory{}
+	queues := NewClaimQueues(mgr.GetClient())
 	hc := &HypervisorClusterReconciler{
 		nodes:           nodes,
+		Queues:          queues,
 		Client:          mgr.GetClient(),
 		Recorder:        mgr.GetEventRecorderFor("hypervisorcluster-controller"),
 		Registry:        registry,
@@ -119,6 +124,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		WatchFilter:  opts.WatchFilter,
 		PollInterval: opts.TaskPollInterval,
 		TaskDeadline: opts.TaskDeadline,
+		Queues:       queues,
+		// Waiting claims are woken when capacity frees; this is only their fallback.
+		CapacityRecheck: opts.CapacityRecheck,
 	}
 	if err := claims.SetupWithManager(ctx, mgr, copts); err != nil {
 		return err

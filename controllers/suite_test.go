@@ -81,6 +81,8 @@ type testTiming struct {
 	// taskPoll and providerTaskPoll, when set, replace the tests' fast task polls (100 ms in the
 	// controllers, 20 ms inside the provider): a run against the load model scales them with it.
 	taskPoll, providerTaskPoll time.Duration
+	// capacityRecheck, when set, is how long a claim waiting for capacity waits for a wake-up.
+	capacityRecheck time.Duration
 }
 
 // startManager runs HyperFleet's manager, as the binary would, until the test ends or stop is called.
@@ -124,6 +126,7 @@ func startManagerOn(t *testing.T, e *testenv.Env, mutate func(*config.Manager), 
 		o.Clock = tm.clock
 		o.ProviderTaskPollInterval = 20 * time.Millisecond
 		o.Providers = tm.providers
+		o.CapacityRecheck = tm.capacityRecheck
 		if tm.taskPoll > 0 {
 			o.TaskPollInterval = tm.taskPoll
 		}

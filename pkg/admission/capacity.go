@@ -28,6 +28,14 @@ func newCapacityLine() capacityLine {
 // holds a try, or when it last tried recheck ago or more (the fallback when no wake-up comes).
 // Otherwise it joins the line behind the claims already waiting.
 func (q *Queue) MayPlace(req Request, recheck time.Duration) bool {
+	may, _ := q.MayPlaceAfterWait(req, recheck)
+	return may
+}
+
+// MayPlaceAfterWait is MayPlace that also reports whether req comes from the capacity line (a
+// try or a recheck): its caller should then look at the hosts afresh, since room freed after
+// any listing it may hold.
+func (q *Queue) MayPlaceAfterWait(req Request, recheck time.Duration) (may, waited bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	c := &q.capacity
@@ -35,19 +43,19 @@ func (q *Queue) MayPlace(req Request, recheck time.Duration) bool {
 	q.expireTries(now)
 	if _, ok := c.tries[req.Key]; ok {
 		delete(c.tries, req.Key)
-		return true
+		return true, true
 	}
 	w, waiting := c.waiting[req.Key]
 	switch {
 	case !waiting && len(c.waiting) == 0:
-		return true
+		return true, false
 	case !waiting:
 		c.waiting[req.Key] = capWaiter{req: req, since: now, lastTry: now}
-		return false
+		return false, false
 	case recheck > 0 && now.Sub(w.lastTry) >= recheck:
-		return true
+		return true, true
 	}
-	return false
+	return false, false
 }
 
 // NoCapacity records that req found no host with room: it waits in line, keeping its place.
@@ -79,12 +87,15 @@ func (q *Queue) Placed(key string) []Grant {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	c := &q.capacity
-	_, waited := c.waiting[key]
+	w, waited := c.waiting[key]
 	delete(c.waiting, key)
 	delete(c.tries, key)
 	if !waited {
 		return nil
 	}
+	// Only a claim that found room uses up its pool's turn: a try that finds none leaves the
+	// pool first in line.
+	c.turns.served(w.req.Pool)
 	return q.nextTries(1)
 }
 
@@ -104,8 +115,8 @@ func (q *Queue) expireTries(now time.Time) {
 	}
 }
 
-// nextTries hands out n tries round robin across pools, oldest first within a pool, skipping
-// claims that hold one already.
+// nextTries hands out n tries round robin across pools (the pool whose claim last found room
+// longest ago first), oldest first within a pool, skipping claims that hold one already.
 func (q *Queue) nextTries(n int) []Grant {
 	c := &q.capacity
 	now := q.now()
@@ -130,8 +141,7 @@ func (q *Queue) nextTries(n int) []Grant {
 				delete(byPool, p)
 			}
 			c.tries[w.req.Key] = now
-			c.turns.served(p)
-			grants = append(grants, Grant{Key: w.req.Key, Waited: now.Sub(w.since)})
+			grants = append(grants, Grant{Key: w.req.Key, Op: OpCapacity, Waited: now.Sub(w.since)})
 		}
 	}
 	return grants

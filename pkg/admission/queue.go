@@ -15,6 +15,8 @@ const (
 	OpClone Operation = "clone"
 	// OpDelete is a stop-and-destroy: it holds a slot of its host.
 	OpDelete Operation = "delete"
+	// OpCapacity is a place in the capacity line, which holds no slot.
+	OpCapacity Operation = "capacity"
 )
 
 // Limits bound the operations a cluster runs at once. Zero or less means no limit.
@@ -41,6 +43,7 @@ type Request struct {
 // Grant is a request that has just been given a slot, and how long it waited for it.
 type Grant struct {
 	Key    string
+	Op     Operation
 	Waited time.Duration
 }
 
@@ -138,12 +141,13 @@ func (q *Queue) Hold(req Request) {
 	q.held[req.Key] = held{req: req, grantedAt: q.now(), used: true}
 }
 
-// Holds reports whether key holds a slot for op.
+// Holds reports whether key holds a slot for op and has come for it: a slot granted to a claim
+// that has not yet been woken is not its yet to give back.
 func (q *Queue) Holds(key string, op Operation) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	h, ok := q.held[key]
-	return ok && h.req.Op == op
+	return ok && h.used && h.req.Op == op
 }
 
 // Release gives back key's slot and its places in line (for a slot or for capacity), if any,
@@ -269,7 +273,7 @@ func (q *Queue) dispatch() []Grant {
 			q.held[w.req.Key] = held{req: w.req, grantedAt: now}
 			u.add(w.req)
 			q.turns.served(p)
-			grants = append(grants, Grant{Key: w.req.Key, Waited: now.Sub(w.since)})
+			grants = append(grants, Grant{Key: w.req.Key, Op: w.req.Op, Waited: now.Sub(w.since)})
 			granted = true
 			break
 		}

@@ -28,6 +28,14 @@ var (
 	ErrTaskFailed = errors.New("task failed")
 	// ErrAmbiguous: a template selector matched more than one template.
 	ErrAmbiguous = errors.New("ambiguous")
+	// ErrLockTimeout: the hypervisor gave up waiting for a config or storage lock (Proxmox's
+	// "can't lock file ... got timeout"): too much work at once on one storage. It is also
+	// ErrBusy. Back off the whole cluster; it says nothing about the VM.
+	ErrLockTimeout = fmt.Errorf("lock timeout: %w", ErrBusy)
+	// ErrOverloaded: the hypervisor's API refused the call (503, or a connection closed without
+	// an answer, as a saturated pveproxy does). It is also ErrTransient. Back off the whole
+	// cluster, not each caller on its own.
+	ErrOverloaded = fmt.Errorf("overloaded: %w", ErrTransient)
 	// ErrUnsupported: the provider does not offer an optional capability (snapshots, guest
 	// commands, NextID without Capabilities.PreallocatedIDs); retrying will not help.
 	ErrUnsupported = errors.New("not supported by this hypervisor provider")
@@ -54,6 +62,12 @@ func Errorf(class error, op, format string, args ...any) error {
 	return &Error{Class: class, Op: op, Err: fmt.Errorf(format, args...)}
 }
 
+// IsOverload reports whether err says the hypervisor has more work than it can take: a lock
+// timeout or a refused call. Such errors slow the cluster's queue and are not the VM's failure.
+func IsOverload(err error) bool {
+	return errors.Is(err, ErrLockTimeout) || errors.Is(err, ErrOverloaded)
+}
+
 // IsRetryable reports whether an operation failing with err may succeed when retried unchanged.
 func IsRetryable(err error) bool {
 	return errors.Is(err, ErrBusy) || errors.Is(err, ErrTransient)
@@ -66,6 +80,8 @@ func Reason(err error) string {
 		reason string
 	}{
 		{ErrNotOwned, "NotOwned"},
+		{ErrLockTimeout, "LockTimeout"},
+		{ErrOverloaded, "Overloaded"},
 		{ErrUnauthorized, "Unauthorized"},
 		{ErrForbidden, "Forbidden"},
 		{ErrNotFound, "NotFound"},

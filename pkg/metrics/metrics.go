@@ -139,6 +139,7 @@ func Collectors() []prometheus.Collector {
 		RunnerPoolReplicas, RunnerPoolQueuedJobs,
 		VMPoolReplicas, VMPoolCPUUtilisation, VMPoolMemoryUtilisation,
 		BootstrapAttestations, GitHubRateLimitRemaining, PlatformRateLimited,
+		HypervisorQueueDepth, HypervisorQueueWait, HypervisorInFlight,
 	}
 }
 

@@ -32,6 +32,9 @@ var contract = []string{
 	"hyperfleet_bootstrap_attestations_total",
 	"hyperfleet_github_rate_limit_remaining",
 	"hyperfleet_platform_rate_limited_total",
+	"hyperfleet_hypervisor_queue_depth",
+	"hyperfleet_hypervisor_queue_wait_seconds",
+	"hyperfleet_hypervisor_in_flight",
 }
 
 func TestEveryContractMetricIsServedByTheManagerRegistry(t *testing.T) {
@@ -51,6 +54,8 @@ func TestEveryContractMetricIsServedByTheManagerRegistry(t *testing.T) {
 	Attestation(AttestationSuccess)
 	SetGitHubRateLimit(4999)
 	PlatformRateLimit("gitlab")
+	SetQueue("fleet/pve-a", map[string]int{"clone": 3, "delete": 0, "capacity": 2}, map[string]int{"clone": 2, "delete": 1})
+	ObserveQueueWait("fleet/pve-a", "clone", 4*time.Second)
 
 	families, err := crmetrics.Registry.Gather()
 	g.Expect(err).NotTo(HaveOccurred())

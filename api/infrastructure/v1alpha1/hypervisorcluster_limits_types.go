@@ -28,3 +28,13 @@ type HypervisorClusterLimits struct {
 	// +kubebuilder:validation:XValidation:rule="self >= 1 && self <= 64",message="deletesPerHost must be between 1 and 64"
 	DeletesPerHost int32 `json:"deletesPerHost,omitempty"`
 }
+
+// MachineClaim VMProvisioned reasons of the admission queue. None of them is a failure: the claim
+// waits its turn without backoff and is woken when it comes.
+const (
+	// WaitingForSlotReason: the clone or delete waits for a slot of spec.limits.
+	WaitingForSlotReason = "WaitingForSlot"
+	// HypervisorThrottledReason: the hypervisor timed out on a lock or refused calls; every claim
+	// of the cluster waits out one shared backoff.
+	HypervisorThrottledReason = "HypervisorThrottled"
+)

@@ -126,9 +126,12 @@ func classOf(err error) error {
 		// A certificate we cannot trust will not become trustworthy by retrying; the fix is the
 		// CA bundle, next to the credentials.
 		return hypervisor.ErrUnauthorized
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		// A connection closed without an answer: what a saturated pveproxy does to the calls it
+		// cannot queue.
+		return hypervisor.ErrOverloaded
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled), errors.Is(err, gpx.ErrTimeout),
-		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
-		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EPIPE):
 		return hypervisor.ErrTransient
 	}
 	var netErr net.Error
@@ -171,6 +174,8 @@ func classOfStatus(status int, text string) error {
 		return hypervisor.ErrForbidden
 	case status == http.StatusNotFound:
 		return hypervisor.ErrNotFound
+	case status == http.StatusServiceUnavailable:
+		return hypervisor.ErrOverloaded
 	case status == http.StatusNotImplemented:
 		// "Method 'GET /foo' not implemented": a wrong path or an older PVE, not a passing fault.
 		return hypervisor.ErrInvalid
@@ -192,6 +197,8 @@ func classOfMessage(text string) error {
 		return hypervisor.ErrAlreadyExists
 	case strings.Contains(t, "does not exist"), strings.Contains(t, "no such"):
 		return hypervisor.ErrNotFound
+	case strings.Contains(t, "can't lock file") && strings.Contains(t, "got timeout"):
+		return hypervisor.ErrLockTimeout
 	case strings.Contains(t, "is locked"), strings.Contains(t, "can't lock file"), strings.Contains(t, "is running"),
 		strings.Contains(t, "not running"), strings.Contains(t, "timeout while waiting"), strings.Contains(t, "got timeout"):
 		return hypervisor.ErrBusy

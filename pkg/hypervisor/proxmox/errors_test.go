@@ -28,7 +28,7 @@ func TestClassify(t *testing.T) {
 		want error
 	}{
 		{"clone lock", api(500, "VM 105 is locked (clone)", nil), hypervisor.ErrBusy},
-		{"config lock timeout", api(500, "can't lock file '/var/lock/qemu-server/lock-105.conf' - got timeout", nil), hypervisor.ErrBusy},
+		{"config lock timeout", api(500, "can't lock file '/var/lock/qemu-server/lock-105.conf' - got timeout", nil), hypervisor.ErrLockTimeout},
 		{"destroy running", api(500, "VM 105 is running - destroy failed", nil), hypervisor.ErrBusy},
 		{"timeout while waiting", api(500, "timeout while waiting for the VM to stop", nil), hypervisor.ErrBusy},
 		{"missing config", api(500, "Configuration file 'nodes/pve1/qemu-server/105.conf' does not exist", nil), hypervisor.ErrNotFound},
@@ -55,8 +55,9 @@ func TestClassify(t *testing.T) {
 		{"gp timeout", gpx.ErrTimeout, hypervisor.ErrTransient},
 		{"deadline", &url.Error{Op: "Get", URL: "u", Err: context.DeadlineExceeded}, hypervisor.ErrTransient},
 		{"refused", &url.Error{Op: "Get", URL: "u", Err: syscall.ECONNREFUSED}, hypervisor.ErrTransient},
-		{"reset", &url.Error{Op: "Get", URL: "u", Err: syscall.ECONNRESET}, hypervisor.ErrTransient},
-		{"eof", &url.Error{Op: "Get", URL: "u", Err: io.EOF}, hypervisor.ErrTransient},
+		{"reset", &url.Error{Op: "Get", URL: "u", Err: syscall.ECONNRESET}, hypervisor.ErrOverloaded},
+		{"eof", &url.Error{Op: "Get", URL: "u", Err: io.EOF}, hypervisor.ErrOverloaded},
+		{"service unavailable", api(503, "Service Unavailable", nil), hypervisor.ErrOverloaded},
 		{"unknown CA", &url.Error{Op: "Get", URL: "u", Err: x509.UnknownAuthorityError{}}, hypervisor.ErrUnauthorized},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -64,7 +65,9 @@ func TestClassify(t *testing.T) {
 			err := classify("op", tc.err)
 			g.Expect(err).To(MatchError(tc.want))
 			g.Expect(errors.Is(err, tc.err)).To(BeTrue(), "the original error stays reachable")
-			g.Expect(hypervisor.IsRetryable(err)).To(Equal(tc.want == hypervisor.ErrBusy || tc.want == hypervisor.ErrTransient))
+			g.Expect(hypervisor.IsRetryable(err)).To(Equal(tc.want == hypervisor.ErrBusy || tc.want == hypervisor.ErrTransient ||
+				tc.want == hypervisor.ErrLockTimeout || tc.want == hypervisor.ErrOverloaded))
+			g.Expect(hypervisor.IsOverload(err)).To(Equal(tc.want == hypervisor.ErrLockTimeout || tc.want == hypervisor.ErrOverloaded))
 		})
 	}
 }
@@ -90,6 +93,12 @@ func TestTaskExitStatus(t *testing.T) {
 				return
 			}
 			g.Expect(err).To(MatchError(hypervisor.ErrTaskFailed))
+			g.Expect(hypervisor.IsOverload(err)).To(BeFalse())
 		})
 	}
+	// A clone that waited for its storage's lock in vain failed for the load, not for the VM.
+	err := taskError(u, "clone failed: can't lock file '/var/lock/pve-manager/pve-storage-local-lvm' - got timeout")
+	NewWithT(t).Expect(err).To(MatchError(hypervisor.ErrTaskFailed))
+	NewWithT(t).Expect(err).To(MatchError(hypervisor.ErrLockTimeout))
+	NewWithT(t).Expect(hypervisor.IsOverload(err)).To(BeTrue())
 }

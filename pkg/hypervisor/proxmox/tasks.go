@@ -72,6 +72,10 @@ func taskError(u upid, exit string) error {
 	if exit == "" {
 		exit = "no exit status"
 	}
+	if classOfMessage(exit) == hypervisor.ErrLockTimeout {
+		// The task waited for a storage or config lock in vain: too much at once, not this VM.
+		return hypervisor.Errorf(hypervisor.ErrTaskFailed, fmt.Sprintf("task %s %s on %s", u.kind, u.id, u.node), "%w: %s", hypervisor.ErrLockTimeout, exit)
+	}
 	return hypervisor.Errorf(hypervisor.ErrTaskFailed, fmt.Sprintf("task %s %s on %s", u.kind, u.id, u.node), "%s", exit)
 }
 
