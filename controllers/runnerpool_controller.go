@@ -76,6 +76,8 @@ type poolScope struct {
 	platformRetry time.Duration
 	demand        demand.Demand
 	plan          scaling.Plan
+	// warmReady counts the warm VMs ready to start: cloned, configured and stopped.
+	warmReady int
 	// targets are spec.template.targets with their runners and state (nil without targets).
 	targets []placement.Target
 }
@@ -187,9 +189,18 @@ func (r *RunnerPoolReconciler) reconcileDemand(ctx context.Context, s *poolScope
 		return ctrl.Result{}, fmt.Errorf("reading demand: %w", err)
 	}
 	s.demand = d
+	done := map[string]bool{}
+	for _, rec := range d.Jobs {
+		if rec.State == platform.JobCompleted && rec.Runner != "" {
+			done[rec.Runner] = true
+		}
+	}
 	for i := range s.runners {
 		if _, busy := d.Busy[s.runners[i].Name]; busy {
 			s.runners[i].Busy = true
+		} else if done[s.runners[i].Name] {
+			// A one-job runner whose job completed: its VM is powering off.
+			s.runners[i].Done = true
 		}
 	}
 	return ctrl.Result{}, nil

@@ -47,7 +47,7 @@ func (r *RunnerPoolReconciler) reconcileRunners(ctx context.Context, s *poolScop
 		return ctrl.Result{}, err
 	}
 	s.machines = map[string]*clusterv1.Machine{}
-	s.runners = nil
+	s.runners, s.warmReady = nil, 0
 	for i := range machines.Items {
 		m := &machines.Items[i]
 		if !metav1.IsControlledBy(m, s.pool) {
@@ -63,6 +63,9 @@ func (r *RunnerPoolReconciler) reconcileRunners(ctx context.Context, s *poolScop
 		_, rn.VMStopped = m.Annotations[infrav1.VMStoppedAnnotation]
 		_, rn.HostMaintenance = m.Annotations[infrav1.HostMaintenanceAnnotation]
 		warm[m.Name].apply(&rn)
+		if warm[m.Name].ready && rn.Warm && !rn.Deleting {
+			s.warmReady++
+		}
 		// A runner is ready once its VM proved its identity and fetched its runner configuration.
 		if t, ok := attested[bootstrapConfigName(m)]; ok {
 			rn.Ready, rn.ReadySince = true, t
@@ -219,7 +222,7 @@ func (r *RunnerPoolReconciler) createRunnerNamed(ctx context.Context, pool *flee
 // maximum lifetime goes regardless.
 func sparesJobs(reason scaling.Reason) bool {
 	switch reason {
-	case scaling.ReasonScaleDown, scaling.ReasonIdleTTL, scaling.ReasonBootstrapTimeout, scaling.ReasonHostMaintenance:
+	case scaling.ReasonScaleDown, scaling.ReasonIdleTTL, scaling.ReasonBootstrapTimeout, scaling.ReasonHostMaintenance, scaling.ReasonJobDone:
 		return true
 	}
 	return false

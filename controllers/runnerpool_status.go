@@ -25,7 +25,7 @@ func (r *RunnerPoolReconciler) updateStatus(s *poolScope) {
 	if !p.DeletionTimestamp.IsZero() || s.runners == nil && s.cluster == nil {
 		return
 	}
-	var replicas, ready, busy, warm int32
+	var replicas, ready, busy, warm, done int32
 	for _, rn := range s.runners {
 		if rn.Deleting {
 			continue
@@ -33,6 +33,9 @@ func (r *RunnerPoolReconciler) updateStatus(s *poolScope) {
 		replicas++
 		if rn.Warm {
 			warm++
+		}
+		if rn.Done && rn.Ready {
+			done++
 		}
 		if rn.Ready {
 			ready++
@@ -42,14 +45,14 @@ func (r *RunnerPoolReconciler) updateStatus(s *poolScope) {
 		}
 	}
 	st.Replicas, st.ReadyReplicas, st.BusyReplicas = replicas, ready, busy
-	st.IdleReplicas = max(ready-busy, 0)
+	st.IdleReplicas = max(ready-busy-done, 0) // a runner whose job is done waits for nothing
 	st.QueuedJobs = int32(s.demand.Queued)
-	st.WarmReplicas = warm
+	st.WarmReplicas = int32(s.warmReady)
 	// Warm VMs are runners too (they count toward maxReplicas): the target holds the warm tier.
 	st.DesiredReplicas = int32(s.plan.Desired + s.plan.WarmTarget)
 	st.Targets = s.targetStatus()
 	metrics.SetPool(p.Namespace, p.Name, int(st.DesiredReplicas), int(replicas), int(ready), int(st.IdleReplicas), int(busy), int(st.QueuedJobs))
-	metrics.SetPoolWarm(p.Namespace, p.Name, int(warm))
+	metrics.SetPoolWarm(p.Namespace, p.Name, s.warmReady)
 
 	if s.plan.Limited {
 		conditions.Set(p, metav1.Condition{Type: fleetv1.ScalingLimitedCondition, Status: metav1.ConditionTrue,
@@ -65,7 +68,7 @@ func (r *RunnerPoolReconciler) updateStatus(s *poolScope) {
 	}
 	reason, msg := fleetv1.ScaledReason, fmt.Sprintf("%d/%d runners, %d ready, %d busy, %d queued", replicas, st.DesiredReplicas, ready, busy, st.QueuedJobs)
 	if warm > 0 || p.Spec.WarmReplicas > 0 {
-		msg += fmt.Sprintf(", %d warm", warm)
+		msg += fmt.Sprintf(", %d warm (%d ready to start)", warm, s.warmReady)
 	}
 	switch {
 	case replicas < st.DesiredReplicas:

@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
@@ -25,6 +26,8 @@ import (
 // warmRunner is what a runner's claim says about the warm tier.
 type warmRunner struct {
 	held bool
+	// ready: held, and its VM is cloned, configured and stopped (not still being made).
+	ready bool
 	// started is when the pool started the warm VM (zero: not started, or never warm).
 	started time.Time
 }
@@ -51,6 +54,8 @@ func (r *RunnerPoolReconciler) warmRunners(ctx context.Context, s *poolScope) (m
 			continue
 		}
 		w := warmRunner{held: infrav1.IsWarmHeld(c.Annotations)}
+		w.ready = w.held && c.DeletionTimestamp.IsZero() &&
+			conditions.GetReason(&c, infrav1.MachineClaimVMProvisionedCondition) == infrav1.WarmHeldReason
 		if t, err := time.Parse(time.RFC3339, c.Annotations[infrav1.WarmStartTimeAnnotation]); err == nil {
 			w.started = t
 		}

@@ -51,6 +51,11 @@ type Runner struct {
 	// HostMaintenance runners have their VM on a host in maintenance: one without a job is
 	// replaced (its replacement goes to another host); a Busy one finishes its job first.
 	HostMaintenance bool
+	// Done runners ran their one job to completion (the job ledger says so) and take no other:
+	// they are removed at once, and count toward Max until they are gone but not toward the
+	// desired size. Counted as idle, a finished runner would let scale-down remove a runner still
+	// booting for a queued job, or keep the pool from cloning one, until the sweep saw its VM off.
+	Done bool
 	// Warm runners are warm VMs not started yet: they count toward Max, not toward the desired
 	// size, and a job that finds no idle runner starts one instead of a clone (Plan.Start).
 	Warm bool
@@ -67,6 +72,7 @@ const (
 	ReasonScaleDown        Reason = "ScaleDown"
 	ReasonWarmMaxAge       Reason = "WarmMaxAgeExceeded"
 	ReasonHostMaintenance  Reason = "HostMaintenance"
+	ReasonJobDone          Reason = "JobDone"
 )
 
 // Removal is one runner to remove and why.
@@ -141,6 +147,10 @@ func Decide(p Policy, d Demand, runners []Runner, now time.Time) Plan {
 				plan.Recheck = due
 			}
 			warm = append(warm, r)
+			continue
+		}
+		if r.Done && !r.Busy {
+			plan.Remove = append(plan.Remove, Removal{Name: r.Name, Reason: ReasonJobDone})
 			continue
 		}
 		if reason, ok := mustReplace(p, r, now); ok {

@@ -24,12 +24,15 @@ func planWarm(p Policy, plan *Plan, warm []Runner, desired, room int) {
 	}
 }
 
-// mustReplaceWarm tells whether a warm runner must go: marked unhealthy, or past WarmMaxAge. The
-// other timeouts do not apply to a VM that was never started.
+// mustReplaceWarm tells whether a warm runner must go: marked unhealthy, on a host in maintenance,
+// or past WarmMaxAge. The other timeouts do not apply to a VM that was never started.
 func mustReplaceWarm(p Policy, r Runner, now time.Time) (Reason, bool) {
 	switch {
 	case r.Unhealthy:
 		return ReasonUnhealthy, true
+	case r.HostMaintenance:
+		// Replaced by a warm VM on another host, rather than started where it cannot stay.
+		return ReasonHostMaintenance, true
 	case p.WarmMaxAge > 0 && now.Sub(r.Created) > p.WarmMaxAge:
 		return ReasonWarmMaxAge, true
 	}

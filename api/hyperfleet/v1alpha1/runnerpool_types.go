@@ -201,8 +201,8 @@ type RunnerPoolStatus struct {
 	// +kubebuilder:default=0
 	BusyReplicas int32 `json:"busyReplicas"`
 
-	// warmReplicas are warm VMs ready to start: cloned, configured and stopped. They are part of
-	// replicas.
+	// warmReplicas are warm VMs ready to start: cloned, configured and stopped (those still being
+	// cloned are not counted). They are part of replicas.
 	// +optional
 	WarmReplicas int32 `json:"warmReplicas,omitempty"`
 
