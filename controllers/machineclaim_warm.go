@@ -49,6 +49,8 @@ func (r *MachineClaimReconciler) reconcileWarm(ctx context.Context, s *claimScop
 		Tags:        c.Spec.Tags,
 		Description: fmt.Sprintf("HyperFleet MachineClaim %s/%s", c.Namespace, c.Name),
 		CloudInit:   &hypervisor.CloudInitData{UserData: userData, MetaData: cloudinit.MetaData(string(c.UID), vmName(c))},
+		// Started by the same call where the provider can, on the proof of its own write.
+		Start: s.provider.Capabilities().StartOnConfigure,
 	}
 	task, err := s.provider.Configure(ctx, vmRef(c), spec)
 	if err != nil {
@@ -57,6 +59,10 @@ func (r *MachineClaimReconciler) reconcileWarm(ctx context.Context, s *claimScop
 	}
 	c.Annotations[infrav1.WarmAnnotation] = infrav1.WarmStarted
 	r.Recorder.Eventf(c, corev1.EventTypeNormal, "WarmStarting", "starting warm VM %s with its bootstrap data", vmRef(c))
+	if spec.Start {
+		res, err := r.recordTask(s, opStart, c.Status.Node, task)
+		return true, res, err
+	}
 	if task != "" {
 		// Marked delivered already: once the task ends, the VM is started.
 		res, err := r.recordTask(s, opConfigure, c.Status.Node, task)

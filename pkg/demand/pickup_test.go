@@ -123,3 +123,26 @@ func TestPickupMetricsCountOncePerJob(t *testing.T) {
 	g.Expect(metrics.JobPickupSeconds.WithLabelValues("github", metrics.PickupCold).(prometheus.Histogram).Write(m)).To(Succeed())
 	g.Expect(m.GetHistogram().GetSampleCount()).To(Equal(uint64(1)))
 }
+
+// TestPickupBeforeItsQueuedDelivery: a job whose in_progress is recorded before its queued
+// delivery (picked up within moments, deliveries handled out of order) is still counted once, from
+// the platform's creation time; the late queued delivery changes nothing.
+func TestPickupBeforeItsQueuedDelivery(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	pool := createPool(t, builder.NewRunnerPool("pool", ""))
+	clk := newClock()
+	store := newStore(clk)
+	seen := &pickups{}
+	store.Pickups = seen
+	created := clk.Now().Add(-200 * time.Millisecond)
+	ev := jobEvent(7, platform.JobInProgress)
+	ev.RunnerName, ev.CreatedAt = "hot-7", created
+	g.Expect(store.Record(ctx, pool, ev)).To(BeTrue())
+	late := jobEvent(7, platform.JobQueued)
+	late.CreatedAt = created
+	g.Expect(store.Record(ctx, pool, late)).To(BeFalse())
+	g.Expect(seen.seen).To(HaveLen(1))
+	g.Expect(seen.seen[0].Queued).To(Equal(created))
+	g.Expect(seen.seen[0].Started.Sub(seen.seen[0].Queued)).To(Equal(200 * time.Millisecond))
+}

@@ -127,8 +127,14 @@ func (s *Store) Record(ctx context.Context, pool *fleetv1.RunnerPool, ev platfor
 		if known && !platform.IsForward(old.State, ev.State) {
 			return false
 		}
-		if known && old.State.NeedsRunner() && !old.FirstQueued.IsZero() && ev.State == platform.JobInProgress && ev.RunnerName != "" {
+		switch {
+		case ev.State != platform.JobInProgress || ev.RunnerName == "":
+		case known && old.State.NeedsRunner() && !old.FirstQueued.IsZero():
 			pickup = &Pickup{JobKey: key, Runner: ev.RunnerName, Queued: old.FirstQueued, Started: at}
+		case !known && !ev.CreatedAt.IsZero() && ev.CreatedAt.Before(at):
+			// Its queued delivery has not been processed yet (a pickup within moments, deliveries
+			// handled out of order): the platform's creation time is the queue time.
+			pickup = &Pickup{JobKey: key, Runner: ev.RunnerName, Queued: ev.CreatedAt, Started: at}
 		}
 		r := old
 		r.State, r.Transition = ev.State, at
