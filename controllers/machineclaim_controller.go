@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/finalizers"
@@ -93,6 +94,8 @@ type claimScope struct {
 	bootstrapData string
 	// terminal is set when the last failure cannot heal by retrying unchanged.
 	terminal bool
+	// poolAddresses are the addresses IPAM pools allocated for the claim's NICs (ipamKey).
+	poolAddresses map[string]poolAddress
 }
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=machineclaims,verbs=get;list;watch;update;patch;delete
@@ -212,6 +215,7 @@ func (r *MachineClaimReconciler) reconcileNormal(ctx context.Context, s *claimSc
 		r.reconcileHardwareSupport,
 		r.reconcileLostStatus,
 		r.reconcileBootstrapData,
+		r.reconcileIPAddresses,
 		r.reconcileVM,
 		r.reconcilePersistent,
 		r.reconcileBootstrapped,
@@ -442,6 +446,7 @@ func (r *MachineClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&infrav1.MachineClaim{}).
+		Owns(&ipamv1.IPAddressClaim{}).
 		WithOptions(opts).
 		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilter)).
 		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(

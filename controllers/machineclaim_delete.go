@@ -184,6 +184,12 @@ func taskOutcomeSeen(op string, vm hypervisor.VM, err error) bool {
 }
 
 func (r *MachineClaimReconciler) release(ctx context.Context, s *claimScope, why string) (ctrl.Result, error) {
+	if _, moving := s.claim.Annotations[clusterctlv1.DeleteForMoveAnnotation]; !moving {
+		// A moved claim's addresses stay with it; any other claim's go back to their pools.
+		if err := r.releaseIPAddresses(ctx, s); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	ctrl.LoggerFrom(ctx).Info("releasing MachineClaim", "why", why)
 	r.Recorder.Event(s.claim, corev1.EventTypeNormal, "Released", why)
 	conditions.Set(s.claim, metav1.Condition{Type: infrav1.MachineClaimVMProvisionedCondition, Status: metav1.ConditionFalse,

@@ -74,6 +74,22 @@ func claimNetwork(s *claimScope) ([]hypervisor.NIC, string, error) {
 				in.Gateways = append(in.Gateways, a.Gateway)
 			}
 		}
+		for _, fam := range []struct {
+			pool *infrav1.IPPoolReference
+			v6   bool
+		}{{n.IPv4PoolRef, false}, {n.IPv6PoolRef, true}} {
+			if fam.pool == nil {
+				continue
+			}
+			a, ok := s.poolAddresses[ipamKey(n.Name, fam.v6)]
+			if !ok {
+				return nil, "", fmt.Errorf("NIC %s has no address from %s %s yet", n.Name, fam.pool.Kind, fam.pool.Name)
+			}
+			in.Addresses = append(in.Addresses, a.prefix.String())
+			if a.gateway != "" {
+				in.Gateways = append(in.Gateways, a.gateway)
+			}
+		}
 		ifaces = append(ifaces, in)
 	}
 	var dns cloudinit.DNS

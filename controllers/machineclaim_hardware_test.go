@@ -8,9 +8,13 @@ import (
 
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/proxmox"
@@ -19,38 +23,104 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 )
 
-// TestVMHardware: one persistent claim with extra disks and two NICs, one with static IPv4 and
-// IPv6 addresses and resolvers: the VM gets the disks (on the storage of its boot disk), the NICs
-// with the claim's bridges, VLAN, firewall flag and MTU (the template's NIC replaced), the guest
-// boots with the addresses from its seed's network-config and the claim's status shows them.
-// Deleting the claim removes the VM's disks from storage.
+// TestVMHardware: one persistent claim with extra disks and three NICs: one with static IPv4 and
+// IPv6 addresses and resolvers, one on DHCP, one whose address comes from a Cluster API IPAM pool.
+// The test plays the IPAM provider. The claim makes an IPAddressClaim and waits for it; an
+// IPAddress made for another claim, and one in another namespace, are never used even when the
+// IPAddressClaim names them. Once the right IPAddress exists the VM is made with the disks (on the
+// storage of its boot disk) and the NICs (bridges, VLAN, firewall flag, MTU; the template's NIC
+// replaced), the guest boots with the addresses from its seed's network-config and the claim's
+// status shows them. Deleting the claim removes the VM's disks from storage and releases the
+// IPAddressClaim.
 func TestVMHardware(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	claim, sim := persistentVM(t, infrav1.RunStrategyAlways, func(b *builder.MachineClaimBuilder) {
-		b.WithDisks(infrav1.ExtraDisk{Name: "data", SizeGiB: 20}, infrav1.ExtraDisk{Name: "wal", SizeGiB: 2, Bus: infrav1.DiskBusVirtIO}).
-			WithNICs(infrav1.NIC{Name: "lan", Bridge: "vmbr1", VLAN: ptr.To[int32](42), Firewall: true, MTU: ptr.To[int32](9000),
-				IPv4: &infrav1.StaticAddress{Address: "192.0.2.10/24", Gateway: "192.0.2.1"},
-				IPv6: &infrav1.StaticAddress{Address: "2001:db8::10/64", Gateway: "2001:db8::1"}},
-				infrav1.NIC{Name: "backup", Model: "e1000e"}).
-			WithDNS([]string{"192.0.2.53"}, "example.org")
-	})
+	sim := pvesim.StartForTest(t, pvesim.Config{})
+	startManager(t, testTiming{sweep: 300 * time.Millisecond, orphanGrace: time.Second})
+	ns := newNamespace(t)
+	proxmoxCluster(t, ns, "pve", sim)
+	pool := infrav1.IPPoolReference{APIGroup: "ipam.cluster.x-k8s.io", Kind: "InClusterIPPool", Name: "services"}
+	claim := builder.NewMachineClaim("db-0", ns).WithHypervisorCluster("pve").WithPersistent(infrav1.RunStrategyAlways).
+		WithDisks(infrav1.ExtraDisk{Name: "data", SizeGiB: 20}, infrav1.ExtraDisk{Name: "wal", SizeGiB: 2, Bus: infrav1.DiskBusVirtIO}).
+		WithNICs(infrav1.NIC{Name: "lan", Bridge: "vmbr1", VLAN: ptr.To[int32](42), Firewall: true, MTU: ptr.To[int32](9000),
+			IPv4: &infrav1.StaticAddress{Address: "192.0.2.10/24", Gateway: "192.0.2.1"},
+			IPv6: &infrav1.StaticAddress{Address: "2001:db8::10/64", Gateway: "2001:db8::1"}},
+			infrav1.NIC{Name: "backup", Model: "e1000e"},
+			infrav1.NIC{Name: "svc", Bridge: "vmbr2", IPv4PoolRef: &pool}).
+		WithDNS([]string{"192.0.2.53"}, "example.org").Build()
+	g.Expect(env.Client.Create(ctx, claim)).To(Succeed())
+
+	// The claim asks the pool for an address, and makes no VM before it has it.
+	ipClaim := &ipamv1.IPAddressClaim{}
+	ipClaimKey := client.ObjectKey{Namespace: ns, Name: "db-0-svc-ipv4"}
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Client.Get(ctx, ipClaimKey, ipClaim)).To(Succeed())
+		g.Expect(conditions.GetReason(get(g, claim), infrav1.ReadyCondition)).To(Equal(infrav1.WaitingForIPAddressReason))
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	g.Expect(metav1.IsControlledBy(ipClaim, get(g, claim))).To(BeTrue(), "the IPAddressClaim is owned by the claim")
+	g.Expect(ipClaim.Spec.PoolRef).To(Equal(ipamv1.IPPoolReference{APIGroup: pool.APIGroup, Kind: pool.Kind, Name: pool.Name}))
+
+	ipAddress := func(ns, name, claimName, address string) {
+		g.Expect(env.Client.Create(ctx, &ipamv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: ipamv1.IPAddressSpec{ClaimRef: ipamv1.IPAddressClaimReference{Name: claimName}, PoolRef: ipClaim.Spec.PoolRef,
+				Address: address, Prefix: ptr.To[int32](24), Gateway: "198.51.100.1"}})).To(Succeed())
+	}
+	answer := func(addressName string) {
+		g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := env.Client.Get(ctx, ipClaimKey, ipClaim); err != nil {
+				return err
+			}
+			ipClaim.Status.AddressRef.Name = addressName
+			return env.Client.Status().Update(ctx, ipClaim)
+		})).To(Succeed())
+	}
+	noVM := func(why string) {
+		g.Consistently(func() []pvesim.VM { return ownedVMs(sim) }, time.Second, 100*time.Millisecond).Should(BeEmpty(), why)
+	}
+
+	// The attacker's answers: an address allocated to another claim in this namespace, and one in
+	// another namespace made out for this very IPAddressClaim.
+	ipAddress(ns, "stolen", "web-0-svc-ipv4", "198.51.100.66")
+	answer("stolen")
+	g.Eventually(func(g Gomega) {
+		got := get(g, claim)
+		g.Expect(conditions.GetReason(got, infrav1.ReadyCondition)).To(Equal(infrav1.IPAddressInvalidReason))
+		g.Expect(conditions.GetMessage(got, infrav1.ReadyCondition)).To(ContainSubstring(`made for IPAddressClaim "web-0-svc-ipv4"`))
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	noVM("an IPAddress of another claim is never used")
+	other := newNamespace(t)
+	ipAddress(other, "foreign", "db-0-svc-ipv4", "198.51.100.77")
+	answer("foreign")
+	g.Eventually(func(g Gomega) {
+		got := get(g, claim)
+		g.Expect(conditions.GetReason(got, infrav1.ReadyCondition)).To(Equal(infrav1.WaitingForIPAddressReason))
+		g.Expect(conditions.GetMessage(got, infrav1.ReadyCondition)).To(ContainSubstring("does not exist in namespace " + ns))
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	noVM("an IPAddress in another namespace is never used")
+
+	// The IPAM provider's real answer.
+	ipAddress(ns, "services-198-51-100-7", "db-0-svc-ipv4", "198.51.100.7")
+	answer("services-198-51-100-7")
 	g.Eventually(func(g Gomega) {
 		got := get(g, claim)
 		g.Expect(got.Status.Phase).To(Equal(infrav1.MachineClaimPhaseRunning), "conditions: %+v", got.Status.Conditions)
 		g.Expect(got.Status.Addresses).To(ContainElements(
 			clusterv1.MachineAddress{Type: clusterv1.MachineInternalIP, Address: "192.0.2.10"},
-			clusterv1.MachineAddress{Type: clusterv1.MachineInternalIP, Address: "2001:db8::10"}))
+			clusterv1.MachineAddress{Type: clusterv1.MachineInternalIP, Address: "2001:db8::10"},
+			clusterv1.MachineAddress{Type: clusterv1.MachineInternalIP, Address: "198.51.100.7"}))
 	}, 60*time.Second, 100*time.Millisecond).Should(Succeed())
-	vmid := vmidOf(get(g, claim).Status.VMID)
+	got := get(g, claim)
+	g.Expect(got.Status.Addresses).NotTo(ContainElement(HaveField("Address", Or(Equal("198.51.100.66"), Equal("198.51.100.77")))))
+	vmid := vmidOf(got.Status.VMID)
 	vm, ok := sim.VM(vmid)
 	g.Expect(ok).To(BeTrue())
 	g.Expect(vm.Disks["scsi1"]).To(MatchRegexp(`^local-lvm:vm-\d+-disk-\d+,serial=data,size=20G$`))
 	g.Expect(vm.Disks["virtio0"]).To(MatchRegexp(`^local-lvm:vm-\d+-disk-\d+,serial=wal,size=2G$`))
 	g.Expect(sim.Volumes(vmid)).To(HaveLen(3), "boot disk and two extra disks")
-	g.Expect(vm.Net).To(HaveLen(2))
+	g.Expect(vm.Net).To(HaveLen(3))
 	g.Expect(vm.Net["net0"]).To(MatchRegexp(`^virtio=02:[0-9A-F:]{14},bridge=vmbr1,firewall=1,mtu=9000,tag=42$`))
 	g.Expect(vm.Net["net1"]).To(MatchRegexp(`^e1000e=02:[0-9A-F:]{14},bridge=vmbr0$`))
+	g.Expect(vm.Net["net2"]).To(MatchRegexp(`^virtio=02:[0-9A-F:]{14},bridge=vmbr2$`))
 
 	// What the guest read: the seed's network-config names each NIC by the MAC it has.
 	iso := strings.TrimSuffix(vm.Disks[proxmox.DefaultCloudInitDevice], ",media=cdrom")
@@ -65,12 +135,15 @@ func TestVMHardware(t *testing.T) {
 	g.Expect(netcfg).To(ContainSubstring("via: 192.0.2.1"))
 	g.Expect(netcfg).To(ContainSubstring("- 192.0.2.53"))
 	g.Expect(netcfg).To(ContainSubstring("set-name: backup"))
+	g.Expect(netcfg).To(ContainSubstring("- 198.51.100.7/24"))
+	g.Expect(netcfg).To(ContainSubstring("via: 198.51.100.1"))
 
 	g.Expect(env.Client.Delete(ctx, claim)).To(Succeed())
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(env.Client.Get(ctx, keyOf(claim), claim))
 	}, 30*time.Second, 100*time.Millisecond).Should(BeTrue())
 	g.Expect(sim.Volumes(vmid)).To(BeEmpty(), "the extra disks go with the VM")
+	g.Expect(apierrors.IsNotFound(env.Client.Get(ctx, ipClaimKey, ipClaim))).To(BeTrue(), "the address goes back to the pool")
 }
 
 // TestHardwareTheProviderLacksIsRefused: Hyper-V has no extra disks in HyperFleet; a claim asking

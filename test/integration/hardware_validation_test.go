@@ -87,6 +87,22 @@ func TestHardwareValidation(t *testing.T) {
 			n.MTU = ptr.To[int32](100)
 			b.WithNICs(n)
 		}), message: "spec.nics[0].mtu"},
+		{name: "NIC with addresses from IPAM pools", obj: claim("pools", func(b *builder.MachineClaimBuilder) {
+			n := nic("svc")
+			n.IPv4PoolRef = &infrav1.IPPoolReference{APIGroup: "ipam.cluster.x-k8s.io", Kind: "InClusterIPPool", Name: "v4"}
+			n.IPv6PoolRef = &infrav1.IPPoolReference{APIGroup: "ipam.cluster.x-k8s.io", Kind: "InClusterIPPool", Name: "v6"}
+			b.WithNICs(n)
+		})},
+		{name: "static address and pool for one family", obj: claim("both4", func(b *builder.MachineClaimBuilder) {
+			n := withV4(nic("svc"), "192.0.2.10/24", "")
+			n.IPv4PoolRef = &infrav1.IPPoolReference{APIGroup: "ipam.cluster.x-k8s.io", Kind: "InClusterIPPool", Name: "v4"}
+			b.WithNICs(n)
+		}), message: "set either ipv4 (a static address) or ipv4PoolRef"},
+		{name: "pool without its API group", obj: claim("nogroup", func(b *builder.MachineClaimBuilder) {
+			n := nic("svc")
+			n.IPv6PoolRef = &infrav1.IPPoolReference{Kind: "InClusterIPPool", Name: "v6"}
+			b.WithNICs(n)
+		}), message: "spec.nics[0].ipv6PoolRef.apiGroup"},
 		{name: "interface name too long for Linux", obj: claim("longname", func(b *builder.MachineClaimBuilder) { b.WithNICs(nic("a-very-long-interface")) }),
 			message: "spec.nics[0].name"},
 	}

@@ -47,6 +47,8 @@ const MaxNICs = 8
 // (Proxmox net0), the second net1, and so on.
 // +kubebuilder:validation:XValidation:rule="!has(self.ipv4) || !has(self.ipv4.gateway) || ip(self.ipv4.gateway).family() == 4",message="ipv4.gateway must be an IPv4 address"
 // +kubebuilder:validation:XValidation:rule="!has(self.ipv6) || !has(self.ipv6.gateway) || ip(self.ipv6.gateway).family() == 6",message="ipv6.gateway must be an IPv6 address"
+// +kubebuilder:validation:XValidation:rule="!has(self.ipv4) || !has(self.ipv4PoolRef)",message="set either ipv4 (a static address) or ipv4PoolRef (an address from an IPAM pool), not both"
+// +kubebuilder:validation:XValidation:rule="!has(self.ipv6) || !has(self.ipv6PoolRef)",message="set either ipv6 (a static address) or ipv6PoolRef (an address from an IPAM pool), not both"
 // +kubebuilder:validation:XValidation:rule="!has(self.ipv4) || cidr(self.ipv4.address).ip().family() == 4",message="ipv4.address must be an IPv4 address with its prefix length, such as 192.0.2.10/24"
 // +kubebuilder:validation:XValidation:rule="!has(self.ipv6) || cidr(self.ipv6.address).ip().family() == 6",message="ipv6.address must be an IPv6 address with its prefix length, such as 2001:db8::10/64"
 type NIC struct {
@@ -91,6 +93,37 @@ type NIC struct {
 	// ipv6 is a static IPv6 address; without it the NIC takes router advertisements.
 	// +optional
 	IPv6 *StaticAddress `json:"ipv6,omitempty"`
+
+	// ipv4PoolRef is a Cluster API IPAM pool in this namespace (an InClusterIPPool, say) to take
+	// the NIC's IPv4 address from: HyperFleet claims one (an IPAddressClaim owned by this claim),
+	// waits for the IPAM provider to allocate it, and releases it when the claim is deleted.
+	// +optional
+	IPv4PoolRef *IPPoolReference `json:"ipv4PoolRef,omitempty"`
+
+	// ipv6PoolRef is ipv4PoolRef for the NIC's IPv6 address.
+	// +optional
+	IPv6PoolRef *IPPoolReference `json:"ipv6PoolRef,omitempty"`
+}
+
+// IPPoolReference names a Cluster API IPAM pool in the claim's namespace.
+type IPPoolReference struct {
+	// apiGroup of the pool, such as ipam.cluster.x-k8s.io.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	APIGroup string `json:"apiGroup"`
+
+	// kind of the pool, such as InClusterIPPool.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$`
+	Kind string `json:"kind"`
+
+	// name of the pool.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
 }
 
 // StaticAddress is an address with its prefix length, and the default gateway through it.
@@ -159,4 +192,13 @@ const (
 	// UnsupportedHardwareReason: the claim asks for hardware its HypervisorCluster's provider
 	// cannot give (extra disks on Hyper-V); no VM is made until the claim or the cluster changes.
 	UnsupportedHardwareReason = "UnsupportedHardware"
+	// WaitingForIPAddressReason: an IPAddressClaim of the claim waits for its IPAM provider to
+	// allocate an address; the VM is not made before every address is known.
+	WaitingForIPAddressReason = "WaitingForIPAddress"
+	// IPAddressInvalidReason: an IPAM provider's answer cannot be used (an IPAddress not made for
+	// the claim's IPAddressClaim or pool, or with a malformed address, prefix or gateway).
+	IPAddressInvalidReason = "IPAddressInvalid"
+	// IPAddressClaimConflictReason: an IPAddressClaim of the name HyperFleet would use exists
+	// and is not this claim's.
+	IPAddressClaimConflictReason = "IPAddressClaimConflict"
 )
