@@ -187,14 +187,19 @@ func smallCluster() *pvesim.Inventory {
 // for four. Six wait for capacity (NoCapacity, no failure counted). The fallback recheck is ten
 // minutes, so only a wake-up can start a waiting claim within the test: each VM that powers off
 // and is removed starts the next waiting claim promptly, the pools take turns, and within a
-// pool the oldest goes first.
+// pool the oldest goes first. RunnerPool a's status counts its runners that wait, then none.
 func TestClaimsWaitingForCapacityStartWhenAVMGoes(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	sim := pvesim.StartForTest(t, pvesim.Config{Inventory: smallCluster()})
 	startManagerWith(t, nil, testTiming{sweep: time.Second, orphanGrace: 2 * time.Second, capacityRecheck: 10 * time.Minute})
 	ns := newNamespace(t)
-	proxmoxCluster(t, ns, "pve", sim)
+	capiFleet(t, ns, sim)
+	// RunnerPool a has no runners of its own (replicas 0): its status counts the claims labelled
+	// with its name that wait for capacity.
+	runnerTemplates(t, ns)
+	poolA := builder.NewRunnerPool("a", ns).WithCluster("fleet").WithBounds(0, 5).WithReplicas(0).WithTemplates("runner", "runner").Build()
+	g.Expect(env.Client.Create(ctx, poolA)).To(Succeed())
 	// Pools a and b alternate, a second apart, so every claim has its own age.
 	var claims []*infrav1.MachineClaim
 	for i := range 10 {
@@ -235,6 +240,15 @@ func TestClaimsWaitingForCapacityStartWhenAVMGoes(t *testing.T) {
 		g.Expect(ready).To(ConsistOf("a-0", "b-0", "a-1", "b-1"))
 		g.Expect(waiting).To(ConsistOf("a-2", "b-2", "a-3", "b-3", "a-4", "b-4"))
 	}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
+	// The pool says how many of its runners wait, and where; its Ready does not call it scaled.
+	g.Eventually(func(g Gomega) {
+		got := get(g, poolA)
+		g.Expect(got.Status.WaitingForCapacity).To(Equal([]fleetv1.CapacityWait{{Cluster: "pve", Count: 3}}))
+		ready := conditions.Get(got, fleetv1.ReadyCondition)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Reason).To(Equal(fleetv1.WaitingForCapacityReason))
+		g.Expect(ready.Message).To(ContainSubstring("3 waiting for capacity (3 on HypervisorCluster pve)"))
+	}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
 
 	// Runners finish one by one: each VM powers itself off, the sweep removes it, and the next
 	// waiting claim starts: a-2 is the oldest waiting, then the pools take turns.
@@ -262,4 +276,9 @@ func TestClaimsWaitingForCapacityStartWhenAVMGoes(t *testing.T) {
 	g.Expect(started).To(Equal([]string{"a-2", "b-2", "a-3", "b-3", "a-4", "b-4"}))
 	_, waiting := phases(g)
 	g.Expect(waiting).To(BeEmpty())
+	g.Eventually(func(g Gomega) {
+		got := get(g, poolA)
+		g.Expect(got.Status.WaitingForCapacity).To(BeEmpty())
+		g.Expect(conditions.GetReason(got, fleetv1.ReadyCondition)).NotTo(Equal(fleetv1.WaitingForCapacityReason))
+	}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
 }

@@ -80,6 +80,8 @@ type poolScope struct {
 	warmReady int
 	// targets are spec.template.targets with their runners and state (nil without targets).
 	targets []placement.Target
+	// waiting counts the runners waiting for capacity, per HypervisorCluster.
+	waiting []fleetv1.CapacityWait
 }
 
 // +kubebuilder:rbac:groups=hyperfleet.io,resources=runnerpools,verbs=get;list;watch;update;patch
@@ -158,6 +160,7 @@ func (r *RunnerPoolReconciler) reconcileNormal(ctx context.Context, s *poolScope
 	for _, step := range []func(context.Context, *poolScope) (ctrl.Result, error){
 		r.reconcileTransport,
 		r.reconcileRunners,
+		r.reconcileWaitingForCapacity,
 		r.reconcileOrphans,
 		r.reconcileTargets,
 		r.reconcileDemand,

@@ -51,6 +51,7 @@ func (r *RunnerPoolReconciler) updateStatus(s *poolScope) {
 	// Warm VMs are runners too (they count toward maxReplicas): the target holds the warm tier.
 	st.DesiredReplicas = int32(s.plan.Desired + s.plan.WarmTarget)
 	st.Targets = s.targetStatus()
+	st.WaitingForCapacity = s.waiting
 	metrics.SetPool(p.Namespace, p.Name, int(st.DesiredReplicas), int(replicas), int(ready), int(st.IdleReplicas), int(busy), int(st.QueuedJobs))
 	metrics.SetPoolWarm(p.Namespace, p.Name, s.warmReady)
 
@@ -71,6 +72,10 @@ func (r *RunnerPoolReconciler) updateStatus(s *poolScope) {
 		msg += fmt.Sprintf(", %d warm (%d ready to start)", warm, s.warmReady)
 	}
 	switch {
+	case len(s.waiting) > 0:
+		// The runners exist, but some have no VM: never report the pool scaled while they wait.
+		reason = fleetv1.WaitingForCapacityReason
+		msg += "; " + waitingMessage(s.waiting)
 	case replicas < st.DesiredReplicas:
 		reason = fleetv1.ScalingUpReason
 	case replicas > st.DesiredReplicas:

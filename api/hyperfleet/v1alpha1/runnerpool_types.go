@@ -235,6 +235,14 @@ type RunnerPoolStatus struct {
 	// +kubebuilder:validation:MaxItems=16
 	Targets []RunnerTargetStatus `json:"targets,omitempty"`
 
+	// waitingForCapacity counts, per HypervisorCluster, the runners whose VM waits for a host with
+	// room (their MachineClaims say NoCapacity). They start as VMs of the cluster are removed.
+	// +optional
+	// +listType=map
+	// +listMapKey=cluster
+	// +kubebuilder:validation:MaxItems=16
+	WaitingForCapacity []CapacityWait `json:"waitingForCapacity,omitempty"`
+
 	// conditions: Ready, ScalingLimited, PlatformAvailable, PlatformRateLimited, InsecureTransport.
 	// +optional
 	// +listType=map
