@@ -161,6 +161,20 @@ func TestHostDrainRespectsAntiAffinity(t *testing.T) {
 		vm, _ := sim.VM(vmidOf(get(g, db0).Status.VMID))
 		g.Expect(vm.Node).To(Equal("pve3"))
 	}, 3*time.Second, 200*time.Millisecond).Should(Succeed())
+
+	// Maintenance lifted on pve3: its drain stops, and with pve1 empty every drain is done.
+	setMaintenance(g, ns, "pve3", false)
+	g.Eventually(func(g Gomega) {
+		hc := &infrav1.HypervisorCluster{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pve"}, hc)).To(Succeed())
+		g.Expect(conditions.GetReason(hc, infrav1.HypervisorClusterHostsDrainedCondition)).To(Equal(infrav1.HostsDrainedReason))
+		g.Expect(hc.Status.Hosts).To(HaveLen(1))
+		g.Expect(hc.Status.Hosts[0].Name).To(Equal("pve1"))
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		g.Expect(drainMigrations(g, ns)).To(HaveLen(1))
+		g.Expect(get(g, db0).Status.Node).To(Equal("pve3"))
+	}, 2*time.Second, 200*time.Millisecond).Should(Succeed())
 }
 
 // TestHostDrainRetiresRunners: a RunnerPool's runner on a host that goes into maintenance is not
