@@ -52,6 +52,9 @@ type HostDrainReconciler struct {
 	Recorder    record.EventRecorder
 	Registry    *connection.Registry
 	WatchFilter string
+
+	// nodes is the HypervisorCluster's node listing shared with its health check and placement.
+	nodes *nodeInventory
 }
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=hypervisorclusters/status,verbs=get;update;patch
@@ -203,8 +206,8 @@ func (r *HostDrainReconciler) drainHost(ctx context.Context, hc *infrav1.Hypervi
 	return d, nil
 }
 
-// planNextMove runs PlanDrain over the hosts as the hypervisor lists them now and the persistent
-// VMs where the claims say they are, and returns its first move (the biggest VM that fits
+// planNextMove runs PlanDrain over the hosts as the hypervisor lists them now (with the memory of
+// VMs being created there) and the persistent VMs where the claims say they are, and returns its first move (the biggest VM that fits
 // somewhere) with the VMs that fit nowhere.
 func (r *HostDrainReconciler) planNextMove(ctx context.Context, hc *infrav1.HypervisorCluster, host string,
 	claims, movable []infrav1.MachineClaim) (*placement.Move, map[string]error, error) {
@@ -212,11 +215,15 @@ func (r *HostDrainReconciler) planNextMove(ctx context.Context, hc *infrav1.Hype
 	if err != nil {
 		return nil, nil, err
 	}
+	// A fresh listing, once per move: the shared one may not show the VM the last move placed.
+	// It is shared with placement in turn.
+	listedAt := time.Now()
 	nodes, err := provider.Nodes(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing hosts: %w", err)
 	}
-	hosts := placementHosts(hc, nodes, reservedBy(claims, ""))
+	r.nodes.put(provider, nodes, listedAt)
+	hosts := placementHosts(hc, nodes, reservedSince(claims, "", listedAt))
 	var vms []placement.PlacedVM
 	policies := map[string]placement.Policy{}
 	for _, vm := range placedVMs(claims) {

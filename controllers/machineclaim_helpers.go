@@ -8,6 +8,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
@@ -23,10 +24,30 @@ func (r *MachineClaimReconciler) reservedMemory(ctx context.Context, s *claimSco
 	if err != nil {
 		return nil, err
 	}
-	reserved := reservedBy(claims, s.claim.UID)
+	return r.reservedFor(s, claims, listedAt), nil
+}
+
+// reservedFor is reservedMemory over claims already listed.
+func (r *MachineClaimReconciler) reservedFor(s *claimScope, claims []infrav1.MachineClaim, listedAt time.Time) map[string]int {
+	reserved := reservedSince(claims, s.claim.UID, listedAt)
+	// Claims placed an instant ago may not be in the cache yet.
+	counted := map[string]bool{}
+	for _, other := range claims {
+		if other.UID == s.claim.UID || other.Status.Node != "" || other.Status.CompletedStep == infrav1.StepStarted {
+			counted[claimKey(&other)] = true
+		}
+	}
+	r.Queues.addPlacements(s.hc, claimKey(s.claim), counted, reserved)
+	return reserved
+}
+
+// reservedSince is reservedBy plus the memory of VMs started since the node listing made at
+// listedAt, which it does not show yet.
+func reservedSince(claims []infrav1.MachineClaim, self types.UID, listedAt time.Time) map[string]int {
+	reserved := reservedBy(claims, self)
 	for i := range claims {
 		other := &claims[i]
-		if other.UID == s.claim.UID || other.Status.Node == "" || other.Status.CompletedStep != infrav1.StepStarted {
+		if other.UID == self || other.Status.Node == "" || other.Status.CompletedStep != infrav1.StepStarted {
 			continue
 		}
 		// The condition's time has whole seconds: a second's margin counts a VM started just
@@ -40,15 +61,7 @@ func (r *MachineClaimReconciler) reservedMemory(ctx context.Context, s *claimSco
 			reserved[other.Status.Node] += mem
 		}
 	}
-	// Claims placed an instant ago may not be in the cache yet.
-	counted := map[string]bool{}
-	for _, other := range claims {
-		if other.UID == s.claim.UID || other.Status.Node != "" || other.Status.CompletedStep == infrav1.StepStarted {
-			counted[claimKey(&other)] = true
-		}
-	}
-	r.Queues.addPlacements(s.hc, claimKey(s.claim), counted, reserved)
-	return reserved, nil
+	return reserved
 }
 
 func (r *MachineClaimReconciler) setProviderID(s *claimScope) {

@@ -161,13 +161,13 @@ func placementHosts(hc *infrav1.HypervisorCluster, nodes []hypervisor.Node, rese
 }
 
 // placePersistent chooses the host of a new persistent VM with its placement rules (ChooseHost),
-// over the nodes already listed for this reconcile and the claims in the cache: no listing of its
-// own. A linked clone can only go where a copy of its template is. When no host fits, the claim
+// over the HypervisorCluster's shared node listing (made at listedAt) and the claims in the
+// cache: no listing of its own. A linked clone can only go where a copy of its template is. When no host fits, the claim
 // says which host was left out and why, and waits: it is woken when its HypervisorCluster or
 // another persistent claim of it changes, and looks again every noHostFitsRecheck. An empty node
 // means the caller returns the result.
-func (r *MachineClaimReconciler) placePersistent(ctx context.Context, s *claimScope, nodes []hypervisor.Node, sources []hypervisor.Template,
-	memory int) (hypervisor.Template, string, ctrl.Result, error) {
+func (r *MachineClaimReconciler) placePersistent(ctx context.Context, s *claimScope, nodes []hypervisor.Node, listedAt time.Time,
+	sources []hypervisor.Template, memory int) (hypervisor.Template, string, ctrl.Result, error) {
 	c := s.claim
 	policy, err := placementPolicy(c, memory)
 	if err != nil {
@@ -179,7 +179,7 @@ func (r *MachineClaimReconciler) placePersistent(ctx context.Context, s *claimSc
 	if err != nil {
 		return hypervisor.Template{}, "", ctrl.Result{}, err
 	}
-	hosts := placementHosts(s.hc, nodes, reservedBy(claims, c.UID))
+	hosts := placementHosts(s.hc, nodes, r.reservedFor(s, claims, listedAt))
 	fd := failureDomain(s)
 	for i := range hosts {
 		h := &hosts[i]

@@ -36,16 +36,13 @@ func (r *MachineClaimReconciler) reserveVMID(ctx context.Context, s *claimScope)
 	if err != nil {
 		return r.fail(ctx, s, fmt.Errorf("resolving template %s: %w", templateSelector(c), err))
 	}
-	// A runner VM is placed by the health check's node listing (at most a minute old); a
-	// persistent VM, with its placement rules, by a listing of its own.
+	// Every VM, runner or persistent, is placed by the health check's node listing (at most a
+	// minute old), with the memory of VMs it does not show yet counted from the claims.
 	var (
 		nodes    []hypervisor.Node
 		listedAt time.Time
 	)
 	switch {
-	case c.Spec.IsPersistent():
-		listedAt = time.Now()
-		nodes, err = s.provider.Nodes(ctx)
 	case fresh:
 		// Woken because room freed, which the shared listing may not show yet: list anew, for the
 		// claims after this one too.
@@ -71,10 +68,11 @@ func (r *MachineClaimReconciler) reserveVMID(ctx context.Context, s *claimScope)
 	}
 	if c.Spec.IsPersistent() {
 		// Persistent VMs have placement rules, and a claim no host fits says why of each host.
-		tmpl, node, res, err := r.placePersistent(ctx, s, nodes, sources, memory)
+		tmpl, node, res, err := r.placePersistent(ctx, s, nodes, listedAt, sources, memory)
 		if node == "" {
 			return res, err
 		}
+		r.placed(s, node, memory)
 		return r.reserveOn(ctx, s, tmpl, node)
 	}
 	noRoom := func(msg string) (ctrl.Result, error) {

@@ -107,6 +107,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	drains := &HostDrainReconciler{
+		nodes:       nodes,
 		Client:      mgr.GetClient(),
 		Recorder:    mgr.GetEventRecorderFor("hostdrain-controller"),
 		Registry:    registry,
