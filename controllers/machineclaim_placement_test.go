@@ -63,7 +63,7 @@ func runsOn(g Gomega, sim *pvesim.Simulator, claim *infrav1.MachineClaim, host s
 // real manager and the Proxmox simulator: a host selector sends a VM to the one GPU host rather
 // than the emptiest; a second VM that must avoid the first and needs a GPU host fits nowhere and
 // says why of each host, without creating a VM; once the HypervisorCluster labels another host
-// with a GPU, it is placed there.
+// with a GPU, it is placed there. A third that fits nowhere is placed as soon as another leaves.
 func TestPersistentPlacementHostSelector(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -101,4 +101,14 @@ func TestPersistentPlacementHostSelector(t *testing.T) {
 	g.Expect(env.Client.Patch(ctx, hc, p)).To(Succeed())
 	runsOn(g, sim, second, "pve3")
 	runsOn(g, sim, first, "pve2")
+
+	// A third replica fits nowhere until another leaves: deleting ml-0 wakes it at once (well
+	// before its one-minute recheck) and it takes ml-0's host.
+	third := persistentClaim(ns, "ml-2", map[string]string{"app": "ml"}, second.Spec.Placement)
+	g.Expect(env.Client.Create(ctx, third)).To(Succeed())
+	g.Eventually(func(g Gomega) string {
+		return conditions.GetReason(get(g, third), infrav1.MachineClaimVMProvisionedCondition)
+	}, 30*time.Second, 100*time.Millisecond).Should(Equal(infrav1.NoHostFitsReason))
+	g.Expect(env.Client.Delete(ctx, get(g, first))).To(Succeed())
+	g.Eventually(func(g Gomega) string { return get(g, third).Status.Node }, 20*time.Second, 100*time.Millisecond).Should(Equal("pve2"))
 }
