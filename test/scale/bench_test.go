@@ -13,6 +13,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 )
@@ -63,6 +64,10 @@ func TestBenchScale(t *testing.T) {
 	defer h.stop()
 	g.Expect(h.hypervisorClusterAvailable(ctx, 2*time.Minute)).To(Succeed())
 	setup := time.Since(startedAt)
+	hc := &infrav1.HypervisorCluster{}
+	g.Expect(h.env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "pve"}, hc)).To(Succeed())
+	limits := fmt.Sprintf("HypervisorCluster limits (defaults): %d clones per host, %d per storage, %d deletes per host",
+		hc.Spec.Limits.ClonesPerHost, hc.Spec.Limits.ClonesPerStorage, hc.Spec.Limits.DeletesPerHost)
 	foreignBefore := foreignVMs(h.sim)
 
 	apiBefore, err := apiserverRequests(ctx, h.env.Config)
@@ -168,9 +173,9 @@ func TestBenchScale(t *testing.T) {
 		"concurrency 10, sweep interval %s, task poll %s (production's 2s at the time scale), repair interval %s; "+
 		"Cluster API v1.12 manager; kube-apiserver and etcd (envtest); bootstrap service (builtin CA); fake GitHub "+
 		"(TLS, 175 JIT configs a model minute per installation); %d simulated nodes with a 32 GiB runner template "+
-		"each on local-lvm; pool min 0, max N.\n\n| figure | value |\n|---|---|\n%s\nCalls by endpoint (HyperFleet's, whole run; the naive round left out):\n\n%s",
+		"each on local-lvm; pool min 0, max N; %s.\n\n| figure | value |\n|---|---|\n%s\nCalls by endpoint (HyperFleet's, whole run; the naive round left out):\n\n%s",
 		time.Now().UTC().Format(time.RFC3339), machineLine(), model, h.opts.sweep,
-		time.Duration(float64(2*time.Second)/model.ScaleFactor()), h.opts.repair, h.opts.nodes, tb.b.String(),
+		time.Duration(float64(2*time.Second)/model.ScaleFactor()), h.opts.repair, h.opts.nodes, limits, tb.b.String(),
 		endpointTable(diffRequests(diffRequests(simAfter.Requests, simBefore.Requests), diffRequests(simBeforeOff.Requests, simBeforeNaive.Requests))))
 	path := os.Getenv("HYPERFLEET_BENCH_SCALE_REPORT")
 	if path == "" {
