@@ -352,6 +352,11 @@ func (r *MachineClaimReconciler) configSpec(ctx context.Context, s *claimScope) 
 			spec.Network.Model = p.NetworkModel
 		}
 	}
+	if p := c.Spec.Proxmox; p != nil {
+		for _, d := range p.PCIDevices {
+			spec.PCIDevices = append(spec.PCIDevices, hypervisor.PCIDevice{Mapping: d.Mapping, PCIe: d.PCIe, PrimaryGPU: d.PrimaryGPU})
+		}
+	}
 	if c.Spec.DiskSizeGiB > 0 {
 		tmpl, err := r.sourceTemplate(ctx, s)
 		if err != nil {

@@ -223,6 +223,16 @@ type ConfigSpec struct {
 	// NICs, when set, are all the VM's network interfaces in order (the first is Proxmox net0);
 	// interfaces of the template beyond them are removed. Network is then ignored.
 	NICs []NIC
+	// PCIDevices are host devices passed through by the hypervisor's resource mappings (Proxmox
+	// hostpciN); the provider refuses them with ErrUnsupported when it has no such mappings.
+	PCIDevices []PCIDevice
+}
+
+// PCIDevice is a host PCI device passed through to a VM by a cluster resource mapping.
+type PCIDevice struct {
+	Mapping    string
+	PCIe       bool
+	PrimaryGPU bool
 }
 
 // NIC is one network interface.

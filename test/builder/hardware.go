@@ -19,3 +19,12 @@ func (b *MachineClaimBuilder) WithDNS(nameservers []string, search ...string) *M
 	b.obj.Spec.DNS = &infrav1.DNSSpec{Nameservers: nameservers, SearchDomains: search}
 	return b
 }
+
+// WithPCIDevices passes host PCI devices through by their Proxmox resource mappings.
+func (b *MachineClaimBuilder) WithPCIDevices(devs ...infrav1.PCIDevice) *MachineClaimBuilder {
+	if b.obj.Spec.Proxmox == nil {
+		b.obj.Spec.Proxmox = &infrav1.ProxmoxMachineParameters{}
+	}
+	b.obj.Spec.Proxmox.PCIDevices = append(b.obj.Spec.Proxmox.PCIDevices, devs...)
+	return b
+}

@@ -103,6 +103,15 @@ func TestHardwareValidation(t *testing.T) {
 			n.IPv6PoolRef = &infrav1.IPPoolReference{Kind: "InClusterIPPool", Name: "v6"}
 			b.WithNICs(n)
 		}), message: "spec.nics[0].ipv6PoolRef.apiGroup"},
+		{name: "PCI devices by mapping", obj: claim("gpu", func(b *builder.MachineClaimBuilder) {
+			b.WithPCIDevices(infrav1.PCIDevice{Mapping: "gpu", PCIe: true, PrimaryGPU: true}, infrav1.PCIDevice{Mapping: "nvme"})
+		})},
+		{name: "two primary GPUs", obj: claim("gpus", func(b *builder.MachineClaimBuilder) {
+			b.WithPCIDevices(infrav1.PCIDevice{Mapping: "gpu", PrimaryGPU: true}, infrav1.PCIDevice{Mapping: "gpu2", PrimaryGPU: true})
+		}), message: "at most one PCI device can be the primary GPU"},
+		{name: "PCI mapping with a separator", obj: claim("gpusep", func(b *builder.MachineClaimBuilder) {
+			b.WithPCIDevices(infrav1.PCIDevice{Mapping: "gpu,host=0000:01:00.0"})
+		}), message: "spec.proxmox.pciDevices[0].mapping"},
 		{name: "interface name too long for Linux", obj: claim("longname", func(b *builder.MachineClaimBuilder) { b.WithNICs(nic("a-very-long-interface")) }),
 			message: "spec.nics[0].name"},
 	}

@@ -19,6 +19,15 @@ type Inventory struct {
 	VMs         []VMSpec      `json:"vms,omitempty"`
 	Pools       []PoolSpec    `json:"pools,omitempty"`
 	Files       []FileSpec    `json:"files,omitempty"`
+	// PCIMappings are the cluster's PCI resource mappings (Datacenter, Resource Mappings).
+	PCIMappings []PCIMappingSpec `json:"pciMappings,omitempty"`
+}
+
+// PCIMappingSpec is one cluster PCI resource mapping: its ID and the nodes that have a device
+// for it. A VM whose hostpciN names the mapping starts only on those nodes.
+type PCIMappingSpec struct {
+	ID    string   `json:"id"`
+	Nodes []string `json:"nodes"`
 }
 
 // NodeSpec is one cluster node. Its used memory is BaseMemoryUsedMiB plus the
@@ -140,6 +149,13 @@ func RunnerTemplate(vmid int, node, name, disk string, tags ...string) VMSpec {
 // loadInventory installs inv as the simulator's state.
 func (s *Simulator) loadInventory(inv *Inventory) error {
 	s.cluster = inv.ClusterName
+	s.pciMappings = map[string]map[string]bool{}
+	for _, m := range inv.PCIMappings {
+		s.pciMappings[m.ID] = map[string]bool{}
+		for _, n := range m.Nodes {
+			s.pciMappings[m.ID][n] = true
+		}
+	}
 	if s.cluster == "" {
 		s.cluster = "pvesim"
 	}

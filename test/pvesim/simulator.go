@@ -64,10 +64,12 @@ type Token struct {
 
 // Simulator is a running (or startable) simulated Proxmox VE cluster.
 type Simulator struct {
-	cfg    Config
-	log    *slog.Logger
-	schema *schema.Document
-	routes []*route
+	// pciMappings maps a PCI resource mapping's ID to the nodes that have a device for it.
+	pciMappings map[string]map[string]bool
+	cfg         Config
+	log         *slog.Logger
+	schema      *schema.Document
+	routes      []*route
 
 	mu       sync.Mutex
 	cluster  string

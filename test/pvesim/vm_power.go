@@ -141,6 +141,9 @@ func (s *Simulator) postVMStart(rq *request) (any, *apiError) {
 				return errf("volume '%s' does not exist", d.volid())
 			}
 		}
+		if err := s.checkPCIMappings(vm); err != nil {
+			return err
+		}
 		s.markRunning(vm, true)
 		s.configureGuestNetwork(vm)
 		s.startBoot(vm)

@@ -187,6 +187,24 @@ type MachineClaimHardwareSpec struct {
 	DNS *DNSSpec `json:"dns,omitempty"`
 }
 
+// PCIDevice passes a host PCI device (a GPU, say) through to the VM by a Proxmox cluster resource
+// mapping, which names the device on each node that has one.
+type PCIDevice struct {
+	// mapping is the name of the cluster's PCI resource mapping (Datacenter, Resource Mappings).
+	// +kubebuilder:validation:MinLength=2
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z][a-zA-Z0-9_-]+$`
+	Mapping string `json:"mapping"`
+
+	// pcie attaches the device to a PCI Express port (the VM needs the q35 machine type).
+	// +optional
+	PCIe bool `json:"pcie,omitempty"`
+
+	// primaryGPU makes the device the VM's primary display (PVE's x-vga).
+	// +optional
+	PrimaryGPU bool `json:"primaryGPU,omitempty"`
+}
+
 // MachineClaim reasons of the hardware settings.
 const (
 	// UnsupportedHardwareReason: the claim asks for hardware its HypervisorCluster's provider

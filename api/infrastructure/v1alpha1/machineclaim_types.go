@@ -100,6 +100,14 @@ type ProxmoxMachineParameters struct {
 	// +optional
 	// +kubebuilder:validation:Enum=virtio;e1000;e1000e;rtl8139;vmxnet3
 	NetworkModel string `json:"networkModel,omitempty"`
+
+	// pciDevices are host PCI devices passed through to the VM by cluster resource mappings
+	// (hostpci0, hostpci1, ...). A VM with them cannot live-migrate. They are set with the VM
+	// and cannot change afterwards.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.filter(d, has(d.primaryGPU) && d.primaryGPU).size() <= 1",message="at most one PCI device can be the primary GPU"
+	PCIDevices []PCIDevice `json:"pciDevices,omitempty"`
 }
 
 // CloudInitSpec is cloud-init data merged with the bootstrap data.
@@ -133,6 +141,7 @@ type BootstrapSpec struct {
 // +kubebuilder:validation:XValidation:rule="has(self.nics) == has(oldSelf.nics) && (!has(self.nics) || self.nics == oldSelf.nics)",message="nics cannot change once the claim exists: they are created with the VM; create a new claim instead"
 // +kubebuilder:validation:XValidation:rule="!has(self.nics) || !has(self.network)",message="set either network (the first NIC only) or nics, not both"
 // +kubebuilder:validation:XValidation:rule="!has(self.dns) || has(self.nics)",message="dns is given with nics: set spec.nics"
+// +kubebuilder:validation:XValidation:rule="(has(self.proxmox) && has(self.proxmox.pciDevices)) == (has(oldSelf.proxmox) && has(oldSelf.proxmox.pciDevices)) && (!has(self.proxmox) || !has(self.proxmox.pciDevices) || self.proxmox.pciDevices == oldSelf.proxmox.pciDevices)",message="proxmox.pciDevices cannot change once the claim exists: create a new claim instead"
 type MachineClaimSpec struct {
 	// Lifecycle fields (lifecycle, runStrategy, hooks, terminationGracePeriodSeconds, migrationPolicy, placement).
 	MachineClaimLifecycleSpec `json:",inline"`

@@ -121,7 +121,7 @@ func (p *Provider) seedPath(ref hypervisor.VMRef) string {
 // module unpacks it next to the VM's other seeds and checks its SHA-256 before the VM takes it.
 func (p *Provider) Configure(ctx context.Context, ref hypervisor.VMRef, spec hypervisor.ConfigSpec) (hypervisor.TaskID, error) {
 	op := opName("configure", ref)
-	if len(spec.ExtraDisks) > 0 || len(spec.NICs) > 0 {
+	if len(spec.ExtraDisks) > 0 || len(spec.NICs) > 0 || len(spec.PCIDevices) > 0 {
 		return "", hypervisor.Errorf(hypervisor.ErrUnsupported, op, "the Hyper-V provider cannot add extra disks or NICs")
 	}
 	h, err := p.hostOf(op, ref)

@@ -123,6 +123,15 @@ func (p *Provider) Configure(ctx context.Context, ref hypervisor.VMRef, spec hyp
 			params[k] = v
 		}
 	}
+	if len(spec.PCIDevices) > 0 {
+		devs, err := pciParams(spec.PCIDevices)
+		if err != nil {
+			return "", hypervisor.Errorf(hypervisor.ErrInvalid, op, "%v", err)
+		}
+		for k, v := range devs {
+			params[k] = v
+		}
+	}
 	if spec.CloudInit != nil {
 		if err := p.putCloudInitISO(ctx, op, ref, *spec.CloudInit); err != nil {
 			return "", err

@@ -152,3 +152,29 @@ func nicParams(cfg map[string]string, nics []hypervisor.NIC) (map[string]any, []
 }
 
 var netIndexRe = regexp.MustCompile(`^\d+$`)
+
+var mappingRe = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_-]+$`)
+
+// pciParams renders each device as hostpciN: "mapping=gpu,pcie=1,x-vga=1". A mapping (never a raw
+// host address, which only root may set) lets PVE pick the device on whatever node the VM is on,
+// and check the token's Mapping.Use on it.
+func pciParams(devs []hypervisor.PCIDevice) (map[string]any, error) {
+	if len(devs) > 16 {
+		return nil, fmt.Errorf("%d PCI devices: PVE takes at most 16", len(devs))
+	}
+	out := map[string]any{}
+	for i, d := range devs {
+		if !mappingRe.MatchString(d.Mapping) {
+			return nil, fmt.Errorf("PCI mapping %q is not a PVE configuration ID", d.Mapping)
+		}
+		s := "mapping=" + d.Mapping
+		if d.PCIe {
+			s += ",pcie=1"
+		}
+		if d.PrimaryGPU {
+			s += ",x-vga=1"
+		}
+		out[fmt.Sprintf("hostpci%d", i)] = s
+	}
+	return out, nil
+}

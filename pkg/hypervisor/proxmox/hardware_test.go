@@ -132,3 +132,49 @@ func TestNICParams(t *testing.T) {
 		})
 	}
 }
+
+// TestPCIParams: each device is hostpciN by its mapping, never by a raw host address.
+func TestPCIParams(t *testing.T) {
+	g := NewWithT(t)
+	got, err := pciParams([]hypervisor.PCIDevice{{Mapping: "gpu", PCIe: true, PrimaryGPU: true}, {Mapping: "nvme_a"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got).To(Equal(map[string]any{"hostpci0": "mapping=gpu,pcie=1,x-vga=1", "hostpci1": "mapping=nvme_a"}))
+	_, err = pciParams([]hypervisor.PCIDevice{{Mapping: "gpu,host=0000:01:00.0"}})
+	g.Expect(err).To(MatchError(ContainSubstring("not a PVE configuration ID")))
+}
+
+// TestPCIPassthroughOnTheSimulator: a VM with a mapped device starts on a node that has the
+// mapping; on a node without it the start fails with PVE's error, and the VM reports the device
+// as a local resource, so it is not live-migratable.
+func TestPCIPassthroughOnTheSimulator(t *testing.T) {
+	g := NewWithT(t)
+	ctx := testCtx(t)
+	inv := pvesim.DefaultInventory()
+	inv.PCIMappings = []pvesim.PCIMappingSpec{{ID: "gpu", Nodes: []string{"pve1"}}}
+	sim := startSim(t, pvesim.Config{Inventory: inv})
+	p := newTestProvider(t, sim, clusterA)
+	spec := hypervisor.ConfigSpec{PCIDevices: []hypervisor.PCIDevice{{Mapping: "gpu", PCIe: true}}}
+
+	ref := cloneOwned(t, p, 4200, ownerFor(clusterA, "gpu"))
+	_, err := p.Configure(ctx, ref, spec)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(simVM(t, sim, 4200).Config["hostpci0"]).To(Equal("mapping=gpu,pcie=1"))
+	task, err := p.Start(ctx, ref)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(waitTaskDone(t, p, task)).To(Succeed())
+	g.Expect(simVM(t, sim, 4200).Status).To(Equal("running"))
+	m, err := p.CheckMigration(ctx, ref)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(m.LocalResources).To(ContainElement("hostpci0"))
+
+	// Another mapping that exists on no node of the cluster.
+	ref2 := cloneOwned(t, p, 4201, ownerFor(clusterA, "nogpu"))
+	_, err = p.Configure(ctx, ref2, hypervisor.ConfigSpec{PCIDevices: []hypervisor.PCIDevice{{Mapping: "fpga"}}})
+	g.Expect(err).NotTo(HaveOccurred())
+	task, err = p.Start(ctx, ref2)
+	if err == nil {
+		err = waitTaskDone(t, p, task)
+	}
+	g.Expect(err).To(MatchError(ContainSubstring("PCI device mapping not found for 'fpga'")))
+	g.Expect(simVM(t, sim, 4201).Status).To(Equal("stopped"))
+}
