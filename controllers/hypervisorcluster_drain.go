@@ -96,6 +96,13 @@ func (r *HostDrainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 }
 
 func (r *HostDrainReconciler) reconcileDrain(ctx context.Context, hc *infrav1.HypervisorCluster) (ctrl.Result, error) {
+	if len(hc.Spec.HostsInMaintenance()) == 0 && len(hc.Status.Hosts) == 0 {
+		// Nothing in maintenance, and the last pass left no drain behind (it clears runners'
+		// marks and lists hosts whose migrations still run): no need to look at every claim on
+		// each claim's change.
+		r.reportDrains(hc, nil, nil)
+		return ctrl.Result{}, nil
+	}
 	claims, err := clusterClaims(ctx, r.Client, hc.Namespace, hc.Name)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -104,8 +111,9 @@ func (r *HostDrainReconciler) reconcileDrain(ctx context.Context, hc *infrav1.Hy
 	if err := r.Client.List(ctx, migrations, client.InNamespace(hc.Namespace), client.MatchingLabels{fleetv1.DrainHypervisorClusterLabel: hc.Name}); err != nil {
 		return ctrl.Result{}, err
 	}
+	var errs []error
 	if err := r.reconcileRunners(ctx, hc, claims); err != nil {
-		return ctrl.Result{}, fmt.Errorf("marking runners on hosts in maintenance: %w", err)
+		errs = append(errs, fmt.Errorf("marking runners on hosts in maintenance: %w", err))
 	}
 	maintenance := hc.Spec.HostsInMaintenance()
 	hosts := slices.Clone(maintenance)
@@ -115,10 +123,7 @@ func (r *HostDrainReconciler) reconcileDrain(ctx context.Context, hc *infrav1.Hy
 		}
 	}
 	sort.Strings(hosts)
-	var (
-		drains []hostDrain
-		errs   []error
-	)
+	var drains []hostDrain
 	for _, host := range hosts {
 		d, err := r.drainHost(ctx, hc, host, slices.Contains(maintenance, host), claims, migrations.Items)
 		if err != nil {
@@ -126,7 +131,10 @@ func (r *HostDrainReconciler) reconcileDrain(ctx context.Context, hc *infrav1.Hy
 		}
 		drains = append(drains, d)
 	}
-	r.reportDrains(hc, maintenance, drains)
+	if len(errs) == 0 || len(maintenance) > 0 {
+		// After maintenance is lifted the hosts stay listed until a pass has cleared every mark.
+		r.reportDrains(hc, maintenance, drains)
+	}
 	if len(errs) > 0 {
 		return ctrl.Result{}, kerrors.NewAggregate(errs)
 	}
