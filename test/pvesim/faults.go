@@ -2,6 +2,7 @@ package pvesim
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -170,6 +171,10 @@ func (s *Simulator) applyFaults(w http.ResponseWriter, r *http.Request, key stri
 		}
 	}
 	if hitFault.Hang {
+		// Read the body first: net/http notices a client that gives up (and ends r.Context())
+		// only once the request body was read, so a hung POST would otherwise hold its pveproxy
+		// worker for ever.
+		_, _ = io.Copy(io.Discard, r.Body)
 		select {
 		case <-r.Context().Done():
 		case <-s.closing:

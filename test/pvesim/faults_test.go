@@ -58,6 +58,23 @@ func TestFaultInjection(t *testing.T) {
 		waitOK(ctx, g, task)
 	})
 
+	t.Run("a hung POST frees its API worker when the client gives up", func(t *testing.T) {
+		g := NewWithT(t)
+		m := DefaultLoadModel()
+		m.APIWorkers, m.TimeScale = 1, 100
+		s := StartForTest(t, Config{Load: m})
+		s.InjectFault(Fault{Endpoint: cloneEndpoint, Count: 1, Hang: true})
+		c := httpClient(t, s)
+		c.Timeout = 300 * time.Millisecond
+		req, _ := http.NewRequest(http.MethodPost, s.URL()+"/nodes/pve1/qemu/9000/clone", strings.NewReader("newid=420"))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Authorization", "PVEAPIToken="+TestTokenID+"="+TestTokenSecret)
+		_, err := c.Do(req)
+		g.Expect(err).To(HaveOccurred(), "the hung request times out")
+		status, _ := rawDo(t, s, "GET", "/version", nil)
+		g.Expect(status).To(Equal("200 OK"), "the only worker serves the next request")
+	})
+
 	t.Run("rate is seeded and roughly honoured", func(t *testing.T) {
 		g := NewWithT(t)
 		count := func() int {
