@@ -34,12 +34,8 @@ var ErrCredentials error = &classedError{msg: "GitHub App credentials", class: p
 // tokens would travel in clear text, so nothing is sent there. It matches platform.ErrInsecureURL.
 var ErrInsecureURL error = &classedError{msg: "GitHub API URL is http:// and allowInsecureHTTP is not set", class: platform.ErrInsecureURL}
 
-// ErrCABundle means a pool's caBundleRef names a missing Secret or key, or holds no usable PEM
-// certificate: nothing is sent to GitHub until it is fixed. It matches platform.ErrCABundle.
-var ErrCABundle error = &classedError{msg: "GitHub API CA bundle", class: platform.ErrCABundle}
-
 // DefaultCAKey is the CA bundle key when caBundleRef.key is empty.
-const DefaultCAKey = "ca.crt"
+const DefaultCAKey = platform.DefaultCAKey
 
 // IsPlainHTTP reports whether a GitHub API URL is http://.
 func IsPlainHTTP(apiURL string) bool { return platform.IsPlainHTTP(apiURL) }
@@ -85,7 +81,7 @@ func (p *PoolClients) For(ctx context.Context, pool *fleetv1.RunnerPool) (*Clien
 	if spec.HTTPTimeout != nil {
 		timeout = spec.HTTPTimeout.Duration.String()
 	}
-	caPEM, caVersion, err := p.caBundle(ctx, pool)
+	caPEM, caVersion, err := platform.ReadCABundle(ctx, p.Reader, pool.Namespace, spec.CABundleRef)
 	if err != nil {
 		return nil, scope, err
 	}
@@ -98,7 +94,7 @@ func (p *PoolClients) For(ctx context.Context, pool *fleetv1.RunnerPool) (*Clien
 	cfg := Config{BaseURL: spec.APIURL, PrivateKeyPEM: secret.Data[KeyPrivateKey], Transport: p.Transport, HTTPTimeout: p.HTTPTimeout}
 	if caPEM != nil {
 		if cfg.Transport, err = platform.TransportWithCA(p.Transport, caPEM); err != nil {
-			return nil, scope, fmt.Errorf("%w: %v", ErrCABundle, err)
+			return nil, scope, fmt.Errorf("%w: %v", platform.ErrCABundle, err)
 		}
 	}
 	if spec.HTTPTimeout != nil {
@@ -163,36 +159,4 @@ func (p *PoolClients) Installation(ctx context.Context, pool *fleetv1.RunnerPool
 		return "", err
 	}
 	return formatID(id), nil
-}
-
-// caBundle reads the PEM bundle pool.spec.github.caBundleRef names, and a version string that
-// changes with it; nil without a reference.
-func (p *PoolClients) caBundle(ctx context.Context, pool *fleetv1.RunnerPool) ([]byte, string, error) {
-	ref := pool.Spec.Platform.GitHub.CABundleRef
-	if ref == nil {
-		return nil, "", nil
-	}
-	key := ref.Key
-	if key == "" {
-		key = DefaultCAKey
-	}
-	name := client.ObjectKey{Namespace: pool.Namespace, Name: ref.Name}
-	secret := &corev1.Secret{}
-	if err := p.Reader.Get(ctx, name, secret); err != nil {
-		if err := tenancy.Check(err, pool.Namespace); errors.Is(err, tenancy.ErrNamespaceNotEnabled) {
-			return nil, "", err
-		}
-		if apierrors.IsNotFound(err) {
-			return nil, "", fmt.Errorf("%w: Secret %s not found", ErrCABundle, name)
-		}
-		return nil, "", err
-	}
-	data := secret.Data[key]
-	if len(data) == 0 {
-		return nil, "", fmt.Errorf("%w: Secret %s has no key %q", ErrCABundle, name, key)
-	}
-	if _, err := platform.ParseCABundle(data); err != nil {
-		return nil, "", fmt.Errorf("%w: Secret %s key %q: %v", ErrCABundle, name, key, err)
-	}
-	return data, strings.Join([]string{string(secret.UID), secret.ResourceVersion, key}, "/"), nil
 }

@@ -62,15 +62,15 @@ func TestPoolClientsTrustOnlyTheCABundle(t *testing.T) {
 			}},
 		{name: "no bundle: system roots", wantErr: func(g Gomega, err error) { g.Expect(platform.IsTLSError(err)).To(BeTrue(), "%v", err) }},
 		{name: "missing Secret", ref: &fleetv1.SecretKeyReference{Name: "absent"},
-			wantErr: func(g Gomega, err error) { g.Expect(err).To(MatchError(ErrCABundle)) }},
+			wantErr: func(g Gomega, err error) { g.Expect(err).To(MatchError(platform.ErrCABundle)) }},
 		{name: "missing key", ref: &fleetv1.SecretKeyReference{Name: "ghes-ca", Key: "other.pem"},
-			wantErr: func(g Gomega, err error) { g.Expect(err).To(MatchError(ErrCABundle)) }},
+			wantErr: func(g Gomega, err error) { g.Expect(err).To(MatchError(platform.ErrCABundle)) }},
 		{name: "not PEM", ref: &fleetv1.SecretKeyReference{Name: "ghes-ca"},
 			data:    map[string][]byte{DefaultCAKey: []byte("-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----\n")},
-			wantErr: func(g Gomega, err error) { g.Expect(err).To(MatchError(ErrCABundle)) }},
+			wantErr: func(g Gomega, err error) { g.Expect(err).To(MatchError(platform.ErrCABundle)) }},
 		{name: "a private key instead", ref: &fleetv1.SecretKeyReference{Name: "ghes-ca"},
 			data:    map[string][]byte{DefaultCAKey: otherRSAKeyPEM(t)},
-			wantErr: func(g Gomega, err error) { g.Expect(err).To(MatchError(ErrCABundle)) }},
+			wantErr: func(g Gomega, err error) { g.Expect(err).To(MatchError(platform.ErrCABundle)) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

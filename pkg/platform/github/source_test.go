@@ -38,7 +38,7 @@ func TestPoolClientsErrorsArePlatformNeutral(t *testing.T) {
 			want: platform.ErrInsecureURL, github: ErrInsecureURL, message: "allowInsecureHTTP is not set"},
 		{name: "a CA bundle Secret that is missing", secrets: map[string]map[string][]byte{"github-app": app},
 			spec: func(s *fleetv1.GitHubSpec) { s.CABundleRef = &fleetv1.SecretKeyReference{Name: "absent"} },
-			want: platform.ErrCABundle, github: ErrCABundle, message: "GitHub API CA bundle: Secret team-a/absent not found"},
+			want: platform.ErrCABundle, message: "CI platform API CA bundle: Secret team-a/absent not found"},
 		{name: "a server another CA vouches for",
 			secrets: map[string]map[string][]byte{"github-app": app, "ghes-ca": {DefaultCAKey: impostor.CACertPEM()}},
 			spec:    func(s *fleetv1.GitHubSpec) { s.CABundleRef = &fleetv1.SecretKeyReference{Name: "ghes-ca"} },

@@ -256,3 +256,27 @@ func TestSourceRefusals(t *testing.T) {
 	_, _, err = src.Platform(ctx, plain)
 	g.Expect(err).To(MatchError(platform.ErrInsecureURL))
 }
+
+// TestProofDoesNotCrossScopes: two pools of a namespace share a token Secret; the token reaches
+// the first pool's group, and the second names a group GitLab does not show it. The first
+// pool's proof must not vouch for the second: its Installation asks GitLab and is refused.
+func TestProofDoesNotCrossScopes(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	s := fakegitlab.StartForTest(t, fakegitlab.Options{TLS: true})
+	s.AddGroup("acme")
+	sec := secrets{}
+	sec.add("gitlab", gitlab.KeyToken, []byte(s.AddToken(leastPrivilege...)))
+	sec.add("gitlab-ca", gitlab.DefaultCAKey, s.CACertPEM())
+	src := gitlab.NewSource(platform.Inputs{Reader: sec})
+
+	proven := gitlabPool(s, "uid-1", fleetv1.GitLabScope{Group: "acme"}, "")
+	_, err := src.Installation(ctx, proven)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	other := gitlabPool(s, "uid-2", fleetv1.GitLabScope{Group: "someone-else"}, "")
+	before := s.Requests(fakegitlab.EndpointListGroupRunners)
+	_, err = src.Installation(ctx, other)
+	g.Expect(err).To(HaveOccurred(), "a proof for group acme vouched for group someone-else")
+	g.Expect(s.Requests(fakegitlab.EndpointListGroupRunners)).To(Equal(before+1), "the second scope is proven on its own")
+}
