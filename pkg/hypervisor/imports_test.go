@@ -15,11 +15,13 @@ var proxmoxPackages = []string{module + "pkg/hypervisor/proxmox", "github.com/lu
 
 // mayNameProxmox are the only packages outside the Proxmox provider and its simulator whose code
 // imports them: the registration file that links every provider into HyperFleet, the local
-// fleet's wiring, and the simulator's command.
+// fleet's wiring, the simulator's command, and the scale harness, which times the naive way
+// (one go-proxmox status read per VM) beside the sweep's shared listing.
 var mayNameProxmox = []string{
 	module + "pkg/providers",
 	module + "pkg/devfleet",
 	module + "cmd/pve-simulator",
+	module + "test/scale",
 }
 
 // TestOnlyTheProxmoxProviderNamesProxmoxTypes: controllers, the connection registry and every
