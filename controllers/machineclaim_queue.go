@@ -54,7 +54,7 @@ func clusterKey(hc *infrav1.HypervisorCluster) string { return hc.Namespace + "/
 
 func limitsOf(hc *infrav1.HypervisorCluster) admission.Limits {
 	l := hc.Spec.Limits
-	return admission.Limits{ClonesPerHost: int(l.ClonesPerHost), ClonesPerStorage: int(l.ClonesPerStorage), DeletesPerHost: int(l.DeletesPerHost)}
+	return admission.Limits{ClonesPerHost: int(l.ClonesPerHost), TasksPerStorage: int(l.TasksPerStorage), DeletesPerHost: int(l.DeletesPerHost)}
 }
 
 // queue returns hc's queue; the first use records the tasks its claims have in flight.
@@ -106,22 +106,23 @@ func slotRequest(c *infrav1.MachineClaim, op admission.Operation) admission.Requ
 		pool = "vmpool/" + c.Namespace + "/" + p
 	}
 	r := admission.Request{Key: c.Namespace + "/" + c.Name, Pool: pool, Op: op, Host: c.Status.Node, Created: c.CreationTimestamp.Time}
-	if op == admission.OpClone {
-		r.Storage = cloneStorage(c)
+	if op == admission.OpClone || op == admission.OpDelete {
+		r.Storage = vmStorage(c)
 	}
 	return r
 }
 
-// cloneStorage names the storage whose lock a clone takes on its node: a full clone's target
-// storage, else the template's (a linked clone writes next to the template's disk).
-func cloneStorage(c *infrav1.MachineClaim) string {
+// vmStorage names the storage whose lock the claim's clone and its VM's destroy take on its node:
+// a full clone's target storage, else the template's (a linked clone writes next to the
+// template's disk). It depends only on the claim's spec and node, never on whether the template
+// was recorded yet, so every claim cloning to one storage counts against the same limit.
+// Templates of one node on different storages share one name: that errs on the side of fewer
+// tasks at once, never more.
+func vmStorage(c *infrav1.MachineClaim) string {
 	if p := c.Spec.Proxmox; p != nil && p.Storage != "" && c.Spec.CloneMode == infrav1.CloneFull {
 		return c.Status.Node + "/" + p.Storage
 	}
-	if t := c.Status.SourceTemplate; t != nil {
-		return c.Status.Node + "/template-" + t.ID
-	}
-	return c.Status.Node + "/default"
+	return c.Status.Node + "/template-storage"
 }
 
 // wake reconciles the claims whose turn came and records how long they waited.
@@ -182,9 +183,9 @@ func (r *MachineClaimReconciler) acquireSlot(ctx context.Context, s *claimScope,
 		return ctrl.Result{}, nil
 	}
 	l := aq.Limits()
-	msg := fmt.Sprintf("waiting for a clone slot on %s (limits: %d clones per host, %d per storage)", req.Host, l.ClonesPerHost, l.ClonesPerStorage)
+	msg := fmt.Sprintf("waiting for a clone slot on %s (limits: %d clones per host, %d clones and destroys per storage)", req.Host, l.ClonesPerHost, l.TasksPerStorage)
 	if op == admission.OpDelete {
-		msg = fmt.Sprintf("waiting for a delete slot on %s (limit: %d deletes per host)", req.Host, l.DeletesPerHost)
+		msg = fmt.Sprintf("waiting for a delete slot on %s (limits: %d deletes per host, %d clones and destroys per storage)", req.Host, l.DeletesPerHost, l.TasksPerStorage)
 	}
 	if wait := aq.ThrottledFor(); wait > 0 {
 		return r.throttled(s, wait)

@@ -123,7 +123,7 @@ func TestClonesWaitForASlotFairlyAcrossPools(t *testing.T) {
 	startManager(t)
 	ns := newNamespace(t)
 	proxmoxCluster(t, ns, "pve", sim, func(hc *infrav1.HypervisorCluster) {
-		hc.Spec.Limits = infrav1.HypervisorClusterLimits{ClonesPerHost: 1, ClonesPerStorage: 1, DeletesPerHost: 4}
+		hc.Spec.Limits = infrav1.HypervisorClusterLimits{ClonesPerHost: 1, TasksPerStorage: 1, DeletesPerHost: 4}
 	})
 	w := watchClaims(t, ns)
 	claims := append(labelledClaims(t, ns, "pve", "a", 3, 0), labelledClaims(t, ns, "pve", "b", 3, 0)...)

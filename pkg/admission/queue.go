@@ -13,7 +13,8 @@ type Operation string
 const (
 	// OpClone is a clone task: it holds a slot of its host and one of its storage.
 	OpClone Operation = "clone"
-	// OpDelete is a stop-and-destroy: it holds a slot of its host.
+	// OpDelete is a stop-and-destroy: it holds a slot of its host and, when it names one, of the
+	// storage its disks are on (a destroy takes the same storage lock as a clone).
 	OpDelete Operation = "delete"
 	// OpCapacity is a place in the capacity line, which holds no slot.
 	OpCapacity Operation = "capacity"
@@ -21,9 +22,12 @@ const (
 
 // Limits bound the operations a cluster runs at once. Zero or less means no limit.
 type Limits struct {
-	ClonesPerHost    int
-	ClonesPerStorage int
-	DeletesPerHost   int
+	ClonesPerHost int
+	// TasksPerStorage bounds clones and deletes together on one storage: the hypervisor takes
+	// the storage's lock for both, so a clone queued behind deletes times out like one queued
+	// behind clones.
+	TasksPerStorage int
+	DeletesPerHost  int
 }
 
 // Request is one claim asking for a slot.
@@ -34,7 +38,8 @@ type Request struct {
 	Pool string
 	Op   Operation
 	Host string
-	// Storage names the storage a clone locks, unique within the cluster (e.g. "node/local-lvm").
+	// Storage names the storage a clone or a delete locks, unique within the cluster (e.g.
+	// "node/local-lvm"); empty for a delete whose storage is not known.
 	Storage string
 	// Created orders requests within a pool, oldest first (the claim's creation time).
 	Created time.Time
@@ -202,11 +207,11 @@ func (q *Queue) Stats() Stats {
 
 // usage counts the slots in use per host and storage.
 type usage struct {
-	clonesOnHost, clonesOnStorage, deletesOnHost map[string]int
+	clonesOnHost, tasksOnStorage, deletesOnHost map[string]int
 }
 
 func (q *Queue) usage() usage {
-	u := usage{clonesOnHost: map[string]int{}, clonesOnStorage: map[string]int{}, deletesOnHost: map[string]int{}}
+	u := usage{clonesOnHost: map[string]int{}, tasksOnStorage: map[string]int{}, deletesOnHost: map[string]int{}}
 	for _, h := range q.held {
 		u.add(h.req)
 	}
@@ -217,9 +222,12 @@ func (u usage) add(r Request) {
 	switch r.Op {
 	case OpClone:
 		u.clonesOnHost[r.Host]++
-		u.clonesOnStorage[r.Storage]++
+		u.tasksOnStorage[r.Storage]++
 	case OpDelete:
 		u.deletesOnHost[r.Host]++
+		if r.Storage != "" {
+			u.tasksOnStorage[r.Storage]++
+		}
 	}
 }
 
@@ -228,9 +236,10 @@ func under(n, limit int) bool { return limit <= 0 || n < limit }
 func (q *Queue) fits(u usage, r Request) bool {
 	switch r.Op {
 	case OpClone:
-		return under(u.clonesOnHost[r.Host], q.limits.ClonesPerHost) && under(u.clonesOnStorage[r.Storage], q.limits.ClonesPerStorage)
+		return under(u.clonesOnHost[r.Host], q.limits.ClonesPerHost) && under(u.tasksOnStorage[r.Storage], q.limits.TasksPerStorage)
 	case OpDelete:
-		return under(u.deletesOnHost[r.Host], q.limits.DeletesPerHost)
+		return under(u.deletesOnHost[r.Host], q.limits.DeletesPerHost) &&
+			(r.Storage == "" || under(u.tasksOnStorage[r.Storage], q.limits.TasksPerStorage))
 	}
 	return true
 }

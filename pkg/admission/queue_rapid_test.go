@@ -10,16 +10,17 @@ import (
 )
 
 // TestQueueInvariants drives a queue with generated requests, releases and wake-ups from
-// several pools and checks after every step: no host or storage runs more than its limits, every
+// several pools and checks after every step: no host runs more clones or deletes than its limits,
+// no storage more clones and deletes together than its limit, every
 // grant goes to the oldest waiting request of its pool for the same host and storage, and no
 // pool with a request waiting sees more grants to other pools than there are pools before its
 // own.
 func TestQueueInvariants(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		limits := Limits{
-			ClonesPerHost:    rapid.IntRange(1, 4).Draw(rt, "clonesPerHost"),
-			ClonesPerStorage: rapid.IntRange(1, 3).Draw(rt, "clonesPerStorage"),
-			DeletesPerHost:   rapid.IntRange(1, 4).Draw(rt, "deletesPerHost"),
+			ClonesPerHost:   rapid.IntRange(1, 4).Draw(rt, "clonesPerHost"),
+			TasksPerStorage: rapid.IntRange(1, 3).Draw(rt, "tasksPerStorage"),
+			DeletesPerHost:  rapid.IntRange(1, 4).Draw(rt, "deletesPerHost"),
 		}
 		q, clock := newTestQueue(limits)
 		pools := []string{"a", "b", "c"}
@@ -74,8 +75,13 @@ func TestQueueInvariants(t *testing.T) {
 					Host:    rapid.SampledFrom(hosts).Draw(rt, "host"),
 					Created: t0.Add(time.Duration(seq) * time.Second),
 				}
-				if r.Op == OpClone {
-					r.Storage = r.Host + "/" + rapid.SampledFrom([]string{"s1", "s2"}).Draw(rt, "storage")
+				// A delete names its VM's storage when it is known; a clone always does.
+				storages := []string{"s1", "s2"}
+				if r.Op == OpDelete {
+					storages = append(storages, "")
+				}
+				if s := rapid.SampledFrom(storages).Draw(rt, "storage"); s != "" {
+					r.Storage = r.Host + "/" + s
 				}
 				waiting[r.Key] = r
 				ok, woken := q.Acquire(r)
@@ -94,13 +100,15 @@ func TestQueueInvariants(t *testing.T) {
 				clock.step(time.Second)
 				grant(q.Dispatch())
 			}
-			clonesOnHost, clonesOnStorage, deletesOnHost := map[string]int{}, map[string]int{}, map[string]int{}
+			clonesOnHost, tasksOnStorage, deletesOnHost := map[string]int{}, map[string]int{}, map[string]int{}
 			for _, r := range held {
 				if r.Op == OpClone {
 					clonesOnHost[r.Host]++
-					clonesOnStorage[r.Storage]++
 				} else {
 					deletesOnHost[r.Host]++
+				}
+				if r.Storage != "" {
+					tasksOnStorage[r.Storage]++
 				}
 			}
 			for h, n := range clonesOnHost {
@@ -108,9 +116,9 @@ func TestQueueInvariants(t *testing.T) {
 					rt.Fatalf("%d clones on %s, limit %d", n, h, limits.ClonesPerHost)
 				}
 			}
-			for s, n := range clonesOnStorage {
-				if n > limits.ClonesPerStorage {
-					rt.Fatalf("%d clones on %s, limit %d", n, s, limits.ClonesPerStorage)
+			for s, n := range tasksOnStorage {
+				if n > limits.TasksPerStorage {
+					rt.Fatalf("%d clones and deletes on %s, limit %d", n, s, limits.TasksPerStorage)
 				}
 			}
 			for h, n := range deletesOnHost {

@@ -41,18 +41,22 @@ func TestLimits(t *testing.T) {
 		reqs   []Request
 		admit  []bool
 	}{
-		{"two clones per storage", Limits{ClonesPerStorage: 2, ClonesPerHost: 4},
+		{"two clones per storage", Limits{TasksPerStorage: 2, ClonesPerHost: 4},
 			[]Request{clone("a", "p", "n1", "s", 1), clone("b", "p", "n1", "s", 2), clone("c", "p", "n1", "s", 3)},
 			[]bool{true, true, false}},
-		{"another storage of the host is free", Limits{ClonesPerStorage: 1, ClonesPerHost: 4},
+		{"another storage of the host is free", Limits{TasksPerStorage: 1, ClonesPerHost: 4},
 			[]Request{clone("a", "p", "n1", "s1", 1), clone("b", "p", "n1", "s2", 2), clone("c", "p", "n1", "s1", 3)},
 			[]bool{true, true, false}},
-		{"host limit across storages", Limits{ClonesPerStorage: 2, ClonesPerHost: 2},
+		{"host limit across storages", Limits{TasksPerStorage: 2, ClonesPerHost: 2},
 			[]Request{clone("a", "p", "n1", "s1", 1), clone("b", "p", "n1", "s2", 2), clone("c", "p", "n1", "s3", 3), clone("d", "p", "n2", "s4", 4)},
 			[]bool{true, true, false, true}},
-		{"deletes are limited per host, apart from clones", Limits{ClonesPerStorage: 1, ClonesPerHost: 1, DeletesPerHost: 1},
+		{"deletes are limited per host, apart from clones", Limits{TasksPerStorage: 1, ClonesPerHost: 1, DeletesPerHost: 1},
 			[]Request{clone("a", "p", "n1", "s", 1), {Key: "b", Pool: "p", Op: OpDelete, Host: "n1"}, {Key: "c", Pool: "p", Op: OpDelete, Host: "n1"}},
 			[]bool{true, true, false}},
+		{"a delete takes its storage's slot as a clone does", Limits{TasksPerStorage: 2, ClonesPerHost: 4, DeletesPerHost: 4},
+			[]Request{clone("a", "p", "n1", "s", 1), {Key: "b", Pool: "p", Op: OpDelete, Host: "n1", Storage: "s"}, clone("c", "p", "n1", "s", 3),
+				{Key: "d", Pool: "p", Op: OpDelete, Host: "n1", Storage: "s"}, {Key: "e", Pool: "p", Op: OpDelete, Host: "n1", Storage: "s2"}},
+			[]bool{true, true, false, false, true}},
 		{"zero is unlimited", Limits{},
 			[]Request{clone("a", "p", "n1", "s", 1), clone("b", "p", "n1", "s", 2), clone("c", "p", "n1", "s", 3)},
 			[]bool{true, true, true}},
@@ -70,7 +74,7 @@ func TestLimits(t *testing.T) {
 
 func TestReleaseWakesRoundRobinAcrossPoolsOldestFirst(t *testing.T) {
 	g := NewWithT(t)
-	q, _ := newTestQueue(Limits{ClonesPerStorage: 1})
+	q, _ := newTestQueue(Limits{TasksPerStorage: 1})
 	ok, _ := q.Acquire(clone("running", "a", "n", "s", 0))
 	g.Expect(ok).To(BeTrue())
 	// Pool a queues five, then pool b two: b is not made to wait behind all of a.
@@ -99,7 +103,7 @@ func TestReleaseWakesRoundRobinAcrossPoolsOldestFirst(t *testing.T) {
 
 func TestAcquireWhileOthersWaitTakesItsTurn(t *testing.T) {
 	g := NewWithT(t)
-	q, _ := newTestQueue(Limits{ClonesPerStorage: 1})
+	q, _ := newTestQueue(Limits{TasksPerStorage: 1})
 	ok, _ := q.Acquire(clone("x", "a", "n", "s", 0))
 	g.Expect(ok).To(BeTrue())
 	ok, _ = q.Acquire(clone("old", "a", "n", "s", 1))
@@ -114,7 +118,7 @@ func TestAcquireWhileOthersWaitTakesItsTurn(t *testing.T) {
 
 func TestUnusedGrantExpires(t *testing.T) {
 	g := NewWithT(t)
-	q, clock := newTestQueue(Limits{ClonesPerStorage: 1})
+	q, clock := newTestQueue(Limits{TasksPerStorage: 1})
 	q.Acquire(clone("x", "a", "n", "s", 0))
 	q.Acquire(clone("gone", "a", "n", "s", 1))
 	q.Acquire(clone("next", "a", "n", "s", 2))
@@ -126,7 +130,7 @@ func TestUnusedGrantExpires(t *testing.T) {
 
 func TestHoldCountsRunningTasks(t *testing.T) {
 	g := NewWithT(t)
-	q, _ := newTestQueue(Limits{ClonesPerStorage: 2})
+	q, _ := newTestQueue(Limits{TasksPerStorage: 2})
 	q.Hold(clone("t1", "a", "n", "s", 0))
 	q.Hold(clone("t2", "b", "n", "s", 0))
 	ok, _ := q.Acquire(clone("c", "a", "n", "s", 1))
@@ -138,15 +142,15 @@ func TestHoldCountsRunningTasks(t *testing.T) {
 
 func TestSetLimitsAdmitsWaiting(t *testing.T) {
 	g := NewWithT(t)
-	q, _ := newTestQueue(Limits{ClonesPerStorage: 1})
+	q, _ := newTestQueue(Limits{TasksPerStorage: 1})
 	q.Acquire(clone("a", "p", "n", "s", 0))
 	q.Acquire(clone("b", "p", "n", "s", 1))
-	g.Expect(keys(q.SetLimits(Limits{ClonesPerStorage: 2}))).To(Equal([]string{"b"}))
+	g.Expect(keys(q.SetLimits(Limits{TasksPerStorage: 2}))).To(Equal([]string{"b"}))
 }
 
 func TestThrottleSlowsTheClusterOnce(t *testing.T) {
 	g := NewWithT(t)
-	q, clock := newTestQueue(Limits{ClonesPerStorage: 1})
+	q, clock := newTestQueue(Limits{TasksPerStorage: 1})
 	first := q.Throttle()
 	g.Expect(first).To(BeNumerically("~", ThrottleBase, ThrottleBase/5))
 	// Ten claims meeting the same overload do not stack ten backoffs.

@@ -22,15 +22,15 @@ func TestHypervisorClusterLimits(t *testing.T) {
 	g.Expect(env.Client.Create(context.Background(), hc)).To(Succeed())
 	got := &infrav1.HypervisorCluster{}
 	g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(hc), got)).To(Succeed())
-	g.Expect(got.Spec.Limits).To(Equal(infrav1.HypervisorClusterLimits{ClonesPerHost: 4, ClonesPerStorage: 2, DeletesPerHost: 4}))
+	g.Expect(got.Spec.Limits).To(Equal(infrav1.HypervisorClusterLimits{ClonesPerHost: 4, TasksPerStorage: 2, DeletesPerHost: 4}))
 
 	for _, tc := range []struct {
 		name    string
 		limits  infrav1.HypervisorClusterLimits
 		message string
 	}{
-		{"one clone per storage", infrav1.HypervisorClusterLimits{ClonesPerStorage: 1}, ""},
-		{"too many clones per storage", infrav1.HypervisorClusterLimits{ClonesPerStorage: 33}, "clonesPerStorage must be between 1 and 32"},
+		{"one task per storage", infrav1.HypervisorClusterLimits{TasksPerStorage: 1}, ""},
+		{"too many tasks per storage", infrav1.HypervisorClusterLimits{TasksPerStorage: 33}, "tasksPerStorage must be between 1 and 32"},
 		{"negative clones per host", infrav1.HypervisorClusterLimits{ClonesPerHost: -1}, "clonesPerHost must be between 1 and 64"},
 		{"too many deletes per host", infrav1.HypervisorClusterLimits{DeletesPerHost: 65}, "deletesPerHost must be between 1 and 64"},
 	} {

@@ -66,8 +66,8 @@ func TestBenchScale(t *testing.T) {
 	setup := time.Since(startedAt)
 	hc := &infrav1.HypervisorCluster{}
 	g.Expect(h.env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "pve"}, hc)).To(Succeed())
-	limits := fmt.Sprintf("HypervisorCluster limits (defaults): %d clones per host, %d per storage, %d deletes per host",
-		hc.Spec.Limits.ClonesPerHost, hc.Spec.Limits.ClonesPerStorage, hc.Spec.Limits.DeletesPerHost)
+	limits := fmt.Sprintf("HypervisorCluster limits (defaults): %d clones per host, %d clones and destroys per storage, %d deletes per host",
+		hc.Spec.Limits.ClonesPerHost, hc.Spec.Limits.TasksPerStorage, hc.Spec.Limits.DeletesPerHost)
 	foreignBefore := foreignVMs(h.sim)
 
 	apiBefore, err := apiserverRequests(ctx, h.env.Config)

@@ -13,14 +13,14 @@ type HypervisorClusterLimits struct {
 	// +kubebuilder:validation:XValidation:rule="self >= 1 && self <= 64",message="clonesPerHost must be between 1 and 64"
 	ClonesPerHost int32 `json:"clonesPerHost,omitempty"`
 
-	// clonesPerStorage is how many clones may run at once on one storage of a host (for a linked
-	// clone, the template's storage; for a full clone, its target storage). Default 2: Proxmox
-	// takes the storage's lock for each clone, so more only queue inside Proxmox and reach its lock
-	// timeout.
+	// tasksPerStorage is how many clones and VM destroys may run at once on one storage of a host
+	// (a linked clone's and its VM's disks are on the template's storage; a full clone's on its
+	// target storage). Default 2: Proxmox takes the storage's lock for every clone and every
+	// destroy, so more only queue inside Proxmox and reach its lock timeout.
 	// +optional
 	// +kubebuilder:default=2
-	// +kubebuilder:validation:XValidation:rule="self >= 1 && self <= 32",message="clonesPerStorage must be between 1 and 32"
-	ClonesPerStorage int32 `json:"clonesPerStorage,omitempty"`
+	// +kubebuilder:validation:XValidation:rule="self >= 1 && self <= 32",message="tasksPerStorage must be between 1 and 32"
+	TasksPerStorage int32 `json:"tasksPerStorage,omitempty"`
 
 	// deletesPerHost is how many VMs may be stopped and destroyed at once on one host. Default 4.
 	// +optional
