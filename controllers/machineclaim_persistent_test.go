@@ -134,6 +134,15 @@ func TestPersistentAlwaysRestarts(t *testing.T) {
 		g.Expect(got.Status.RestartCount).To(BeNumerically(">=", 1))
 		g.Expect(vmStatus(sim, claim)()).To(Equal("running"))
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed(), "a guest shutdown is undone")
+	// When the sweep saw the VM off (no memory in use) before the controller started it again and
+	// recorded it running itself, that reading is replaced within a few sweeps of the restart, not
+	// kept until the usage refresh a minute later (when the restart came first, the reading from
+	// before the stop stays, and is a running VM's).
+	g.Eventually(func(g Gomega) {
+		r := get(g, claim).Status.Resources
+		g.Expect(r).NotTo(BeNil())
+		g.Expect(r.Memory.Used.IsZero()).To(BeFalse(), "the reading of a running VM")
+	}, 10*time.Second, 100*time.Millisecond).Should(Succeed(), "usage is read again once the VM runs")
 
 	personStops(t, sim, claim, false)
 	g.Eventually(func(g Gomega) {

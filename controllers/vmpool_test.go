@@ -12,6 +12,7 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -286,8 +287,7 @@ func TestVMPoolScaleSubresource(t *testing.T) {
 	g.Expect(scale.Status.Replicas).To(Equal(int32(1)))
 	g.Expect(scale.Status.Selector).To(Equal("app=api"))
 
-	scale.Spec.Replicas = 3
-	g.Expect(env.Client.SubResource("scale").Update(ctx, pool, client.WithSubResourceBody(scale))).To(Succeed())
+	scaleVMPool(g, pool, 3)
 	settled := waitPoolSettled(t, pool, 3)
 	g.Expect(ownedVMs(sim)).To(HaveLen(3))
 	g.Eventually(func(g Gomega) {
@@ -305,9 +305,7 @@ func TestVMPoolScaleSubresource(t *testing.T) {
 
 	// The oldest VM stays when the pool shrinks to one: scale-down takes the newest.
 	g.Expect(settled.Status.VMs).To(ContainElement(HaveField("Name", first)))
-	g.Expect(env.Client.SubResource("scale").Get(ctx, pool, scale)).To(Succeed())
-	scale.Spec.Replicas = 1
-	g.Expect(env.Client.SubResource("scale").Update(ctx, pool, client.WithSubResourceBody(scale))).To(Succeed())
+	scaleVMPool(g, pool, 1)
 	down := waitPoolSettled(t, pool, 1)
 	g.Expect(down.Status.VMs[0].Name).To(Equal(first))
 	g.Eventually(func() int { return len(ownedVMs(sim)) }, 20*time.Second, 100*time.Millisecond).Should(Equal(1))
@@ -320,6 +318,20 @@ func TestVMPoolScaleSubresource(t *testing.T) {
 	g.Expect(ownedVMs(sim)).To(BeEmpty(), "deleting the pool destroys its VMs")
 	g.Expect(metrics.VMPoolReplicas.DeletePartialMatch(prometheus.Labels{"namespace": ns, "pool": "api"})).To(BeZero(), "a deleted pool's series are removed")
 	g.Expect(get(g, intruder).DeletionTimestamp.IsZero()).To(BeTrue(), "the intruder's claim is not the pool's to delete")
+}
+
+// scaleVMPool sets the pool's replicas through /scale as the HorizontalPodAutoscaler does: it reads
+// the scale object and writes it back with the resourceVersion it read, reading again when the
+// pool changed in between (the controller writes the pool's status all the time).
+func scaleVMPool(g Gomega, pool *fleetv1.VMPool, replicas int32) {
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		scale := &autoscalingv1.Scale{}
+		if err := env.Client.SubResource("scale").Get(context.Background(), pool, scale); err != nil {
+			return err
+		}
+		scale.Spec.Replicas = replicas
+		return env.Client.SubResource("scale").Update(context.Background(), pool, client.WithSubResourceBody(scale))
+	})).To(Succeed())
 }
 
 // TestVMPoolSelectorMustMatchTemplate: a selector that does not select the template's labels
