@@ -141,7 +141,7 @@ func (r *HypervisorClusterReconciler) reconcileInstallationID(ctx context.Contex
 	conditions.Set(hc, metav1.Condition{Type: infrav1.HypervisorClusterAvailableCondition, Status: metav1.ConditionFalse,
 		Reason: infrav1.HypervisorClusterIdentityPendingReason, Message: "recording the installation ID " + id})
 	ctrl.LoggerFrom(ctx).Info("recorded the installation ID", "installationID", id)
-	r.Recorder.Eventf(hc, corev1.EventTypeNormal, "InstallationID", "VMs of this HypervisorCluster are marked with installation ID %s", id)
+	r.Recorder.Eventf(hc, corev1.EventTypeNormal, infrav1.InstallationIDEventReason, "VMs of this HypervisorCluster are marked with installation ID %s", id)
 	return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 }
 

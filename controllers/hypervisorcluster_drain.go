@@ -302,7 +302,7 @@ func (r *HostDrainReconciler) createMigration(ctx context.Context, hc *infrav1.H
 	}
 	msg := fmt.Sprintf("moving %s off host %s (maintenance) to %s: MachineMigration %s", claim.Name, host, target, m.Name)
 	ctrl.LoggerFrom(ctx).Info(msg)
-	r.Recorder.Event(hc, corev1.EventTypeNormal, "DrainMigration", msg)
+	r.Recorder.Event(hc, corev1.EventTypeNormal, infrav1.DrainMigrationEventReason, msg)
 	return nil
 }
 

@@ -58,3 +58,13 @@ const (
 	// migrationPolicy is None, no host fits it, or its migration failed); the message says why.
 	DrainBlockedReason = "DrainBlocked"
 )
+
+// Event reasons of a HypervisorCluster.
+const (
+	// DrainMigrationEventReason: the drain created a MachineMigration moving a persistent VM off a
+	// host in maintenance.
+	DrainMigrationEventReason = "DrainMigration"
+	// InstallationIDEventReason: the HypervisorCluster recorded its installation ID, which marks
+	// its VMs.
+	InstallationIDEventReason = "InstallationID"
+)
