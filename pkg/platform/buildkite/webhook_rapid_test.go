@@ -1,0 +1,130 @@
+package buildkite_test
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	bk "github.com/buildkite/go-buildkite/v4"
+	"pgregory.net/rapid"
+
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform/buildkite"
+)
+
+// mutate changes s in one generated way: a byte flipped, inserted or removed, a cut, or a
+// replacement. The result may equal s; callers compare.
+func mutate(rt *rapid.T, label string, s []byte) []byte {
+	out := bytes.Clone(s)
+	switch op := rapid.IntRange(0, 4).Draw(rt, label+"Op"); {
+	case op == 0 && len(out) > 0:
+		i := rapid.IntRange(0, len(out)-1).Draw(rt, label+"At")
+		out[i] ^= byte(rapid.IntRange(1, 255).Draw(rt, label+"Xor"))
+	case op == 1:
+		i := rapid.IntRange(0, len(out)).Draw(rt, label+"At")
+		out = append(out[:i], append([]byte{rapid.Byte().Draw(rt, label+"Byte")}, out[i:]...)...)
+	case op == 2 && len(out) > 0:
+		i := rapid.IntRange(0, len(out)-1).Draw(rt, label+"At")
+		out = append(out[:i], out[i+1:]...)
+	case op == 3:
+		out = out[:rapid.IntRange(0, len(out)).Draw(rt, label+"Cut")]
+	default:
+		out = rapid.SliceOfN(rapid.Byte(), 0, 120).Draw(rt, label+"New")
+	}
+	return out
+}
+
+// goBuildkiteAccepts is go-buildkite's own verdict on a delivery (it checks no freshness). Its
+// parser indexes header parts without checking them, so a panic counts as a refusal.
+func goBuildkiteAccepts(header http.Header, body, token []byte) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	req := httptest.NewRequest(http.MethodPost, "/webhooks/buildkite", bytes.NewReader(body))
+	req.Header = header
+	_, err := bk.ValidatePayload(req, token)
+	return err == nil
+}
+
+// TestSignatureAcceptsExactlyTheSignedDelivery signs generated bodies with generated tokens at
+// generated times, within and outside the freshness window, and delivers them unchanged or with
+// the body, the X-Buildkite-Signature header or the token changed. A genuine delivery is
+// accepted exactly when it was signed within MaxSignatureAge of now (either side); whatever the
+// change, a delivery is accepted only when its body is the signed body and its header carries
+// the signed timestamp and that "<timestamp>.<body>"'s HMAC under the token, and go-buildkite's
+// ValidatePayload agrees with every acceptance. Every refusal is ErrInvalidSignature.
+func TestSignatureAcceptsExactlyTheSignedDelivery(t *testing.T) {
+	now := time.Unix(1_750_000_000, 0)
+	rapid.Check(t, func(rt *rapid.T) {
+		token := rapid.SliceOfN(rapid.Byte(), 1, 64).Draw(rt, "token")
+		body := rapid.SliceOfN(rapid.Byte(), 0, 512).Draw(rt, "body")
+		skew := time.Duration(rapid.IntRange(-900, 900).Draw(rt, "skewSeconds")) * time.Second
+		ts := strconv.FormatInt(now.Add(-skew).Unix(), 10)
+		mac := hmac.New(sha256.New, token)
+		mac.Write([]byte(ts + "." + string(body)))
+		sum := mac.Sum(nil)
+		signed := fmt.Sprintf("timestamp=%s,signature=%s", ts, hex.EncodeToString(sum))
+		fresh := skew <= buildkite.MaxSignatureAge && skew >= -buildkite.MaxSignatureAge
+
+		header := func(v string) http.Header {
+			h := http.Header{}
+			h.Set(buildkite.HeaderSignature, v)
+			return h
+		}
+		if err := buildkite.Verify(header(signed), body, token, now); (err == nil) != fresh {
+			rt.Fatalf("genuine delivery signed %s ago: fresh %v, verify said %v", skew, fresh, err)
+		}
+
+		gotBody, gotHeader, gotToken := body, signed, token
+		switch rapid.IntRange(0, 2).Draw(rt, "change") {
+		case 0:
+			gotBody = mutate(rt, "body", body)
+		case 1:
+			gotHeader = string(mutate(rt, "header", []byte(signed)))
+		case 2:
+			gotToken = mutate(rt, "token", token)
+		}
+		if gotHeader == "" {
+			gotHeader = "," // an empty header would fall back to X-Buildkite-Token, which is absent anyway
+		}
+		err := buildkite.Verify(header(gotHeader), gotBody, gotToken, now)
+		if err != nil {
+			if !errors.Is(err, platform.ErrInvalidSignature) {
+				rt.Fatalf("refusal is not ErrInvalidSignature: %v", err)
+			}
+			return
+		}
+		// Read the header back, allowing only what the format allows: blanks around its parts.
+		fields := map[string]string{}
+		parts := strings.Split(gotHeader, ",")
+		for _, part := range parts {
+			k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
+			fields[k] = v
+		}
+		gotMAC, _ := hex.DecodeString(fields["signature"])
+		switch {
+		case !fresh:
+			rt.Fatalf("a delivery signed %s ago was accepted after the change", skew)
+		case !bytes.Equal(gotBody, body):
+			rt.Fatalf("a changed body was accepted: %q for %q", gotBody, body)
+		case len(parts) != 2 || fields["timestamp"] != ts || !hmac.Equal(gotMAC, sum):
+			rt.Fatalf("header %q accepted, which is not the signed timestamp %s and its HMAC", gotHeader, ts)
+		case !bytes.Equal(bytes.TrimRight(gotToken, "\x00"), bytes.TrimRight(token, "\x00")):
+			// HMAC pads a short key with zeros: "k" and "k\x00" are one key.
+			rt.Fatalf("a signature made with another token was accepted (%q, signed with %q)", gotToken, token)
+		case !goBuildkiteAccepts(header(gotHeader), gotBody, gotToken):
+			rt.Fatalf("accepted a delivery go-buildkite refuses: %q", gotHeader)
+		}
+	})
+}
