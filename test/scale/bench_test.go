@@ -70,7 +70,7 @@ func TestBenchScale(t *testing.T) {
 		hc.Spec.Limits.ClonesPerHost, hc.Spec.Limits.TasksPerStorage, hc.Spec.Limits.DeletesPerHost)
 	foreignBefore := foreignVMs(h.sim)
 
-	apiBefore, err := apiserverRequests(ctx, h.env.Config)
+	apiBefore, apiKindsBefore, err := apiserverRequests(ctx, h.env.Config)
 	g.Expect(err).NotTo(HaveOccurred())
 	simBefore := h.sim.LoadStats()
 	cpuBefore, _ := h.manager.usage()
@@ -100,7 +100,7 @@ func TestBenchScale(t *testing.T) {
 	}
 	// Every job has a VM; what the burst cost.
 	cpuBurst, rssBurst := h.manager.usage()
-	apiBurst, err := apiserverRequests(ctx, h.env.Config)
+	apiBurst, _, err := apiserverRequests(ctx, h.env.Config)
 	g.Expect(err).NotTo(HaveOccurred())
 	simBurst := h.sim.LoadStats()
 	cloneLatency := webhookToClone(h.github.Deliveries(), h.clones)
@@ -133,7 +133,7 @@ func TestBenchScale(t *testing.T) {
 		g.Expect(machines.Items).To(BeEmpty())
 	}, 5*time.Minute, time.Second).Should(Succeed(), "every Machine is removed")
 	cpuAll, rssAll := h.manager.usage()
-	apiAll, err := apiserverRequests(ctx, h.env.Config)
+	apiAll, apiKindsAll, err := apiserverRequests(ctx, h.env.Config)
 	g.Expect(err).NotTo(HaveOccurred())
 
 	sweepListings := simAfter.Requests["GET /cluster/resources"] - simBeforeOff.Requests["GET /cluster/resources"]
@@ -173,10 +173,12 @@ func TestBenchScale(t *testing.T) {
 		"concurrency 10, sweep interval %s, task poll %s (production's 2s at the time scale), repair interval %s; "+
 		"Cluster API v1.12 manager; kube-apiserver and etcd (envtest); bootstrap service (builtin CA); fake GitHub "+
 		"(TLS, 175 JIT configs a model minute per installation); %d simulated nodes with a 32 GiB runner template "+
-		"each on local-lvm; pool min 0, max N; %s.\n\n| figure | value |\n|---|---|\n%s\nCalls by endpoint (HyperFleet's, whole run; the naive round left out):\n\n%s",
+		"each on local-lvm; pool min 0, max N; %s.\n\n| figure | value |\n|---|---|\n%s\nCalls by endpoint (HyperFleet's, whole run; the naive round left out):\n\n%s\n"+
+		"API-server requests by verb and resource, whole run, every client (the 15 most made):\n\n%s",
 		time.Now().UTC().Format(time.RFC3339), machineLine(), model, h.opts.sweep,
 		time.Duration(float64(2*time.Second)/model.ScaleFactor()), h.opts.repair, h.opts.nodes, limits, tb.b.String(),
-		endpointTable(diffRequests(diffRequests(simAfter.Requests, simBefore.Requests), diffRequests(simBeforeOff.Requests, simBeforeNaive.Requests))))
+		endpointTable(diffRequests(diffRequests(simAfter.Requests, simBefore.Requests), diffRequests(simBeforeOff.Requests, simBeforeNaive.Requests))),
+		topRequests(diffRequests(apiKindsAll, apiKindsBefore), n, 15))
 	path := os.Getenv("HYPERFLEET_BENCH_SCALE_REPORT")
 	if path == "" {
 		path = "bench-scale.md"

@@ -23,25 +23,25 @@ import (
 
 // apiserverRequests sums apiserver_request_total from the API server's /metrics: every request
 // it answered, from every client (HyperFleet's manager and bootstrap service, Cluster API's
-// manager and this harness).
-func apiserverRequests(ctx context.Context, cfg *rest.Config) (int, error) {
+// manager and this harness), in all and by verb and resource ("PATCH machines/status").
+func apiserverRequests(ctx context.Context, cfg *rest.Config) (int, map[string]int, error) {
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(cfg.Host, "/")+"/metrics", nil)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("/metrics: %s", resp.Status)
+		return 0, nil, fmt.Errorf("/metrics: %s", resp.Status)
 	}
-	total := 0.0
+	total, by := 0.0, map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -51,11 +51,56 @@ func apiserverRequests(ctx context.Context, cfg *rest.Config) (int, error) {
 		}
 		f := strings.Fields(line)
 		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err == nil {
-			total += v
+		if err != nil {
+			continue
+		}
+		total += v
+		by[requestKind(line)] += v
+	}
+	out := make(map[string]int, len(by))
+	for k, v := range by {
+		out[k] = int(v)
+	}
+	return int(total), out, sc.Err()
+}
+
+// requestKind names a series of apiserver_request_total by its verb and resource, e.g.
+// "PATCH machines/status" or "WATCH secrets".
+func requestKind(line string) string {
+	labels := map[string]string{}
+	body := line[strings.IndexByte(line, '{')+1 : strings.LastIndexByte(line, '}')]
+	for _, kv := range strings.Split(body, ",") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			labels[k] = strings.Trim(v, `"`)
 		}
 	}
-	return int(total), sc.Err()
+	kind := labels["verb"] + " " + labels["resource"]
+	if labels["resource"] == "" {
+		kind = labels["verb"] + " (non-resource)"
+	}
+	if sub := labels["subresource"]; sub != "" {
+		kind += "/" + sub
+	}
+	return kind
+}
+
+// topRequests is a table of the n kinds of API-server request made most, per VM.
+func topRequests(by map[string]int, vms, n int) string {
+	keys := make([]string, 0, len(by))
+	for k := range by {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		if by[a] != by[b] {
+			return by[b] - by[a]
+		}
+		return strings.Compare(a, b)
+	})
+	s := "| request | all | per VM |\n|---|---|---|\n"
+	for _, k := range keys[:min(n, len(keys))] {
+		s += fmt.Sprintf("| `%s` | %d | %.1f |\n", k, by[k], float64(by[k])/float64(vms))
+	}
+	return s
 }
 
 // hypervisorClusterAvailable waits until the run's HypervisorCluster is Available.
