@@ -11,6 +11,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/luthermonson/go-proxmox"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
@@ -171,4 +174,55 @@ func TestHungTaskDoesNotBlockDeletion(t *testing.T) {
 		}
 	}
 	g.Expect(reasons).To(ContainElement(ContainSubstring(infrav1.TaskTimedOutReason + ": Stop task")))
+}
+
+// TestVMIDTakenOnAnotherNodeIsGivenBack: a claim reserves a VMID, waits for a clone slot, and
+// meanwhile someone clones a VM onto that VMID on another node. PVE accepts the claim's clone and
+// fails its task ("File exists"); the claim must propose another VMID instead of retrying the
+// taken one for ever, and leave the other VM alone.
+func TestVMIDTakenOnAnotherNodeIsGivenBack(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	sim := pvesim.StartForTest(t, pvesim.Config{})
+	// The first clone holds the only slot long enough for the test to take the second claim's VMID.
+	sim.InjectFault(pvesim.Fault{Endpoint: "POST /nodes/{node}/qemu/{vmid}/clone", Count: 1, TaskDuration: 4 * time.Second})
+	startManager(t)
+	ns := newNamespace(t)
+	proxmoxCluster(t, ns, "pve", sim, func(hc *infrav1.HypervisorCluster) {
+		hc.Spec.Limits = infrav1.HypervisorClusterLimits{ClonesPerHost: 1, TasksPerStorage: 1, DeletesPerHost: 4}
+	})
+	claims := createClaims(t, ns, 2)
+	var waiting *infrav1.MachineClaim
+	g.Eventually(func(g Gomega) {
+		for _, c := range claims {
+			got := get(g, c)
+			if got.Status.VMID != "" && got.Status.Task == nil && conditions.GetReason(got, infrav1.MachineClaimVMProvisionedCondition) == infrav1.WaitingForSlotReason {
+				waiting = got
+			}
+		}
+		g.Expect(waiting).NotTo(BeNil(), "one claim has a VMID and waits for the slot")
+	}, 20*time.Second, 20*time.Millisecond).Should(Succeed())
+	taken := vmidOf(waiting.Status.VMID)
+	// Someone else's VM on another node, with the reserved VMID: a clone of that node's template.
+	other, template := "pve2", 9001
+	if waiting.Status.Node == other {
+		other, template = "pve1", 9000
+	}
+	node, err := sim.PersonClient().Node(ctx, other)
+	g.Expect(err).NotTo(HaveOccurred())
+	src, err := node.VirtualMachine(ctx, template)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, task, err := src.Clone(ctx, &proxmox.VirtualMachineCloneOptions{NewID: taken, Name: "theirs"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(task.WaitFor(ctx, 10)).To(Succeed())
+	g.Expect(task.ExitStatus).To(Equal("OK"), "their clone took VMID %d before the claim's clone", taken)
+	theirs, ok := sim.VM(taken)
+	g.Expect(ok).To(BeTrue())
+
+	expectOneVMPerClaim(t, sim, claims, 60*time.Second)
+	g.Expect(vmidOf(get(g, waiting).Status.VMID)).NotTo(Equal(taken), "another VMID was proposed")
+	now, ok := sim.VM(taken)
+	g.Expect(ok).To(BeTrue())
+	g.Expect(now.Node).To(Equal(theirs.Node))
+	g.Expect(now.Name).To(Equal("theirs"), "their VM is left alone")
 }

@@ -118,6 +118,13 @@ func (r *MachineClaimReconciler) readInFlightTask(ctx context.Context, s *claimS
 	s.claim.Status.Task = nil
 	r.polls.done(s.claim.UID)
 	if state.Err != nil {
+		if task.Operation == opClone && s.provider.Capabilities().PreallocatedIDs {
+			// PVE removes a failed clone's VM, so the VMID holds nothing of this claim's. It may
+			// hold someone else's: a clone onto a VMID taken on another node is accepted and
+			// fails in its task ("File exists"), and would fail again on every retry. Propose
+			// another.
+			s.claim.Status.VMID, s.claim.Status.Node = "", ""
+		}
 		return r.fail(ctx, s, fmt.Errorf("%s task failed: %w", task.Operation, state.Err))
 	}
 	r.operationDone(s, task.Operation, task.Node)

@@ -92,3 +92,33 @@ func TestNextIDProposesFromTheLastListing(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(fresh).To(Equal(503), "the next listing shows 502 taken")
 }
+
+// TestAProposalOutlivesTheNextListing: a claim keeps its proposed VMID while it waits its turn to
+// clone, and a sweep listing made meanwhile (which cannot show the VMID taken) must not hand the
+// same VMID to the next claim: the later clone would collide with the earlier one's VM.
+func TestAProposalOutlivesTheNextListing(t *testing.T) {
+	g := NewWithT(t)
+	sim := startSim(t, pvesim.Config{})
+	p := newTestProvider(t, sim, clusterA)
+	ctx := testCtx(t)
+	_, err := p.OwnedVMs(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	waiting, err := p.NextID(ctx, 600)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = p.OwnedVMs(ctx) // the sweep lists the cluster while the claim waits to clone
+	g.Expect(err).NotTo(HaveOccurred())
+	next, err := p.NextID(ctx, 600)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(next).NotTo(Equal(waiting), "the waiting claim's VMID is not proposed again")
+
+	// Once a listing shows the VMID taken, the proposal is no longer needed to keep it.
+	cloneOwned(t, p, waiting, ownerFor(clusterA, "waiting"))
+	_, err = p.OwnedVMs(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	p.vmids.mu.Lock()
+	_, kept := p.vmids.proposed[waiting]
+	p.vmids.mu.Unlock()
+	g.Expect(kept).To(BeFalse(), "a listed VMID is not remembered as a proposal")
+	g.Expect(p.NextID(ctx, waiting)).NotTo(Equal(waiting))
+}
