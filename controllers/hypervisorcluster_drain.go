@@ -2,8 +2,6 @@ package controllers
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
@@ -26,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -44,7 +41,8 @@ const drainRecheck = 30 * time.Second
 
 // HostDrainReconciler empties the hosts a HypervisorCluster marks for maintenance: it moves their
 // persistent VMs away through MachineMigrations it creates and owns, one at a time per host, by
-// placement.PlanDrain (anti-affinity, host selectors and memory respected); it marks their
+// placement.PlanDrain (anti-affinity, host selectors and memory respected), trying a failed move
+// again after a backoff that grows until Retry gives up on the VM; it marks their
 // runners' Machines so their RunnerPools retire the idle ones; and it reports each host's drain
 // in status.hosts and the HostsDrained condition.
 type HostDrainReconciler struct {
@@ -52,6 +50,8 @@ type HostDrainReconciler struct {
 	Recorder    record.EventRecorder
 	Registry    *connection.Registry
 	WatchFilter string
+	// Retry is how a VM whose drain migration failed is tried again (zero: the defaults).
+	Retry placement.DrainRetry
 
 	// nodes is the HypervisorCluster's node listing shared with its health check and placement.
 	nodes *nodeInventory
@@ -65,6 +65,10 @@ type HostDrainReconciler struct {
 type hostDrain struct {
 	status  infrav1.HostStatus
 	blocked []string
+	// gaveUp are the VMs whose every migration attempt failed, each with why.
+	gaveUp []string
+	// retryAt is the earliest time a failed migration of the host is tried again.
+	retryAt time.Time
 }
 
 // Reconcile advances the drain of every host in maintenance by at most one migration per host.
@@ -139,7 +143,7 @@ func (r *HostDrainReconciler) reconcileDrain(ctx context.Context, hc *infrav1.Hy
 		return ctrl.Result{}, kerrors.NewAggregate(errs)
 	}
 	if len(maintenance) > 0 && !conditions.IsTrue(hc, infrav1.HypervisorClusterHostsDrainedCondition) {
-		return ctrl.Result{RequeueAfter: drainRecheck}, nil
+		return ctrl.Result{RequeueAfter: nextDrainPass(drains, time.Now())}, nil
 	}
 	return ctrl.Result{}, nil
 }
@@ -154,7 +158,8 @@ func migrationPending(m *fleetv1.MachineMigration) bool {
 func (r *HostDrainReconciler) drainHost(ctx context.Context, hc *infrav1.HypervisorCluster, host string, inMaintenance bool,
 	claims []infrav1.MachineClaim, migrations []fleetv1.MachineMigration) (hostDrain, error) {
 	d := hostDrain{status: infrav1.HostStatus{Name: host, Maintenance: inMaintenance}}
-	failed := map[string]*fleetv1.MachineMigration{}
+	// The last attempt of each VM's drain migrations off this host.
+	last := map[string]*fleetv1.MachineMigration{}
 	for i := range migrations {
 		m := &migrations[i]
 		if m.Labels[fleetv1.DrainHostLabel] != host {
@@ -162,12 +167,16 @@ func (r *HostDrainReconciler) drainHost(ctx context.Context, hc *infrav1.Hypervi
 		}
 		if migrationPending(m) {
 			d.status.PendingMigrations++
-		} else if m.Status.Phase == fleetv1.MachineMigrationPhaseFailed && m.DeletionTimestamp.IsZero() {
-			failed[m.Spec.MachineClaimName] = m
+		}
+		if prev := last[m.Spec.MachineClaimName]; m.DeletionTimestamp.IsZero() && (prev == nil || drainAttempt(m) > drainAttempt(prev)) {
+			last[m.Spec.MachineClaimName] = m
 		}
 	}
-	// The VMs that may move now; the others on the host stay out of the plan.
+	now := time.Now()
+	// The VMs that may move now, with the attempt their move would be; the others on the host
+	// stay out of the plan.
 	var movable []infrav1.MachineClaim
+	attempts := map[string]int{}
 	for i := range claims {
 		c := &claims[i]
 		if c.Status.Node != host || !c.DeletionTimestamp.IsZero() {
@@ -178,19 +187,24 @@ func (r *HostDrainReconciler) drainHost(ctx context.Context, hc *infrav1.Hypervi
 			continue
 		}
 		d.status.PersistentVMs++
+		m := last[c.Name]
 		switch {
 		case c.Spec.Migration().Strategy == infrav1.MigrationStrategyNone:
 			d.blocked = append(d.blocked, fmt.Sprintf("%s: migrationPolicy.strategy is None", c.Name))
-		case failed[c.Name] != nil:
-			d.blocked = append(d.blocked, fmt.Sprintf("%s: MachineMigration %s failed (delete it to try again): %s", c.Name, failed[c.Name].Name, failed[c.Name].Status.Error))
+		case m != nil && m.Status.Phase == fleetv1.MachineMigrationPhaseFailed:
+			if r.retryFailed(&d, c, m, now) {
+				movable, attempts[c.Name] = append(movable, *c), drainAttempt(m)+1
+			}
+		case m != nil && m.Status.Phase == fleetv1.MachineMigrationPhaseSucceeded && m.Status.EndTime != nil && now.Sub(m.Status.EndTime.Time) < time.Minute:
+			// Just moved off the host: the cache has not shown the claim on its new host yet.
 		case c.Status.CompletedStep != infrav1.StepStarted || c.Annotations[infrav1.MigrationInProgressAnnotation] != "":
 			// Still being created, or already moving: looked at again once that is over.
 		default:
-			movable = append(movable, *c)
+			movable, attempts[c.Name] = append(movable, *c), 1
 		}
 	}
 	d.status.Drained = inMaintenance && d.status.PersistentVMs == 0 && d.status.Runners == 0
-	d.status.BlockedBy = d.blocked
+	d.status.BlockedBy = append(slices.Clone(d.gaveUp), d.blocked...)
 	if !inMaintenance || d.status.PendingMigrations > 0 || len(movable) == 0 ||
 		!conditions.IsTrue(hc, infrav1.HypervisorClusterAvailableCondition) {
 		return d, nil
@@ -202,12 +216,12 @@ func (r *HostDrainReconciler) drainHost(ctx context.Context, hc *infrav1.Hypervi
 	for _, name := range slices.Sorted(maps.Keys(stuck)) {
 		d.blocked = append(d.blocked, fmt.Sprintf("%s: %v", name, stuck[name]))
 	}
-	d.status.BlockedBy = d.blocked
+	d.status.BlockedBy = append(slices.Clone(d.gaveUp), d.blocked...)
 	if move == nil {
 		return d, nil
 	}
 	claim := &claims[slices.IndexFunc(claims, func(c infrav1.MachineClaim) bool { return c.Name == move.VM })]
-	if err := r.createMigration(ctx, hc, host, claim, move.To); err != nil {
+	if err := r.createMigration(ctx, hc, host, claim, move.To, attempts[claim.Name], migrations); err != nil {
 		return d, err
 	}
 	d.status.PendingMigrations++
@@ -261,51 +275,6 @@ func (r *HostDrainReconciler) planNextMove(ctx context.Context, hc *infrav1.Hype
 	return &moves[0], stuck, nil
 }
 
-// drainMigrationName is the name of the MachineMigration that moves claim off host: the same
-// for every attempt, so a stale cache cannot create a second one.
-func drainMigrationName(host, claim string) string {
-	name := "drain-" + strings.ToLower(host) + "-" + claim
-	if len(name) <= 253 {
-		return name
-	}
-	sum := sha256.Sum256([]byte(name))
-	return name[:240] + "-" + hex.EncodeToString(sum[:])[:12]
-}
-
-// createMigration creates the MachineMigration that moves claim's VM from host to target, owned by
-// the HypervisorCluster and labelled with the host. A finished one of the same name, left by an
-// earlier maintenance of the host, is deleted first.
-func (r *HostDrainReconciler) createMigration(ctx context.Context, hc *infrav1.HypervisorCluster, host string, claim *infrav1.MachineClaim, target string) error {
-	m := &fleetv1.MachineMigration{
-		ObjectMeta: metav1.ObjectMeta{Name: drainMigrationName(host, claim.Name), Namespace: hc.Namespace,
-			Labels: map[string]string{fleetv1.DrainHostLabel: host, fleetv1.DrainHypervisorClusterLabel: hc.Name}},
-		Spec: fleetv1.MachineMigrationSpec{MachineClaimName: claim.Name, Target: target, WithLocalDisks: claim.Spec.Migration().AllowLocalDisks},
-	}
-	if err := controllerutil.SetControllerReference(hc, m, r.Client.Scheme()); err != nil {
-		return err
-	}
-	err := r.Client.Create(ctx, m)
-	if apierrors.IsAlreadyExists(err) {
-		old := &fleetv1.MachineMigration{}
-		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(m), old); err != nil {
-			return client.IgnoreNotFound(err)
-		}
-		// Only a move that ended a while ago is history: a recent one means the cache has not
-		// shown the claim on its new host yet.
-		if old.Status.Phase == fleetv1.MachineMigrationPhaseSucceeded && old.Status.EndTime != nil && time.Since(old.Status.EndTime.Time) > time.Minute {
-			return client.IgnoreNotFound(r.Client.Delete(ctx, old, client.Preconditions{UID: &old.UID}))
-		}
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	msg := fmt.Sprintf("moving %s off host %s (maintenance) to %s: MachineMigration %s", claim.Name, host, target, m.Name)
-	ctrl.LoggerFrom(ctx).Info(msg)
-	r.Recorder.Event(hc, corev1.EventTypeNormal, infrav1.DrainMigrationEventReason, msg)
-	return nil
-}
-
 // reconcileRunners marks the Machines of RunnerPool runners on hosts in maintenance with
 // HostMaintenanceAnnotation, which makes their pool retire them once they run no job, and takes
 // the mark off when the host leaves maintenance.
@@ -345,24 +314,40 @@ func (r *HostDrainReconciler) reconcileRunners(ctx context.Context, hc *infrav1.
 // reason a drain is blocked changes.
 func (r *HostDrainReconciler) reportDrains(hc *infrav1.HypervisorCluster, maintenance []string, drains []hostDrain) {
 	hc.Status.Hosts = nil
-	var blocked, left []string
+	var blocked, gaveUp, left []string
 	for _, d := range drains {
 		hc.Status.Hosts = append(hc.Status.Hosts, d.status)
 		if !d.status.Maintenance {
 			continue
 		}
+		for _, g := range d.gaveUp {
+			gaveUp = append(gaveUp, d.status.Name+": "+g)
+		}
 		for _, b := range d.blocked {
 			blocked = append(blocked, d.status.Name+": "+b)
 		}
 		if !d.status.Drained {
-			left = append(left, fmt.Sprintf("%s: %d persistent VM(s), %d runner(s), %d migration(s) under way",
-				d.status.Name, d.status.PersistentVMs, d.status.Runners, d.status.PendingMigrations))
+			msg := fmt.Sprintf("%s: %d persistent VM(s), %d runner(s), %d migration(s) under way",
+				d.status.Name, d.status.PersistentVMs, d.status.Runners, d.status.PendingMigrations)
+			for _, f := range d.status.FailedMigrations {
+				if f.NextAttemptTime != nil {
+					msg += fmt.Sprintf("; %s: migration attempt %d failed (%s), next attempt at %s",
+						f.MachineClaim, f.Attempts, f.LastFailure, f.NextAttemptTime.UTC().Format(time.RFC3339))
+				}
+			}
+			left = append(left, msg)
 		}
 	}
 	cond := metav1.Condition{Type: infrav1.HypervisorClusterHostsDrainedCondition, Status: metav1.ConditionTrue, ObservedGeneration: hc.Generation}
 	switch {
 	case len(maintenance) == 0:
 		cond.Reason, cond.Message = infrav1.NoMaintenanceReason, "no host is in maintenance"
+	case len(gaveUp) > 0:
+		// The VMs no attempt could move come first; anything else that blocks follows.
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, infrav1.DrainMigrationFailedReason, truncate(strings.Join(append(gaveUp, blocked...), "; "), 4096)
+		if prev := conditions.Get(hc, cond.Type); prev == nil || prev.Reason != cond.Reason || prev.Message != cond.Message {
+			r.Recorder.Event(hc, corev1.EventTypeWarning, infrav1.DrainMigrationFailedReason, cond.Message)
+		}
 	case len(blocked) > 0:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, infrav1.DrainBlockedReason, truncate(strings.Join(blocked, "; "), 4096)
 		if prev := conditions.Get(hc, cond.Type); prev == nil || prev.Reason != cond.Reason || prev.Message != cond.Message {

@@ -8,3 +8,7 @@ const (
 	// DrainHypervisorClusterLabel names the HypervisorCluster of that host.
 	DrainHypervisorClusterLabel = "hyperfleet.io/drain-hypervisor-cluster"
 )
+
+// DrainAttemptAnnotation numbers a drain's MachineMigrations of one VM from 1: a failed one is
+// replaced by the next attempt after a backoff, until the HypervisorCluster's drain gives up.
+const DrainAttemptAnnotation = "hyperfleet.io/drain-attempt"

@@ -1,5 +1,7 @@
 package v1alpha1
 
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 // HostStatus is how far the drain of one host in maintenance has come. Only hosts in maintenance,
 // and hosts that still hold VMs HyperFleet was moving away, are listed.
 type HostStatus struct {
@@ -29,11 +31,43 @@ type HostStatus struct {
 	Drained bool `json:"drained,omitempty"`
 
 	// blockedBy lists the persistent VMs the drain cannot move, each with why: a migrationPolicy
-	// of None, or no host that satisfies its placement and has the memory.
+	// of None, no host that satisfies its placement and has the memory, or every migration
+	// attempt failed.
 	// +optional
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=1024
 	BlockedBy []string `json:"blockedBy,omitempty"`
+
+	// failedMigrations lists the persistent VMs on the host whose last drain migration failed:
+	// each is tried again after a backoff that grows with every attempt, until the drain gives
+	// up on it (then HostsDrained is False with reason MigrationFailed).
+	// +optional
+	// +listType=map
+	// +listMapKey=machineClaim
+	// +kubebuilder:validation:MaxItems=64
+	FailedMigrations []DrainMigrationFailure `json:"failedMigrations,omitempty"`
+}
+
+// DrainMigrationFailure is a persistent VM whose drain migration failed.
+type DrainMigrationFailure struct {
+	// machineClaim is the name of the VM's MachineClaim.
+	// +kubebuilder:validation:MaxLength=253
+	MachineClaim string `json:"machineClaim"`
+
+	// attempts is how many migrations of the VM have failed in a row.
+	Attempts int32 `json:"attempts"`
+
+	// lastFailure is why the last one failed.
+	// +kubebuilder:validation:MaxLength=1024
+	LastFailure string `json:"lastFailure"`
+
+	// lastFailureTime is when it failed.
+	// +optional
+	LastFailureTime *metav1.Time `json:"lastFailureTime,omitempty"`
+
+	// nextAttemptTime is when the next migration of the VM starts; absent once the drain gave up.
+	// +optional
+	NextAttemptTime *metav1.Time `json:"nextAttemptTime,omitempty"`
 }
 
 // HostMaintenanceAnnotation is set by HyperFleet on the Machine of an ephemeral runner whose VM
@@ -55,8 +89,11 @@ const (
 	// DrainingReason: migrations and runner retirements are under way.
 	DrainingReason = "Draining"
 	// DrainBlockedReason: a persistent VM on a host in maintenance cannot move (its
-	// migrationPolicy is None, no host fits it, or its migration failed); the message says why.
+	// migrationPolicy is None, or no host fits it); the message says why.
 	DrainBlockedReason = "DrainBlocked"
+	// DrainMigrationFailedReason: every migration the drain tried for a persistent VM failed, up
+	// to the last attempt; the message names the VM, its last MachineMigration and the error.
+	DrainMigrationFailedReason = "MigrationFailed"
 )
 
 // Event reasons of a HypervisorCluster.
