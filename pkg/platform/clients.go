@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,6 +61,28 @@ func (p *Proof) Check(now time.Time, prove func() error) error {
 		p.proven, p.refused, p.refusedAt = time.Time{}, err, now
 	}
 	return err
+}
+
+// ClientKey joins what a client is built from into its ClientCache key. Each part is prefixed
+// with its length, so two different lists of parts never give one key whatever they contain: a
+// URL may hold any separator, and two pools whose settings differ only in where one ends and
+// the next begins must not share a client (and its proof).
+func ClientKey(parts ...string) string {
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(strconv.Itoa(len(p)))
+		b.WriteByte(':')
+		b.WriteString(p)
+		b.WriteByte('|')
+	}
+	return b.String()
+}
+
+// ScopeKey is the parts of a ClientKey that name a scope: its kind and its path, so that a group
+// and a project of the same path are different scopes.
+func ScopeKey(s Scope) []string {
+	s = s.Effective()
+	return []string{s.Repository, s.Organization, strconv.FormatBool(s.Instance)}
 }
 
 // maxCachedClients bounds a ClientCache: superseded Secret versions would pile up otherwise.

@@ -122,8 +122,8 @@ func (s *Source) client(ctx context.Context, pool *fleetv1.RunnerPool) (*pooledC
 	if spec.HTTPTimeout != nil {
 		timeout = spec.HTTPTimeout.Duration
 	}
-	cacheKey := strings.Join([]string{string(secret.UID), secret.ResourceVersion, spec.Organization, spec.Cluster, spec.APIURL,
-		spec.AgentEndpoint, fmt.Sprint(spec.AllowInsecureHTTP), timeout.String(), caVersion}, "|")
+	cacheKey := platform.ClientKey(string(secret.UID), secret.ResourceVersion, spec.Organization, spec.Cluster, spec.APIURL,
+		spec.AgentEndpoint, fmt.Sprint(spec.AllowInsecureHTTP), timeout.String(), caVersion)
 	return s.clients.Get(cacheKey, func() (*pooledClient, error) {
 		tr := s.in.Transport
 		if caPEM != nil {

@@ -229,3 +229,32 @@ func TestSourceRefusesUnusableConfiguration(t *testing.T) {
 		})
 	}
 }
+
+// TestPoolsDoNotShareAClientAcrossFieldBoundaries: two pools of one Secret whose apiURL and
+// agentEndpoint read the same once joined ("<api>|<agent>") are different configurations. The
+// second must be built from its own settings, not handed the first's client (whose agent
+// endpoint and proof are the first pool's).
+func TestPoolsDoNotShareAClientAcrossFieldBoundaries(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	s := fakebuildkite.StartForTest(t, fakebuildkite.Options{TLS: true})
+	sec := secrets{}
+	sec.add("buildkite", buildkite.KeyToken, []byte(s.AddAPIToken(leastPrivilege...)))
+	sec.add("buildkite-ca", buildkite.DefaultCAKey, s.CACertPEM())
+	src := buildkite.NewSource(platform.Inputs{Reader: sec})
+
+	first := buildkitePool(s)
+	first.Spec.Platform.Buildkite.AgentEndpoint = s.AgentEndpoint() + "|edge"
+	p1, _, err := src.Platform(ctx, first)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	second := buildkitePool(s)
+	second.UID = "pool-uid-2"
+	second.Spec.Platform.Buildkite.APIURL = s.URL() + "|" + s.AgentEndpoint()
+	second.Spec.Platform.Buildkite.AgentEndpoint = "edge"
+	p2, _, err := src.Platform(ctx, second)
+	if err == nil {
+		g.Expect(p2.(*buildkite.Platform).Client).NotTo(BeIdenticalTo(p1.(*buildkite.Platform).Client),
+			"the second pool was handed the first pool's client")
+	}
+}

@@ -85,7 +85,7 @@ func (p *PoolClients) For(ctx context.Context, pool *fleetv1.RunnerPool) (*Clien
 	if err != nil {
 		return nil, scope, err
 	}
-	cacheKey := strings.Join([]string{string(secret.UID), secret.ResourceVersion, spec.APIURL, timeout, caVersion}, "|")
+	cacheKey := platform.ClientKey(string(secret.UID), secret.ResourceVersion, spec.APIURL, timeout, caVersion)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if c, ok := p.clients[cacheKey]; ok {

@@ -122,8 +122,8 @@ func (s *Source) client(ctx context.Context, pool *fleetv1.RunnerPool) (*pooledC
 	if spec.HTTPTimeout != nil {
 		timeout = spec.HTTPTimeout.Duration
 	}
-	key := strings.Join([]string{string(secret.UID), secret.ResourceVersion, spec.URL, scopeOfPool(spec).String(),
-		fmt.Sprint(spec.AllowInsecureHTTP), timeout.String(), caVersion}, "|")
+	key := platform.ClientKey(append([]string{string(secret.UID), secret.ResourceVersion, spec.URL,
+		fmt.Sprint(spec.AllowInsecureHTTP), timeout.String(), caVersion}, platform.ScopeKey(scopeOfPool(spec))...)...)
 	return s.clients.Get(key, func() (*pooledClient, error) {
 		tr := s.in.Transport
 		if caPEM != nil {

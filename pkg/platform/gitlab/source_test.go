@@ -280,3 +280,26 @@ func TestProofDoesNotCrossScopes(t *testing.T) {
 	g.Expect(err).To(HaveOccurred(), "a proof for group acme vouched for group someone-else")
 	g.Expect(s.Requests(fakegitlab.EndpointListGroupRunners)).To(Equal(before+1), "the second scope is proven on its own")
 }
+
+// TestProofDoesNotCrossScopeKinds: a group and a project may be written with one path. A token
+// proven on group acme/platform must not vouch for a pool naming a project acme/platform (which
+// does not exist here): the project is proven on its own, and refused.
+func TestProofDoesNotCrossScopeKinds(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	s := fakegitlab.StartForTest(t, fakegitlab.Options{TLS: true})
+	s.AddGroup("acme")
+	s.AddGroup("acme/platform")
+	sec := secrets{}
+	sec.add("gitlab", gitlab.KeyToken, []byte(s.AddToken(leastPrivilege...)))
+	sec.add("gitlab-ca", gitlab.DefaultCAKey, s.CACertPEM())
+	src := gitlab.NewSource(platform.Inputs{Reader: sec})
+
+	_, err := src.Installation(ctx, gitlabPool(s, "uid-1", fleetv1.GitLabScope{Group: "acme/platform"}, ""))
+	g.Expect(err).NotTo(HaveOccurred())
+
+	before := s.Requests(fakegitlab.EndpointListProjectRunners)
+	_, err = src.Installation(ctx, gitlabPool(s, "uid-2", fleetv1.GitLabScope{Project: "acme/platform"}, ""))
+	g.Expect(err).To(HaveOccurred(), "a proof for group acme/platform vouched for project acme/platform")
+	g.Expect(s.Requests(fakegitlab.EndpointListProjectRunners)).To(Equal(before+1), "the project is proven on its own")
+}
