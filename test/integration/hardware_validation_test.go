@@ -112,6 +112,12 @@ func TestHardwareValidation(t *testing.T) {
 		{name: "PCI mapping with a separator", obj: claim("gpusep", func(b *builder.MachineClaimBuilder) {
 			b.WithPCIDevices(infrav1.PCIDevice{Mapping: "gpu,host=0000:01:00.0"})
 		}), message: "spec.proxmox.pciDevices[0].mapping"},
+		{name: "template with a static address", obj: builder.NewMachineClaimTemplate("static", ns).WithSpec(
+			builder.NewMachineClaim("x", ns).WithNICs(withV4(nic("lan"), "192.0.2.10/24", "192.0.2.1")).Build().Spec).Build(),
+			message: "template.spec.nics cannot name a static ipv4 or ipv6 address: every MachineClaim made from the template (each runner of a RunnerPool"},
+		{name: "template with addresses from an IPAM pool", obj: builder.NewMachineClaimTemplate("ipam", ns).WithSpec(
+			builder.NewMachineClaim("x", ns).WithNICs(infrav1.NIC{Name: "lan", Bridge: "vmbr1",
+				IPv4PoolRef: &infrav1.IPPoolReference{APIGroup: "ipam.cluster.x-k8s.io", Kind: "InClusterIPPool", Name: "runners"}}, nic("dhcp")).Build().Spec).Build()},
 		{name: "interface name too long for Linux", obj: claim("longname", func(b *builder.MachineClaimBuilder) { b.WithNICs(nic("a-very-long-interface")) }),
 			message: "spec.nics[0].name"},
 	}

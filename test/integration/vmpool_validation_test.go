@@ -78,6 +78,17 @@ func TestVMPoolValidation(t *testing.T) {
 			rolling(num(1), nil)(p)
 			p.Spec.Strategy.Type = fleetv1.RecreateVMPoolStrategy
 		}), message: "rollingUpdate applies only to type RollingUpdate"},
+		{name: "static IPv4 address in the template", obj: with("static4", func(p *fleetv1.VMPool) {
+			p.Spec.Template.Spec.NICs = []infrav1.NIC{{Name: "eth0", Bridge: "vmbr0", IPv4: &infrav1.StaticAddress{Address: "192.0.2.10/24", Gateway: "192.0.2.1"}}}
+		}), message: "template.spec.nics cannot name a static ipv4 or ipv6 address: every VM of the pool would get the same one; take each VM's address from a Cluster API IPAM pool"},
+		{name: "static IPv6 address on a second NIC", obj: with("static6", func(p *fleetv1.VMPool) {
+			p.Spec.Template.Spec.NICs = []infrav1.NIC{{Name: "eth0", Bridge: "vmbr0"},
+				{Name: "eth1", Bridge: "vmbr1", IPv6: &infrav1.StaticAddress{Address: "2001:db8::10/64"}}}
+		}), message: "template.spec.nics cannot name a static ipv4 or ipv6 address"},
+		{name: "addresses from IPAM pools and DHCP", obj: with("ipam", func(p *fleetv1.VMPool) {
+			pool := &infrav1.IPPoolReference{APIGroup: "ipam.cluster.x-k8s.io", Kind: "InClusterIPPool", Name: "web-v4"}
+			p.Spec.Template.Spec.NICs = []infrav1.NIC{{Name: "eth0", Bridge: "vmbr0", IPv4PoolRef: pool}, {Name: "eth1", Bridge: "vmbr1"}}
+		})},
 		{name: "valid Recreate", obj: with("recreate-ok", func(p *fleetv1.VMPool) { p.Spec.Strategy.Type = fleetv1.RecreateVMPoolStrategy })},
 		{name: "name too long for its VMs", obj: validVMPool(ns, "a-pool-whose-name-is-far-too-long-for-its-vm-names"), message: "a VMPool's name is at most 46 characters"},
 		{name: "autoscaling without a target", obj: with("notarget", func(p *fleetv1.VMPool) {

@@ -65,6 +65,7 @@ type VMPoolStrategy struct {
 // +kubebuilder:validation:XValidation:rule="has(self.spec.lifecycle) && self.spec.lifecycle == 'Persistent'",message="a VMPool's VMs are long-lived: set template.spec.lifecycle: Persistent (and a runStrategy)"
 // +kubebuilder:validation:XValidation:rule="has(self.spec.hypervisorClusterName) && size(self.spec.hypervisorClusterName) > 0",message="template.spec.hypervisorClusterName is required: a pool's claims have no Cluster API Machine to say where their VMs go"
 // +kubebuilder:validation:XValidation:rule="!has(self.spec.claimID) && !has(self.spec.providerID)",message="template.spec cannot set claimID or providerID: HyperFleet gives each claim its own"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.nics) || self.spec.nics.all(n, !has(n.ipv4) && !has(n.ipv6))",message="template.spec.nics cannot name a static ipv4 or ipv6 address: every VM of the pool would get the same one; take each VM's address from a Cluster API IPAM pool with ipv4PoolRef or ipv6PoolRef, or leave the NIC on DHCP"
 type VMPoolMachineTemplate struct {
 	// metadata is applied to the pool's MachineClaims. Its labels must match spec.selector.
 	// +optional

@@ -11,6 +11,7 @@ type MachineClaimTemplateSpec struct {
 }
 
 // MachineClaimTemplateResource is the MachineClaim created from a template.
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.nics) || self.spec.nics.all(n, !has(n.ipv4) && !has(n.ipv6))",message="template.spec.nics cannot name a static ipv4 or ipv6 address: every MachineClaim made from the template (each runner of a RunnerPool, each Machine of a MachineDeployment) would get the same one; take each VM's address from a Cluster API IPAM pool with ipv4PoolRef or ipv6PoolRef, or leave the NIC on DHCP"
 type MachineClaimTemplateResource struct {
 	// metadata is applied to created MachineClaims.
 	// +optional
