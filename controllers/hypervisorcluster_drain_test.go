@@ -36,10 +36,15 @@ func drainInventory() pvesim.Config {
 	return cfg
 }
 
-// setMaintenance sets one host's maintenance flag on the HypervisorCluster.
+// setMaintenance sets one host's maintenance flag on the HypervisorCluster pve.
 func setMaintenance(g Gomega, ns, host string, on bool) {
+	setMaintenanceOf(g, ns, "pve", host, on)
+}
+
+// setMaintenanceOf sets one host's maintenance flag on the HypervisorCluster named cluster.
+func setMaintenanceOf(g Gomega, ns, cluster, host string, on bool) {
 	hc := &infrav1.HypervisorCluster{}
-	g.Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "pve"}, hc)).To(Succeed())
+	g.Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: cluster}, hc)).To(Succeed())
 	p := client.MergeFrom(hc.DeepCopy())
 	found := false
 	for i := range hc.Spec.Hosts {
@@ -53,10 +58,15 @@ func setMaintenance(g Gomega, ns, host string, on bool) {
 	g.Expect(env.Client.Patch(context.Background(), hc, p)).To(Succeed())
 }
 
-// hostStatus is the HypervisorCluster's drain status of host.
+// hostStatus is the HypervisorCluster pve's drain status of host.
 func hostStatus(g Gomega, ns, host string) infrav1.HostStatus {
+	return hostStatusOf(g, ns, "pve", host)
+}
+
+// hostStatusOf is the drain status of host on the HypervisorCluster named cluster.
+func hostStatusOf(g Gomega, ns, cluster, host string) infrav1.HostStatus {
 	hc := &infrav1.HypervisorCluster{}
-	g.Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "pve"}, hc)).To(Succeed())
+	g.Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: cluster}, hc)).To(Succeed())
 	for _, h := range hc.Status.Hosts {
 		if h.Name == host {
 			return h
