@@ -20,7 +20,7 @@ import (
 
 const migrateEndpoint = "POST /nodes/{node}/qemu/{vmid}/migrate"
 
-// drainOneVM starts a manager whose drains retry after 1 s, then 2 s, for three attempts, and a
+// drainOneVM starts a manager whose drains retry after 2 s, then 4 s, for three attempts, and a
 // persistent VM on shared storage on pve1, with fault (if any) installed on PVE's migrate call;
 // then pve1 goes into maintenance.
 func drainOneVM(t *testing.T, fault pvesim.Fault) (string, *pvesim.Simulator, *infrav1.MachineClaim) {
@@ -28,7 +28,7 @@ func drainOneVM(t *testing.T, fault pvesim.Fault) (string, *pvesim.Simulator, *i
 	g := NewWithT(t)
 	sim := pvesim.StartForTest(t, drainInventory())
 	startManager(t, testTiming{sweep: 300 * time.Millisecond, orphanGrace: time.Second,
-		drainRetry: placement.DrainRetry{Initial: time.Second, Max: 2 * time.Second, Attempts: 3}})
+		drainRetry: placement.DrainRetry{Initial: 2 * time.Second, Max: 4 * time.Second, Attempts: 3}})
 	ns := newNamespace(t)
 	proxmoxCluster(t, ns, "pve", sim)
 	db := persistentClaim(ns, "db-0", map[string]string{"app": "db"}, nil)
@@ -66,7 +66,7 @@ func TestHostDrainRetriesFailedMigration(t *testing.T) {
 			g.Expect(f.Attempts).To(Equal(int32(1)))
 			g.Expect(f.LastFailure).To(ContainSubstring("storage migration failed"))
 			g.Expect(f.NextAttemptTime).NotTo(BeNil())
-			g.Expect(f.NextAttemptTime.Sub(f.LastFailureTime.Time)).To(Equal(time.Second))
+			g.Expect(f.NextAttemptTime.Sub(f.LastFailureTime.Time)).To(Equal(2 * time.Second))
 		}, 30*time.Second, 50*time.Millisecond).Should(Succeed(), "the failure is reported with the next attempt")
 
 		runsOn(g, sim, db, "pve2")
