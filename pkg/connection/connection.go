@@ -85,7 +85,7 @@ type Source struct {
 	// TaskPollInterval, when set, is how often the built client polls a task it waits for
 	// itself; zero keeps the provider's default.
 	TaskPollInterval time.Duration
-	reader           client.Reader
+	secrets          *secretReader
 }
 
 // Key is the HypervisorCluster's namespace/name.
@@ -105,12 +105,20 @@ type Registry struct {
 
 	builders map[infrav1.ProviderType]ProviderBuilder
 	cache    *hypervisor.Cache
+	secrets  *secretReader
 }
 
-// NewRegistry returns a Registry reading Secrets through reader, with builders keyed by
-// spec.provider (pkg/providers.Builders lists every provider linked into HyperFleet).
+// NewRegistry returns a Registry reading Secrets through reader, each reused for
+// DefaultSecretTTL, with builders keyed by spec.provider (pkg/providers.Builders lists every
+// provider linked into HyperFleet).
 func NewRegistry(reader client.Reader, timeout time.Duration, builders map[infrav1.ProviderType]ProviderBuilder) *Registry {
-	r := &Registry{Reader: reader, Timeout: timeout, cache: hypervisor.NewCache()}
+	return NewRegistryWithSecretTTL(reader, timeout, DefaultSecretTTL, builders)
+}
+
+// NewRegistryWithSecretTTL is NewRegistry reusing a Secret it read for secretTTL; zero or less
+// reads every time.
+func NewRegistryWithSecretTTL(reader client.Reader, timeout, secretTTL time.Duration, builders map[infrav1.ProviderType]ProviderBuilder) *Registry {
+	r := &Registry{Reader: reader, Timeout: timeout, cache: hypervisor.NewCache(), secrets: newSecretReader(reader, secretTTL)}
 	for t, b := range builders {
 		r.Register(t, b)
 	}
@@ -154,7 +162,7 @@ func (r *Registry) Get(ctx context.Context, hc *infrav1.HypervisorCluster) (hype
 		return nil, &Error{Reason: infrav1.HypervisorClusterIdentityPendingReason,
 			Message: fmt.Sprintf("HypervisorCluster %s has no installation ID yet", Key(hc))}
 	}
-	cfg, err := b.Config(ctx, Source{HypervisorCluster: hc, Timeout: r.Timeout, TaskPollInterval: r.TaskPollInterval, reader: r.Reader})
+	cfg, err := b.Config(ctx, Source{HypervisorCluster: hc, Timeout: r.Timeout, TaskPollInterval: r.TaskPollInterval, secrets: r.secretReader()})
 	if err != nil {
 		return nil, err
 	}
@@ -183,6 +191,14 @@ func (r *Registry) supported() string {
 	return strings.Join(kinds, ", ")
 }
 
+// secretReader is the registry's Secret reader; a Registry built as a literal reads every time.
+func (r *Registry) secretReader() *secretReader {
+	if r.secrets == nil {
+		return newSecretReader(r.Reader, 0)
+	}
+	return r.secrets
+}
+
 // Forget drops the cached provider of a deleted HypervisorCluster.
 func (r *Registry) Forget(key string) { r.cache.Delete(key) }
 
@@ -190,7 +206,7 @@ func (r *Registry) Forget(key string) { r.cache.Delete(key) }
 func (s Source) Credentials(ctx context.Context) (*corev1.Secret, error) {
 	hc := s.HypervisorCluster
 	creds := &corev1.Secret{}
-	if err := s.reader.Get(ctx, client.ObjectKey{Namespace: hc.Namespace, Name: hc.Spec.CredentialsRef.Name}, creds); err != nil {
+	if err := s.secrets.Get(ctx, client.ObjectKey{Namespace: hc.Namespace, Name: hc.Spec.CredentialsRef.Name}, creds); err != nil {
 		if err := tenancy.Check(err, hc.Namespace); errors.Is(err, tenancy.ErrNamespaceNotEnabled) {
 			return nil, &Error{Reason: infrav1.NamespaceNotEnabledReason, Message: err.Error(), Err: err}
 		}
@@ -215,7 +231,7 @@ func (s Source) CABundle(ctx context.Context) ([]byte, error) {
 		key = DefaultCAKey
 	}
 	ca := &corev1.Secret{}
-	if err := s.reader.Get(ctx, client.ObjectKey{Namespace: hc.Namespace, Name: ref.Name}, ca); err != nil {
+	if err := s.secrets.Get(ctx, client.ObjectKey{Namespace: hc.Namespace, Name: ref.Name}, ca); err != nil {
 		if err := tenancy.Check(err, hc.Namespace); errors.Is(err, tenancy.ErrNamespaceNotEnabled) {
 			return nil, &Error{Reason: infrav1.NamespaceNotEnabledReason, Message: err.Error(), Err: err}
 		}
