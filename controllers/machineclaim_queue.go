@@ -205,6 +205,17 @@ func (r *MachineClaimReconciler) throttled(s *claimScope, wait time.Duration) (c
 	return ctrl.Result{RequeueAfter: wait}, nil
 }
 
+// releaseSlot gives back the claim's slot at once, when its task is known to be over before the
+// reconcile ends, and wakes the next claim in line.
+func (r *MachineClaimReconciler) releaseSlot(s *claimScope) {
+	if r.Queues == nil || s.hc == nil {
+		return
+	}
+	if aq := r.Queues.set.Get(clusterKey(s.hc)); aq != nil {
+		r.Queues.wake(clusterKey(s.hc), aq.Release(claimKey(s.claim)))
+	}
+}
+
 // settleSlots runs after every reconcile: a claim holds a slot exactly while its recorded task
 // needs one, so a finished, failed or forgotten task, a released claim or a failed call gives
 // the slot back and wakes the next claim in line.

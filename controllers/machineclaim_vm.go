@@ -309,6 +309,9 @@ func (r *MachineClaimReconciler) reconcileCloneEnd(ctx context.Context, s *claim
 	if spec == nil {
 		return res, err
 	}
+	// The clone's storage is free once the read proves the clone over: the next clone need not
+	// wait for the ISO upload and the config write.
+	spec.Proven = func() { r.releaseSlot(s) }
 	configTask, err := s.provider.Configure(ctx, vmRef(c), *spec)
 	r.polls.read(c.UID, task.ID)
 	switch {

@@ -226,6 +226,11 @@ type ConfigSpec struct {
 	// PCIDevices are host devices passed through by the hypervisor's resource mappings (Proxmox
 	// hostpciN); the provider refuses them with ErrUnsupported when it has no such mappings.
 	PCIDevices []PCIDevice
+	// Proven, when set, is called once Configure's own read has proven the VM the caller's and
+	// free of its clone's lock, before anything is uploaded or written: the clone is over, and a
+	// caller limiting clones per storage gives its slot to the next clone then instead of after
+	// the whole configuration. A provider whose clone ends before Clone returns need not call it.
+	Proven func()
 }
 
 // PCIDevice is a host PCI device passed through to a VM by a cluster resource mapping.

@@ -83,6 +83,9 @@ func (p *Provider) Configure(ctx context.Context, ref hypervisor.VMRef, spec hyp
 	if err != nil {
 		return "", err
 	}
+	if spec.Proven != nil {
+		spec.Proven()
+	}
 	params := map[string]any{
 		"tags":        joinTags(ownershipTags(p.ownerTag, vm.owner), spec.Tags),
 		"description": p.describe(vm.owner, spec.Description),
