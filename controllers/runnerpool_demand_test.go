@@ -285,3 +285,39 @@ func TestRateLimitedPoolBacksOff(t *testing.T) {
 		g.Expect(testutil.ToFloat64(limited)).To(Equal(refused), "no call is even attempted")
 	}, 6*time.Second, 500*time.Millisecond).Should(Succeed())
 }
+
+// TestRateLimitedScaleDownWaits: GitHub's rate limit is spent when a pool scales down, so the
+// runners cannot be deregistered first. The pool keeps them, says when calls resume
+// (PlatformRateLimited) and asks GitHub nothing more until then. Before, each refused
+// deregistration was returned as an error and retried at once, spending what was left of the
+// limit: a soak made ten thousand such calls in ten minutes and stalled for the rest of the hour.
+func TestRateLimitedScaleDownWaits(t *testing.T) {
+	g := NewWithT(t)
+	startCAPI(t)
+	sim := pvesim.StartForTest(t, pvesim.Config{})
+	gh := fakegithub.StartForTest(t, fakegithub.Options{TLS: true})
+	startManager(t)
+	ns := newNamespace(t)
+	pool := githubPool(t, ns, "spent", 2, sim, gh)
+	scalePool(g, pool, 2)
+	g.Eventually(func(g Gomega) {
+		g.Expect(poolMachines(g, pool)).To(HaveLen(2))
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	// Both runners got their runner config long ago: registered, so GitHub must let them go first.
+	for _, m := range poolMachines(g, pool) {
+		setRunnerConfigTime(t, ns, m.Name, &metav1.Time{Time: time.Now().Add(-10 * time.Minute)})
+	}
+
+	gh.InjectFault(fakegithub.EndpointOrgRunners, fakegithub.Fault{Times: 1000, RateLimited: true, RetryAfter: 40 * time.Second})
+	scalePool(g, pool, 0)
+	g.Eventually(func(g Gomega) {
+		p := get(g, pool)
+		g.Expect(conditions.IsTrue(p, fleetv1.PlatformRateLimitedCondition)).To(BeTrue())
+		g.Expect(p.Status.PlatformRetryTime).NotTo(BeNil())
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	calls := gh.Requests(fakegithub.EndpointOrgRunners)
+	g.Consistently(func(g Gomega) {
+		g.Expect(gh.Requests(fakegithub.EndpointOrgRunners)).To(Equal(calls), "no call before the limit lifts")
+		g.Expect(poolMachines(g, pool)).To(HaveLen(2), "no runner removed without its deregistration")
+	}, 5*time.Second, 250*time.Millisecond).Should(Succeed())
+}

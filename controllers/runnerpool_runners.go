@@ -258,16 +258,34 @@ func (r *RunnerPoolReconciler) removeRunner(ctx context.Context, s *poolScope, r
 		ctrl.LoggerFrom(ctx).Info("runner config is being issued; deciding after", "Machine", rm.Name)
 		return false, nil
 	}
+	// A runner scaled down, or whose VM was seen stopped, is removed only once the platform has
+	// let it go: it may have taken a job.
+	mustDeregister := rm.Reason == scaling.ReasonScaleDown || vmStopped
 	if config != runnerConfigRetired && r.Platforms != nil {
-		err := r.deregister(ctx, s, rm.Name)
-		switch {
-		case errors.Is(err, platform.ErrRunnerBusy):
-			if spares {
-				ctrl.LoggerFrom(ctx).Info("runner picked up a job; keeping it", "Machine", rm.Name)
+		if at, limited := rateLimitedUntil(s.pool); limited && time.Now().Before(at) {
+			// The platform takes no call before at: keep the runner until then, or remove it
+			// without the call where a failed call would not have kept it either.
+			if mustDeregister {
+				s.recheckBy(time.Until(at))
 				return false, nil
 			}
-		case err != nil && (rm.Reason == scaling.ReasonScaleDown || vmStopped):
-			return false, fmt.Errorf("deregistering runner %s before scale-down: %w", rm.Name, err)
+		} else {
+			err := r.deregister(ctx, s, rm.Name)
+			switch {
+			case errors.Is(err, platform.ErrRunnerBusy):
+				if spares {
+					ctrl.LoggerFrom(ctx).Info("runner picked up a job; keeping it", "Machine", rm.Name)
+					return false, nil
+				}
+			case errors.Is(err, platform.ErrRateLimited) && mustDeregister:
+				// Not an error to retry at once: each retry would spend what is left of the limit
+				// (a soak once made ten thousand such calls in ten minutes). The pool says when
+				// calls resume and comes back then.
+				setRateLimited(s, err)
+				return false, nil
+			case err != nil && mustDeregister:
+				return false, fmt.Errorf("deregistering runner %s before scale-down: %w", rm.Name, err)
+			}
 		}
 	}
 	if err := r.Client.Delete(ctx, m, client.Preconditions{UID: ptr.To(m.UID)}); err != nil && !apierrors.IsNotFound(err) {
