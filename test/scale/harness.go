@@ -59,6 +59,9 @@ type options struct {
 	guests *guests
 	// jitPerWindow limits JIT configs per installation per model minute, as GitHub does.
 	jitPerWindow int
+	// githubHourlyBudget is the fake GitHub's REST budget per installation and hour; zero is its
+	// default, 5,000 (an App installation on a plain organization).
+	githubHourlyBudget int
 	// foreign VMs (not HyperFleet's) are seeded on the cluster to check they stay untouched.
 	foreign int
 	// logLevel of the manager.
@@ -196,7 +199,7 @@ func (h *harness) startGitHub() error {
 	}
 	window := time.Duration(float64(time.Minute) / h.opts.model.ScaleFactor())
 	if h.github, err = fakegithub.New(fakegithub.Options{Logger: log, TLS: true,
-		JITPerWindow: h.opts.jitPerWindow, JITWindow: window}); err != nil {
+		JITPerWindow: h.opts.jitPerWindow, JITWindow: window, RateLimit: h.opts.githubHourlyBudget}); err != nil {
 		return err
 	}
 	if err := h.github.Start("127.0.0.1:0"); err != nil {

@@ -59,7 +59,11 @@ func TestSoak(t *testing.T) {
 	maxRunners := envInt(t, "HYPERFLEET_SOAK_MAX", 6)
 	h, err := start(ctx, options{dir: dir, minRunners: 0, maxRunners: int32(maxRunners), model: model, guests: gs, foreign: 4,
 		labels: proxmoxJobLabels, hyperv: true, hypervLabels: hypervJobLabels,
-		sweep: 2 * time.Second, repair: 10 * time.Second, orphanGrace: 20 * time.Second, providerTimeout: 5 * time.Second})
+		sweep: 2 * time.Second, repair: 10 * time.Second, orphanGrace: 20 * time.Second, providerTimeout: 5 * time.Second,
+		// The soak runs about 3,000 jobs an hour, as a large organization does; GitHub gives such an
+		// organization's App installation 15,000 REST requests an hour (Enterprise Cloud), where the
+		// fake's default, 5,000, is a small organization's.
+		githubHourlyBudget: 15000})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer h.stop()
 	for _, name := range []string{"pve", "hv"} {
