@@ -130,11 +130,12 @@ func TestClonesWaitForASlotFairlyAcrossPools(t *testing.T) {
 	expectOneVMPerClaim(t, sim, claims, 60*time.Second)
 
 	maxClones, order, reasons := w.snapshot()
-	t.Logf("clone order %v, most clones at once per node %v, load %+v", order, maxClones, sim.LoadStats())
-	for node, n := range maxClones {
-		g.Expect(n).To(Equal(1), "clones at once on %s", node)
-	}
+	t.Logf("clone order %v, claims showing a clone task at once per node %v, load %+v", order, maxClones, sim.LoadStats())
 	g.Expect(reasons).To(HaveKey(infrav1.WaitingForSlotReason))
+	// One clone at a time on the storage: the simulator's lock serves one, so a second clone sent
+	// while the first ran would have waited for it. (A claim's status still names its clone task
+	// while it configures the VM after the clone ended, when its slot is already the next
+	// claim's, so two claims may show a clone task at once.)
 	g.Expect(sim.LoadStats().LockWaits).To(BeZero(), "no clone waited for Proxmox's storage lock")
 	g.Expect(order).To(HaveLen(6))
 	// Pool b's first claim starts among the first three clones, not after all of pool a.

@@ -212,6 +212,7 @@ func (r *MachineClaimReconciler) reconcileClone(ctx context.Context, s *claimSco
 		c.Status.VMID, c.Status.Node = made.ID, made.Node
 		ref = made
 	}
+	c.Status.CloneStartedTime = &metav1.Time{Time: time.Now()}
 	r.Recorder.Eventf(c, corev1.EventTypeNormal, "Cloning", "cloning %s (%s) to VM %s", tmpl.Name, tmpl.Ref, ref)
 	return r.recordTask(s, opClone, ref.Node, task)
 }

@@ -226,3 +226,49 @@ func scalePool(g Gomega, pool *fleetv1.RunnerPool, replicas int32) {
 	got.Spec.Replicas = ptr.To(replicas)
 	g.Expect(env.Client.Patch(context.Background(), got, scaled)).To(Succeed())
 }
+
+// TestQueuedRunnersAreNotTimedOut: a runner whose claim waits in its hypervisor's queue for a
+// clone slot is not replaced by the bootstrap timeout, which counts from its clone. Before, a
+// burst larger than the hypervisors could clone within the timeout replaced its own tail again and
+// again (517 of a 1,000-runner burst), each replacement joining the back of the queue.
+func TestQueuedRunnersAreNotTimedOut(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	startCAPI(t)
+	sim := pvesim.StartForTest(t, pvesim.Config{})
+	// The first clone holds the only slot for 8 s, far past the pool's bootstrap timeout of 3 s.
+	sim.InjectFault(pvesim.Fault{Endpoint: "POST /nodes/{node}/qemu/{vmid}/clone", Count: 1, TaskDuration: 8 * time.Second})
+	startManager(t)
+	ns := newNamespace(t)
+	proxmoxCluster(t, ns, "pve", sim, func(hc *infrav1.HypervisorCluster) {
+		hc.Spec.Limits = infrav1.HypervisorClusterLimits{ClonesPerHost: 1, TasksPerStorage: 1, DeletesPerHost: 4}
+	})
+	g.Expect(env.Client.Create(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "fleet", Namespace: ns},
+		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+			APIGroup: infrav1.GroupVersion.Group, Kind: "HypervisorCluster", Name: "pve"}}})).To(Succeed())
+	runnerTemplates(t, ns)
+	pool := builder.NewRunnerPool("linux", ns).WithCluster("fleet").WithBounds(0, 2).WithReplicas(2).
+		WithTemplates("runner", "runner").Build()
+	pool.Spec.BootstrapTimeout = &metav1.Duration{Duration: 3 * time.Second}
+	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
+
+	var queued string
+	g.Eventually(func(g Gomega) {
+		claims := &infrav1.MachineClaimList{}
+		g.Expect(env.Client.List(ctx, claims, client.InNamespace(ns))).To(Succeed())
+		for _, c := range claims.Items {
+			if conditions.GetReason(&c, infrav1.MachineClaimVMProvisionedCondition) == infrav1.WaitingForSlotReason {
+				queued = c.Name
+			}
+		}
+		g.Expect(queued).NotTo(BeEmpty(), "one runner waits for the clone slot")
+	}, 30*time.Second, 50*time.Millisecond).Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		c := &infrav1.MachineClaim{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: queued}, c)).To(Succeed())
+		if conditions.GetReason(c, infrav1.MachineClaimVMProvisionedCondition) != infrav1.WaitingForSlotReason {
+			return // its turn came: from now on its bootstrap timeout runs
+		}
+		g.Expect(poolMachines(g, pool)).To(ContainElement(HaveField("Name", queued)), "the queued runner is kept")
+	}, 5*time.Second, 100*time.Millisecond).Should(Succeed())
+}

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -25,23 +26,42 @@ import (
 
 // warmRunner is what a runner's claim says about the warm tier.
 type warmRunner struct {
-	held bool
+	// queued: the claim waits in its hypervisor's queue for a clone slot or capacity.
+	queued bool
+	// cloneStarted is when the claim's latest clone was accepted, if it was.
+	cloneStarted *metav1.Time
+	held         bool
 	// ready: held, and its VM is cloned, configured and stopped (not still being made).
 	ready bool
 	// started is when the pool started the warm VM (zero: not started, or never warm).
 	started time.Time
 }
 
-// apply makes a runner's scaling state reflect its warm mark: a held runner is Warm; a started one
-// counts its timeouts from its start, not from its clone.
+// apply makes a runner's scaling state reflect its claim: one waiting in the hypervisor's queue is
+// Queued, and its bootstrap timeout counts from its clone; a held runner is Warm, and a started
+// one counts its timeouts from its start, not from its clone.
 func (w warmRunner) apply(rn *scaling.Runner) {
-	rn.Warm = w.held
+	rn.Warm, rn.Queued = w.held, w.queued
+	if w.cloneStarted != nil {
+		rn.BootingSince = w.cloneStarted.Time
+	}
 	if !w.started.IsZero() {
-		rn.Created = w.started
+		rn.Created, rn.BootingSince = w.started, w.started
 	}
 }
 
-// warmRunners reads the warm marks of the pool's claims, by runner name.
+// claimQueued reports whether c waits in its hypervisor's queue: for a clone slot, out of a
+// throttled cluster's backoff, or for capacity, with no clone of it accepted since.
+func claimQueued(c *infrav1.MachineClaim) bool {
+	switch conditions.GetReason(c, infrav1.MachineClaimVMProvisionedCondition) {
+	case infrav1.WaitingForSlotReason, infrav1.HypervisorThrottledReason, infrav1.NoCapacityReason:
+		return c.Status.CompletedStep == ""
+	}
+	return false
+}
+
+// warmRunners reads the pool's claims, by runner name: their warm marks and whether they still
+// wait in the hypervisor's queue.
 func (r *RunnerPoolReconciler) warmRunners(ctx context.Context, s *poolScope) (map[string]warmRunner, error) {
 	claims := &infrav1.MachineClaimList{}
 	if err := r.Client.List(ctx, claims, client.InNamespace(s.pool.Namespace),
@@ -50,10 +70,12 @@ func (r *RunnerPoolReconciler) warmRunners(ctx context.Context, s *poolScope) (m
 	}
 	out := map[string]warmRunner{}
 	for _, c := range claims.Items {
+		out[c.Name] = warmRunner{queued: claimQueued(&c), cloneStarted: c.Status.CloneStartedTime}
 		if !infrav1.IsWarm(c.Annotations) {
 			continue
 		}
-		w := warmRunner{held: infrav1.IsWarmHeld(c.Annotations)}
+		w := out[c.Name]
+		w.held = infrav1.IsWarmHeld(c.Annotations)
 		w.ready = w.held && c.DeletionTimestamp.IsZero() &&
 			conditions.GetReason(&c, infrav1.MachineClaimVMProvisionedCondition) == infrav1.WarmHeldReason
 		if t, err := time.Parse(time.RFC3339, c.Annotations[infrav1.WarmStartTimeAnnotation]); err == nil {

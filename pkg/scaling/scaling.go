@@ -56,6 +56,13 @@ type Runner struct {
 	// desired size. Counted as idle, a finished runner would let scale-down remove a runner still
 	// booting for a queued job, or keep the pool from cloning one, until the sweep saw its VM off.
 	Done bool
+	// Queued runners wait in their hypervisor's queue (for a clone slot or for capacity): the
+	// bootstrap timeout does not run while they wait, or a burst larger than the hypervisors clone
+	// in that time would replace its own tail, sending it to the back of the queue for ever.
+	Queued bool
+	// BootingSince, when set, is when the runner's VM began to be made (its clone accepted); the
+	// bootstrap timeout counts from it. Zero counts from Created.
+	BootingSince time.Time
 	// Warm runners are warm VMs not started yet: they count toward Max, not toward the desired
 	// size, and a job that finds no idle runner starts one instead of a clone (Plan.Start).
 	Warm bool
@@ -203,12 +210,20 @@ func mustReplace(p Policy, r Runner, now time.Time) (Reason, bool) {
 		return "", false
 	case r.HostMaintenance:
 		return ReasonHostMaintenance, true
-	case !r.Ready && p.BootstrapTimeout > 0 && now.Sub(r.Created) > p.BootstrapTimeout:
+	case !r.Ready && !r.Queued && p.BootstrapTimeout > 0 && now.Sub(r.bootingSince()) > p.BootstrapTimeout:
 		return ReasonBootstrapTimeout, true
 	case r.Ready && p.IdleTTL > 0 && !r.ReadySince.IsZero() && now.Sub(r.ReadySince) > p.IdleTTL:
 		return ReasonIdleTTL, true
 	}
 	return "", false
+}
+
+// bootingSince is when r's bootstrap timeout starts.
+func (r Runner) bootingSince() time.Time {
+	if !r.BootingSince.IsZero() {
+		return r.BootingSince
+	}
+	return r.Created
 }
 
 // nextTimeout is how long until one of r's timeouts would replace it (as mustReplace judges), or
@@ -227,8 +242,9 @@ func nextTimeout(p Policy, r Runner, now time.Time) time.Duration {
 	arm(p.MaxLifetime, r.Created)
 	switch {
 	case r.Busy:
+	case r.Queued:
 	case !r.Ready:
-		arm(p.BootstrapTimeout, r.Created)
+		arm(p.BootstrapTimeout, r.bootingSince())
 	default:
 		arm(p.IdleTTL, r.ReadySince)
 	}

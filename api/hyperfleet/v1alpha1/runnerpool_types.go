@@ -162,7 +162,9 @@ type RunnerPoolSpec struct {
 	// +optional
 	MaxLifetime *metav1.Duration `json:"maxLifetime,omitempty"`
 
-	// bootstrapTimeout removes a runner whose VM has not registered with its CI platform within it. Default 10m.
+	// bootstrapTimeout removes a runner whose VM has not registered with its CI platform within it
+	// of its clone being accepted; time spent waiting in the hypervisor's queue (for a clone slot
+	// or for capacity) does not count. Default 10m.
 	// +optional
 	BootstrapTimeout *metav1.Duration `json:"bootstrapTimeout,omitempty"`
 

@@ -341,6 +341,11 @@ type MachineClaimStatus struct {
 	// +optional
 	LastFailureTime *metav1.Time `json:"lastFailureTime,omitempty"`
 
+	// cloneStartedTime is when the hypervisor accepted the VM's latest clone: the claim's wait for
+	// a clone slot or capacity is over, and a runner's bootstrap timeout counts from here.
+	// +optional
+	CloneStartedTime *metav1.Time `json:"cloneStartedTime,omitempty"`
+
 	// cloudInitEjectedTime is when the VM's cloud-init seed was ejected and deleted, once the join
 	// token it holds was redeemed or expired.
 	// +optional

@@ -858,6 +858,10 @@ func (in *MachineClaimStatus) DeepCopyInto(out *MachineClaimStatus) {
 		in, out := &in.LastFailureTime, &out.LastFailureTime
 		*out = (*in).DeepCopy()
 	}
+	if in.CloneStartedTime != nil {
+		in, out := &in.CloneStartedTime, &out.CloneStartedTime
+		*out = (*in).DeepCopy()
+	}
 	if in.CloudInitEjectedTime != nil {
 		in, out := &in.CloudInitEjectedTime, &out.CloudInitEjectedTime
 		*out = (*in).DeepCopy()
