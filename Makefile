@@ -93,7 +93,7 @@ bench: tools ## Benchmarks and their reports (API calls per VM, reconcile cost).
 
 .PHONY: bench-scale
 bench-scale: tools ## BENCH_SCALE_N (default 1000) jobs at once through the controllers, CAPI and the simulator's load model; writes bench-scale.md.
-	HYPERFLEET_BENCH_SCALE=1 HYPERFLEET_BENCH_SCALE_N=$(or $(BENCH_SCALE_N),1000) HYPERFLEET_BENCH_SCALE_TIME_SCALE=$(or $(BENCH_SCALE_TIME_SCALE),4) \
+	HYPERFLEET_BENCH_SCALE=1 HYPERFLEET_BENCH_SCALE_N=$(or $(BENCH_SCALE_N),1000) HYPERFLEET_BENCH_SCALE_TIME_SCALE=$(or $(BENCH_SCALE_TIME_SCALE),1) \
 		HYPERFLEET_BENCH_SCALE_REPORT=$(CURDIR)/bench-scale.md \
 		go test -count=1 -timeout 50m -run '^TestBenchScale$$' -v ./test/scale/
 
