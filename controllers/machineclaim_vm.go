@@ -118,6 +118,10 @@ func (r *MachineClaimReconciler) readInFlightTask(ctx context.Context, s *claimS
 	s.claim.Status.Task = nil
 	r.polls.done(s.claim.UID)
 	if state.Err != nil {
+		if task.Operation == opClone {
+			// Back in the queue for another clone: a runner's bootstrap timeout waits for it.
+			s.claim.Status.CloneStartedTime = nil
+		}
 		if task.Operation == opClone && s.provider.Capabilities().PreallocatedIDs {
 			// PVE removes a failed clone's VM, so the VMID holds nothing of this claim's. It may
 			// hold someone else's: a clone onto a VMID taken on another node is accepted and

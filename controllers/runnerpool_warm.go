@@ -43,21 +43,18 @@ type warmRunner struct {
 func (w warmRunner) apply(rn *scaling.Runner) {
 	rn.Warm, rn.Queued = w.held, w.queued
 	if w.cloneStarted != nil {
-		rn.BootingSince = w.cloneStarted.Time
+		rn.BootingSince, rn.Queued = w.cloneStarted.Time, false
 	}
 	if !w.started.IsZero() {
 		rn.Created, rn.BootingSince = w.started, w.started
 	}
 }
 
-// claimQueued reports whether c waits in its hypervisor's queue: for a clone slot, out of a
-// throttled cluster's backoff, or for capacity, with no clone of it accepted since.
+// claimQueued reports whether c's VM is not being made yet: no clone of it was accepted, so it
+// waits for a clone slot, a throttled cluster's backoff or capacity, or has not reached the queue
+// yet. A claim cloned by a release that did not record the clone's start is not queued.
 func claimQueued(c *infrav1.MachineClaim) bool {
-	switch conditions.GetReason(c, infrav1.MachineClaimVMProvisionedCondition) {
-	case infrav1.WaitingForSlotReason, infrav1.HypervisorThrottledReason, infrav1.NoCapacityReason:
-		return c.Status.CompletedStep == ""
-	}
-	return false
+	return c.Status.CloneStartedTime == nil && c.Status.CompletedStep == ""
 }
 
 // warmRunners reads the pool's claims, by runner name: their warm marks and whether they still

@@ -51,11 +51,14 @@ func TestRunnerConfigIsIssuedAtMostOnce(t *testing.T) {
 			n := holding.Add(1)
 			for m := maxHolding.Load(); n > m && !maxHolding.CompareAndSwap(m, n); m = maxHolding.Load() {
 			}
-			defer holding.Add(-1)
 			if !registers { // the platform refused: give the claim back
+				// No longer held from the moment the release may land: another request may take
+				// the claim as soon as it has.
+				holding.Add(-1)
 				s.releaseRunnerConfig(ctx, tg, errors.New("registration failed"))
 				return errPlatform
 			}
+			defer holding.Add(-1)
 			issued.Add(1)
 			return s.recordAttested(ctx, tg)
 		}
