@@ -63,7 +63,7 @@ lint: vet ## Static checks: gofmt and go vet.
 
 .PHONY: test
 test: tools verify-generated lint ## Everything CI runs: generated files, lint, unit, integration (envtest) and e2e tests.
-	go test -p $(TEST_PARALLEL) -count=1 $(GO_TEST_FLAGS) ./...
+	go test -p $(TEST_PARALLEL) -count=1 -timeout 30m $(GO_TEST_FLAGS) ./...
 
 .PHONY: test-unit
 test-unit: ## Tests that need no API server.
