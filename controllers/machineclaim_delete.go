@@ -124,6 +124,14 @@ func (r *MachineClaimReconciler) reconcileDeleteVM(ctx context.Context, s *claim
 	if res, err := r.awaitThrottle(s); err != nil || !res.IsZero() {
 		return res, err
 	}
+	if !read && !c.Spec.IsPersistent() {
+		// Take the delete slot before reading the VM: a claim that waited for it after its read
+		// would read the VM again at every wake-up. (A persistent VM's graceful stop may take
+		// long, and holds no slot while it lasts.)
+		if res, err := r.acquireSlot(ctx, s, admission.OpDelete); err != nil || !res.IsZero() {
+			return res, err
+		}
+	}
 	if !read {
 		vm, err = s.provider.VM(ctx, ref)
 	}
