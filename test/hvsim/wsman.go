@@ -77,6 +77,7 @@ type envelope struct {
 	} `xml:"http://www.w3.org/2003/05/soap-envelope Header"`
 	Body struct {
 		Shell *struct {
+			IdleTimeOut   string `xml:"http://schemas.microsoft.com/wbem/wsman/1/windows/shell IdleTimeOut"`
 			InputStreams  string `xml:"http://schemas.microsoft.com/wbem/wsman/1/windows/shell InputStreams"`
 			OutputStreams string `xml:"http://schemas.microsoft.com/wbem/wsman/1/windows/shell OutputStreams"`
 		} `xml:"http://schemas.microsoft.com/wbem/wsman/1/windows/shell Shell"`
@@ -180,13 +181,13 @@ func response(action, relatesTo, body string) []byte {
 		nsSOAP, nsAddress, nsWSMan, nsShell, xmlText(action), newID(), anonymous, xmlText(relatesTo), body)
 }
 
-func createResponse(relatesTo, address, shellID, owner, clientIP string) []byte {
+func createResponse(relatesTo, address, shellID, owner, clientIP string, idle time.Duration) []byte {
 	body := fmt.Sprintf(`<x:ResourceCreated><a:Address>%s</a:Address><a:ReferenceParameters><w:ResourceURI>%s</w:ResourceURI>`+
 		`<w:SelectorSet><w:Selector Name="ShellId">%s</w:Selector></w:SelectorSet></a:ReferenceParameters></x:ResourceCreated>`+
 		`<rsp:Shell><rsp:ShellId>%s</rsp:ShellId><rsp:ResourceUri>%s</rsp:ResourceUri><rsp:Owner>%s</rsp:Owner><rsp:ClientIP>%s</rsp:ClientIP>`+
-		`<rsp:IdleTimeOut>PT7200.000S</rsp:IdleTimeOut><rsp:InputStreams>stdin</rsp:InputStreams><rsp:OutputStreams>stdout stderr</rsp:OutputStreams>`+
+		`<rsp:IdleTimeOut>PT%.3fS</rsp:IdleTimeOut><rsp:InputStreams>stdin</rsp:InputStreams><rsp:OutputStreams>stdout stderr</rsp:OutputStreams>`+
 		`<rsp:ShellRunTime>P0DT0H0M0S</rsp:ShellRunTime><rsp:ShellInactivity>P0DT0H0M0S</rsp:ShellInactivity></rsp:Shell>`,
-		xmlText(address), cmdResource, shellID, shellID, cmdResource, xmlText(owner), xmlText(clientIP))
+		xmlText(address), cmdResource, shellID, shellID, cmdResource, xmlText(owner), xmlText(clientIP), idle.Seconds())
 	return response(actionCreate+"Response", relatesTo, body)
 }
 

@@ -20,6 +20,9 @@ const (
 	FaultTooManyOperations uint32 = 2150859174
 	// FaultCommandLineTooLong: cmd.exe refused a command line over 8191 characters.
 	FaultCommandLineTooLong uint32 = 2147942606
+	// FaultSchemaValidation: the message does not match WS-Management's schema (an IdleTimeOut
+	// that is not an xs:duration ...): ERROR_WSMAN_SCHEMA_VALIDATION_ERROR.
+	FaultSchemaValidation uint32 = 2150858817
 	// FaultAccessDenied: the user may not use the shell plugin.
 	FaultAccessDenied uint32 = 5
 )
@@ -50,6 +53,9 @@ func faultFor(code uint32, detail string) wsmanFault {
 	case FaultCommandLineTooLong:
 		return wsmanFault{code: code, soapCode: "s:Receiver", subcode: "w:InternalError",
 			message: "The filename or extension is too long. ", provider: true}
+	case FaultSchemaValidation:
+		return wsmanFault{code: code, soapCode: "s:Sender", subcode: "w:SchemaValidationError",
+			message: fmt.Sprintf("The SOAP XML in the message does not match the corresponding XML schema definition. Change the XML and retry. %s", detail)}
 	case FaultAccessDenied:
 		return wsmanFault{code: code, soapCode: "s:Sender", subcode: "w:AccessDenied", message: "Access is denied. "}
 	}

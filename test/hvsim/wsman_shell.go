@@ -16,12 +16,15 @@ type shell struct {
 	id, owner string
 	commands  map[string]*command
 	lastUsed  time.Time
+	// idle is how long the shell may go without a request: the IdleTimeOut its Create asked
+	// for, at most the server's ShellIdleTimeout.
+	idle time.Duration
 }
 
-// reapLocked closes shells idle for longer than ShellIdleTimeout; s.mu is held.
+// reapLocked closes shells idle for longer than their idle timeout; s.mu is held.
 func (s *Server) reapLocked(now time.Time) {
 	for id, sh := range s.shells {
-		if now.Sub(sh.lastUsed) <= s.opts.ShellIdleTimeout {
+		if now.Sub(sh.lastUsed) <= sh.idle {
 			continue
 		}
 		for _, c := range sh.commands {
@@ -69,6 +72,17 @@ func (s *Server) lookupShell(w http.ResponseWriter, env *envelope, user string) 
 }
 
 func (s *Server) create(w http.ResponseWriter, r *http.Request, env *envelope, user string) {
+	idle := s.opts.ShellIdleTimeout
+	if b := env.Body.Shell; b != nil && strings.TrimSpace(b.IdleTimeOut) != "" {
+		d, ok := parseDuration(b.IdleTimeOut)
+		if !ok {
+			s.writeFault(w, env, faultFor(FaultSchemaValidation, fmt.Sprintf("IdleTimeOut %q is not an xs:duration.", b.IdleTimeOut)))
+			return
+		}
+		if d > 0 {
+			idle = min(idle, d)
+		}
+	}
 	s.mu.Lock()
 	s.reapLocked(time.Now())
 	open := 0
@@ -82,11 +96,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, env *envelope, u
 		s.writeFault(w, env, faultFor(FaultShellQuota, fmt.Sprint(s.opts.MaxShellsPerUser)))
 		return
 	}
-	sh := &shell{id: newID(), owner: user, commands: map[string]*command{}, lastUsed: time.Now()}
+	sh := &shell{id: newID(), owner: user, commands: map[string]*command{}, lastUsed: time.Now(), idle: idle}
 	s.shells[sh.id] = sh
 	s.mu.Unlock()
 	clientIP, _, _ := net.SplitHostPort(r.RemoteAddr)
-	s.writeSOAP(w, http.StatusOK, createResponse(env.Header.MessageID, s.url, sh.id, user, clientIP))
+	s.writeSOAP(w, http.StatusOK, createResponse(env.Header.MessageID, s.url, sh.id, user, clientIP, idle))
 }
 
 func (s *Server) command(w http.ResponseWriter, env *envelope, user string) {

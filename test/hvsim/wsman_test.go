@@ -306,3 +306,43 @@ func TestIdleShellsAreClosed(t *testing.T) {
 	g.Expect(body).To(ContainSubstring(`Code="2150858843"`))
 	createShell(t, s, testUser, testPassword) // the quota was freed
 }
+
+// openShellRequest is masterzen/winrm's Create with an IdleTimeOut, as HyperFleet's client sends it.
+func openShellRequest(url, idle string) *soap.SoapMessage {
+	msg := soap.NewMessage()
+	msg.Header().To(url).ReplyTo(anonymous).MaxEnvelopeSize(153600).Id("uuid:" + newID()).Locale("en-US").Timeout("PT60S").
+		Action(actionCreate).ResourceURI(cmdResource).Build()
+	body := msg.CreateBodyElement("Shell", soap.DOM_NS_WIN_SHELL)
+	msg.CreateElement(body, "IdleTimeOut", soap.DOM_NS_WIN_SHELL).SetContent(idle)
+	msg.CreateElement(body, "InputStreams", soap.DOM_NS_WIN_SHELL).SetContent("stdin")
+	msg.CreateElement(body, "OutputStreams", soap.DOM_NS_WIN_SHELL).SetContent("stdout stderr")
+	return msg
+}
+
+func TestShellIdleTimeOutFromTheClient(t *testing.T) {
+	g := NewWithT(t)
+	s := startServer(t, Options{TLS: true, MaxShellsPerUser: 1, ShellIdleTimeout: time.Hour, Executor: echoExecutor(nil)})
+
+	// A client asking for less than the server's IdleTimeout gets it, and its shell is reclaimed.
+	status, body := call(t, s, testUser, testPassword, openShellRequest(s.URL(), "PT0.200S"))
+	g.Expect(status).To(Equal(http.StatusOK))
+	g.Expect(body).To(ContainSubstring("<rsp:IdleTimeOut>PT0.200S</rsp:IdleTimeOut>"))
+	status, _ = call(t, s, testUser, testPassword, winrm.NewOpenShellRequest(s.URL(), nil))
+	g.Expect(status).To(Equal(http.StatusInternalServerError), "the quota of one shell is taken")
+	time.Sleep(250 * time.Millisecond)
+
+	// Asking for more than the server allows gets the server's.
+	status, body = call(t, s, testUser, testPassword, openShellRequest(s.URL(), "PT7200S"))
+	g.Expect(status).To(Equal(http.StatusOK), body)
+	g.Expect(body).To(ContainSubstring("<rsp:IdleTimeOut>PT3600.000S</rsp:IdleTimeOut>"))
+	id, err := winrm.ParseOpenShellResponse(body)
+	g.Expect(err).NotTo(HaveOccurred())
+	call(t, s, testUser, testPassword, winrm.NewDeleteShellRequest(s.URL(), id, nil))
+
+	// Milliseconds as a bare number are not an xs:duration.
+	status, body = call(t, s, testUser, testPassword, openShellRequest(s.URL(), "3600000"))
+	g.Expect(status).To(Equal(http.StatusInternalServerError))
+	g.Expect(body).To(ContainSubstring("w:SchemaValidationError"))
+	g.Expect(body).To(ContainSubstring(`Code="2150858817"`))
+	g.Expect(s.Stats().OpenShells).To(BeZero())
+}

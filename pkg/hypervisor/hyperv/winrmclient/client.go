@@ -45,7 +45,19 @@ type Config struct {
 	// OperationTimeout, and the HTTP exchange is abandoned a little after it, so a hung host
 	// cannot hold a caller. 0 means DefaultOperationTimeout.
 	OperationTimeout time.Duration
+	// MaxShells bounds how many shells the client holds open on the host at once; runs beyond
+	// it wait their turn. WinRM allows a user MaxShellsPerUser (30 by default) shells per host,
+	// and refuses every further one until some close. 0 means DefaultMaxShells.
+	MaxShells int
+	// ShellIdleTimeout is the IdleTimeOut each shell asks the host for; 0 means the longer of two
+	// minutes and twice OperationTimeout (see Client.ShellIdleTimeout).
+	ShellIdleTimeout time.Duration
 }
+
+// DefaultMaxShells is half of WinRM's default MaxShellsPerUser (30), leaving the rest to shells
+// a stopped manager left behind (until they idle out, see ShellIdleTimeout) and to people using
+// the same account.
+const DefaultMaxShells = 15
 
 // Client runs PowerShell on one Windows host. It is safe for concurrent use; each run opens its
 // own shell, and HTTP connections (NTLM authenticates a connection) are reused between runs.
@@ -55,6 +67,8 @@ type Client struct {
 	insecure bool
 	newHTTP  func() *http.Client
 	idle     chan *http.Client
+	// shells holds a token per open shell, at most MaxShells.
+	shells chan struct{}
 }
 
 // New validates cfg and builds a Client. It does not contact the host.
@@ -93,6 +107,12 @@ func New(cfg Config) (*Client, error) {
 	if cfg.OperationTimeout == 0 {
 		cfg.OperationTimeout = DefaultOperationTimeout
 	}
+	if cfg.MaxShells == 0 {
+		cfg.MaxShells = DefaultMaxShells
+	}
+	if cfg.MaxShells < 1 {
+		return nil, hypervisor.Errorf(hypervisor.ErrInvalid, op, "max shells %d: want at least 1", cfg.MaxShells)
+	}
 	if cfg.OperationTimeout < time.Second {
 		return nil, hypervisor.Errorf(hypervisor.ErrInvalid, op, "operation timeout %s: WinRM needs at least 1s", cfg.OperationTimeout)
 	}
@@ -120,6 +140,7 @@ func New(cfg Config) (*Client, error) {
 		endpoint: u,
 		insecure: u.Scheme == "http" || cfg.InsecureSkipVerify,
 		idle:     make(chan *http.Client, maxIdleConnections),
+		shells:   make(chan struct{}, cfg.MaxShells),
 	}
 	c.newHTTP = func() *http.Client {
 		var rt http.RoundTripper = base.Clone()

@@ -3,7 +3,9 @@ package winrmclient
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -264,4 +266,69 @@ func TestConcurrentNTLMRuns(t *testing.T) {
 		g.Eventually(errs, 10*time.Second).Should(Receive(BeNil()))
 	}
 	g.Expect(e.srv.Stats().Unauthorized).To(BeZero())
+}
+
+// A manager killed mid-run never deletes its shells. They must not hold the user's shell quota
+// for the host's two-hour IdleTimeout: each shell asks for a short one, so the host reclaims them.
+func TestAbandonedShellsIdleOut(t *testing.T) {
+	g := NewWithT(t)
+	e := newEnv(t, hvsim.Options{TLS: true, MaxShellsPerUser: 1})
+	cfg := e.config(AuthNTLM)
+	cfg.ShellIdleTimeout = 300 * time.Millisecond
+	c := e.client(t, cfg)
+	// The Delete never arrives, as when the process is killed after its run.
+	e.srv.Inject(hvsim.Fault{Action: hvsim.ActionDelete, HTTPStatus: http.StatusServiceUnavailable, Times: 1})
+	_, err := c.RunPowerShell(context.Background(), "whoami")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(e.srv.Stats().OpenShells).To(Equal(1), "the shell was left open")
+	_, err = c.RunPowerShell(context.Background(), "whoami")
+	code, _ := FaultCode(err)
+	g.Expect(code).To(Equal(FaultShellQuota), "the abandoned shell still counts")
+	g.Eventually(func() error {
+		_, err := c.RunPowerShell(context.Background(), "whoami")
+		return err
+	}, 5*time.Second, 100*time.Millisecond).Should(Succeed(), "the host closed the idle shell")
+}
+
+// The client queues runs beyond MaxShells instead of sending them to a host that would refuse
+// them for its shell quota.
+func TestRunsBeyondMaxShellsWaitTheirTurn(t *testing.T) {
+	g := NewWithT(t)
+	e := newEnv(t, hvsim.Options{TLS: true, MaxShellsPerUser: 2})
+	cfg := e.config(AuthNTLM)
+	cfg.MaxShells = 2
+	c := e.client(t, cfg)
+	var wg sync.WaitGroup
+	errs := make(chan error, 6)
+	for range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := c.RunPowerShell(context.Background(), "Start-Sleep -Milliseconds 200")
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	g.Expect(e.srv.Stats().Faults[hvsim.FaultShellQuota]).To(BeZero())
+
+	// A run waiting for a shell gives up with its context.
+	hold := make(chan struct{})
+	for range 2 {
+		go func() {
+			_, _ = c.RunPowerShell(context.Background(), "Start-Sleep -Milliseconds 1500")
+			hold <- struct{}{}
+		}()
+	}
+	g.Eventually(func() int { return e.srv.Stats().OpenShells }).Should(Equal(2))
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := c.RunPowerShell(ctx, "whoami")
+	g.Expect(err).To(MatchError(hypervisor.ErrTransient))
+	g.Expect(err).To(MatchError(context.DeadlineExceeded))
+	<-hold
+	<-hold
 }

@@ -70,12 +70,18 @@ func (c *Client) RunPowerShell(ctx context.Context, script string) (Result, erro
 // withShell opens a shell, runs fn in it and deletes it, the deletion bounded by its own short
 // deadline so a cancelled ctx still closes the shell (WinRM allows a user only a few).
 func (c *Client) withShell(ctx context.Context, fn func(*winrm.Shell, *transport) error) error {
+	select {
+	case c.shells <- struct{}{}:
+		defer func() { <-c.shells }()
+	case <-ctx.Done():
+		return classifyTransport("WinRM Create", ctx.Err())
+	}
 	wc, tr, err := c.newWinRM(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.release(tr.http)
-	sh, err := wc.CreateShell()
+	sh, err := c.createShell(wc, tr)
 	if err != nil {
 		return err
 	}
