@@ -11,10 +11,13 @@ import (
 
 // Manager is the manager's configuration.
 type Manager struct {
-	LogLevel                string
-	MetricsBindAddress      string
-	MetricsSecure           bool
-	HealthProbeBindAddress  string
+	LogLevel               string
+	MetricsBindAddress     string
+	MetricsSecure          bool
+	HealthProbeBindAddress string
+	// PprofBindAddress serves net/http/pprof's profiles (diagnosis only, unauthenticated: bind it
+	// to loopback); "0" or empty disables it.
+	PprofBindAddress        string
 	LeaderElect             bool
 	LeaderElectionNamespace string
 	LeaderElectionID        string
@@ -127,6 +130,7 @@ func (m *Manager) Bind(fs *flag.FlagSet, getenv func(string) string) func() erro
 	str(&m.MetricsBindAddress, setting{"metrics-bind-address", "METRICS_BIND_ADDRESS", "address of the metrics endpoint; 0 disables it"}, ":8080")
 	boolean(&m.MetricsSecure, setting{"metrics-secure", "METRICS_SECURE", "serve metrics over HTTPS with Kubernetes authentication and authorization"}, true)
 	str(&m.HealthProbeBindAddress, setting{"health-probe-bind-address", "HEALTH_PROBE_BIND_ADDRESS", "address of /healthz and /readyz"}, ":8081")
+	str(&m.PprofBindAddress, setting{"pprof-bind-address", "PPROF_BIND_ADDRESS", "address of Go's /debug/pprof profiles, unauthenticated (bind to 127.0.0.1); 0 disables them"}, "0")
 	boolean(&m.LeaderElect, setting{"leader-elect", "LEADER_ELECT", "elect a leader so only one replica reconciles"}, false)
 	str(&m.LeaderElectionNamespace, setting{"leader-election-namespace", "LEADER_ELECTION_NAMESPACE", "namespace of the leader election lease; default the pod's"}, "")
 	str(&m.LeaderElectionID, setting{"leader-election-id", "LEADER_ELECTION_ID", "name of the leader election lease"}, "hyperfleet-manager.hyperfleet.io")

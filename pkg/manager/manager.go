@@ -46,6 +46,7 @@ func New(ctx context.Context, restConfig *rest.Config, cfg *config.Manager, over
 		Scheme:                        api.NewScheme(),
 		Metrics:                       metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress:        "0",
+		PprofBindAddress:              pprofAddress(cfg.PprofBindAddress),
 		LeaderElection:                cfg.LeaderElect,
 		LeaderElectionID:              cfg.LeaderElectionID,
 		LeaderElectionNamespace:       cfg.LeaderElectionNamespace,
@@ -93,6 +94,14 @@ func New(ctx context.Context, restConfig *rest.Config, cfg *config.Manager, over
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// pprofAddress is controller-runtime's setting for cfg's: "0" or empty turns profiles off.
+func pprofAddress(addr string) string {
+	if addr == "" {
+		return "0"
+	}
+	return addr
 }
 
 // addWebhookReceiver serves the CI platforms' job webhooks, one route per platform with its own

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"testing"
@@ -77,6 +78,12 @@ func TestBenchScale(t *testing.T) {
 
 	// The burst: N jobs queued at once; the fake GitHub delivers each queued webhook.
 	burst := time.Now()
+	profiled := make(chan struct{})
+	go func() {
+		defer close(profiled)
+		h.manager.profileCPU(ctx, 3*time.Minute, filepath.Join(dir, "manager-cpu-burst.pprof"), t.Logf)
+	}()
+	defer func() { <-profiled }()
 	ids := map[int64]bool{}
 	for range n {
 		ids[h.github.CreateJob(repo, runnerLabels).ID] = true

@@ -343,7 +343,7 @@ func (b *bootstrapService) stop() {
 }
 
 func (h *harness) startManager(bin string) error {
-	ports, err := freePorts(3)
+	ports, err := freePorts(4)
 	if err != nil {
 		return err
 	}
@@ -355,7 +355,9 @@ func (h *harness) startManager(bin string) error {
 	webhookAddr := fmt.Sprintf("127.0.0.1:%d", ports[2])
 	scale := h.opts.model.ScaleFactor()
 	h.manager = &managerProcess{bin: bin, kubeconfig: kubeconfig, logPath: filepath.Join(h.opts.dir, "manager.log"),
+		pprof: fmt.Sprintf("127.0.0.1:%d", ports[3]),
 		args: []string{
+			fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", ports[3]),
 			"--log-level=" + h.opts.logLevel,
 			fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ports[0]), "--metrics-secure=false",
 			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", ports[1]),

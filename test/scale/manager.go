@@ -3,6 +3,8 @@ package scale
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +25,8 @@ import (
 type managerProcess struct {
 	bin, kubeconfig, logPath string
 	args, env                []string
+	// pprof is the loopback address of the manager's /debug/pprof.
+	pprof string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -145,4 +149,36 @@ func procUsage(pid int) (time.Duration, int64) {
 		}
 	}
 	return cpu, rss
+}
+
+// profileCPU saves a CPU profile of the manager over the next d to path (for `go tool pprof`).
+// Errors only go to the log: a profile is a diagnosis, not a result.
+func (m *managerProcess) profileCPU(ctx context.Context, d time.Duration, path string, log func(string, ...any)) {
+	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", m.pprof, int(d.Seconds()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		log("CPU profile: %v", err)
+		return
+	}
+	resp, err := (&http.Client{Timeout: d + time.Minute}).Do(req)
+	if err != nil {
+		log("CPU profile: %v", err)
+		return
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		log("CPU profile: %s", resp.Status)
+		return
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		log("CPU profile: %v", err)
+		return
+	}
+	defer func() { _ = f.Close() }()
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		log("CPU profile: %v", err)
+		return
+	}
+	log("manager CPU profile over %s: %s", d, path)
 }

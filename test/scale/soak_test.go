@@ -14,11 +14,12 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"sigs.k8s.io/cluster-api/util/conditions"
+
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
 	"github.com/hyperfleet-io/hyperfleet/test/hvsim"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
-	"sigs.k8s.io/cluster-api/util/conditions"
 )
 
 var (
@@ -130,6 +131,7 @@ func TestSoak(t *testing.T) {
 	lastLog := time.Now()
 	for allRan == 0 {
 		if ctx.Err() != nil {
+			diagnose(t, h, ids)
 			t.Fatalf("only %d of %d jobs completed in %s (%s); logs in %s", completed(h.github, ids), n, timeout, strings.Join(done, ", "), dir)
 		}
 		time.Sleep(250 * time.Millisecond)
@@ -218,6 +220,44 @@ func TestSoak(t *testing.T) {
 	g.Expect(dups).To(BeEmpty(), "no claim has two VMs at once")
 	g.Expect(foreignVMs(h.sim)).To(Equal(pveForeign), "foreign Proxmox VMs are untouched")
 	g.Expect(foreignHyperV(h.hv)).To(Equal(hvForeign), "foreign Hyper-V VMs are untouched")
+}
+
+// diagnose logs what a stalled soak left behind, so a failure in CI says why without its logs:
+// the jobs not completed, the VMs left, each claim's phase and Ready condition, the Hyper-V
+// host's open shells and faults, and the guests' errors.
+func diagnose(t *testing.T, h *harness, ids map[int64]bool) {
+	t.Helper()
+	for _, j := range h.github.Jobs() {
+		if ids[j.ID] && j.Status != fakegithub.JobCompleted {
+			t.Logf("job %d %v: %s, runner %q, acquired %d times", j.ID, j.Labels, j.Status, j.RunnerName, j.Acquisitions)
+		}
+	}
+	for _, vm := range ownedVMs(h.sim) {
+		t.Logf("Proxmox VM %d %s on %s: %s", vm.VMID, vm.Name, vm.Node, vm.Status)
+	}
+	for _, vm := range ownedHyperV(h.hv) {
+		t.Logf("Hyper-V VM %s %s: state %d", vm.ID, vm.Name, vm.State)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	claims := &infrav1.MachineClaimList{}
+	if err := h.env.Client.List(ctx, claims, client.InNamespace(namespace)); err == nil {
+		for _, c := range claims.Items {
+			ready := conditions.Get(&c, infrav1.ReadyCondition)
+			line := fmt.Sprintf("claim %s: phase %s, VM %q on %q", c.Name, c.Status.Phase, c.Status.VMID, c.Status.Node)
+			if ready != nil {
+				line += fmt.Sprintf(", Ready=%s %s: %s", ready.Status, ready.Reason, ready.Message)
+			}
+			t.Log(line)
+		}
+	}
+	for name, srv := range h.hv.Servers {
+		st := srv.Stats()
+		t.Logf("Hyper-V host %s: %d shells open, WS-Man faults by code %v, requests %v", name, st.OpenShells, st.Faults, st.Calls)
+	}
+	for _, err := range h.opts.guests.errors() {
+		t.Logf("guest: %v", err)
+	}
 }
 
 func completed(gh *fakegithub.Server, ids map[int64]bool) int {
@@ -349,52 +389,63 @@ type hvFaultCounter struct {
 func (c *hvFaultCounter) count() int { c.mu.Lock(); defer c.mu.Unlock(); return c.n }
 
 // injectHyperVFaults makes about rate of the Hyper-V host's PowerShell runs (each one operation
-// of several WS-Man requests, as a Proxmox request is one) fail until ctx ends: after every
-// 1/rate runs it arms one fault of the next kind (a VM creation the module
-// answers Busy, a deletion whose module run crashes, a 503, a request that hangs past the
-// provider's timeout). The simulator takes faults one at a time, not by rate; a module fault is
-// armed again only once the last one of its function was used up.
+// of several WS-Man requests, as a Proxmox request is one) fail until ctx ends: one in 1/rate
+// VM creations answered Busy by the module, one in 1/rate deletions whose module run crashes,
+// and, after every 1/rate runs of any kind, a request answered 503 or held past the provider's
+// timeout (alternately). The simulator takes faults one at a time, not by rate, so each is armed
+// when its function's count (or the run count) reaches the next multiple, and a module fault is
+// armed only once the last one of its function was used up: a function called rarely (a clone
+// retried after a backoff) fails at the rate, not at every call.
 func injectHyperVFaults(ctx context.Context, hv *hvsim.HyperVHosts, rate float64) *hvFaultCounter {
 	c := &hvFaultCounter{}
 	srv := hv.Servers[hypervHost]
 	every := int(1 / rate)
-	armed := map[string]int{} // module function → its call count when a fault was armed
-	moduleFault := func(function string, arm func()) func() bool {
-		return func() bool {
-			calls := hv.Calls()[hypervHost+"/"+function]
-			if at, ok := armed[function]; ok && calls <= at {
-				return false // the last one is still waiting for a call
-			}
-			armed[function] = calls
-			arm()
-			return true
-		}
+	type moduleFault struct {
+		function string
+		arm      func()
+		next     int // the function's call count that arms the next fault
+		armedAt  int // its call count when the last fault was armed; -1 when none is waiting
 	}
-	kinds := []func() bool{
-		moduleFault("New-HFVM", func() { hv.FailNext(hypervHost, "New-HFVM", "Busy", "The host is busy; try again later.") }),
-		moduleFault("Remove-HFVM", func() { hv.CrashNext(hypervHost, "Remove-HFVM", "The term 'Remove-VM' is not recognized.") }),
-		func() bool { srv.Inject(hvsim.Fault{HTTPStatus: 503, Times: 1}); return true },
-		func() bool { srv.Inject(hvsim.Fault{Delay: 30 * time.Second, Times: 1}); return true },
+	modules := []*moduleFault{
+		{function: "New-HFVM", arm: func() { hv.FailNext(hypervHost, "New-HFVM", "Busy", "The host is busy; try again later.") }},
+		{function: "Remove-HFVM", arm: func() { hv.CrashNext(hypervHost, "Remove-HFVM", "The term 'Remove-VM' is not recognized.") }},
+	}
+	for _, m := range modules {
+		m.next, m.armedAt = every, -1
+	}
+	requests := []func(){
+		func() { srv.Inject(hvsim.Fault{HTTPStatus: 503, Times: 1}) },
+		func() { srv.Inject(hvsim.Fault{Delay: 30 * time.Second, Times: 1}) },
+	}
+	count := func() {
+		c.mu.Lock()
+		c.n++
+		c.mu.Unlock()
 	}
 	go func() {
 		next, kind := every, 0
 		for ctx.Err() == nil {
+			calls := hv.Calls()
 			total := 0
-			for _, v := range hv.Calls() {
+			for _, v := range calls {
 				total += v
 			}
-			if total >= next {
-				for range kinds {
-					k := kinds[kind%len(kinds)]
-					kind++
-					if k() {
-						c.mu.Lock()
-						c.n++
-						c.mu.Unlock()
-						break
-					}
+			for _, m := range modules {
+				k := calls[hypervHost+"/"+m.function]
+				if m.armedAt >= 0 && k > m.armedAt {
+					m.armedAt = -1 // used up
 				}
-				next += every
+				if m.armedAt < 0 && k >= m.next {
+					m.arm()
+					m.armedAt, m.next = k, k+every
+					count()
+				}
+			}
+			if total >= next {
+				requests[kind%len(requests)]()
+				kind++
+				next = total + every
+				count()
 			}
 			select {
 			case <-ctx.Done():
