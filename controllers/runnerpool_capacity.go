@@ -8,7 +8,6 @@ import (
 
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
@@ -17,14 +16,13 @@ import (
 // reconcileWaitingForCapacity counts the pool's runners whose MachineClaim waits for a host with
 // room, per HypervisorCluster, for the status and the Ready message.
 func (r *RunnerPoolReconciler) reconcileWaitingForCapacity(ctx context.Context, s *poolScope) (ctrl.Result, error) {
-	claims := &infrav1.MachineClaimList{}
-	if err := r.Client.List(ctx, claims, client.InNamespace(s.pool.Namespace),
-		client.MatchingLabels{fleetv1.RunnerPoolNameLabel: s.pool.Name}); err != nil {
+	listed, err := r.listing(ctx, s)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 	perCluster := map[string]int32{}
-	for i := range claims.Items {
-		c := &claims.Items[i]
+	for i := range listed.claims {
+		c := &listed.claims[i]
 		if !c.DeletionTimestamp.IsZero() || c.Status.VMID != "" {
 			continue
 		}

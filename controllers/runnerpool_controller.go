@@ -82,6 +82,8 @@ type poolScope struct {
 	targets []placement.Target
 	// waiting counts the runners waiting for capacity, per HypervisorCluster.
 	waiting []fleetv1.CapacityWait
+	// listed is the pool's objects as this reconcile read them (see listing).
+	listed *poolListing
 }
 
 // +kubebuilder:rbac:groups=hyperfleet.io,resources=runnerpools,verbs=get;list;watch;update;patch

@@ -27,17 +27,12 @@ const runnerPoolFieldOwner = client.FieldOwner("runnerpool-controller")
 
 // reconcileRunners reads the pool's Machines and how far each runner got.
 func (r *RunnerPoolReconciler) reconcileRunners(ctx context.Context, s *poolScope) (ctrl.Result, error) {
-	inPool := client.MatchingLabels{fleetv1.RunnerPoolNameLabel: s.pool.Name}
-	machines := &clusterv1.MachineList{}
-	if err := r.Client.List(ctx, machines, client.InNamespace(s.pool.Namespace), inPool); err != nil {
-		return ctrl.Result{}, err
-	}
-	configs := &bootstrapv1.BootstrapConfigList{}
-	if err := r.Client.List(ctx, configs, client.InNamespace(s.pool.Namespace), inPool); err != nil {
+	listed, err := r.listing(ctx, s)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 	attested := map[string]time.Time{}
-	for _, c := range configs.Items {
+	for _, c := range listed.configs {
 		if c.Status.AttestedTime != nil {
 			attested[c.Name] = c.Status.AttestedTime.Time
 		}
@@ -48,8 +43,8 @@ func (r *RunnerPoolReconciler) reconcileRunners(ctx context.Context, s *poolScop
 	}
 	s.machines = map[string]*clusterv1.Machine{}
 	s.runners, s.warmReady = nil, 0
-	for i := range machines.Items {
-		m := &machines.Items[i]
+	for i := range listed.machines {
+		m := &listed.machines[i]
 		if !metav1.IsControlledBy(m, s.pool) {
 			continue
 		}
@@ -321,29 +316,20 @@ const orphanGrace = time.Minute
 // left by a Machine creation that failed after them, or by a Machine deleted before Cluster API
 // took charge of it. Without this they would hold their names (and a claim its VM) forever.
 func (r *RunnerPoolReconciler) reconcileOrphans(ctx context.Context, s *poolScope) (ctrl.Result, error) {
-	inPool := []client.ListOption{client.InNamespace(s.pool.Namespace), client.MatchingLabels{fleetv1.RunnerPoolNameLabel: s.pool.Name}}
-	all := &clusterv1.MachineList{}
-	if err := r.Client.List(ctx, all, inPool...); err != nil {
+	listed, err := r.listing(ctx, s)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 	backed := map[string]bool{}
-	for _, m := range all.Items {
+	for _, m := range listed.machines {
 		backed[m.Name] = true
 	}
-	claims := &infrav1.MachineClaimList{}
-	if err := r.Client.List(ctx, claims, inPool...); err != nil {
-		return ctrl.Result{}, err
-	}
-	configs := &bootstrapv1.BootstrapConfigList{}
-	if err := r.Client.List(ctx, configs, inPool...); err != nil {
-		return ctrl.Result{}, err
-	}
 	var objs []client.Object
-	for i := range claims.Items {
-		objs = append(objs, &claims.Items[i])
+	for i := range listed.claims {
+		objs = append(objs, &listed.claims[i])
 	}
-	for i := range configs.Items {
-		objs = append(objs, &configs.Items[i])
+	for i := range listed.configs {
+		objs = append(objs, &listed.configs[i])
 	}
 	for _, o := range objs {
 		if backed[o.GetName()] || !o.GetDeletionTimestamp().IsZero() || time.Since(o.GetCreationTimestamp().Time) < orphanGrace ||

@@ -39,9 +39,8 @@ func (r *RunnerPoolReconciler) reconcileTargets(ctx context.Context, s *poolScop
 	if len(specs) == 0 {
 		return ctrl.Result{}, nil
 	}
-	claims := &infrav1.MachineClaimList{}
-	if err := r.Client.List(ctx, claims, client.InNamespace(s.pool.Namespace),
-		client.MatchingLabels{fleetv1.RunnerPoolNameLabel: s.pool.Name}); err != nil {
+	listed, err := r.listing(ctx, s)
+	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing the pool's claims: %w", err)
 	}
 	for _, spec := range specs {
@@ -51,7 +50,7 @@ func (r *RunnerPoolReconciler) reconcileTargets(ctx context.Context, s *poolScop
 				t.Runners++
 			}
 		}
-		t.State, t.Reason = r.targetHealth(ctx, s.pool.Namespace, spec, claims.Items)
+		t.State, t.Reason = r.targetHealth(ctx, s.pool.Namespace, spec, listed.claims)
 		s.targets = append(s.targets, t)
 	}
 	return ctrl.Result{}, nil

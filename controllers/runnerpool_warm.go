@@ -60,13 +60,12 @@ func claimQueued(c *infrav1.MachineClaim) bool {
 // warmRunners reads the pool's claims, by runner name: their warm marks and whether they still
 // wait in the hypervisor's queue.
 func (r *RunnerPoolReconciler) warmRunners(ctx context.Context, s *poolScope) (map[string]warmRunner, error) {
-	claims := &infrav1.MachineClaimList{}
-	if err := r.Client.List(ctx, claims, client.InNamespace(s.pool.Namespace),
-		client.MatchingLabels{fleetv1.RunnerPoolNameLabel: s.pool.Name}); err != nil {
+	listed, err := r.listing(ctx, s)
+	if err != nil {
 		return nil, err
 	}
 	out := map[string]warmRunner{}
-	for _, c := range claims.Items {
+	for _, c := range listed.claims {
 		out[c.Name] = warmRunner{queued: claimQueued(&c), cloneStarted: c.Status.CloneStartedTime}
 		if !infrav1.IsWarm(c.Annotations) {
 			continue

@@ -35,7 +35,10 @@ import (
 // New builds a manager with every HyperFleet controller registered.
 func New(ctx context.Context, restConfig *rest.Config, cfg *config.Manager, override ...func(*controllers.Options)) (manager.Manager, error) {
 	syncPeriod := cfg.SyncPeriod
-	cacheOpts := cache.Options{SyncPeriod: &syncPeriod}
+	// Nothing reads managedFields, and they are much of each object: every List from the cache
+	// deep-copied them (about a tenth of the manager's CPU in a 1,000-job burst), and every cached
+	// object kept them in memory. An update or patch without managedFields leaves the server's.
+	cacheOpts := cache.Options{SyncPeriod: &syncPeriod, DefaultTransform: cache.TransformStripManagedFields()}
 	wakeups := make(chan event.TypedGenericEvent[*fleetv1.RunnerPool], 1024)
 	if cfg.WatchNamespace != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{cfg.WatchNamespace: {}}
