@@ -21,6 +21,8 @@ const nodeListingMaxAge = time.Minute
 type nodeInventory struct {
 	mu      sync.Mutex
 	entries map[hypervisor.Provider]nodeListing
+	// reads shares a listing under way among the claims that found none fresh meanwhile.
+	reads callGroup[hypervisor.Provider, nodeListing]
 }
 
 type nodeListing struct {
@@ -57,11 +59,26 @@ func (inv *nodeInventory) nodes(ctx context.Context, p hypervisor.Provider) ([]h
 			return e.nodes, e.at, nil
 		}
 	}
-	at := time.Now()
-	nodes, err := p.Nodes(ctx)
+	list := func() (nodeListing, error) {
+		at := time.Now()
+		nodes, err := p.Nodes(ctx)
+		if err != nil {
+			return nodeListing{}, err
+		}
+		inv.put(p, nodes, at)
+		return nodeListing{nodes: nodes, at: at}, nil
+	}
+	var (
+		l   nodeListing
+		err error
+	)
+	if inv == nil {
+		l, err = list()
+	} else {
+		l, err = inv.reads.do(ctx, p, list)
+	}
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	inv.put(p, nodes, at)
-	return nodes, at, nil
+	return l.nodes, l.at, nil
 }

@@ -26,6 +26,8 @@ type templateCache struct {
 
 	mu      sync.Mutex
 	entries map[templateKey]templateEntry
+	// reads shares a resolution under way among the claims that missed the cache meanwhile.
+	reads callGroup[templateKey, []hypervisor.Template]
 }
 
 type templateKey struct {
@@ -56,12 +58,14 @@ func (tc *templateCache) resolveAll(ctx context.Context, p hypervisor.Provider, 
 	if t, ok := tc.get(key); ok {
 		return t, nil
 	}
-	t, err := p.ResolveTemplates(ctx, sel)
-	if err != nil {
-		return nil, err
-	}
-	tc.put(key, t)
-	return t, nil
+	return tc.reads.do(ctx, key, func() ([]hypervisor.Template, error) {
+		t, err := p.ResolveTemplates(ctx, sel)
+		if err != nil {
+			return nil, err
+		}
+		tc.put(key, t)
+		return t, nil
+	})
 }
 
 // resolveOne returns the one template sel names: taken from a fresh resolution of all (an earlier
@@ -78,12 +82,18 @@ func (tc *templateCache) resolveOne(ctx context.Context, p hypervisor.Provider, 
 	if t, ok := tc.get(key); ok && len(t) == 1 {
 		return t[0], nil
 	}
-	t, err := p.ResolveTemplate(ctx, sel)
+	t, err := tc.reads.do(ctx, key, func() ([]hypervisor.Template, error) {
+		t, err := p.ResolveTemplate(ctx, sel)
+		if err != nil {
+			return nil, err
+		}
+		tc.put(key, []hypervisor.Template{t})
+		return []hypervisor.Template{t}, nil
+	})
 	if err != nil {
 		return hypervisor.Template{}, err
 	}
-	tc.put(key, []hypervisor.Template{t})
-	return t, nil
+	return t[0], nil
 }
 
 func (tc *templateCache) get(key templateKey) ([]hypervisor.Template, bool) {

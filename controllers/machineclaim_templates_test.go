@@ -51,7 +51,7 @@ func TestTemplateResolutionIsShared(t *testing.T) {
 	}
 	lists := reqs["GET /cluster/resources"]
 	t.Logf("%d claims provisioned: %d cluster listings, %d calls (%.1f per VM); %v", n, lists, total, float64(total)/n, reqs)
-	// Concurrent reconciles may each miss the cache once before the first resolution is stored.
-	// Besides the shared resolution, each claim lists the cluster once for a reason of its own.
-	g.Expect(lists).To(BeNumerically("<=", n+2), "template resolutions are shared, not made per claim and step")
+	// Concurrent reconciles that miss the cache together share one resolution; the VMIDs come
+	// from that listing too. One more is allowed for a resolution that expired meanwhile.
+	g.Expect(lists).To(BeNumerically("<=", 2), "template resolutions are shared, not made per claim and step")
 }
