@@ -61,6 +61,8 @@ type RunnerPoolReconciler struct {
 	RunnerName func(pool string) string
 	// Wakeups receives pools whose demand changed (from the webhook receiver).
 	Wakeups <-chan event.TypedGenericEvent[*fleetv1.RunnerPool]
+	// deregistrations backs off a runner's deregistration after the platform failed it.
+	deregistrations deregisterBackoff
 }
 
 // poolScope is what one reconcile of a RunnerPool works with.

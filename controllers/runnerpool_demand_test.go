@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -320,4 +321,53 @@ func TestRateLimitedScaleDownWaits(t *testing.T) {
 		g.Expect(gh.Requests(fakegithub.EndpointOrgRunners)).To(Equal(calls), "no call before the limit lifts")
 		g.Expect(poolMachines(g, pool)).To(HaveLen(2), "no runner removed without its deregistration")
 	}, 5*time.Second, 250*time.Millisecond).Should(Succeed())
+}
+
+// TestFailedDeregistrationBacksOff: a scale-down whose deregistration GitHub fails (here with
+// 502s) keeps the runner and tries again after a backoff, however often the pool is woken
+// meanwhile; every event of the pool used to call GitHub again for each runner being removed.
+func TestFailedDeregistrationBacksOff(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	startCAPI(t)
+	sim := pvesim.StartForTest(t, pvesim.Config{})
+	gh := fakegithub.StartForTest(t, fakegithub.Options{TLS: true})
+	startManager(t)
+	ns := newNamespace(t)
+	pool := githubPool(t, ns, "outage", 2, sim, gh)
+	scalePool(g, pool, 2)
+	g.Eventually(func(g Gomega) {
+		g.Expect(poolMachines(g, pool)).To(HaveLen(2))
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	for _, m := range poolMachines(g, pool) {
+		setRunnerConfigTime(t, ns, m.Name, &metav1.Time{Time: time.Now().Add(-10 * time.Minute)})
+	}
+
+	gh.InjectFault(fakegithub.EndpointOrgRunners, fakegithub.Fault{Times: 1000, Status: http.StatusBadGateway, Message: "Server Error"})
+	scalePool(g, pool, 0)
+	g.Eventually(func() int { return gh.Requests(fakegithub.EndpointOrgRunners) }, 30*time.Second, 100*time.Millisecond).Should(BeNumerically(">=", 2))
+	time.Sleep(time.Second) // the first failures are recorded
+	calls := gh.Requests(fakegithub.EndpointOrgRunners)
+	// Wake the pool again and again, as a burst's status changes do: a Machine annotated every 100 ms.
+	m := poolMachines(g, pool)[0]
+	for i := range 30 {
+		got := &clusterv1.Machine{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(&m), got)).To(Succeed())
+		base := got.DeepCopy()
+		if got.Annotations == nil {
+			got.Annotations = map[string]string{}
+		}
+		got.Annotations["test.hyperfleet.io/poke"] = fmt.Sprint(i)
+		g.Expect(env.Client.Patch(ctx, got, client.MergeFrom(base))).To(Succeed())
+		time.Sleep(100 * time.Millisecond)
+	}
+	// The first retry comes 5 s after each failure: within these 3 s, at most one more call per runner.
+	g.Expect(gh.Requests(fakegithub.EndpointOrgRunners)-calls).To(BeNumerically("<=", 2), "no call per event while the backoff runs")
+	g.Expect(poolMachines(g, pool)).To(HaveLen(2), "no runner removed without its deregistration")
+
+	// Once GitHub answers again, the runners go.
+	gh.ClearFaults()
+	g.Eventually(func(g Gomega) {
+		g.Expect(poolMachines(g, pool)).To(BeEmpty())
+	}, 60*time.Second, 250*time.Millisecond).Should(Succeed())
 }

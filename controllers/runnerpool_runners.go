@@ -264,8 +264,16 @@ func (r *RunnerPoolReconciler) removeRunner(ctx context.Context, s *poolScope, r
 				s.recheckBy(time.Until(at))
 				return false, nil
 			}
+		} else if wait := r.deregistrations.wait(m.UID, time.Now()); wait > 0 && mustDeregister {
+			// The platform failed this runner's deregistration a moment ago: the pool's other
+			// events must not call it again at once (an outage would turn every event into calls).
+			s.recheckBy(wait)
+			return false, nil
 		} else {
 			err := r.deregister(ctx, s, rm.Name)
+			if err == nil || errors.Is(err, platform.ErrRunnerBusy) {
+				r.deregistrations.forget(m.UID)
+			}
 			switch {
 			case errors.Is(err, platform.ErrRunnerBusy):
 				if spares {
@@ -279,6 +287,7 @@ func (r *RunnerPoolReconciler) removeRunner(ctx context.Context, s *poolScope, r
 				setRateLimited(s, err)
 				return false, nil
 			case err != nil && mustDeregister:
+				s.recheckBy(r.deregistrations.failed(m.UID, time.Now()))
 				return false, fmt.Errorf("deregistering runner %s before scale-down: %w", rm.Name, err)
 			}
 		}

@@ -55,6 +55,8 @@ type options struct {
 	sweep time.Duration
 	// repair is the manager's --repair-interval.
 	repair time.Duration
+	// capiArgs are extra flags of the Cluster API manager (its client's QPS, concurrency).
+	capiArgs []string
 	// guests are the VMs' guest OS.
 	guests *guests
 	// jitPerWindow limits JIT configs per installation per model minute, as GitHub does.
@@ -145,7 +147,7 @@ func start(ctx context.Context, o options) (_ *harness, err error) {
 	if h.inst, err = h.env.Install(ctx, 24*time.Hour); err != nil {
 		return nil, err
 	}
-	if h.capi, err = h.env.StartCAPIManager(ctx); err != nil {
+	if h.capi, err = h.env.StartCAPIManager(ctx, h.opts.capiArgs...); err != nil {
 		return nil, err
 	}
 	if err := h.startGitHub(); err != nil {

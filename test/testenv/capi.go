@@ -28,7 +28,8 @@ type CAPIManager struct {
 
 // StartCAPIManager runs the Cluster API core controllers (built by hack/tools.sh) against e. They
 // reconcile Clusters, Machines and MachineHealthChecks exactly as in a real management cluster.
-func (e *Env) StartCAPIManager(ctx context.Context) (*CAPIManager, error) {
+// extraArgs are added to the manager's flags (e.g. --kube-api-qps).
+func (e *Env) StartCAPIManager(ctx context.Context, extraArgs ...string) (*CAPIManager, error) {
 	dir, err := os.MkdirTemp(e.dir, "capi-")
 	if err != nil {
 		return nil, err
@@ -46,16 +47,17 @@ func (e *Env) StartCAPIManager(ctx context.Context) (*CAPIManager, error) {
 		return nil, err
 	}
 	health := "127.0.0.1:" + strconv.Itoa(ports[1])
-	cmd := exec.Command(e.Tools.CAPIManager(),
-		"--kubeconfig="+e.KubeconfigPath,
-		"--webhook-cert-dir="+dir,
-		"--webhook-port="+strconv.Itoa(ports[0]),
-		"--health-addr="+health,
-		"--diagnostics-address=127.0.0.1:"+strconv.Itoa(ports[2]),
+	args := append([]string{
+		"--kubeconfig=" + e.KubeconfigPath,
+		"--webhook-cert-dir=" + dir,
+		"--webhook-port=" + strconv.Itoa(ports[0]),
+		"--health-addr=" + health,
+		"--diagnostics-address=127.0.0.1:" + strconv.Itoa(ports[2]),
 		"--insecure-diagnostics",
 		"--leader-elect=false",
 		"--sync-period=1m",
-	)
+	}, extraArgs...)
+	cmd := exec.Command(e.Tools.CAPIManager(), args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Die with the test process, even when it is killed on a timeout.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
