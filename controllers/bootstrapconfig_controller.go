@@ -227,8 +227,7 @@ func (r *BootstrapConfigReconciler) SetupWithManager(ctx context.Context, mgr ct
 		Named("bootstrapconfig").
 		WithOptions(opts).
 		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilter)).
-		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(machineToBootstrapConfig),
-			builder.WithPredicates(machineChangedBeyondStatus())).
+		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(machineToBootstrapConfig)).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(clusterToConfigs),
 			builder.WithPredicates(predicates.ClusterPausedTransitionsOrInfrastructureProvisioned(mgr.GetScheme(), log))).
 		Complete(tracing.Reconciler("bootstrapconfig", r))

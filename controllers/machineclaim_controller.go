@@ -492,8 +492,7 @@ func (r *MachineClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		WithOptions(opts).
 		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilter)).
 		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(
-			util.MachineToInfrastructureMapFunc(infrav1.GroupVersion.WithKind("MachineClaim"))),
-			builder.WithPredicates(machineChangedBeyondStatus())).
+			util.MachineToInfrastructureMapFunc(infrav1.GroupVersion.WithKind("MachineClaim")))).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(clusterToClaims),
 			builder.WithPredicates(predicates.ClusterPausedTransitionsOrInfrastructureProvisioned(mgr.GetScheme(), log))).
 		Watches(&infrav1.HypervisorCluster{}, handler.EnqueueRequestsFromMapFunc(r.hypervisorClusterToClaims),
