@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
 	"github.com/hyperfleet-io/hyperfleet/pkg/tracing"
 )
@@ -175,13 +177,41 @@ func (r *BootstrapConfigReconciler) reconcileAttestation(ctx context.Context, s 
 		(reason == bootstrapv1.TokenRedeemedReason || reason == bootstrapv1.TokenExpiredReason) {
 		return ctrl.Result{}, nil // decided once, at expiry: SPIRE was asked already
 	}
-	if remaining := time.Until(exp.Time); remaining > 0 {
+	remaining := time.Until(exp.Time)
+	if margin := tokenRefreshMargin(c); !isSPIRE(c) && remaining < margin {
+		// A runner queued behind a burst may not have its VM yet when its token runs out: while
+		// no VM was given the bootstrap data, the token can be replaced without a VM left holding
+		// the old one.
+		undelivered, err := r.bootstrapDataUndelivered(ctx, s)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if undelivered {
+			old := exp.Time
+			res, err := r.mint(ctx, s)
+			if err != nil || c.Status.TokenExpirationTime == nil || !c.Status.TokenExpirationTime.After(old) {
+				return res, err
+			}
+			conditions.Set(c, metav1.Condition{Type: bootstrapv1.AttestedCondition, Status: metav1.ConditionFalse,
+				Reason: bootstrapv1.WaitingForAttestationReason, Message: "waiting for the VM to redeem its join token (replaced before its VM was configured)",
+				ObservedGeneration: c.Generation})
+			r.Recorder.Eventf(c, corev1.EventTypeNormal, bootstrapv1.JoinTokenRefreshedReason,
+				"join token due to expire at %s replaced before any VM got it; the new one is valid until %s",
+				old.UTC().Format(time.RFC3339), c.Status.TokenExpirationTime.UTC().Format(time.RFC3339))
+			return ctrl.Result{RequeueAfter: time.Until(c.Status.TokenExpirationTime.Time) - margin}, nil
+		}
+	}
+	if remaining > 0 {
 		if conditions.Get(c, bootstrapv1.AttestedCondition) == nil {
 			conditions.Set(c, metav1.Condition{Type: bootstrapv1.AttestedCondition, Status: metav1.ConditionFalse,
 				Reason: bootstrapv1.WaitingForAttestationReason, Message: "waiting for the VM to redeem its join token",
 				ObservedGeneration: c.Generation})
 		}
-		return ctrl.Result{RequeueAfter: remaining + time.Second}, nil
+		next := remaining + time.Second
+		if margin := tokenRefreshMargin(c); !isSPIRE(c) && remaining > margin {
+			next = remaining - margin // look again when the token may need replacing
+		}
+		return ctrl.Result{RequeueAfter: next}, nil
 	}
 	if isSPIRE(c) {
 		// SPIRE redeems the token itself: ask it whether the VM's spire-agent spent it in time.
@@ -203,6 +233,37 @@ func (r *BootstrapConfigReconciler) reconcileAttestation(ctx context.Context, s 
 		Reason: bootstrapv1.TokenExpiredReason, Message: "the join token expired before the VM redeemed it",
 		ObservedGeneration: c.Generation})
 	return ctrl.Result{}, nil
+}
+
+// tokenRefreshMargin is how long before its expiry an undelivered join token is replaced: a third
+// of its lifetime, at most five minutes (a VM configured just before needs that long to boot and
+// redeem it).
+func tokenRefreshMargin(c *bootstrapv1.BootstrapConfig) time.Duration {
+	return min(5*time.Minute, joinTokenTTL(c)/3)
+}
+
+// bootstrapDataUndelivered tells whether no VM has been given the config's bootstrap data yet: the
+// Machine's MachineClaim, read past the cache, has not configured its VM with it (a warm VM
+// configured without it still waits for it). Another kind of infrastructure, or a claim that cannot
+// be read, counts as delivered: the token is then left alone.
+func (r *BootstrapConfigReconciler) bootstrapDataUndelivered(ctx context.Context, s *bootstrapScope) (bool, error) {
+	ref := s.machine.Spec.InfrastructureRef
+	if ref.Kind != "MachineClaim" || ref.APIGroup != infrav1.GroupVersion.Group || ref.Name == "" {
+		return false, nil
+	}
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	claim := &infrav1.MachineClaim{}
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: s.machine.Namespace, Name: ref.Name}, claim); err != nil {
+		if apierrors.IsNotFound(err) {
+			return true, nil // no claim, no VM
+		}
+		return false, err
+	}
+	step := claim.Status.CompletedStep
+	return (step != infrav1.StepConfigured && step != infrav1.StepStarted) || warmAwaitsData(claim), nil
 }
 
 func (r *BootstrapConfigReconciler) patchWaiting(ctx context.Context, c *bootstrapv1.BootstrapConfig, reason, msg string) error {

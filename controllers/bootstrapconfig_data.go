@@ -57,6 +57,12 @@ func (r *BootstrapConfigReconciler) reconcileDataSecret(ctx context.Context, s *
 		return ctrl.Result{RequeueAfter: time.Minute}, nil
 	}
 
+	return r.mint(ctx, s)
+}
+
+// mint mints the join token (or SPIRE credential), records its hash and writes the data Secret.
+func (r *BootstrapConfigReconciler) mint(ctx context.Context, s *bootstrapScope) (ctrl.Result, error) {
+	c := s.config
 	if res, ok := r.checkAttestationSupported(c); !ok {
 		return res, nil
 	}
@@ -85,10 +91,7 @@ func (r *BootstrapConfigReconciler) reconcileDataSecret(ctx context.Context, s *
 		setDataSecretCondition(c, metav1.ConditionFalse, bootstrapv1.JoinTokenFailedReason, "trust bundle: "+err.Error())
 		return ctrl.Result{}, err
 	}
-	ttl := bootstrap.DefaultJoinTokenTTL
-	if c.Spec.Attestation.JoinTokenTTL != nil && c.Spec.Attestation.JoinTokenTTL.Duration > 0 {
-		ttl = min(c.Spec.Attestation.JoinTokenTTL.Duration, bootstrap.MaxJoinTokenTTL)
-	}
+	ttl := joinTokenTTL(c)
 	if stale, err := r.staleCopy(ctx, c); err != nil || stale {
 		return ctrl.Result{}, err // the newer version's event brings us back
 	}
@@ -123,6 +126,14 @@ func (r *BootstrapConfigReconciler) reconcileDataSecret(ctx context.Context, s *
 	r.Recorder.Eventf(c, corev1.EventTypeNormal, bootstrapv1.DataSecretCreatedReason,
 		"bootstrap data Secret %s created for %s; join token valid until %s", c.Name, cred.ID, cred.ExpiresAt.UTC().Format(time.RFC3339))
 	return ctrl.Result{}, nil
+}
+
+// joinTokenTTL is how long c's join tokens may be redeemed.
+func joinTokenTTL(c *bootstrapv1.BootstrapConfig) time.Duration {
+	if c.Spec.Attestation.JoinTokenTTL != nil && c.Spec.Attestation.JoinTokenTTL.Duration > 0 {
+		return min(c.Spec.Attestation.JoinTokenTTL.Duration, bootstrap.MaxJoinTokenTTL)
+	}
+	return bootstrap.DefaultJoinTokenTTL
 }
 
 // checkAttestationSupported refuses what is designed but not built yet, or not configured on

@@ -18,9 +18,11 @@ const (
 	WaitingForAttestationReason  = "WaitingForAttestation"
 	AttestedReason               = "Attested"
 	TokenExpiredReason           = "TokenExpired"
-	DataSecretFailedReason       = "DataSecretFailed"
-	TokenRedeemedReason          = "TokenRedeemed"
-	RunnerConfigFailedReason     = "RunnerConfigFailed"
+	// JoinTokenRefreshedReason (an Event): a join token no VM had was replaced before it expired.
+	JoinTokenRefreshedReason = "JoinTokenRefreshed"
+	DataSecretFailedReason   = "DataSecretFailed"
+	TokenRedeemedReason      = "TokenRedeemed"
+	RunnerConfigFailedReason = "RunnerConfigFailed"
 	// SPIREServerNotAllowedReason: spec.attestation.spireServerAddress names a SPIRE server other
 	// than the manager's own; the manager does not connect to it.
 	SPIREServerNotAllowedReason = "SPIREServerNotAllowed"
