@@ -294,20 +294,7 @@ func TestRateLimitedPoolBacksOff(t *testing.T) {
 // limit: a soak made ten thousand such calls in ten minutes and stalled for the rest of the hour.
 func TestRateLimitedScaleDownWaits(t *testing.T) {
 	g := NewWithT(t)
-	startCAPI(t)
-	sim := pvesim.StartForTest(t, pvesim.Config{})
-	gh := fakegithub.StartForTest(t, fakegithub.Options{TLS: true})
-	startManager(t)
-	ns := newNamespace(t)
-	pool := githubPool(t, ns, "spent", 2, sim, gh)
-	scalePool(g, pool, 2)
-	g.Eventually(func(g Gomega) {
-		g.Expect(poolMachines(g, pool)).To(HaveLen(2))
-	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
-	// Both runners got their runner config long ago: registered, so GitHub must let them go first.
-	for _, m := range poolMachines(g, pool) {
-		setRunnerConfigTime(t, ns, m.Name, &metav1.Time{Time: time.Now().Add(-10 * time.Minute)})
-	}
+	pool, gh := registeredRunners(t, "spent")
 
 	gh.InjectFault(fakegithub.EndpointOrgRunners, fakegithub.Fault{Times: 1000, RateLimited: true, RetryAfter: 40 * time.Second})
 	scalePool(g, pool, 0)
@@ -329,19 +316,7 @@ func TestRateLimitedScaleDownWaits(t *testing.T) {
 func TestFailedDeregistrationBacksOff(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	startCAPI(t)
-	sim := pvesim.StartForTest(t, pvesim.Config{})
-	gh := fakegithub.StartForTest(t, fakegithub.Options{TLS: true})
-	startManager(t)
-	ns := newNamespace(t)
-	pool := githubPool(t, ns, "outage", 2, sim, gh)
-	scalePool(g, pool, 2)
-	g.Eventually(func(g Gomega) {
-		g.Expect(poolMachines(g, pool)).To(HaveLen(2))
-	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
-	for _, m := range poolMachines(g, pool) {
-		setRunnerConfigTime(t, ns, m.Name, &metav1.Time{Time: time.Now().Add(-10 * time.Minute)})
-	}
+	pool, gh := registeredRunners(t, "outage")
 
 	gh.InjectFault(fakegithub.EndpointOrgRunners, fakegithub.Fault{Times: 1000, Status: http.StatusBadGateway, Message: "Server Error"})
 	scalePool(g, pool, 0)
@@ -370,4 +345,26 @@ func TestFailedDeregistrationBacksOff(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(poolMachines(g, pool)).To(BeEmpty())
 	}, 60*time.Second, 250*time.Millisecond).Should(Succeed())
+}
+
+// registeredRunners starts Cluster API, the manager, the Proxmox simulator and a fake GitHub, and
+// a GitHub pool of org with two runners that got their runner config long ago: registered, so
+// GitHub must let them go before they are removed.
+func registeredRunners(t *testing.T, org string) (*fleetv1.RunnerPool, *fakegithub.Server) {
+	t.Helper()
+	g := NewWithT(t)
+	startCAPI(t)
+	sim := pvesim.StartForTest(t, pvesim.Config{})
+	gh := fakegithub.StartForTest(t, fakegithub.Options{TLS: true})
+	startManager(t)
+	ns := newNamespace(t)
+	pool := githubPool(t, ns, org, 2, sim, gh)
+	scalePool(g, pool, 2)
+	g.Eventually(func(g Gomega) {
+		g.Expect(poolMachines(g, pool)).To(HaveLen(2))
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	for _, m := range poolMachines(g, pool) {
+		setRunnerConfigTime(t, ns, m.Name, &metav1.Time{Time: time.Now().Add(-10 * time.Minute)})
+	}
+	return pool, gh
 }
