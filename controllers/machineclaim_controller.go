@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
@@ -45,12 +43,7 @@ type MachineClaimReconciler struct {
 	Client client.Client
 	// APIReader reads the claim itself past the cache. Each reconcile must see the task and VMID the
 	// previous one wrote; a stale cache would start a second clone or forget a reservation.
-	APIReader client.Reader
-	// written is the UID and resourceVersion of each claim (by name) as this process's last
-	// reconcile left it. A cached claim at that version is what the previous reconcile wrote, so it is read past
-	// the cache only when the cache shows another version (behind, or changed by someone else):
-	// a burst of a thousand runners read every claim past the cache about 50 times.
-	written     sync.Map
+	APIReader   client.Reader
 	Recorder    record.EventRecorder
 	Registry    *connection.Registry
 	WatchFilter string
@@ -112,9 +105,13 @@ type claimScope struct {
 // Reconcile moves one MachineClaim's VM one step towards its desired state.
 func (r *MachineClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	log := ctrl.LoggerFrom(ctx)
-	claim, err := r.readClaim(ctx, req.NamespacedName)
-	if err != nil || claim == nil {
-		return ctrl.Result{}, err
+	claim := &infrav1.MachineClaim{}
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	if err := reader.Get(ctx, req.NamespacedName, claim); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	s := &claimScope{claim: claim}
 	machine, err := util.GetOwnerMachine(ctx, r.Client, claim.ObjectMeta)
@@ -164,11 +161,8 @@ func (r *MachineClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			infrav1.ReadyCondition, infrav1.MachineClaimVMProvisionedCondition, infrav1.MachineClaimBootstrapReadyCondition, infrav1.PausedCondition,
 			infrav1.MachineClaimLiveMigratableCondition,
 		}}); err != nil {
-			r.written.Delete(req.NamespacedName)
 			reterr = kerrors.NewAggregate([]error{reterr, err})
-			return
 		}
-		r.written.Store(req.NamespacedName, writtenVersion{uid: claim.UID, resourceVersion: claim.ResourceVersion})
 	}()
 
 	if claim.Spec.ClaimID == "" {
@@ -178,42 +172,6 @@ func (r *MachineClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return r.reconcileDelete(ctx, s)
 	}
 	return r.reconcileNormal(ctx, s)
-}
-
-// writtenVersion is a claim as a reconcile of this process left it.
-type writtenVersion struct {
-	uid             types.UID
-	resourceVersion string
-}
-
-// readClaim reads the claim from the cache when the cache holds the version this process's last
-// reconcile of it left, and past the cache otherwise; nil when it is gone.
-func (r *MachineClaimReconciler) readClaim(ctx context.Context, key client.ObjectKey) (*infrav1.MachineClaim, error) {
-	claim := &infrav1.MachineClaim{}
-	if r.APIReader == nil {
-		if err := r.Client.Get(ctx, key, claim); err != nil {
-			return nil, client.IgnoreNotFound(err)
-		}
-		return claim, nil
-	}
-	err := r.Client.Get(ctx, key, claim)
-	switch {
-	case err == nil:
-		if w, ok := r.written.Load(key); ok && w == (writtenVersion{uid: claim.UID, resourceVersion: claim.ResourceVersion}) {
-			return claim, nil
-		}
-	case !apierrors.IsNotFound(err):
-		return nil, err
-	}
-	claim = &infrav1.MachineClaim{}
-	if err := r.APIReader.Get(ctx, key, claim); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.written.Delete(key)
-			return nil, nil
-		}
-		return nil, err
-	}
-	return claim, nil
 }
 
 // reconcileClaimID gives the claim its identity before anything is done to a VM for it: a random
