@@ -45,6 +45,12 @@ func TestJoinTokenOfAQueuedRunnerIsReplaced(t *testing.T) {
 		}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
 		first[bc.Name] = bc.Status.JoinToken.SHA256
 	}
+	// The queued runner's first token, as whoever read its Secret before the refresh holds it.
+	oldSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "queued", Namespace: ns}}
+	get(g, oldSecret)
+	oldCfg, err := agent.ConfigFromUserData(oldSecret.Data["value"], agent.DefaultConfigPath)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(identity.JoinTokenMatches(oldCfg.JoinToken, first["queued"])).To(BeTrue())
 
 	// The queued runner (its claim does not exist yet, so no VM) gets a new token before the old one expires.
 	g.Eventually(func(g Gomega) {
@@ -58,6 +64,8 @@ func TestJoinTokenOfAQueuedRunnerIsReplaced(t *testing.T) {
 	cfg, err := agent.ConfigFromUserData(secret.Data["value"], agent.DefaultConfigPath)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(identity.JoinTokenMatches(cfg.JoinToken, queued.Status.JoinToken.SHA256)).To(BeTrue(), "the Secret carries the new token")
+	// The bootstrap service redeems a token only against the recorded hash: the old one is dead.
+	g.Expect(identity.JoinTokenMatches(oldCfg.JoinToken, queued.Status.JoinToken.SHA256)).To(BeFalse(), "the replaced token no longer redeems")
 
 	// The configured runner's token is never replaced: it expires.
 	g.Eventually(func(g Gomega) {
