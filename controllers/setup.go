@@ -123,6 +123,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	claims := &MachineClaimReconciler{
 		nodes:        nodes,
+		placements:   uidGate{delay: placementDelay},
 		Client:       mgr.GetClient(),
 		APIReader:    mgr.GetAPIReader(),
 		Recorder:     mgr.GetEventRecorderFor("machineclaim-controller"),
@@ -201,16 +202,17 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 
 	pools := &RunnerPoolReconciler{
-		Client:         mgr.GetClient(),
-		APIReader:      mgr.GetAPIReader(),
-		Recorder:       mgr.GetEventRecorderFor("runnerpool-controller"),
-		Demand:         demand.NewStore(mgr.GetClient()),
-		Claims:         jobClaims(mgr, opts),
-		Platforms:      opts.Platforms,
-		WatchFilter:    opts.WatchFilter,
-		RepairInterval: opts.RepairInterval,
-		Wakeups:        opts.PoolWakeups,
-		RunnerName:     opts.RunnerName,
+		deregistrations: uidGate{delay: deregisterDelay},
+		Client:          mgr.GetClient(),
+		APIReader:       mgr.GetAPIReader(),
+		Recorder:        mgr.GetEventRecorderFor("runnerpool-controller"),
+		Demand:          demand.NewStore(mgr.GetClient()),
+		Claims:          jobClaims(mgr, opts),
+		Platforms:       opts.Platforms,
+		WatchFilter:     opts.WatchFilter,
+		RepairInterval:  opts.RepairInterval,
+		Wakeups:         opts.PoolWakeups,
+		RunnerName:      opts.RunnerName,
 	}
 	return pools.SetupWithManager(ctx, mgr, copts)
 }
