@@ -63,7 +63,7 @@ type MachineClaimReconciler struct {
 	// templates shares template resolutions among the claims of each HypervisorCluster.
 	templates templateCache
 	// placements rate-limits persistent claims that wait for a host to fit them.
-	placements uidGate
+	placements placementGate
 	// polls paces each claim's reads of its task and its guest agent.
 	polls pollPacer
 	// nodes is the health checks' node listings, shared with the HypervisorCluster reconciler.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +30,37 @@ const (
 	// memory would otherwise loop.
 	noHostFitsMinInterval = 5 * time.Second
 )
+
+// placementGate remembers when each waiting persistent claim last failed to find a host. It is a
+// rate limit only: a restarted manager forgets it and tries once more at once.
+type placementGate struct {
+	mu   sync.Mutex
+	last map[types.UID]time.Time
+}
+
+func (g *placementGate) wait(uid types.UID, now time.Time) time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if t, ok := g.last[uid]; ok {
+		return t.Add(noHostFitsMinInterval).Sub(now)
+	}
+	return 0
+}
+
+func (g *placementGate) failed(uid types.UID, now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.last == nil {
+		g.last = map[types.UID]time.Time{}
+	}
+	g.last[uid] = now
+}
+
+func (g *placementGate) placed(uid types.UID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.last, uid)
+}
 
 // placementPolicy is a persistent claim's spec.placement as the placement package reads it.
 func placementPolicy(c *infrav1.MachineClaim, memoryMiB int) (placement.Policy, error) {
@@ -168,7 +200,7 @@ func (r *MachineClaimReconciler) placePersistent(ctx context.Context, s *claimSc
 	if err != nil {
 		return hypervisor.Template{}, "", ctrl.Result{}, err
 	}
-	r.placements.forget(c.UID)
+	r.placements.placed(c.UID)
 	return placement.TemplateOn(sources, node), node, ctrl.Result{}, nil
 }
 

@@ -62,7 +62,7 @@ type RunnerPoolReconciler struct {
 	// Wakeups receives pools whose demand changed (from the webhook receiver).
 	Wakeups <-chan event.TypedGenericEvent[*fleetv1.RunnerPool]
 	// deregistrations backs off a runner's deregistration after the platform failed it.
-	deregistrations uidGate
+	deregistrations deregisterBackoff
 }
 
 // poolScope is what one reconcile of a RunnerPool works with.

@@ -123,7 +123,6 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	claims := &MachineClaimReconciler{
 		nodes:        nodes,
-		placements:   uidGate{delay: placementDelay},
 		Client:       mgr.GetClient(),
 		APIReader:    mgr.GetAPIReader(),
 		Recorder:     mgr.GetEventRecorderFor("machineclaim-controller"),
@@ -202,17 +201,16 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 
 	pools := &RunnerPoolReconciler{
-		deregistrations: uidGate{delay: deregisterDelay},
-		Client:          mgr.GetClient(),
-		APIReader:       mgr.GetAPIReader(),
-		Recorder:        mgr.GetEventRecorderFor("runnerpool-controller"),
-		Demand:          demand.NewStore(mgr.GetClient()),
-		Claims:          jobClaims(mgr, opts),
-		Platforms:       opts.Platforms,
-		WatchFilter:     opts.WatchFilter,
-		RepairInterval:  opts.RepairInterval,
-		Wakeups:         opts.PoolWakeups,
-		RunnerName:      opts.RunnerName,
+		Client:         mgr.GetClient(),
+		APIReader:      mgr.GetAPIReader(),
+		Recorder:       mgr.GetEventRecorderFor("runnerpool-controller"),
+		Demand:         demand.NewStore(mgr.GetClient()),
+		Claims:         jobClaims(mgr, opts),
+		Platforms:      opts.Platforms,
+		WatchFilter:    opts.WatchFilter,
+		RepairInterval: opts.RepairInterval,
+		Wakeups:        opts.PoolWakeups,
+		RunnerName:     opts.RunnerName,
 	}
 	return pools.SetupWithManager(ctx, mgr, copts)
 }
