@@ -46,11 +46,16 @@ func TestJoinTokenOfAQueuedRunnerIsReplaced(t *testing.T) {
 		first[bc.Name] = bc.Status.JoinToken.SHA256
 	}
 	// The queued runner's first token, as whoever read its Secret before the refresh holds it.
-	oldSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "queued", Namespace: ns}}
-	get(g, oldSecret)
-	oldCfg, err := agent.ConfigFromUserData(oldSecret.Data["value"], agent.DefaultConfigPath)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(identity.JoinTokenMatches(oldCfg.JoinToken, first["queued"])).To(BeTrue())
+	// The token's hash is recorded before the Secret carrying it is written: wait for the Secret.
+	var oldCfg *agent.Config
+	g.Eventually(func(g Gomega) {
+		oldSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "queued", Namespace: ns}}
+		get(g, oldSecret)
+		cfg, err := agent.ConfigFromUserData(oldSecret.Data["value"], agent.DefaultConfigPath)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(identity.JoinTokenMatches(cfg.JoinToken, first["queued"])).To(BeTrue())
+		oldCfg = cfg
+	}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
 
 	// The queued runner (its claim does not exist yet, so no VM) gets a new token before the old one expires.
 	g.Eventually(func(g Gomega) {
@@ -59,11 +64,13 @@ func TestJoinTokenOfAQueuedRunnerIsReplaced(t *testing.T) {
 		g.Expect(queued.Status.JoinToken.SHA256).NotTo(Equal(first["queued"]))
 		g.Expect(conditions.GetReason(queued, bootstrapv1.AttestedCondition)).To(Equal(bootstrapv1.WaitingForAttestationReason))
 	}, 20*time.Second, 200*time.Millisecond).Should(Succeed())
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "queued", Namespace: ns}}
-	get(g, secret)
-	cfg, err := agent.ConfigFromUserData(secret.Data["value"], agent.DefaultConfigPath)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(identity.JoinTokenMatches(cfg.JoinToken, queued.Status.JoinToken.SHA256)).To(BeTrue(), "the Secret carries the new token")
+	g.Eventually(func(g Gomega) {
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "queued", Namespace: ns}}
+		get(g, secret)
+		cfg, err := agent.ConfigFromUserData(secret.Data["value"], agent.DefaultConfigPath)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(identity.JoinTokenMatches(cfg.JoinToken, queued.Status.JoinToken.SHA256)).To(BeTrue(), "the Secret carries the new token")
+	}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
 	// The bootstrap service redeems a token only against the recorded hash: the old one is dead.
 	g.Expect(identity.JoinTokenMatches(oldCfg.JoinToken, queued.Status.JoinToken.SHA256)).To(BeFalse(), "the replaced token no longer redeems")
 

@@ -48,9 +48,18 @@ func TestSnapshotScheduleRetention(t *testing.T) {
 	ctx := context.Background()
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	g.Expect(err).NotTo(HaveOccurred())
+	// The fake clock starts at the real time: the schedule counts from its creation time, which
+	// the API server sets, so a clock set ahead of it would find a night already due (between
+	// midnight and 02:00 in Berlin the first night is today's).
 	now := time.Now().In(berlin)
-	night := func(i int) time.Time { return time.Date(now.Year(), now.Month(), now.Day()+1+i, 2, 0, 0, 0, berlin) }
-	clk := clocktesting.NewFakeClock(time.Date(now.Year(), now.Month(), now.Day()+1, 0, 30, 0, 0, berlin))
+	first := time.Date(now.Year(), now.Month(), now.Day(), 2, 0, 0, 0, berlin)
+	if first.Sub(now) < time.Minute { // passed, or could pass before the schedule is created
+		first = time.Date(now.Year(), now.Month(), now.Day()+1, 2, 0, 0, 0, berlin)
+	}
+	night := func(i int) time.Time {
+		return time.Date(first.Year(), first.Month(), first.Day()+i, 2, 0, 0, 0, berlin)
+	}
+	clk := clocktesting.NewFakeClock(now)
 	claim, sim := persistentVMWith(t, testTiming{sweep: 300 * time.Millisecond, orphanGrace: time.Second, clock: clk}, infrav1.RunStrategyAlways)
 	vmid := vmidOf(claim.Status.VMID)
 
