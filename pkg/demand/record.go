@@ -23,6 +23,21 @@ type Record struct {
 	Transition time.Time
 	// FirstQueued is when the job was first seen queued; zero if it was first seen running.
 	FirstQueued time.Time
+	// Unlisted counts the repair listings in a row that did not show this queued or held job.
+	Unlisted int
+	// Presumed marks a completion the repair loop inferred because the platform stopped listing
+	// the job, not one the platform announced: a listing that shows the job queued again, or a
+	// webhook moving it on, overrides it.
+	Presumed bool
+}
+
+// forwardFrom is the state a new event must move forward from: a presumed completion counts as
+// still queued, so the platform's own word about the job is taken.
+func (r Record) forwardFrom() platform.JobState {
+	if r.Presumed {
+		return platform.JobQueued
+	}
+	return r.State
 }
 
 // Demand is a snapshot of one pool's ledger.
@@ -57,6 +72,8 @@ type wireRecord struct {
 	// QM is the millisecond of the first-queued second, for pickup latencies under a second;
 	// records written without it read as the second's start.
 	QM int64 `json:"qm,omitempty"`
+	U  int   `json:"u,omitempty"`
+	P  bool  `json:"p,omitempty"`
 }
 
 func unixOrZero(t time.Time) int64 {
@@ -84,6 +101,7 @@ func encodeRecord(r Record) string {
 	b, _ := json.Marshal(wireRecord{
 		S: r.State, L: r.LabelSet, R: r.Runner,
 		T: unixOrZero(r.Transition), Q: unixOrZero(r.FirstQueued), QM: millisOf(r.FirstQueued),
+		U: r.Unlisted, P: r.Presumed,
 	})
 	return string(b)
 }
@@ -100,7 +118,8 @@ func decodeRecord(s string) (Record, error) {
 	if !queued.IsZero() && w.QM > 0 && w.QM < 1000 {
 		queued = queued.Add(time.Duration(w.QM) * time.Millisecond)
 	}
-	return Record{State: w.S, LabelSet: w.L, Runner: w.R, Transition: timeOrZero(w.T), FirstQueued: queued}, nil
+	return Record{State: w.S, LabelSet: w.L, Runner: w.R, Transition: timeOrZero(w.T), FirstQueued: queued,
+		Unlisted: w.U, Presumed: w.P && w.S == platform.JobCompleted}, nil
 }
 
 // maxKeyLength bounds a ConfigMap data key.

@@ -38,9 +38,16 @@ func TestRepairAddsMissedJobsAndDropsVanishedOnes(t *testing.T) {
 	added, removed, err := store.Repair(ctx, pool, listed, minAge)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(added).To(Equal(1))
-	g.Expect(removed).To(Equal(1))
-
+	g.Expect(removed).To(BeZero(), "one listing that misses a job is no proof it is gone")
 	d, err := store.Snapshot(ctx, pool)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(d.Jobs["2"]).To(And(HaveField("State", platform.JobQueued), HaveField("Unlisted", 1)))
+
+	// The next listing misses it too: cancelled.
+	added, removed, err = store.Repair(ctx, pool, listed, minAge)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect([]int{added, removed}).To(Equal([]int{0, 1}))
+	d, err = store.Snapshot(ctx, pool)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(d.Jobs["1"].State).To(Equal(platform.JobQueued))
 	g.Expect(d.Jobs["2"].State).To(Equal(platform.JobCompleted))
@@ -87,8 +94,11 @@ func TestRepairTrustsTheAPIForHeldJobs(t *testing.T) {
 	g.Expect(store.Record(ctx, pool, jobEvent(1, platform.JobWaiting))).To(BeFalse())
 	g.Expect(store.Record(ctx, pool, jobEvent(2, platform.JobWaiting))).To(BeTrue())
 
-	// The API lists neither any more: cancelled or run elsewhere.
+	// The API lists neither any more, twice: cancelled or run elsewhere.
 	clk.Advance(2 * minAge)
+	_, removed, err = store.Repair(ctx, pool, nil, minAge)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(removed).To(BeZero())
 	_, removed, err = store.Repair(ctx, pool, nil, minAge)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(removed).To(Equal(1), "only the queued one was demand")
@@ -112,4 +122,57 @@ func TestRepairDoesNotResurrectFinishedJobs(t *testing.T) {
 	d, err := store.Snapshot(ctx, pool)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(d.Queued).To(BeZero())
+}
+
+// TestRepairUndoesAPresumedCompletion: a paged listing of a platform's queue misses jobs that
+// shift between pages while others start (GitHub lists runs newest first, 100 a page). A queued
+// job two such listings missed is presumed gone; when a later listing shows it queued again it is
+// demand again, with its first-queued time kept, and a webhook saying it started or finished is
+// taken. A job whose completion the platform announced stays completed whatever a list says.
+func TestRepairUndoesAPresumedCompletion(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	pool := createPool(t, builder.NewRunnerPool("pool", ""))
+	clk := newClock()
+	store := newStore(clk)
+	const minAge = time.Minute
+	for _, id := range []int64{1, 2, 3} {
+		g.Expect(store.Record(ctx, pool, jobEvent(id, platform.JobQueued))).To(BeTrue())
+	}
+	d, err := store.Snapshot(ctx, pool)
+	g.Expect(err).NotTo(HaveOccurred())
+	firstQueued := d.Jobs["1"].FirstQueued
+	clk.Advance(2 * minAge)
+	for range 2 {
+		_, _, err := store.Repair(ctx, pool, nil, minAge)
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	d, err = store.Snapshot(ctx, pool)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(d.Queued).To(BeZero())
+	g.Expect(d.Jobs["1"]).To(And(HaveField("State", platform.JobCompleted), HaveField("Presumed", true)))
+
+	// Job 1 is listed queued again; job 2 starts (its webhook had been late); job 3 is announced
+	// completed by the platform and then listed by a stale listing.
+	g.Expect(store.Record(ctx, pool, jobEvent(2, platform.JobInProgress))).To(BeTrue())
+	g.Expect(store.Record(ctx, pool, jobEvent(3, platform.JobCompleted))).To(BeTrue())
+	added, removed, err := store.Repair(ctx, pool, []platform.Job{
+		{ID: "1", State: platform.JobQueued, Labels: []string{"linux"}},
+		{ID: "3", State: platform.JobQueued, Labels: []string{"linux"}},
+	}, minAge)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect([]int{added, removed}).To(Equal([]int{1, 0}))
+	d, err = store.Snapshot(ctx, pool)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(d.Queued).To(Equal(1))
+	g.Expect(d.Jobs["1"]).To(And(HaveField("State", platform.JobQueued), HaveField("Presumed", false),
+		HaveField("FirstQueued", firstQueued)))
+	g.Expect(d.Jobs["2"]).To(And(HaveField("State", platform.JobInProgress), HaveField("Presumed", false)))
+	g.Expect(d.Jobs["3"]).To(And(HaveField("State", platform.JobCompleted), HaveField("Presumed", false)))
+	// A late queued delivery does not undo a presumption: only the platform's listing does.
+	for range 2 {
+		_, _, err := store.Repair(ctx, pool, nil, minAge)
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	g.Expect(store.Record(ctx, pool, jobEvent(1, platform.JobQueued))).To(BeFalse())
 }

@@ -124,12 +124,12 @@ func (s *Store) Record(ctx context.Context, pool *fleetv1.RunnerPool, ev platfor
 	changed, err := s.mutate(ctx, pool, func(jobs map[string]Record) bool {
 		pickup = nil // a retry starts over from a fresh read
 		old, known := jobs[key]
-		if known && !platform.IsForward(old.State, ev.State) {
+		if known && !platform.IsForward(old.forwardFrom(), ev.State) {
 			return false
 		}
 		switch {
 		case ev.State != platform.JobInProgress || ev.RunnerName == "":
-		case known && old.State.NeedsRunner() && !old.FirstQueued.IsZero():
+		case known && old.forwardFrom().NeedsRunner() && !old.FirstQueued.IsZero():
 			pickup = &Pickup{JobKey: key, Runner: ev.RunnerName, Queued: old.FirstQueued, Started: at}
 		case !known && !ev.CreatedAt.IsZero() && ev.CreatedAt.Before(at):
 			// Its queued delivery has not been processed yet (a pickup within moments, deliveries
@@ -137,7 +137,7 @@ func (s *Store) Record(ctx context.Context, pool *fleetv1.RunnerPool, ev platfor
 			pickup = &Pickup{JobKey: key, Runner: ev.RunnerName, Queued: ev.CreatedAt, Started: at}
 		}
 		r := old
-		r.State, r.Transition = ev.State, at
+		r.State, r.Transition, r.Unlisted, r.Presumed = ev.State, at, 0, false
 		if !known || r.LabelSet == "" {
 			r.LabelSet = platform.LabelSetKey(ev.Labels)
 		}
@@ -173,10 +173,15 @@ func (s *Store) Snapshot(ctx context.Context, pool *fleetv1.RunnerPool) (Demand,
 // queued must hold only the jobs routed to this pool (see JobsForPool). Jobs the ledger lacks are
 // added in their listed state (queued when the list gives none). The platform's word wins over
 // the order webhooks imposed: a job the ledger holds as queued that the platform lists as held
-// (waiting) goes back to waiting, so it stops counting as demand. Jobs the ledger holds as queued
-// or waiting that the platform no longer lists were cancelled or taken by a runner that is not
-// ours, and are marked completed, unless they were queued less than minAge ago: the platform's
-// list may predate the webhook that announced them.
+// (waiting) goes back to waiting, so it stops counting as demand.
+//
+// Jobs the ledger holds as queued or waiting that the platform no longer lists were cancelled or
+// taken by a runner that is not ours; but a list is no proof of absence (a paged listing misses
+// entries that shift between pages while runs start, and it may predate the webhook that
+// announced a job). So such a job is presumed completed only when unlistedRepairs listings in a
+// row missed it and it was queued at least minAge ago, and the presumption is undone (the job is
+// queued again, counted as added) when a later listing shows it queued or held. A completion the
+// platform announced is never undone.
 func (s *Store) Repair(ctx context.Context, pool *fleetv1.RunnerPool, queued []platform.Job, minAge time.Duration) (added, removed int, err error) {
 	_, err = s.mutate(ctx, pool, func(jobs map[string]Record) bool {
 		added, removed = 0, 0 // a retry starts over from a fresh read
@@ -194,10 +199,24 @@ func (s *Store) Repair(ctx context.Context, pool *fleetv1.RunnerPool, queued []p
 			key := JobKey(j.ID)
 			listed[key] = true
 			if r, known := jobs[key]; known {
-				if r.State == platform.JobQueued && state == platform.JobWaiting {
-					r.State, r.Transition = platform.JobWaiting, now
+				switch {
+				case r.Presumed:
+					// Presumed gone too soon: the platform still has it waiting.
+					r.State, r.Transition, r.Presumed, r.Unlisted = state, now, false, 0
+					jobs[key] = r
+					if state.NeedsRunner() {
+						added++
+					} else {
+						changed = true
+					}
+				case r.State == platform.JobQueued && state == platform.JobWaiting:
+					r.State, r.Transition, r.Unlisted = platform.JobWaiting, now, 0
 					jobs[key] = r
 					removed++
+				case r.Unlisted > 0:
+					r.Unlisted = 0
+					jobs[key] = r
+					changed = true
 				}
 				continue
 			}
@@ -214,12 +233,16 @@ func (s *Store) Repair(ctx context.Context, pool *fleetv1.RunnerPool, queued []p
 			if !(r.State.NeedsRunner() || r.State.IsHeld()) || listed[id] || now.Sub(queuedSince(r)) < minAge {
 				continue
 			}
+			r.Unlisted++
+			changed = true
+			if r.Unlisted < unlistedRepairs {
+				jobs[id] = r
+				continue
+			}
 			if r.State.NeedsRunner() {
 				removed++
-			} else {
-				changed = true
 			}
-			r.State, r.Transition = platform.JobCompleted, now
+			r.State, r.Transition, r.Presumed = platform.JobCompleted, now, true
 			jobs[id] = r
 		}
 		return changed || added+removed > 0
@@ -232,6 +255,10 @@ func (s *Store) Repair(ctx context.Context, pool *fleetv1.RunnerPool, queued []p
 	}
 	return added, removed, nil
 }
+
+// unlistedRepairs is how many repair listings in a row must miss a queued job before it is
+// presumed gone.
+const unlistedRepairs = 2
 
 func queuedSince(r Record) time.Time {
 	if !r.FirstQueued.IsZero() {
