@@ -8,9 +8,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -144,8 +146,15 @@ func mintInstallationToken(t *testing.T, gh *fakegithub.Server, repo string) str
 func setInfrastructureProvisioned(t *testing.T, cluster *clusterv1.Cluster) {
 	t.Helper()
 	g := NewWithT(t)
-	cluster.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
-	g.Expect(env.Client.Status().Update(context.Background(), cluster)).To(Succeed())
+	// Cluster API's controllers (running for the package's other tests) may write the Cluster
+	// too: re-read and retry on a conflict.
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(cluster), cluster); err != nil {
+			return err
+		}
+		cluster.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
+		return env.Client.Status().Update(context.Background(), cluster)
+	})).To(Succeed())
 }
 
 func newCANamespace(t *testing.T) string {
