@@ -321,12 +321,12 @@ func (r *RunnerPoolReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 		For(&fleetv1.RunnerPool{}).
 		WithOptions(opts).
 		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), r.WatchFilter)).
-		Owns(&clusterv1.Machine{}).
+		Watches(&clusterv1.Machine{}, coalesced(poolChildDelay, controllingOwner(fleetv1.GroupVersion.WithKind("RunnerPool").GroupKind()))).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToPools)).
 		Watches(&infrav1.HypervisorCluster{}, handler.EnqueueRequestsFromMapFunc(r.hypervisorClusterToPools)).
-		Watches(&infrav1.MachineClaim{}, handler.EnqueueRequestsFromMapFunc(poolOfLabelled)).
-		Watches(&bootstrapv1.BootstrapConfig{}, handler.EnqueueRequestsFromMapFunc(poolOfLabelled)).
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(poolOfLabelled))
+		Watches(&infrav1.MachineClaim{}, coalesced(poolChildDelay, poolOfLabelled)).
+		Watches(&bootstrapv1.BootstrapConfig{}, coalesced(poolChildDelay, poolOfLabelled)).
+		Watches(&corev1.ConfigMap{}, coalesced(poolChildDelay, poolOfLabelled))
 	if r.Wakeups != nil {
 		b = b.WatchesRawSource(source.Channel(r.Wakeups, &handler.TypedEnqueueRequestForObject[*fleetv1.RunnerPool]{}))
 	}
