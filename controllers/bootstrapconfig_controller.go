@@ -61,6 +61,9 @@ type BootstrapConfigReconciler struct {
 	SPIREServiceURL string
 	// TrustDomain is the trust domain for configs that name none; identity.DefaultTrustDomain if empty.
 	TrustDomain string
+
+	// secrets spaces out the reads that check a handed-out data Secret is still in place.
+	secrets secretChecks
 }
 
 // bootstrapScope is what one reconcile of a BootstrapConfig works with.
@@ -247,6 +250,9 @@ func tokenRefreshMargin(c *bootstrapv1.BootstrapConfig) time.Duration {
 // configured without it still waits for it). Another kind of infrastructure, or a claim that cannot
 // be read, counts as delivered: the token is then left alone.
 func (r *BootstrapConfigReconciler) bootstrapDataUndelivered(ctx context.Context, s *bootstrapScope) (bool, error) {
+	if _, held := s.config.Annotations[bootstrapv1.BootstrapDataDeliveredAnnotation]; held {
+		return false, nil // a claim is giving it to a VM
+	}
 	ref := s.machine.Spec.InfrastructureRef
 	if ref.Kind != "MachineClaim" || ref.APIGroup != infrav1.GroupVersion.Group || ref.Name == "" {
 		return false, nil

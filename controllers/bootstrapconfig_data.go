@@ -34,6 +34,9 @@ import (
 // reaches a VM is always one the bootstrap service can redeem.
 func (r *BootstrapConfigReconciler) reconcileDataSecret(ctx context.Context, s *bootstrapScope) (ctrl.Result, error) {
 	c := s.config
+	if dataSecretCreated(c) && r.secrets.recent(c.UID, recordedTokenHash(c), time.Now()) {
+		return ctrl.Result{}, nil
+	}
 	secret := &corev1.Secret{}
 	err := tenancy.Check(r.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Name}, secret), c.Namespace)
 	switch {
@@ -46,11 +49,18 @@ func (r *BootstrapConfigReconciler) reconcileDataSecret(ctx context.Context, s *
 				fmt.Sprintf("Secret %s exists and is not controlled by this BootstrapConfig", c.Name))
 			return ctrl.Result{}, nil
 		}
+		if h := secret.Annotations[bootstrapv1.JoinTokenHashAnnotation]; h != "" && h != recordedTokenHash(c) {
+			// A replacement recorded its token's hash and then failed to write the Secret: no
+			// claim gives this Secret to a VM (the hashes differ), so mint once more.
+			return r.mint(ctx, s)
+		}
 		markDataSecretCreated(c)
+		r.secrets.saw(c.UID, recordedTokenHash(c), time.Now())
 		return ctrl.Result{}, nil
 	case !apierrors.IsNotFound(err):
 		return ctrl.Result{}, err
 	case dataSecretCreated(c):
+		r.secrets.forget(c.UID)
 		// Never mint a second token for a VM that may already run with the first.
 		setDataSecretCondition(c, metav1.ConditionFalse, bootstrapv1.DataSecretFailedReason,
 			fmt.Sprintf("bootstrap data Secret %s was deleted after it was handed out", c.Name))
@@ -63,6 +73,7 @@ func (r *BootstrapConfigReconciler) reconcileDataSecret(ctx context.Context, s *
 // mint mints the join token (or SPIRE credential), records its hash and writes the data Secret.
 func (r *BootstrapConfigReconciler) mint(ctx context.Context, s *bootstrapScope) (ctrl.Result, error) {
 	c := s.config
+	r.secrets.forget(c.UID) // the next reconcile reads what this one wrote, or failed to
 	if res, ok := r.checkAttestationSupported(c); !ok {
 		return res, nil
 	}
@@ -123,6 +134,7 @@ func (r *BootstrapConfigReconciler) mint(ctx context.Context, s *bootstrapScope)
 		return ctrl.Result{}, err
 	}
 	markDataSecretCreated(c)
+	r.secrets.saw(c.UID, recordedTokenHash(c), time.Now())
 	r.Recorder.Eventf(c, corev1.EventTypeNormal, bootstrapv1.DataSecretCreatedReason,
 		"bootstrap data Secret %s created for %s; join token valid until %s", c.Name, cred.ID, cred.ExpiresAt.UTC().Format(time.RFC3339))
 	return ctrl.Result{}, nil
@@ -278,6 +290,9 @@ func (r *BootstrapConfigReconciler) writeDataSecret(ctx context.Context, s *boot
 		Type: clusterv1.ClusterSecretType,
 		Data: map[string][]byte{"value": []byte(userData), "format": []byte(bootstrap.Format)},
 	}
+	if h := recordedTokenHash(c); h != "" {
+		secret.Annotations = map[string]string{bootstrapv1.JoinTokenHashAnnotation: h}
+	}
 	if err := controllerutil.SetControllerReference(c, secret, r.Client.Scheme()); err != nil {
 		return err
 	}
@@ -293,6 +308,13 @@ func (r *BootstrapConfigReconciler) writeDataSecret(ctx context.Context, s *boot
 		return fmt.Errorf("secret %s exists and is not controlled by this BootstrapConfig", c.Name)
 	}
 	existing.Labels, existing.Data = secret.Labels, secret.Data
+	if existing.Annotations == nil {
+		existing.Annotations = map[string]string{}
+	}
+	delete(existing.Annotations, bootstrapv1.JoinTokenHashAnnotation)
+	for k, v := range secret.Annotations {
+		existing.Annotations[k] = v
+	}
 	return r.Client.Update(ctx, existing)
 }
 
@@ -349,4 +371,12 @@ func dataSecretCreated(c *bootstrapv1.BootstrapConfig) bool {
 func setDataSecretCondition(c *bootstrapv1.BootstrapConfig, status metav1.ConditionStatus, reason, msg string) {
 	conditions.Set(c, metav1.Condition{Type: bootstrapv1.DataSecretAvailableCondition, Status: status,
 		Reason: reason, Message: msg, ObservedGeneration: c.Generation})
+}
+
+// recordedTokenHash is the SHA-256 of the join token the config recorded, "" when it has none.
+func recordedTokenHash(c *bootstrapv1.BootstrapConfig) string {
+	if c.Status.JoinToken == nil {
+		return ""
+	}
+	return c.Status.JoinToken.SHA256
 }

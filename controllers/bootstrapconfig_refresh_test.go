@@ -2,19 +2,24 @@ package controllers_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/agent"
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/proxmox"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
+	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 )
 
 // TestJoinTokenOfAQueuedRunnerIsReplaced: a runner queued behind a burst longer than its join
@@ -80,4 +85,95 @@ func TestJoinTokenOfAQueuedRunnerIsReplaced(t *testing.T) {
 		g.Expect(conditions.GetReason(configured, bootstrapv1.AttestedCondition)).To(Equal(bootstrapv1.TokenExpiredReason))
 	}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
 	g.Expect(configured.Status.JoinToken.SHA256).To(Equal(first["configured"]))
+}
+
+// TestClaimNeverDeliversAReplacedToken plays the race between a claim configuring its VM and its
+// runner's join token being replaced (nine runners of a 1,000-job burst got a dead token that
+// way): the config records a new token's hash while its Secret still holds the old token (a
+// replacement between its two writes, or one whose Secret write failed), and the claim, held until
+// then, is let go at that moment. The VM must get a token the bootstrap service redeems (its hash
+// is the one recorded), the config is marked delivered, and the token is not replaced afterwards.
+func TestClaimNeverDeliversAReplacedToken(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	sim, ns, _ := startFleet(t)
+	labels := map[string]string{clusterv1.ClusterNameLabel: "fleet"}
+	config := builder.NewBootstrapConfig("race", ns).Build()
+	config.Labels = labels
+	g.Expect(env.Client.Create(ctx, config)).To(Succeed())
+	claim := builder.NewMachineClaim("race", ns).WithLabels(labels).Build()
+	claim.Annotations = map[string]string{clusterv1.PausedAnnotation: "true"}
+	g.Expect(env.Client.Create(ctx, claim)).To(Succeed())
+	g.Expect(env.Client.Create(ctx, &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Name: "race", Namespace: ns, Labels: labels},
+		Spec: clusterv1.MachineSpec{
+			ClusterName: "fleet",
+			Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: bootstrapv1.GroupVersion.Group, Kind: "BootstrapConfig", Name: "race"}},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: infrav1.GroupVersion.Group, Kind: "MachineClaim", Name: "race"},
+		},
+	})).To(Succeed())
+
+	var first string
+	g.Eventually(func(g Gomega) {
+		get(g, config)
+		g.Expect(config.Status.JoinToken).NotTo(BeNil())
+		first = config.Status.JoinToken.SHA256
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "race", Namespace: ns}}
+		get(g, secret)
+		g.Expect(secret.Annotations).To(HaveKeyWithValue(bootstrapv1.JoinTokenHashAnnotation, first))
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+
+	// A replacement records its token's hash; the Secret still carries the first token, and stays
+	// so while the config is paused (as if its controller were slow to write it).
+	before := config.DeepCopy()
+	config.Annotations = map[string]string{clusterv1.PausedAnnotation: "true"}
+	g.Expect(env.Client.Patch(ctx, config, client.MergeFrom(before))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(conditions.IsTrue(get(g, config), clusterv1.PausedCondition)).To(BeTrue())
+	}, 10*time.Second, 100*time.Millisecond).Should(Succeed())
+	recorded := identity.HashJoinToken("hfjt_" + ns + "_race_" + strings.Repeat("ab", 32))
+	before = config.DeepCopy()
+	config.Status.JoinToken.SHA256 = recorded
+	g.Expect(env.Client.Status().Patch(ctx, config, client.MergeFrom(before))).To(Succeed())
+	claimBefore := get(g, claim).DeepCopy()
+	delete(claim.Annotations, clusterv1.PausedAnnotation)
+	g.Expect(env.Client.Patch(ctx, claim, client.MergeFrom(claimBefore))).To(Succeed())
+
+	// The claim clones, marks the config and waits: the Secret's token is not the recorded one.
+	g.Eventually(func(g Gomega) {
+		got := get(g, claim)
+		g.Expect(conditions.GetMessage(got, infrav1.MachineClaimVMProvisionedCondition)).To(ContainSubstring("is being replaced"))
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		g.Expect(get(g, claim).Status.CompletedStep).NotTo(BeElementOf(infrav1.StepConfigured, infrav1.StepStarted))
+	}, 2*time.Second, 100*time.Millisecond).Should(Succeed(), "no VM configured with a token that does not redeem")
+
+	// The config's controller resumes: the Secret lags the recorded hash, so it mints again.
+	before = get(g, config).DeepCopy()
+	delete(config.Annotations, clusterv1.PausedAnnotation)
+	g.Expect(env.Client.Patch(ctx, config, client.MergeFrom(before))).To(Succeed())
+	var token string
+	g.Eventually(func(g Gomega) {
+		got := get(g, claim)
+		g.Expect(got.Status.CompletedStep).To(BeElementOf(infrav1.StepConfigured, infrav1.StepStarted))
+		vm, ok := sim.VM(vmidOf(got.Status.VMID))
+		g.Expect(ok).To(BeTrue())
+		seed, ok := sim.StorageFile(vm.Node, strings.TrimSuffix(vm.Disks[proxmox.DefaultCloudInitDevice], ",media=cdrom"))
+		g.Expect(ok).To(BeTrue())
+		files, err := pvesim.ReadNoCloudSeed(seed)
+		g.Expect(err).NotTo(HaveOccurred())
+		cfg, err := agent.ConfigFromUserData(files["user-data"], agent.DefaultConfigPath)
+		g.Expect(err).NotTo(HaveOccurred())
+		token = cfg.JoinToken
+	}, 60*time.Second, 200*time.Millisecond).Should(Succeed())
+	get(g, config)
+	g.Expect(config.Annotations).To(HaveKeyWithValue(bootstrapv1.BootstrapDataDeliveredAnnotation, "race"))
+	g.Expect(identity.JoinTokenMatches(token, config.Status.JoinToken.SHA256)).To(BeTrue(),
+		"the VM's token is the one the bootstrap service redeems")
+	g.Expect(config.Status.JoinToken.SHA256).NotTo(BeElementOf(first, recorded), "minted again once the Secret lagged")
+	g.Consistently(func(g Gomega) {
+		g.Expect(get(g, config).Status.JoinToken.SHA256).To(Equal(identity.HashJoinToken(token)), "delivered: never replaced")
+	}, 3*time.Second, 200*time.Millisecond).Should(Succeed())
 }

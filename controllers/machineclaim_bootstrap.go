@@ -120,3 +120,47 @@ func (r *MachineClaimReconciler) bootstrapConfigToClaim(ctx context.Context, o c
 	}
 	return nil
 }
+
+// holdJoinToken marks the Machine's HyperFleet BootstrapConfig (BootstrapDataDeliveredAnnotation)
+// before the claim reads its data Secret for a VM, so the join token in it is not replaced once a
+// VM may hold it, and returns the token's hash as the config records it, which the Secret must
+// carry. The mark is written with the resourceVersion just read (past the cache): a replacement
+// records its new hash the same way, so either the mark wins and nothing is replaced, or the
+// replacement wins, the mark is written on the newer version, and the claim waits until the
+// Secret carries the new token. Other bootstrap providers have nothing to hold: "".
+func (r *MachineClaimReconciler) holdJoinToken(ctx context.Context, s *claimScope) (string, error) {
+	ref := bootstrapRef(s.machine)
+	if ref == nil {
+		return "", nil
+	}
+	key := client.ObjectKey{Namespace: s.claim.Namespace, Name: ref.Name}
+	config := &bootstrapv1.BootstrapConfig{}
+	// A cached copy that carries the mark is no older than the mark, so its hash is the one held.
+	if err := r.Client.Get(ctx, key, config); err == nil {
+		if _, held := config.Annotations[bootstrapv1.BootstrapDataDeliveredAnnotation]; held && config.Status.JoinToken != nil {
+			return config.Status.JoinToken.SHA256, nil
+		}
+	}
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	config = &bootstrapv1.BootstrapConfig{}
+	if err := reader.Get(ctx, key, config); err != nil {
+		return "", client.IgnoreNotFound(err)
+	}
+	if _, held := config.Annotations[bootstrapv1.BootstrapDataDeliveredAnnotation]; !held {
+		before := config.DeepCopy()
+		if config.Annotations == nil {
+			config.Annotations = map[string]string{}
+		}
+		config.Annotations[bootstrapv1.BootstrapDataDeliveredAnnotation] = s.claim.Name
+		if err := r.Client.Patch(ctx, config, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return "", fmt.Errorf("marking BootstrapConfig %s as delivered: %w", ref.Name, err)
+		}
+	}
+	if config.Status.JoinToken == nil {
+		return "", nil
+	}
+	return config.Status.JoinToken.SHA256, nil
+}

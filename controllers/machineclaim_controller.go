@@ -90,7 +90,9 @@ type claimScope struct {
 	hc      *infrav1.HypervisorCluster
 	// provider is set once the HypervisorCluster is known and reachable.
 	provider hypervisor.Provider
-	// bootstrapData is the user-data from the bootstrap Secret, empty when there is none.
+	// bootstrapSecret names the bootstrap data Secret, nil when there is none.
+	bootstrapSecret *string
+	// bootstrapData is the user-data from the bootstrap Secret once loadBootstrapData read it.
 	bootstrapData string
 	// terminal is set when the last failure cannot heal by retrying unchanged.
 	terminal bool
@@ -327,19 +329,21 @@ func (r *MachineClaimReconciler) reconcileLostStatus(ctx context.Context, s *cla
 	return ctrl.Result{RequeueAfter: time.Minute}, nil
 }
 
-// reconcileBootstrapData reads the bootstrap data Secret: Machine.spec.bootstrap.dataSecretName under
-// Cluster API (and waits for it), spec.bootstrap.dataSecretName for a standalone claim.
-func (r *MachineClaimReconciler) reconcileBootstrapData(ctx context.Context, s *claimScope) (ctrl.Result, error) {
+// reconcileBootstrapData waits, under Cluster API, until the bootstrap provider has named the
+// bootstrap data Secret (Machine.spec.bootstrap.dataSecretName); a standalone claim names it in
+// spec.bootstrap.dataSecretName. The Secret itself is read only when a VM is configured with it
+// (loadBootstrapData): a claim waits for its clone's turn for minutes in a burst, and the join
+// token in the data may be replaced until then.
+func (r *MachineClaimReconciler) reconcileBootstrapData(_ context.Context, s *claimScope) (ctrl.Result, error) {
 	if step := s.claim.Status.CompletedStep; (step == infrav1.StepConfigured || step == infrav1.StepStarted) && !warmAwaitsData(s.claim) {
 		return ctrl.Result{}, nil // already delivered
 	}
 	if infrav1.IsWarmHeld(s.claim.Annotations) {
 		return ctrl.Result{}, nil // a warm VM is configured without it, and gets it when started
 	}
-	var name *string
 	if s.machine != nil {
-		name = s.machine.Spec.Bootstrap.DataSecretName
-		if name == nil {
+		s.bootstrapSecret = s.machine.Spec.Bootstrap.DataSecretName
+		if s.bootstrapSecret == nil {
 			setVMCondition(s.claim, metav1.ConditionFalse, infrav1.WaitingForBootstrapDataReason,
 				"waiting for the bootstrap provider to set Machine.spec.bootstrap.dataSecretName")
 			// A zero result would let reconcileNormal go on and start the VM without its
@@ -347,10 +351,23 @@ func (r *MachineClaimReconciler) reconcileBootstrapData(ctx context.Context, s *
 			return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
 		}
 	} else if s.claim.Spec.Bootstrap != nil {
-		name = s.claim.Spec.Bootstrap.DataSecretName
+		s.bootstrapSecret = s.claim.Spec.Bootstrap.DataSecretName
 	}
-	if name == nil {
+	return ctrl.Result{}, nil
+}
+
+// loadBootstrapData reads the bootstrap data Secret reconcileBootstrapData named into
+// s.bootstrapData, just before a VM is configured with it. A HyperFleet BootstrapConfig is
+// marked first (holdJoinToken), so its join token is not replaced once a VM may hold it, and the
+// data is taken only if the Secret carries the token the config recorded.
+func (r *MachineClaimReconciler) loadBootstrapData(ctx context.Context, s *claimScope) (ctrl.Result, error) {
+	name := s.bootstrapSecret
+	if name == nil || s.bootstrapData != "" {
 		return ctrl.Result{}, nil
+	}
+	tokenHash, err := r.holdJoinToken(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	secret := &corev1.Secret{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.claim.Namespace, Name: *name}, secret); err != nil {
@@ -364,6 +381,11 @@ func (r *MachineClaimReconciler) reconcileBootstrapData(ctx context.Context, s *
 			return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
 		}
 		return ctrl.Result{}, err
+	}
+	if h := secret.Annotations[bootstrapv1.JoinTokenHashAnnotation]; h != "" && tokenHash != "" && h != tokenHash {
+		setVMCondition(s.claim, metav1.ConditionFalse, infrav1.WaitingForBootstrapDataReason,
+			fmt.Sprintf("the join token in bootstrap data Secret %s is being replaced", *name))
+		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
 	value, ok := secret.Data["value"]
 	if !ok {

@@ -353,6 +353,9 @@ func (r *MachineClaimReconciler) configured(s *claimScope, spec *hypervisor.Conf
 // cannot be made.
 func (r *MachineClaimReconciler) configSpec(ctx context.Context, s *claimScope) (*hypervisor.ConfigSpec, ctrl.Result, error) {
 	c := s.claim
+	if res, err := r.loadBootstrapData(ctx, s); err != nil || !res.IsZero() {
+		return nil, res, err
+	}
 	spec := hypervisor.ConfigSpec{
 		Cores:       int(c.Spec.Cores),
 		MemoryMiB:   int(c.Spec.MemoryMiB),

@@ -33,6 +33,9 @@ func (r *MachineClaimReconciler) reconcileWarm(ctx context.Context, s *claimScop
 	case !warmAwaitsData(c):
 		return false, ctrl.Result{}, nil
 	}
+	if res, err := r.loadBootstrapData(ctx, s); err != nil || !res.IsZero() {
+		return true, res, err
+	}
 	// The rest of the configuration is on the VM already; the tags and description are written
 	// again because a provider writes them with every configuration.
 	var templateUserData string

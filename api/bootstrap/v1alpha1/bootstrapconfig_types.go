@@ -14,6 +14,17 @@ const SPIREFinalizer = "spire.bootstrapconfig.bootstrap.cluster.x-k8s.io"
 // one of them wins.
 const RunnerRetiredAnnotation = "hyperfleet.io/runner-retired"
 
+// BootstrapDataDeliveredAnnotation on a BootstrapConfig says a MachineClaim is about to give (or
+// gave) its bootstrap data to a VM: from then on the join token in it is never replaced. The claim
+// sets it with the config's resourceVersion before it reads the data Secret, and a replacement
+// records its new token's hash with the resourceVersion it read, so of the two exactly one wins.
+const BootstrapDataDeliveredAnnotation = "hyperfleet.io/bootstrap-data-delivered"
+
+// JoinTokenHashAnnotation on a bootstrap data Secret is the SHA-256 of the join token in it, as in
+// the BootstrapConfig's status.joinToken.sha256: a claim gives a VM the data only when the two
+// agree, so a Secret whose token is being replaced is never delivered.
+const JoinTokenHashAnnotation = "hyperfleet.io/join-token-sha256"
+
 // AttestationMethod is how a VM proves its identity to the bootstrap service.
 // +kubebuilder:validation:Enum=JoinToken;TPM
 type AttestationMethod string
