@@ -97,23 +97,10 @@ func TestClaimNeverDeliversAReplacedToken(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	sim, ns, _ := startFleet(t)
-	labels := map[string]string{clusterv1.ClusterNameLabel: "fleet"}
 	config := builder.NewBootstrapConfig("race", ns).Build()
-	config.Labels = labels
-	g.Expect(env.Client.Create(ctx, config)).To(Succeed())
-	claim := builder.NewMachineClaim("race", ns).WithLabels(labels).Build()
-	claim.Annotations = map[string]string{clusterv1.PausedAnnotation: "true"}
-	g.Expect(env.Client.Create(ctx, claim)).To(Succeed())
-	g.Expect(env.Client.Create(ctx, &clusterv1.Machine{
-		ObjectMeta: metav1.ObjectMeta{Name: "race", Namespace: ns, Labels: labels},
-		Spec: clusterv1.MachineSpec{
-			ClusterName: "fleet",
-			Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
-				APIGroup: bootstrapv1.GroupVersion.Group, Kind: "BootstrapConfig", Name: "race"}},
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-				APIGroup: infrav1.GroupVersion.Group, Kind: "MachineClaim", Name: "race"},
-		},
-	})).To(Succeed())
+	claim := capiMachineWithConfig(t, ns, config, func(c *infrav1.MachineClaim) {
+		c.Annotations = map[string]string{clusterv1.PausedAnnotation: "true"} // held until the race is set
+	})
 
 	var first string
 	g.Eventually(func(g Gomega) {

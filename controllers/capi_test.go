@@ -167,9 +167,9 @@ func TestClaimWaitsForBootstrapData(t *testing.T) {
 	}, 5*time.Second, 200*time.Millisecond).Should(Succeed(), "no VM without bootstrap data")
 }
 
-// capiMachineWithConfig creates config, a MachineClaim and a Machine using both, all named like
-// config, in the Cluster "fleet"; it returns the claim.
-func capiMachineWithConfig(t *testing.T, ns string, config *bootstrapv1.BootstrapConfig) *infrav1.MachineClaim {
+// capiMachineWithConfig creates config, a MachineClaim (changed by mutateClaim) and a Machine using
+// both, all named like config, in the Cluster "fleet"; it returns the claim.
+func capiMachineWithConfig(t *testing.T, ns string, config *bootstrapv1.BootstrapConfig, mutateClaim ...func(*infrav1.MachineClaim)) *infrav1.MachineClaim {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -178,6 +178,9 @@ func capiMachineWithConfig(t *testing.T, ns string, config *bootstrapv1.Bootstra
 	config.Labels = labels
 	g.Expect(env.Client.Create(ctx, config)).To(Succeed())
 	claim := builder.NewMachineClaim(name, ns).WithLabels(labels).Build()
+	for _, mutate := range mutateClaim {
+		mutate(claim)
+	}
 	g.Expect(env.Client.Create(ctx, claim)).To(Succeed())
 	machine := &clusterv1.Machine{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
