@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 )
@@ -95,6 +96,16 @@ func staysOff(t *testing.T, sim *pvesim.Simulator, claim *infrav1.MachineClaim, 
 		g.Expect(got.DeletionTimestamp.IsZero()).To(BeTrue(), why+": the sweep never deletes a persistent claim")
 		g.Expect(vmStatus(sim, claim)()).To(Equal("stopped"), why)
 	}, 3*time.Second, 100*time.Millisecond).Should(Succeed())
+}
+
+// setRunStrategy changes the claim's run strategy, as a person editing it would.
+func setRunStrategy(t *testing.T, claim *infrav1.MachineClaim, strategy infrav1.RunStrategy) {
+	t.Helper()
+	g := NewWithT(t)
+	got := get(g, claim)
+	patch := client.MergeFrom(got.DeepCopy())
+	got.Spec.RunStrategy = strategy
+	g.Expect(env.Client.Patch(context.Background(), got, patch)).To(Succeed())
 }
 
 func annotatePowerRequest(t *testing.T, claim *infrav1.MachineClaim, action string) {
@@ -199,8 +210,9 @@ func TestPersistentHaltedOnceManual(t *testing.T) {
 		g.Eventually(func(g Gomega) {
 			got := get(g, claim)
 			g.Expect(got.Status.Phase).To(Equal(infrav1.MachineClaimPhaseStopped))
-			g.Expect(got.Status.LastStopCause).To(Equal(infrav1.StopCauseRequested))
+			g.Expect(got.Status.LastStopCause).To(Equal(infrav1.StopCauseNeverStarted))
 			g.Expect(conditions.GetReason(got, infrav1.ReadyCondition)).To(Equal(infrav1.VMStoppedByRunStrategyReason))
+			g.Expect(got.Spec.ProviderID).NotTo(BeEmpty(), "a VM made off is provisioned")
 		}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 		annotatePowerRequest(t, claim, infrav1.PowerRequestStart)
 		g.Eventually(func(g Gomega) {
@@ -210,6 +222,22 @@ func TestPersistentHaltedOnceManual(t *testing.T) {
 			g.Expect(got.Status.LastPowerRequest.Accepted).To(BeFalse())
 		}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 		staysOff(t, sim, claim, "Halted refuses a start request")
+		g.Expect(sim.Requests()[startEndpoint]).To(BeZero(), "as KubeVirt, Halted never starts a new VM")
+
+		// Halted becomes Always (KubeVirt's virtctl start): the VM's first boot, then it runs.
+		setRunStrategy(t, claim, infrav1.RunStrategyAlways)
+		g.Eventually(vmStatus(sim, claim), 30*time.Second, 100*time.Millisecond).Should(Equal("running"))
+		g.Eventually(func(g Gomega) {
+			got := get(g, claim)
+			g.Expect(got.Status.Phase).To(Equal(infrav1.MachineClaimPhaseRunning))
+			g.Expect(conditions.GetReason(got, infrav1.MachineClaimVMProvisionedCondition)).To(Equal(infrav1.VMRunningReason))
+		}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+
+		// Back to Halted: stopped gracefully, as asked.
+		setRunStrategy(t, claim, infrav1.RunStrategyHalted)
+		g.Eventually(vmStatus(sim, claim), 30*time.Second, 100*time.Millisecond).Should(Equal("stopped"))
+		g.Eventually(func() infrav1.StopCause { return get(g, claim).Status.LastStopCause }, 30*time.Second, 100*time.Millisecond).
+			Should(Equal(infrav1.StopCauseRequested))
 	})
 
 	t.Run("Once", func(t *testing.T) {
@@ -228,8 +256,9 @@ func TestPersistentHaltedOnceManual(t *testing.T) {
 			b.WithHooks([]string{"echo", "warm"}, []string{"echo", "bye"}).WithTerminationGracePeriod(2)
 		})
 		vmid := vmidOf(claim.Status.VMID)
-		g.Expect(sim.PowerOff(vmid)).To(Succeed())
-		staysOff(t, sim, claim, "Manual does not restart by itself")
+		staysOff(t, sim, claim, "Manual does not start a new VM by itself")
+		g.Expect(sim.Requests()[startEndpoint]).To(BeZero())
+		g.Expect(get(g, claim).Status.LastStopCause).To(Equal(infrav1.StopCauseNeverStarted))
 
 		annotatePowerRequest(t, claim, infrav1.PowerRequestStart)
 		g.Eventually(vmStatus(sim, claim), 30*time.Second, 100*time.Millisecond).Should(Equal("running"))
@@ -240,6 +269,13 @@ func TestPersistentHaltedOnceManual(t *testing.T) {
 			g.Expect(got.Status.Hook).To(BeNil())
 			g.Expect(commands(sim, vmid)).To(ContainElement("echo warm"), "preStart runs once the guest agent answers")
 		}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+
+		// A guest that powers itself off stays off.
+		g.Eventually(func() string { return get(g, claim).Status.PowerState }, 30*time.Second, 100*time.Millisecond).Should(Equal(string(hypervisor.PowerStateRunning)))
+		g.Expect(sim.PowerOff(vmid)).To(Succeed())
+		staysOff(t, sim, claim, "Manual does not restart by itself")
+		annotatePowerRequest(t, claim, infrav1.PowerRequestStart)
+		g.Eventually(vmStatus(sim, claim), 30*time.Second, 100*time.Millisecond).Should(Equal("running"))
 
 		// A guest that ignores the shutdown request is powered off after the grace period.
 		g.Expect(sim.IgnoreShutdown(vmid, true)).To(Succeed())
@@ -349,7 +385,7 @@ func TestPreStopHookTimeout(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	claim, sim := persistentVM(t, infrav1.RunStrategyManual, func(b *builder.MachineClaimBuilder) {
-		b.WithHooks(nil, []string{"sleep", "60"}).WithTerminationGracePeriod(0)
+		b.WithHooks(nil, []string{"sleep", "60"}).WithTerminationGracePeriod(0).WithAnnotation(infrav1.PowerRequestAnnotation, infrav1.PowerRequestStart)
 	})
 	got := get(g, claim)
 	p := client.MergeFrom(got.DeepCopy())

@@ -332,7 +332,9 @@ func summarizePersistent(c *infrav1.MachineClaim) {
 	switch hypervisor.PowerState(c.Status.PowerState) {
 	case hypervisor.PowerStateRunning:
 		c.Status.Phase = infrav1.MachineClaimPhaseRunning
-		if c.Status.Task == nil && c.Status.FailureCount == 0 && !conditions.IsTrue(c, infrav1.MachineClaimVMProvisionedCondition) &&
+		// A VM first started after being made off still says so; it runs now.
+		firstRun := conditions.GetReason(c, infrav1.MachineClaimVMProvisionedCondition) == infrav1.VMStoppedByRunStrategyReason
+		if c.Status.Task == nil && c.Status.FailureCount == 0 && (firstRun || !conditions.IsTrue(c, infrav1.MachineClaimVMProvisionedCondition)) &&
 			conditions.GetReason(c, infrav1.MachineClaimVMProvisionedCondition) != infrav1.VMNotFoundReason {
 			setVMCondition(c, metav1.ConditionTrue, infrav1.VMRunningReason, fmt.Sprintf("VM %s running", vmRef(c)))
 			mirrorCondition(c, infrav1.MachineClaimVMProvisionedCondition, infrav1.ReadyCondition)

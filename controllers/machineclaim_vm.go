@@ -16,6 +16,7 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/admission"
 	"github.com/hyperfleet-io/hyperfleet/pkg/cloudinit"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
+	"github.com/hyperfleet-io/hyperfleet/pkg/lifecycle"
 	"github.com/hyperfleet-io/hyperfleet/pkg/metrics"
 )
 
@@ -65,6 +66,10 @@ func (r *MachineClaimReconciler) reconcileVM(ctx context.Context, s *claimScope)
 		case infrav1.StepConfigured:
 			if hold, res, err := r.reconcileWarm(ctx, s); hold || err != nil {
 				return res, err
+			}
+			if c := s.claim; c.Spec.IsPersistent() && !lifecycle.StartsWhenMade(c.Spec.RunStrategy, c.Annotations[infrav1.PowerRequestAnnotation]) {
+				r.provisionedOff(s)
+				continue
 			}
 			res, err = r.reconcileStart(ctx, s)
 		default:
@@ -513,6 +518,25 @@ func (r *MachineClaimReconciler) setProvisioned(s *claimScope, addrs []hyperviso
 	r.Recorder.Eventf(c, corev1.EventTypeNormal, "Provisioned", "VM %s running%s", vmRef(c), where)
 	// From the claim's creation: the clone starts within a reconcile of it, and the start time of
 	// the clone task is not kept once the task ends.
+	metrics.ObserveProvisioning(s.hc.Name, time.Since(c.CreationTimestamp.Time))
+	metrics.ProvisioningResult(s.hc.Name, "", true)
+}
+
+// provisionedOff completes the provisioning of a persistent VM its run strategy keeps off when
+// made (Halted, or Manual without a Start request), as KubeVirt creates such a VirtualMachine
+// stopped: the VM exists and is configured, its cloud-init data waits on its seed for the first
+// boot, and the run strategy takes over from here.
+func (r *MachineClaimReconciler) provisionedOff(s *claimScope) {
+	c := s.claim
+	c.Status.CompletedStep = infrav1.StepStarted
+	c.Status.PowerState = string(hypervisor.PowerStateStopped)
+	c.Status.LastStopCause = infrav1.StopCauseNeverStarted
+	c.Status.FailureCount, c.Status.LastFailureTime = 0, nil
+	c.Status.Initialization = &infrav1.MachineClaimInitializationStatus{Provisioned: ptr.To(true)}
+	r.setProviderID(s)
+	setVMCondition(c, metav1.ConditionTrue, infrav1.VMStoppedByRunStrategyReason,
+		fmt.Sprintf("VM %s made and left off: runStrategy %s does not start a new VM", vmRef(c), c.Spec.RunStrategy))
+	r.Recorder.Eventf(c, corev1.EventTypeNormal, "Provisioned", "VM %s made and left off (runStrategy %s)", vmRef(c), c.Spec.RunStrategy)
 	metrics.ObserveProvisioning(s.hc.Name, time.Since(c.CreationTimestamp.Time))
 	metrics.ProvisioningResult(s.hc.Name, "", true)
 }

@@ -156,9 +156,9 @@ func TestMachineSnapshotWaitsForAPausedClaim(t *testing.T) {
 func TestMachineSnapshotOfAStoppedVMAndRefusals(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	claim, sim := persistentVM(t, infrav1.RunStrategyManual)
+	claim, sim := persistentVM(t, infrav1.RunStrategyManual) // made and left off
 	vmid := vmidOf(claim.Status.VMID)
-	g.Expect(sim.PowerOff(vmid)).To(Succeed())
+	g.Expect(vmStatus(sim, claim)()).To(Equal("stopped"))
 	g.Expect(sim.WriteGuestData(vmid, "v1")).To(Succeed())
 
 	snap := newSnapshot("cold", claim.Namespace, claim.Name)

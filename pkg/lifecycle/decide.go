@@ -85,9 +85,26 @@ func decideStrategy(strategy infrav1.RunStrategy, running, stopped bool, cause i
 		}
 		return Decision{Action: None, Reason: "runStrategy Halted keeps the VM off"}
 	case infrav1.RunStrategyOnce:
+		if stopped && cause == infrav1.StopCauseNeverStarted {
+			return Decision{Action: Start, Reason: "runStrategy Once runs a VM that never ran"}
+		}
 		if stopped {
 			return Decision{Action: None, Reason: "runStrategy Once never restarts the VM"}
 		}
 	}
 	return Decision{Action: None, Reason: "the VM is as its run strategy wants"}
+}
+
+// StartsWhenMade says whether a new persistent VM is started once it is provisioned, as KubeVirt
+// starts a new VirtualMachine: under Always, RerunOnFailure and Once it is; under Halted it is
+// not (nothing may run); under Manual only when a Start request is already pending (nothing is
+// done automatically). A VM left off records StopCauseNeverStarted.
+func StartsWhenMade(strategy infrav1.RunStrategy, request string) bool {
+	switch strategy {
+	case infrav1.RunStrategyHalted:
+		return false
+	case infrav1.RunStrategyManual:
+		return request == infrav1.PowerRequestStart
+	}
+	return true
 }

@@ -13,7 +13,7 @@ import (
 // TestRunStrategiesActOnlyAsTheySayAndSettle decides on generated observations of a persistent
 // VM (any power state, how it last stopped, any pending power request) under every run
 // strategy. Only a stopped VM is started and only a running one stopped, anything else is left
-// alone; Halted and Once never start a VM, Always and RerunOnFailure never stop one,
+// alone; Halted never starts a VM and Once only one that never ran, Always and RerunOnFailure never stop one,
 // RerunOnFailure never restarts a VM its guest shut down or HyperFleet stopped on request; a power
 // request is honoured under Manual only, and Manual does nothing without one; and the decision
 // settles: once the VM is in the state the action leads to (a VM HyperFleet stopped records it
@@ -28,7 +28,7 @@ func TestRunStrategiesActOnlyAsTheySayAndSettle(t *testing.T) {
 	states := []hypervisor.PowerState{hypervisor.PowerStateRunning, hypervisor.PowerStateStopped, hypervisor.PowerStatePaused,
 		hypervisor.PowerStateUnknown}
 	causes := []infrav1.StopCause{infrav1.StopCauseGuestShutdown, infrav1.StopCauseHypervisorStop, infrav1.StopCauseRequested,
-		infrav1.StopCauseUnknown, ""}
+		infrav1.StopCauseUnknown, infrav1.StopCauseNeverStarted, ""}
 	requests := []string{"", infrav1.PowerRequestStart, infrav1.PowerRequestStop}
 	rapid.Check(t, func(rt *rapid.T) {
 		strategy := rapid.SampledFrom(strategies).Draw(rt, "strategy")
@@ -41,8 +41,10 @@ func TestRunStrategiesActOnlyAsTheySayAndSettle(t *testing.T) {
 			rt.Fatalf("%s started a VM that is %s", strategy, o.State)
 		case d.Action == Stop && o.State != hypervisor.PowerStateRunning:
 			rt.Fatalf("%s stopped a VM that is %s", strategy, o.State)
-		case d.Action == Start && (strategy == infrav1.RunStrategyHalted || strategy == infrav1.RunStrategyOnce):
+		case d.Action == Start && strategy == infrav1.RunStrategyHalted:
 			rt.Fatalf("%s started a VM (%+v)", strategy, o)
+		case d.Action == Start && strategy == infrav1.RunStrategyOnce && o.Cause != infrav1.StopCauseNeverStarted:
+			rt.Fatalf("Once started a VM that had run (%+v)", o)
 		case d.Action == Stop && (strategy == infrav1.RunStrategyAlways || strategy == infrav1.RunStrategyRerunOnFailure):
 			rt.Fatalf("%s stopped a VM (%+v)", strategy, o)
 		case d.Action == Start && strategy == infrav1.RunStrategyRerunOnFailure &&

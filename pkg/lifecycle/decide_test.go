@@ -57,6 +57,11 @@ func TestDecide(t *testing.T) {
 		{"Once leaves a hypervisor stop off", infrav1.RunStrategyOnce, Observation{State: stopped, Cause: outside}, None, false},
 		{"Once keeps a running VM", infrav1.RunStrategyOnce, Observation{State: running}, None, false},
 		{"Once refuses a start request", infrav1.RunStrategyOnce, Observation{State: stopped, Request: infrav1.PowerRequestStart}, None, false},
+		{"Once runs a VM that never ran", infrav1.RunStrategyOnce, Observation{State: stopped, Cause: infrav1.StopCauseNeverStarted}, Start, false},
+		{"RerunOnFailure starts a VM that never ran", infrav1.RunStrategyRerunOnFailure, Observation{State: stopped, Cause: infrav1.StopCauseNeverStarted}, Start, false},
+		{"Always starts a VM that never ran", infrav1.RunStrategyAlways, Observation{State: stopped, Cause: infrav1.StopCauseNeverStarted}, Start, false},
+		{"Halted leaves a VM that never ran off", infrav1.RunStrategyHalted, Observation{State: stopped, Cause: infrav1.StopCauseNeverStarted}, None, false},
+		{"Manual leaves a VM that never ran off", infrav1.RunStrategyManual, Observation{State: stopped, Cause: infrav1.StopCauseNeverStarted}, None, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -68,4 +73,16 @@ func TestDecide(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStartsWhenMade: a new VM is started as KubeVirt starts a new VirtualMachine.
+func TestStartsWhenMade(t *testing.T) {
+	g := NewWithT(t)
+	for strategy, want := range map[infrav1.RunStrategy]bool{infrav1.RunStrategyAlways: true, infrav1.RunStrategyRerunOnFailure: true,
+		infrav1.RunStrategyOnce: true, infrav1.RunStrategyHalted: false, infrav1.RunStrategyManual: false} {
+		g.Expect(StartsWhenMade(strategy, "")).To(Equal(want), string(strategy))
+	}
+	g.Expect(StartsWhenMade(infrav1.RunStrategyManual, infrav1.PowerRequestStart)).To(BeTrue(), "a pending Start request starts a Manual VM")
+	g.Expect(StartsWhenMade(infrav1.RunStrategyManual, infrav1.PowerRequestStop)).To(BeFalse())
+	g.Expect(StartsWhenMade(infrav1.RunStrategyHalted, infrav1.PowerRequestStart)).To(BeFalse(), "Halted refuses requests")
 }

@@ -176,6 +176,15 @@ func (b *MachineClaimBuilder) WithLabels(labels map[string]string) *MachineClaim
 	return b
 }
 
+// WithAnnotation sets one annotation.
+func (b *MachineClaimBuilder) WithAnnotation(key, value string) *MachineClaimBuilder {
+	if b.obj.Annotations == nil {
+		b.obj.Annotations = map[string]string{}
+	}
+	b.obj.Annotations[key] = value
+	return b
+}
+
 func (b *MachineClaimBuilder) WithOwner(ref metav1.OwnerReference) *MachineClaimBuilder {
 	b.obj.OwnerReferences = append(b.obj.OwnerReferences, ref)
 	return b

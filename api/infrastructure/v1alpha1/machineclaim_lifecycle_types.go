@@ -186,7 +186,7 @@ func (s *MachineClaimLifecycleSpec) TerminationGracePeriod() time.Duration {
 }
 
 // StopCause is how a VM came to be stopped, as far as the hypervisor tells.
-// +kubebuilder:validation:Enum=GuestShutdown;HypervisorStop;Requested;Unknown
+// +kubebuilder:validation:Enum=GuestShutdown;HypervisorStop;Requested;Unknown;NeverStarted
 type StopCause string
 
 const (
@@ -197,6 +197,9 @@ const (
 	StopCauseHypervisorStop StopCause = "HypervisorStop"
 	// StopCauseRequested: HyperFleet stopped the VM (runStrategy Halted or a Manual stop request).
 	StopCauseRequested StopCause = "Requested"
+	// StopCauseNeverStarted: the VM was made and has never run: runStrategy Halted, or Manual
+	// without a Start request, keeps a new VM off, as KubeVirt creates such a VM stopped.
+	StopCauseNeverStarted StopCause = "NeverStarted"
 	// StopCauseUnknown: the hypervisor keeps no record of the stop.
 	StopCauseUnknown StopCause = "Unknown"
 )

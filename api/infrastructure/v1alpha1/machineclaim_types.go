@@ -236,7 +236,8 @@ const (
 	StepCloned ProvisioningStep = "Cloned"
 	// StepConfigured: hardware, network and tags are applied.
 	StepConfigured ProvisioningStep = "Configured"
-	// StepStarted: cloud-init data is attached and the VM was powered on.
+	// StepStarted: cloud-init data is attached and the VM was powered on; or, for a persistent VM
+	// its run strategy keeps off when made (lastStopCause NeverStarted), handed to that strategy.
 	StepStarted ProvisioningStep = "Started"
 )
 
