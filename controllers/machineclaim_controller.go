@@ -62,6 +62,8 @@ type MachineClaimReconciler struct {
 
 	// templates shares template resolutions among the claims of each HypervisorCluster.
 	templates templateCache
+	// pciMappings shares the PCI resource mapping listing among the claims of each HypervisorCluster.
+	pciMappings pciMappingCache
 	// placements rate-limits persistent claims that wait for a host to fit them.
 	placements placementGate
 	// polls paces each claim's reads of its task and its guest agent.

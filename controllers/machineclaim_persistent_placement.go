@@ -180,11 +180,17 @@ func (r *MachineClaimReconciler) placePersistent(ctx context.Context, s *claimSc
 		return hypervisor.Template{}, "", ctrl.Result{}, err
 	}
 	hosts := placementHosts(s.hc, nodes, r.reservedFor(s, claims, listedAt))
+	lacking, err := pciReasons(ctx, &r.pciMappings, s.provider, c, nodes)
+	if err != nil {
+		return hypervisor.Template{}, "", ctrl.Result{}, fmt.Errorf("listing PCI resource mappings: %w", err)
+	}
 	fd := failureDomain(s)
 	for i := range hosts {
 		h := &hosts[i]
 		switch {
 		case h.Unavailable != "":
+		case lacking[h.Name] != "":
+			h.Unavailable = lacking[h.Name]
 		case fd != "" && h.Name != fd:
 			h.Unavailable = "not the failure domain " + fd
 		case c.Spec.CloneMode != infrav1.CloneFull && !slices.ContainsFunc(sources, func(t hypervisor.Template) bool { return t.Ref.Node == h.Name }):

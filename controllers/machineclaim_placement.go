@@ -85,6 +85,17 @@ func (r *MachineClaimReconciler) reserveVMID(ctx context.Context, s *claimScope)
 	}
 	// Hosts in maintenance take no new VMs.
 	nodes = slices.DeleteFunc(nodes, func(n hypervisor.Node) bool { return slices.Contains(s.hc.Spec.HostsInMaintenance(), n.Name) })
+	// A VM with passed-through devices starts only where each of its mappings has a device.
+	lacking, err := pciReasons(ctx, &r.pciMappings, s.provider, c, nodes)
+	if err != nil {
+		return r.fail(ctx, s, fmt.Errorf("listing PCI resource mappings: %w", err))
+	}
+	if len(lacking) > 0 {
+		nodes = slices.DeleteFunc(slices.Clone(nodes), func(n hypervisor.Node) bool { return lacking[n.Name] != "" })
+		if len(nodes) == 0 {
+			return r.retryLater(s, infrav1.NoHostFitsReason, "no node can take the VM's PCI devices: "+describeReasons(lacking))
+		}
+	}
 	reserved, err := r.reservedMemory(ctx, s, listedAt)
 	if err != nil {
 		return ctrl.Result{}, err

@@ -112,3 +112,49 @@ func TestPersistentPlacementHostSelector(t *testing.T) {
 	g.Expect(env.Client.Delete(ctx, get(g, first))).To(Succeed())
 	g.Eventually(func(g Gomega) string { return get(g, third).Status.Node }, 20*time.Second, 100*time.Millisecond).Should(Equal("pve2"))
 }
+
+// TestPCIDevicesSteerPlacement: a VM passing through a PCI device by a Proxmox resource mapping is
+// placed only on a node that has a device for it, read from the cluster's mapping listing: a GPU
+// VM goes to the one node with the GPU, not to the emptiest node (where its start would fail with
+// PVE's "PCI device mapping not found"), and a standalone runner-style claim too; a VM naming a
+// mapping no node has waits with reason NoHostFits naming each node and why, and makes no VM.
+func TestPCIDevicesSteerPlacement(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	cfg := templateOnEveryHost()
+	cfg.Inventory.PCIMappings = []pvesim.PCIMappingSpec{{ID: "gpu", Nodes: []string{"pve2"}}}
+	sim := pvesim.StartForTest(t, cfg)
+	startManager(t, testTiming{sweep: 300 * time.Millisecond, orphanGrace: time.Second})
+	ns := newNamespace(t)
+	proxmoxCluster(t, ns, "pve", sim)
+
+	gpu := infrav1.PCIDevice{Mapping: "gpu", PCIe: true}
+	ml := builder.NewMachineClaim("ml-0", ns).WithHypervisorCluster("pve").WithPersistent(infrav1.RunStrategyAlways).
+		WithTemplateName("ubuntu-2404-runner", "runner").WithPCIDevices(gpu).Build()
+	g.Expect(env.Client.Create(ctx, ml)).To(Succeed())
+	runsOn(g, sim, ml, "pve2") // pve3 has the most free memory, and no GPU
+
+	job := builder.NewMachineClaim("gpu-job", ns).WithHypervisorCluster("pve").
+		WithTemplateName("ubuntu-2404-runner", "runner").WithPCIDevices(gpu).Build()
+	g.Expect(env.Client.Create(ctx, job)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		c := get(g, job)
+		g.Expect(c.Status.Node).To(Equal("pve2"))
+		vm, ok := sim.VM(vmidOf(c.Status.VMID))
+		g.Expect(ok).To(BeTrue())
+		g.Expect(vm.Status).To(Equal("running"))
+	}, 60*time.Second, 100*time.Millisecond).Should(Succeed())
+
+	fpga := builder.NewMachineClaim("fpga-0", ns).WithHypervisorCluster("pve").WithPersistent(infrav1.RunStrategyAlways).
+		WithTemplateName("ubuntu-2404-runner", "runner").WithPCIDevices(infrav1.PCIDevice{Mapping: "fpga"}).Build()
+	g.Expect(env.Client.Create(ctx, fpga)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		c := get(g, fpga)
+		g.Expect(conditions.GetReason(c, infrav1.MachineClaimVMProvisionedCondition)).To(Equal(infrav1.NoHostFitsReason))
+		msg := conditions.GetMessage(c, infrav1.MachineClaimVMProvisionedCondition)
+		for _, n := range []string{"pve1", "pve2", "pve3"} {
+			g.Expect(msg).To(ContainSubstring(n + ": has no device for PCI mapping fpga"))
+		}
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	g.Consistently(func() string { return get(g, fpga).Status.VMID }, 2*time.Second, 200*time.Millisecond).Should(BeEmpty())
+}

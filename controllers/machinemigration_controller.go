@@ -271,6 +271,10 @@ func chooseMigrationTarget(ctx context.Context, c client.Client, vm *claimVM, so
 	if err != nil {
 		return "", err
 	}
+	lacking, err := pciReasons(ctx, nil, vm.provider, vm.claim, nodes)
+	if err != nil {
+		return "", fmt.Errorf("listing PCI resource mappings: %w", err)
+	}
 	var hosts []placement.Host
 	for _, h := range placementHosts(vm.hc, nodes, reservedBy(claims, vm.claim.UID)) {
 		switch {
@@ -279,6 +283,8 @@ func chooseMigrationTarget(ctx context.Context, c client.Client, vm *claimVM, so
 		case h.Unavailable != "":
 		case h.Name == source:
 			h.Unavailable = "the VM's own host"
+		case lacking[h.Name] != "":
+			h.Unavailable = lacking[h.Name]
 		case hypervisorAllows != nil && !slices.Contains(hypervisorAllows, h.Name):
 			h.Unavailable = "the hypervisor cannot move the VM there (its storage or local devices)"
 		}

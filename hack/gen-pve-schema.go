@@ -28,6 +28,7 @@ var endpoints = []string{
 	"GET /version",
 	"POST /access/ticket",
 	"GET /access/permissions",
+	"GET /cluster/mapping/pci",
 	"GET /cluster/nextid",
 	"GET /cluster/resources",
 	"GET /cluster/status",

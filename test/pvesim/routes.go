@@ -34,6 +34,7 @@ func (s *Simulator) handlers() map[string]handlerFunc {
 		"GET /version":                                                s.getVersion,
 		"POST /access/ticket":                                         s.postTicket,
 		"GET /access/permissions":                                     s.getPermissions,
+		"GET /cluster/mapping/pci":                                    s.getPCIMappings,
 		"GET /cluster/nextid":                                         s.getNextID,
 		"GET /cluster/resources":                                      s.getResources,
 		"GET /cluster/status":                                         s.getClusterStatus,

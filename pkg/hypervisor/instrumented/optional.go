@@ -133,3 +133,16 @@ func (p *provider) CancelTask(ctx context.Context, node string, id hypervisor.Ta
 	c.end(err)
 	return err
 }
+
+var _ hypervisor.PCIMapper = (*provider)(nil)
+
+func (p *provider) PCIMappingNodes(ctx context.Context) (map[string][]string, error) {
+	m, ok := p.next.(hypervisor.PCIMapper)
+	if !ok {
+		return nil, unsupported("PCIMappingNodes")
+	}
+	ctx, c := p.begin(ctx, "PCIMappingNodes")
+	out, err := m.PCIMappingNodes(ctx)
+	c.end(err)
+	return out, err
+}

@@ -178,3 +178,25 @@ func TestPCIPassthroughOnTheSimulator(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring("PCI device mapping not found for 'fpga'")))
 	g.Expect(simVM(t, sim, 4201).Status).To(Equal("stopped"))
 }
+
+// TestPCIMappingNodes lists the cluster's PCI resource mappings with the nodes that have a device
+// for each; a token without any Mapping privilege sees none, as PVE lists only the mappings it
+// may audit or use.
+func TestPCIMappingNodes(t *testing.T) {
+	g := NewWithT(t)
+	ctx := testCtx(t)
+	inv := pvesim.DefaultInventory()
+	inv.PCIMappings = []pvesim.PCIMappingSpec{{ID: "gpu", Nodes: []string{"pve3", "pve1"}}, {ID: "nvme", Nodes: []string{"pve2"}}}
+	sim := startSim(t, pvesim.Config{Inventory: inv})
+	got, err := newTestProvider(t, sim, clusterA).PCIMappingNodes(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got).To(Equal(map[string][]string{"gpu": {"pve1", "pve3"}, "nvme": {"pve2"}}))
+
+	for privs, want := range map[string]int{"VM.Audit": 0, "Mapping.Use": 2, "Mapping.Audit": 2} {
+		sim := startSim(t, pvesim.Config{Inventory: inv, Tokens: []pvesim.Token{{ID: pvesim.TestTokenID, Secret: pvesim.TestTokenSecret,
+			Privileges: []string{"VM.Audit", "Sys.Audit", privs}}}})
+		got, err := newTestProvider(t, sim, clusterA).PCIMappingNodes(ctx)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(got).To(HaveLen(want), "a token holding %s", privs)
+	}
+}

@@ -1,0 +1,13 @@
+package hypervisor
+
+import "context"
+
+// PCIMapper is a provider whose cluster passes host PCI devices through by named resource
+// mappings (Proxmox VE's Datacenter → Resource Mappings): a VM naming a mapping starts only on a
+// node that has a device for it, so placement asks which nodes do. It is optional: without it a
+// VM's devices do not steer its placement.
+type PCIMapper interface {
+	// PCIMappingNodes returns, for each mapping the credentials may see, the nodes that have a
+	// device for it. A mapping the credentials may not see is absent.
+	PCIMappingNodes(ctx context.Context) (map[string][]string, error)
+}
