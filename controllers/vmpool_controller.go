@@ -50,6 +50,10 @@ type vmPoolScope struct {
 	recheck time.Duration
 	// listed: the claims were read, so the status can report them.
 	listed bool
+	// before is the pool's progress as its status last recorded it.
+	before vmpool.Progress
+	// deadlineIn, when set, is when the progress deadline falls for a pool still under way.
+	deadlineIn time.Duration
 }
 
 // +kubebuilder:rbac:groups=hyperfleet.io,resources=vmpools,verbs=get;list;watch;update;patch
@@ -60,12 +64,13 @@ type vmPoolScope struct {
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // Reconcile brings one VMPool's claims to its spec.
-func (r *VMPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+func (r *VMPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
 	pool := &fleetv1.VMPool{}
 	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	s := &vmPoolScope{pool: pool}
+	s := &vmPoolScope{pool: pool, before: vmpool.Progress{Hash: pool.Status.TemplateHash,
+		Updated: int(pool.Status.UpdatedReplicas), Available: int(pool.Status.AvailableReplicas), Existing: len(pool.Status.VMs)}}
 	if added, err := finalizers.EnsureFinalizer(ctx, r.Client, pool, fleetv1.VMPoolFinalizer); err != nil || added {
 		return ctrl.Result{}, err
 	}
@@ -84,6 +89,9 @@ func (r *VMPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ c
 	}
 	defer func() {
 		r.updateStatus(s)
+		if d := s.deadlineIn; d > 0 && reterr == nil && (res.RequeueAfter == 0 || d < res.RequeueAfter) {
+			res.RequeueAfter = d // to say when the progress deadline has passed
+		}
 		if err := helper.Patch(ctx, pool, patch.WithStatusObservedGeneration{}, patch.WithOwnedConditions{Conditions: []string{
 			fleetv1.ReadyCondition, fleetv1.ProgressingCondition, clusterv1.PausedCondition,
 		}}); err != nil {
@@ -155,6 +163,10 @@ func (r *VMPoolReconciler) reconcileSelector(_ context.Context, s *vmPoolScope) 
 	p.Status.Selector = sel.String()
 	if s.hash, err = vmpool.TemplateHash(&p.Spec.Template.Spec); err != nil {
 		return ctrl.Result{}, err
+	}
+	if p.Status.TemplateHash != s.hash {
+		// A new template starts a new rollout, whatever else this reconcile gets to.
+		p.Status.LastProgressTime = &metav1.Time{Time: r.now()}
 	}
 	p.Status.TemplateHash = s.hash
 	return ctrl.Result{}, nil

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -81,6 +83,7 @@ func (r *VMPoolReconciler) updateStatus(s *vmPoolScope) {
 		progress.Status, progress.Reason = metav1.ConditionFalse, fleetv1.VMPoolCompleteReason
 		progress.Message = fmt.Sprintf("%d VMs of template %s", replicas, s.hash)
 	}
+	r.judgeProgress(s, c, &progress)
 	conditions.Set(p, progress)
 
 	if cur := conditions.Get(p, fleetv1.ReadyCondition); cur != nil && cur.Status == metav1.ConditionFalse &&
@@ -94,4 +97,30 @@ func (r *VMPoolReconciler) updateStatus(s *vmPoolScope) {
 	}
 	conditions.Set(p, metav1.Condition{Type: fleetv1.ReadyCondition, Status: metav1.ConditionFalse,
 		Reason: fleetv1.VMPoolUnavailableReason, Message: fmt.Sprintf("%d/%d VMs available", c.Available, replicas)})
+}
+
+// judgeProgress records when the pool last moved forward and, for a pool still under way that has
+// not moved for spec.progressDeadlineSeconds, turns Progressing False with reason
+// ProgressDeadlineExceeded (once, with a Warning Event), as a Deployment's controller does. The
+// rollout itself goes on: the condition is for people and alerts.
+func (r *VMPoolReconciler) judgeProgress(s *vmPoolScope, c vmpool.Counts, progress *metav1.Condition) {
+	p, now := s.pool, r.now()
+	if st := &p.Status; st.LastProgressTime == nil || vmpool.Progressed(s.before, vmpool.ProgressOf(s.hash, c)) {
+		st.LastProgressTime = &metav1.Time{Time: now}
+	}
+	if progress.Status != metav1.ConditionTrue {
+		return // complete
+	}
+	deadline := time.Duration(ptr.Deref(p.Spec.ProgressDeadlineSeconds, 600)) * time.Second
+	over, left := vmpool.DeadlineExceeded(p.Status.LastProgressTime.Time, deadline, now)
+	if !over {
+		s.deadlineIn = left + 100*time.Millisecond
+		return
+	}
+	if conditions.GetReason(p, fleetv1.ProgressingCondition) != fleetv1.VMPoolProgressDeadlineExceededReason {
+		r.Recorder.Eventf(p, corev1.EventTypeWarning, fleetv1.VMPoolProgressDeadlineExceededReason,
+			"no progress for %s: %s", deadline, progress.Message)
+	}
+	progress.Status, progress.Reason = metav1.ConditionFalse, fleetv1.VMPoolProgressDeadlineExceededReason
+	progress.Message = fmt.Sprintf("no progress for %s: %s", deadline, progress.Message)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
@@ -403,4 +404,57 @@ func updatePool(t *testing.T, pool *fleetv1.VMPool, mutate func(*fleetv1.VMPool)
 		mutate(p)
 		return env.Client.Update(context.Background(), p)
 	}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
+}
+
+// TestVMPoolProgressDeadline: a rolling update whose new VM can never be made (its template does
+// not exist) makes no progress; after spec.progressDeadlineSeconds the pool's Progressing turns
+// False with reason ProgressDeadlineExceeded and a Warning Event, while the outdated VM keeps
+// serving. Fixing the template lets the rollout finish and Progressing says Complete.
+func TestVMPoolProgressDeadline(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns, _ := vmPoolEnv(t)
+	pool := webPool(ns, "web", 1)
+	pool.Spec.ProgressDeadlineSeconds = ptr.To[int32](3)
+	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
+	waitPoolSettled(t, pool, 1)
+
+	edit := func(mutate func(*fleetv1.VMPool)) {
+		g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			got := &fleetv1.VMPool{}
+			if err := env.Client.Get(ctx, keyOf(pool), got); err != nil {
+				return err
+			}
+			mutate(got)
+			return env.Client.Update(ctx, got)
+		})).To(Succeed())
+	}
+	edit(func(p *fleetv1.VMPool) { p.Spec.Template.Spec.Template = infrav1.TemplateSource{ID: "9999"} })
+	asked := time.Now()
+	g.Eventually(func(g Gomega) {
+		got := get(g, pool)
+		g.Expect(conditions.GetReason(got, fleetv1.ProgressingCondition)).To(Equal(fleetv1.VMPoolProgressDeadlineExceededReason))
+		g.Expect(conditions.IsFalse(got, fleetv1.ProgressingCondition)).To(BeTrue())
+		g.Expect(conditions.GetMessage(got, fleetv1.ProgressingCondition)).To(HavePrefix("no progress for 3s: "))
+		g.Expect(conditions.IsTrue(got, fleetv1.ReadyCondition)).To(BeTrue(), "the outdated VM still serves")
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	// Not before the deadline, counted from lastProgressTime, which the API keeps to the second.
+	g.Expect(time.Since(asked)).To(BeNumerically(">=", 2*time.Second), "not before the deadline")
+	g.Eventually(func(g Gomega) {
+		events := &corev1.EventList{}
+		g.Expect(env.Client.List(ctx, events, client.InNamespace(ns))).To(Succeed())
+		var reasons []string
+		for _, e := range events.Items {
+			if e.InvolvedObject.Kind == "VMPool" && e.Type == corev1.EventTypeWarning {
+				reasons = append(reasons, e.Reason)
+			}
+		}
+		g.Expect(reasons).To(ContainElement(fleetv1.VMPoolProgressDeadlineExceededReason))
+	}, 10*time.Second, 100*time.Millisecond).Should(Succeed())
+
+	edit(func(p *fleetv1.VMPool) {
+		p.Spec.Template.Spec.Template = infrav1.TemplateSource{ID: "9000"}
+		p.Spec.Template.Spec.Cores = 2
+	})
+	waitPoolSettled(t, pool, 1)
 }

@@ -76,6 +76,7 @@ type VMPoolMachineTemplate struct {
 }
 
 // VMPoolSpec is the desired pool.
+// +kubebuilder:validation:XValidation:rule="!has(self.progressDeadlineSeconds) || !has(self.minReadySeconds) || self.progressDeadlineSeconds > self.minReadySeconds",message="progressDeadlineSeconds must be greater than minReadySeconds: a new VM counts as progress only once it has been ready that long"
 // +kubebuilder:validation:XValidation:rule="!has(self.autoscaling) || !has(self.autoscaling.minReplicas) || self.autoscaling.minReplicas <= self.autoscaling.maxReplicas",message="autoscaling.minReplicas must not be greater than maxReplicas"
 type VMPoolSpec struct {
 	// replicas is how many VMs the pool keeps. The scale subresource sets it (kubectl scale, a
@@ -105,6 +106,17 @@ type VMPoolSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=86400
 	MinReadySeconds int32 `json:"minReadySeconds,omitempty"`
+
+	// progressDeadlineSeconds is how long a rollout or scaling may go without progress (a VM of
+	// the current template made or available, an outdated or surplus VM gone) before Progressing
+	// turns False with reason ProgressDeadlineExceeded, as a Deployment's does. The pool keeps
+	// trying; the condition is for alerts and for `kubectl wait`. Default 600; it must exceed
+	// minReadySeconds.
+	// +optional
+	// +kubebuilder:default=600
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	ProgressDeadlineSeconds *int32 `json:"progressDeadlineSeconds,omitempty"`
 
 	// autoscaling sizes the pool from its VMs' CPU or memory use, with HorizontalPodAutoscaler's
 	// algorithm and behaviour, for clusters without an HPA or KEDA. It writes spec.replicas: do not
@@ -160,6 +172,10 @@ type VMPoolStatus struct {
 	// templateHash is the hash of the current template, as on updated claims' VMPoolTemplateHashLabel.
 	// +optional
 	TemplateHash string `json:"templateHash,omitempty"`
+	// lastProgressTime is when the pool's rollout or scaling last moved forward; with
+	// spec.progressDeadlineSeconds it decides ProgressDeadlineExceeded.
+	// +optional
+	LastProgressTime *metav1.Time `json:"lastProgressTime,omitempty"`
 	// vms lists each VM of the pool.
 	// +optional
 	// +listType=map
@@ -240,6 +256,9 @@ const (
 	VMPoolScalingDownReason = "ScalingDown"
 	// VMPoolWaitingForVMsReason (Progressing True): new VMs exist and are not yet available.
 	VMPoolWaitingForVMsReason = "WaitingForVMs"
+	// VMPoolProgressDeadlineExceededReason (Progressing False): the rollout or scaling made no
+	// progress for spec.progressDeadlineSeconds; the pool keeps trying.
+	VMPoolProgressDeadlineExceededReason = "ProgressDeadlineExceeded"
 	// VMPoolCompleteReason (Progressing False): every VM is made from the current template and the
 	// pool has its size.
 	VMPoolCompleteReason = "Complete"
