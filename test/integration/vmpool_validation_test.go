@@ -71,6 +71,12 @@ func TestVMPoolValidation(t *testing.T) {
 		{name: "both bounds zero percent", obj: with("zeropct", rolling(pct("0%"), pct("0%"))), message: "maxSurge and maxUnavailable cannot both be 0"},
 		{name: "surge zero with unavailable defaulting to zero", obj: with("zerodefault", rolling(num(0), nil)), message: "maxSurge and maxUnavailable cannot both be 0"},
 		{name: "surge zero, one unavailable", obj: with("surge0", rolling(num(0), num(1)))},
+		{name: "progress deadline within minReadySeconds", obj: with("deadline", func(p *fleetv1.VMPool) {
+			p.Spec.MinReadySeconds, p.Spec.ProgressDeadlineSeconds = 600, ptr.To[int32](600)
+		}), message: "progressDeadlineSeconds must be greater than minReadySeconds"},
+		{name: "progress deadline past minReadySeconds", obj: with("deadline-ok", func(p *fleetv1.VMPool) {
+			p.Spec.MinReadySeconds, p.Spec.ProgressDeadlineSeconds = 60, ptr.To[int32](120)
+		})},
 		{name: "percentages", obj: with("pcts", rolling(pct("25%"), pct("10%")))},
 		{name: "not a percentage", obj: with("badpct", rolling(pct("a lot"), nil)), message: "maxSurge is a number of VMs (0 or more) or a percentage"},
 		{name: "negative unavailable", obj: with("neg", rolling(nil, num(-1))), message: "maxUnavailable is a number of VMs (0 or more) or a percentage"},
