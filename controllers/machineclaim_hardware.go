@@ -62,7 +62,7 @@ func claimNetwork(s *claimScope) ([]hypervisor.NIC, string, error) {
 	ifaces := make([]cloudinit.Interface, 0, len(c.Spec.NICs))
 	for _, n := range c.Spec.NICs {
 		mac := nicMAC(c.Spec.ClaimID, n.Name)
-		nics = append(nics, hypervisor.NIC{Bridge: n.Bridge, VLAN: int(ptr.Deref(n.VLAN, 0)), Model: n.Model, MAC: mac,
+		nics = append(nics, hypervisor.NIC{Name: n.Name, Bridge: n.Bridge, VLAN: int(ptr.Deref(n.VLAN, 0)), Model: n.Model, MAC: mac,
 			Firewall: n.Firewall, MTU: int(ptr.Deref(n.MTU, 0))})
 		in := cloudinit.Interface{Name: n.Name, MAC: mac, MTU: int(ptr.Deref(n.MTU, 0))}
 		for _, a := range []*infrav1.StaticAddress{n.IPv4, n.IPv6} {

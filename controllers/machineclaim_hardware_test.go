@@ -7,6 +7,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	. "github.com/onsi/gomega/gstruct"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
@@ -146,23 +147,100 @@ func TestVMHardware(t *testing.T) {
 	g.Expect(apierrors.IsNotFound(env.Client.Get(ctx, ipClaimKey, ipClaim))).To(BeTrue(), "the address goes back to the pool")
 }
 
-// TestHardwareTheProviderLacksIsRefused: Hyper-V has no extra disks in HyperFleet; a claim asking
-// for them says so and no VM is made, rather than a VM without the disks it was declared with.
-func TestHardwareTheProviderLacksIsRefused(t *testing.T) {
+// TestHyperVClaimGetsDisksAndNICs: on Hyper-V a claim's extra disks become dynamic VHDX files on
+// SCSI after the boot disk and its NICs the VM's network adapters, in order, named after them,
+// with the MACs the seed's network-config names them by, on their switches and VLANs (the
+// adapter New-VM made is the first of them). Deleting the claim removes the disks with the VM.
+func TestHyperVClaimGetsDisksAndNICs(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	booted := make(chan hvsim.HyperVBootVM, 1)
+	sim := hvsim.StartHyperVForTest(t, hvsim.HyperVConfig{BootHook: func(ctx context.Context, vm hvsim.HyperVBootVM) error {
+		select {
+		case booted <- vm:
+		default:
+		}
+		<-ctx.Done()
+		return nil
+	}}, "hv1")
+	g.Expect(sim.AddSwitch("hv1", "backup")).To(Succeed())
+	startManager(t)
+	ns := newNamespace(t)
+	hypervCluster(t, ns, "hv", sim)
+	claim := builder.NewMachineClaim("db-h", ns).WithHypervisorCluster("hv").WithTemplateName(hvsim.HyperVTemplate).
+		WithPersistent(infrav1.RunStrategyAlways).
+		WithDisks(infrav1.ExtraDisk{Name: "data", SizeGiB: 20}, infrav1.ExtraDisk{Name: "wal", SizeGiB: 2}).
+		WithNICs(infrav1.NIC{Name: "lan", Bridge: hvsim.HyperVSwitch, VLAN: ptr.To[int32](42), MTU: ptr.To[int32](9000),
+			IPv4: &infrav1.StaticAddress{Address: "192.0.2.10/24", Gateway: "192.0.2.1"}},
+			infrav1.NIC{Name: "backup", Bridge: "backup"}).
+		WithDNS([]string{"192.0.2.53"}).Build()
+	g.Expect(env.Client.Create(ctx, claim)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := get(g, claim)
+		g.Expect(got.Status.Phase).To(Equal(infrav1.MachineClaimPhaseRunning), "conditions: %+v", got.Status.Conditions)
+	}, 60*time.Second, 100*time.Millisecond).Should(Succeed())
+
+	got := get(g, claim)
+	var vm hvsim.HyperVVM
+	for _, v := range sim.VMs("hv1") {
+		if v.ID == got.Status.VMID {
+			vm = v
+		}
+	}
+	g.Expect(vm.ID).NotTo(BeEmpty())
+	dir := `C:\ProgramData\HyperFleet\Disks\hyperfleet-` + got.Status.VMID
+	g.Expect(vm.Disks).To(HaveLen(3))
+	g.Expect(vm.Disks[1:]).To(Equal([]string{dir + "-data.vhdx", dir + "-wal.vhdx"}))
+	g.Expect(vm.DiskLUNs).To(Equal([]int{0, 1, 2}))
+	for path, size := range map[string]int64{dir + "-data.vhdx": 20 << 30, dir + "-wal.vhdx": 2 << 30} {
+		f, ok := sim.File("hv1", path)
+		g.Expect(ok).To(BeTrue(), path)
+		g.Expect(f.Size).To(Equal(size), path)
+	}
+	g.Expect(vm.Adapters).To(HaveLen(2))
+	g.Expect(vm.Adapters[0]).To(MatchFields(IgnoreExtras, Fields{"Name": Equal("lan"), "Switch": Equal(hvsim.HyperVSwitch), "VLAN": Equal(42), "StaticMAC": BeTrue()}))
+	g.Expect(vm.Adapters[1]).To(MatchFields(IgnoreExtras, Fields{"Name": Equal("backup"), "Switch": Equal("backup"), "VLAN": Equal(0), "StaticMAC": BeTrue()}))
+
+	var guest hvsim.HyperVBootVM
+	g.Eventually(booted).Should(Receive(&guest))
+	netcfg := string(guest.NetworkConfig)
+	for _, a := range vm.Adapters {
+		mac := strings.ToLower(a.MAC[0:2] + ":" + a.MAC[2:4] + ":" + a.MAC[4:6] + ":" + a.MAC[6:8] + ":" + a.MAC[8:10] + ":" + a.MAC[10:12])
+		g.Expect(netcfg).To(MatchRegexp(`(?m)^  `+a.Name+`:\n(?:    .*\n)*?      macaddress: "?`+mac+`"?$`), "the guest names adapter %s by its MAC", a.Name)
+	}
+	g.Expect(netcfg).To(ContainSubstring("- 192.0.2.10/24"))
+	g.Expect(netcfg).To(ContainSubstring("mtu: 9000"), "the MTU is the guest's to set")
+
+	g.Expect(env.Client.Delete(ctx, claim)).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, keyOf(claim), claim))
+	}, 30*time.Second, 100*time.Millisecond).Should(BeTrue())
+	g.Expect(sim.VMs("hv1")).To(BeEmpty())
+	for _, f := range sim.Files("hv1") {
+		g.Expect(strings.Contains(f, `\Disks\`)).To(BeFalse(), "left behind: %s", f)
+	}
+}
+
+// TestHyperVRefusesHardwareItLacks: a NIC asking for Proxmox's firewall fails on Hyper-V with a
+// clear reason instead of a VM without the protection it was declared with.
+func TestHyperVRefusesHardwareItLacks(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	sim := hvsim.StartHyperVForTest(t, hvsim.HyperVConfig{}, "hv1")
 	startManager(t)
 	ns := newNamespace(t)
 	hypervCluster(t, ns, "hv", sim)
-	claim := builder.NewMachineClaim("disks", ns).WithHypervisorCluster("hv").WithTemplateName(hvsim.HyperVTemplate).
-		WithDisks(infrav1.ExtraDisk{Name: "data", SizeGiB: 20}).Build()
+	claim := builder.NewMachineClaim("fw", ns).WithHypervisorCluster("hv").WithTemplateName(hvsim.HyperVTemplate).
+		WithNICs(infrav1.NIC{Name: "lan", Bridge: hvsim.HyperVSwitch, Firewall: true}).Build()
 	g.Expect(env.Client.Create(ctx, claim)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		got := get(g, claim)
-		g.Expect(conditions.GetReason(got, infrav1.ReadyCondition)).To(Equal(infrav1.UnsupportedHardwareReason), "conditions: %+v", got.Status.Conditions)
-		g.Expect(conditions.GetMessage(got, infrav1.ReadyCondition)).To(ContainSubstring("extra disks (spec.disks)"))
+		g.Expect(conditions.GetReason(got, infrav1.ReadyCondition)).To(Equal(infrav1.ProvisioningFailedReason), "conditions: %+v", got.Status.Conditions)
+		g.Expect(conditions.GetMessage(got, infrav1.ReadyCondition)).To(ContainSubstring("Hyper-V has no per-adapter firewall"))
 		g.Expect(got.Status.Phase).To(Equal(infrav1.MachineClaimPhaseFailed))
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
-	g.Consistently(func() int { return len(sim.VMs("hv1")) }, time.Second, 200*time.Millisecond).Should(BeZero())
+	for _, vm := range sim.VMs("hv1") {
+		g.Expect(vm.Adapters).To(HaveLen(1))
+		g.Expect(vm.Adapters[0].Name).To(Equal("Network Adapter"), "nothing was changed")
+	}
 }

@@ -49,14 +49,15 @@ type Capabilities struct {
 	// Without it ownership lives in the VM's notes only (Hyper-V), ConfigSpec.Tags are kept there
 	// too, and VM.Tags and Template.Tags report them back.
 	Tags bool
-	// ExtraDisks: Configure creates ConfigSpec.ExtraDisks (Proxmox). A provider without it
+	// ExtraDisks: Configure creates ConfigSpec.ExtraDisks (Proxmox, Hyper-V). A provider without it
 	// refuses a ConfigSpec that has any with ErrUnsupported.
 	ExtraDisks bool
 	// StartOnConfigure: Configure honours ConfigSpec.Start (Proxmox). Without it the caller
 	// starts the VM itself.
 	StartOnConfigure bool
-	// NICs: Configure gives the VM ConfigSpec.NICs, with their MACs, firewall flag and MTU
-	// (Proxmox). A provider without it refuses a ConfigSpec that has any with ErrUnsupported.
+	// NICs: Configure gives the VM ConfigSpec.NICs, with their MACs (Proxmox with their firewall
+	// flag and MTU; Hyper-V refuses the firewall flag and leaves the MTU to the guest's
+	// network-config). A provider without it refuses a ConfigSpec that has any with ErrUnsupported.
 	NICs bool
 }
 
@@ -242,7 +243,11 @@ type PCIDevice struct {
 
 // NIC is one network interface.
 type NIC struct {
-	// Bridge is what the NIC attaches to (a Proxmox bridge); empty is the provider's default.
+	// Name is the interface's name in the guest (the claim's). A provider that names its
+	// adapters (Hyper-V) gives the adapter this name; Proxmox has no such name and ignores it.
+	Name string
+	// Bridge is what the NIC attaches to (a Proxmox bridge, a Hyper-V virtual switch); empty is
+	// the provider's default, if it has one.
 	Bridge string
 	// VLAN tag, 0 for none.
 	VLAN int

@@ -77,10 +77,15 @@ type hvFile struct {
 	data   []byte
 }
 
+// hvAdapter is a VM's network adapter: its name ("Network Adapter" for the one New-VM makes), the
+// switch it is connected to ("" when not connected), its VLAN in access mode (0 untagged) and its
+// MAC as Hyper-V writes it (twelve hex digits), static or assigned by the host.
 type hvAdapter struct {
+	name       string
 	switchName string
 	vlan       int
 	mac        string
+	static     bool
 }
 
 type hvVM struct {
@@ -95,6 +100,9 @@ type hvVM struct {
 	started         time.Time
 	disks           []string
 	dvds            []string // one entry per DVD drive; "" for an empty drive
+	// diskLUNs and dvdLUNs are the drives' locations on SCSI controller 0, parallel to disks and dvds.
+	diskLUNs        []int
+	dvdLUNs         []int
 	adapters        []*hvAdapter
 	ip              string
 	boot            int // increases with every start, so a stale guest cannot stop a new boot
@@ -161,7 +169,7 @@ func (h *HyperV) AddTemplateVM(host, name, vhdPath string, cpus int, memoryMiB i
 	err := h.withHost(host, func(hh *hvHost) error {
 		hh.files[key(vhdPath)] = &hvFile{path: vhdPath, kind: "vhdx", size: 20 << 30}
 		vm := hh.newVM(name+"-template", `C:\Templates`)
-		vm.notes, vm.cpus, vm.memory, vm.disks = notes, cpus, memoryMiB<<20, []string{vhdPath}
+		vm.notes, vm.cpus, vm.memory, vm.disks, vm.diskLUNs = notes, cpus, memoryMiB<<20, []string{vhdPath}, []int{0}
 		id = vm.id
 		return nil
 	})
@@ -211,10 +219,21 @@ type HyperVVM struct {
 	CPUs            int
 	MemoryMiB       int64
 	Disks, DVDs     []string
-	Switch          string
-	VLAN            int
-	IP              string
-	SecureBoot      string
+	// DiskLUNs are the disks' locations on SCSI controller 0, in the order of Disks.
+	DiskLUNs []int
+	// Switch and VLAN are the first adapter's.
+	Switch     string
+	VLAN       int
+	Adapters   []HyperVAdapter
+	IP         string
+	SecureBoot string
+}
+
+// HyperVAdapter is a snapshot of a VM's network adapter.
+type HyperVAdapter struct {
+	Name, Switch, MAC string
+	VLAN              int
+	StaticMAC         bool
 }
 
 // HyperVFile is a snapshot of a file on a host.
@@ -235,9 +254,13 @@ func (h *HyperV) VMs(host string) []HyperVVM {
 	out := make([]HyperVVM, 0, len(hh.vms))
 	for _, vm := range hh.vms {
 		s := HyperVVM{ID: vm.id, Name: vm.name, Notes: vm.notes, State: vm.state, CPUs: vm.cpus, MemoryMiB: vm.memory >> 20,
-			Disks: append([]string(nil), vm.disks...), DVDs: append([]string(nil), vm.dvds...), IP: vm.ip, SecureBoot: vm.secureBoot}
+			Disks: append([]string(nil), vm.disks...), DVDs: append([]string(nil), vm.dvds...), DiskLUNs: append([]int(nil), vm.diskLUNs...),
+			IP: vm.ip, SecureBoot: vm.secureBoot}
 		if len(vm.adapters) > 0 {
 			s.Switch, s.VLAN = vm.adapters[0].switchName, vm.adapters[0].vlan
+		}
+		for _, a := range vm.adapters {
+			s.Adapters = append(s.Adapters, HyperVAdapter{Name: a.name, Switch: a.switchName, MAC: a.mac, VLAN: a.vlan, StaticMAC: a.static})
 		}
 		out = append(out, s)
 	}
@@ -318,11 +341,38 @@ func (h *HyperV) withVM(host, id string, fn func(*hvHost, *hvVM) error) error {
 	})
 }
 
+// newVM is New-VM: a generation 2 VM with one network adapter, "Network Adapter", connected to
+// no switch, with a MAC the host assigns.
 func (hh *hvHost) newVM(name, dir string) *hvVM {
 	vm := &hvVM{id: uuid.NewString(), name: name, dir: dir, state: hvOff, generation: 2, cpus: 1, memory: 1 << 30,
 		created: time.Now().UTC(), checkpointType: "Production"}
+	vm.adapters = []*hvAdapter{{name: "Network Adapter", mac: "00155D" + strings.ToUpper(vm.id[:6])}}
 	hh.vms[vm.id] = vm
 	return vm
+}
+
+// lunTaken reports the drive at location lun of SCSI controller 0, "" when it is free.
+func (vm *hvVM) lunTaken(lun int) (string, bool) {
+	for i, l := range vm.diskLUNs {
+		if l == lun {
+			return vm.disks[i], true
+		}
+	}
+	for i, l := range vm.dvdLUNs {
+		if l == lun {
+			return vm.dvds[i], true
+		}
+	}
+	return "", false
+}
+
+// nextLUN is the first free location of SCSI controller 0, where Add-VMDvdDrive puts a drive.
+func (vm *hvVM) nextLUN() int {
+	for l := 0; ; l++ {
+		if _, taken := vm.lunTaken(l); !taken {
+			return l
+		}
+	}
 }
 
 // key is a path's map key: Windows paths compare case-insensitively.

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"time"
 )
@@ -44,6 +45,15 @@ type hvInput struct {
 	DestinationStoragePath string
 	JobID                  string `json:"JobId"`
 	Expect                 struct{ Installation, OwnerTag, ClaimID string }
+	Disks                  []struct {
+		Name      string
+		SizeBytes int64
+		Lun       int
+	}
+	Adapters []struct {
+		Name, SwitchName, MacAddress string
+		VlanID                       int `json:"VlanId"`
+	}
 }
 
 // hvError is a module function's refusal or a cmdlet's failure, reported in the envelope.
@@ -108,6 +118,10 @@ func (e *HostExecutor) call(ctx context.Context, psd1, version, function, arg st
 		data, herr = h.removeVM(hh, in)
 	case "Dismount-HFSeed":
 		data, herr = h.dismountSeed(hh, in)
+	case "Add-HFDisks":
+		data, herr = h.addDisks(hh, in)
+	case "Set-HFAdapters":
+		data, herr = h.setAdapters(hh, in)
 	case "Get-HFCheckpoints":
 		data, herr = h.getCheckpoints(hh, in)
 	case "New-HFCheckpoint":
@@ -279,7 +293,7 @@ func (hh *hvHost) applyHardware(vm *hvVM, in hvInput) {
 	}
 	if in.SwitchName != "" {
 		if len(vm.adapters) == 0 {
-			vm.adapters = append(vm.adapters, &hvAdapter{mac: "00155D" + strings.ToUpper(vm.id[:6])})
+			vm.adapters = append(vm.adapters, &hvAdapter{name: "Network Adapter", mac: "00155D" + strings.ToUpper(vm.id[:6])})
 		}
 		vm.adapters[0].switchName, vm.adapters[0].vlan = in.SwitchName, in.VlanID
 	}
@@ -309,18 +323,16 @@ func (h *HyperV) newVM(hh *hvHost, in hvInput) (any, *hvError) {
 	}
 	child := strings.TrimRight(in.VHDDirectory, `\`) + `\` + in.DiskName
 	if hh.files[key(child)] != nil {
-		for _, vm := range hh.vms {
-			for _, d := range vm.disks {
-				if key(d) == key(child) {
-					return nil, refuse("AlreadyExists", "disk %s is in use by another VM", child)
-				}
-			}
+		if hh.diskInUse(child, "") {
+			return nil, refuse("AlreadyExists", "disk %s is in use by another VM", child)
 		}
 		delete(hh.files, key(child))
 	}
-	hh.files[key(child)] = &hvFile{path: child, kind: "vhdx", parent: parent.path, size: parent.size}
+	if err := hh.newVHD(child, parent.size, parent.path); err != nil {
+		return nil, err
+	}
 	vm := hh.newVM(in.Name, in.VMDirectory)
-	vm.notes, vm.disks, vm.secureBoot = in.Notes, []string{child}, in.SecureBootTemplate
+	vm.notes, vm.disks, vm.diskLUNs, vm.secureBoot = in.Notes, []string{child}, []int{0}, in.SecureBootTemplate
 	hh.applyHardware(vm, in)
 	return map[string]any{"Created": true, "VM": h.vmJSON(vm)}, nil
 }
@@ -362,6 +374,7 @@ func (h *HyperV) setVM(hh *hvHost, in hvInput) (any, *hvError) {
 		if len(vm.dvds) > 0 {
 			vm.dvds[0] = in.SeedPath
 		} else {
+			vm.dvdLUNs = append(vm.dvdLUNs, vm.nextLUN())
 			vm.dvds = append(vm.dvds, in.SeedPath)
 		}
 	}
@@ -436,9 +449,22 @@ func (h *HyperV) removeVM(hh *hvHost, in hvInput) (any, *hvError) {
 	}
 	var files []string
 	for _, d := range vm.disks {
-		if f := hh.files[key(d)]; f != nil && f.parent != "" {
+		if f := hh.files[key(d)]; f != nil && (f.parent != "" || isExtraDiskOf(vm, f.path)) {
 			files = append(files, f.path)
 		}
+	}
+	// Extra disks a configuration made and did not attach, unless another VM uses them.
+	if in.VHDDirectory != "" {
+		dir := key(strings.TrimRight(in.VHDDirectory, `\`) + `\`)
+		var loose []string
+		for _, f := range hh.files {
+			if strings.HasPrefix(key(f.path), dir) && !strings.Contains(f.path[len(dir):], `\`) && isExtraDiskOf(vm, f.path) &&
+				!containsFold(files, f.path) && !hh.diskInUse(f.path, vm.id) {
+				loose = append(loose, f.path)
+			}
+		}
+		sort.Strings(loose)
+		files = append(files, loose...)
 	}
 	seedDir := key(strings.TrimRight(in.SeedDirectory, `\`) + `\`)
 	for _, d := range vm.dvds {

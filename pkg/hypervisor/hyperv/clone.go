@@ -114,15 +114,18 @@ func (p *Provider) seedPath(ref hypervisor.VMRef) string {
 	return p.cfg.SeedDirectory + `\hyperfleet-` + lowerGUID(ref.ID) + "-cidata.iso"
 }
 
-// Configure applies CPU, memory, switch and VLAN, the Notes (description, ownership and tags),
-// disk growth and the seed ISO to an owned VM that is off. The seed (a NoCloud ISO, label cidata,
-// that cloud-init and cloudbase-init both read) is built here and uploaded gzip-compressed (the
-// image is mostly zeros: 57 KB become under 1 KB, one command line instead of about twenty); the
-// module unpacks it next to the VM's other seeds and checks its SHA-256 before the VM takes it.
+// Configure applies CPU, memory, switch and VLAN (or every network adapter, for spec.NICs), the
+// extra disks, the Notes (description, ownership and tags), disk growth and the seed ISO to an
+// owned VM that is off; what Hyper-V has no equivalent for is refused before anything changes
+// (see hardware.go). The seed (a NoCloud ISO, label cidata, that cloud-init and cloudbase-init
+// both read) is built here and uploaded gzip-compressed (the image is mostly zeros: 57 KB become
+// under 1 KB, one command line instead of about twenty); the module unpacks it next to the VM's
+// other seeds and checks its SHA-256 before the VM takes it.
 func (p *Provider) Configure(ctx context.Context, ref hypervisor.VMRef, spec hypervisor.ConfigSpec) (hypervisor.TaskID, error) {
 	op := opName("configure", ref)
-	if len(spec.ExtraDisks) > 0 || len(spec.NICs) > 0 || len(spec.PCIDevices) > 0 {
-		return "", hypervisor.Errorf(hypervisor.ErrUnsupported, op, "the Hyper-V provider cannot add extra disks or NICs")
+	disks, adapters, err := hardwareInputs(op, spec)
+	if err != nil {
+		return "", err
 	}
 	h, err := p.hostOf(op, ref)
 	if err != nil {
@@ -140,11 +143,16 @@ func (p *Provider) Configure(ctx context.Context, ref hypervisor.VMRef, spec hyp
 	}
 	in := setVMInput{ID: ref.ID, Expect: p.expect(owner.ClaimID), Cores: spec.Cores, MemoryMiB: spec.MemoryMiB,
 		Notes: p.notes(*owner, spec.Description, spec.Tags...)}
-	if n := spec.Network; n != nil {
+	if n := spec.Network; n != nil && len(adapters) == 0 {
 		in.SwitchName, in.VlanID = networkName(n), n.VLAN
 	}
 	if spec.Disk != nil && spec.Disk.SizeGiB > 0 {
 		in.DiskSizeBytes = int64(spec.Disk.SizeGiB) << 30
+	}
+	// Adapters and extra disks before Set-HFVM: the disks take their SCSI locations after the
+	// boot disk before the seed's DVD drive takes the next free one.
+	if err := p.applyHardware(ctx, op, h, ref.ID, in.Expect, disks, adapters); err != nil {
+		return "", err
 	}
 	if ci := spec.CloudInit; ci != nil {
 		iso, err := cloudinit.NoCloudISO(ci.UserData, ci.MetaData, ci.NetworkConfig, ci.VendorData)

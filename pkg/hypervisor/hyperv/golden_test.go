@@ -43,7 +43,8 @@ func TestGoldenScripts(t *testing.T) {
 		return s + goldenInputSeparator + string(pretty) + "\n"
 	}
 	ref := vmInput{ID: id, Expect: p.expect(""), SeedDirectory: cfg.SeedDirectory, SeedPath: cfg.SeedDirectory + `\hyperfleet-` + id + "-cidata.iso"}
-	stop, shutdown := ref, ref
+	stop, shutdown, removeRef := ref, ref, ref
+	removeRef.VHDDirectory = cfg.VHDDirectory
 	stop.Mode, shutdown.Mode = "TurnOff", "Shutdown"
 	scripts := map[string]string{
 		"probe":         probeScript(cfg.ModuleRoot),
@@ -54,10 +55,14 @@ func TestGoldenScripts(t *testing.T) {
 		"new-vm":        call(fnNewVM, newVMInput{Name: "runner-1", DiskName: p.diskName("runner-1", ownerFixture()), ParentPath: templateDisk, VHDDirectory: cfg.VHDDirectory, VMDirectory: cfg.VMDirectory, Notes: owner, MemoryMiB: DefaultMemoryMiB, SecureBootTemplate: cfg.SecureBootTemplate, Expect: p.expect("claim-1")}),
 		"set-vm": call(fnSetVM, setVMInput{ID: id, Expect: p.expect("claim-1"), Cores: 4, MemoryMiB: 8192, SwitchName: runnerSwitch, VlanID: 42, Notes: owner, DiskSizeBytes: 40 << 30, SeedPath: ref.SeedPath,
 			SeedArchivePath: ref.SeedPath + ".gz", SeedSHA256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"}),
-		"start-vm":           call(fnStartVM, ref),
-		"stop-vm-turnoff":    call(fnStopVM, stop),
-		"stop-vm-shutdown":   call(fnStopVM, shutdown),
-		"remove-vm":          call(fnRemoveVM, ref),
+		"start-vm":         call(fnStartVM, ref),
+		"stop-vm-turnoff":  call(fnStopVM, stop),
+		"stop-vm-shutdown": call(fnStopVM, shutdown),
+		"remove-vm":        call(fnRemoveVM, removeRef),
+		"add-disks": call(fnAddDisks, addDisksInput{ID: id, Expect: p.expect("claim-1"), VHDDirectory: cfg.VHDDirectory,
+			Disks: []diskInput{{Name: "data", SizeBytes: 20 << 30, Lun: 1}, {Name: "wal", SizeBytes: 2 << 30, Lun: 2}}}),
+		"set-adapters": call(fnSetAdapters, setAdaptersInput{ID: id, Expect: p.expect("claim-1"), Adapters: []adapterInput{
+			{Name: "lan", SwitchName: runnerSwitch, MacAddress: "02A1B2C3D4E5", VlanID: 42}, {Name: "backup", SwitchName: "backup", MacAddress: "02F6A7B8C9D0"}}}),
 		"dismount-seed":      call(fnDismountSeed, ref),
 		"get-checkpoints":    call(fnCheckpoints, checkpointInput{ID: id, Expect: p.expect("")}),
 		"new-checkpoint":     call(fnNewCheckpoint, checkpointInput{ID: id, Expect: p.expect(""), Name: "hf-0f8e7d6c5b4a39281706f5e4d3c2b1a0", WithMemory: true}),

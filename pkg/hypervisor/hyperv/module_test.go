@@ -67,7 +67,7 @@ func TestModuleRedeployedOnMismatch(t *testing.T) {
 func TestModuleManifest(t *testing.T) {
 	g := NewWithT(t)
 	g.Expect(string(module.Manifest())).To(ContainSubstring("ModuleVersion     = '" + module.Version + "'"))
-	for _, fn := range []string{fnInventory, fnVM, fnFindTemplate, fnNewVM, fnSetVM, fnStartVM, fnStopVM, fnRemoveVM, fnDismountSeed} {
+	for _, fn := range []string{fnInventory, fnVM, fnFindTemplate, fnNewVM, fnSetVM, fnStartVM, fnStopVM, fnRemoveVM, fnDismountSeed, fnAddDisks, fnSetAdapters} {
 		g.Expect(string(module.Manifest())).To(ContainSubstring("'"+fn+"'"), fn)
 		g.Expect(string(module.Script())).To(ContainSubstring("function "+fn+"([string]$InputBase64)"), fn)
 	}

@@ -13,6 +13,9 @@ type vmInput struct {
 	Mode          string
 	SeedDirectory string
 	SeedPath      string
+	// VHDDirectory, for Remove-HFVM, is where extra disks a configuration made but never attached
+	// (it was cut short) are looked for.
+	VHDDirectory string `json:",omitempty"`
 }
 
 // act runs a module function on an owned VM; the module proves ownership on the host first.
@@ -22,8 +25,11 @@ func (p *Provider) act(ctx context.Context, verb, function string, ref hyperviso
 	if err != nil {
 		return err
 	}
-	return h.call(ctx, op, function, vmInput{ID: ref.ID, Expect: p.expect(claimID), Mode: mode,
-		SeedDirectory: p.cfg.SeedDirectory, SeedPath: p.seedPath(ref)}, nil)
+	in := vmInput{ID: ref.ID, Expect: p.expect(claimID), Mode: mode, SeedDirectory: p.cfg.SeedDirectory, SeedPath: p.seedPath(ref)}
+	if function == fnRemoveVM {
+		in.VHDDirectory = p.cfg.VHDDirectory
+	}
+	return h.call(ctx, op, function, in, nil)
 }
 
 // Start powers an owned VM on (Start-VM); done when the call returns.
@@ -67,8 +73,8 @@ func (p *Provider) seenOwned(verb string, vm hypervisor.VM) error {
 	return nil
 }
 
-// Delete removes an owned VM that is off, with its differencing disk and seed ISO; a running VM
-// gets ErrBusy.
+// Delete removes an owned VM that is off, with its differencing disk, its extra disks and its
+// seed ISO; a running VM gets ErrBusy.
 func (p *Provider) Delete(ctx context.Context, ref hypervisor.VMRef) (hypervisor.TaskID, error) {
 	return "", p.act(ctx, "delete", fnRemoveVM, ref, "", "")
 }

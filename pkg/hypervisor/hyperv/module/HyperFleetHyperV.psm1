@@ -372,8 +372,9 @@ function Stop-HFVM([string]$InputBase64) {
     }
 }
 
-# Remove-HFVM: an owned VM that is off, with its differencing disks and its seed ISO. Base disks (a
-# template's) are never deleted, nor ISOs outside the seed directory.
+# Remove-HFVM: an owned VM that is off, with its differencing disks, its extra disks (the files
+# named by its GUID, Get-HFDiskFile) and its seed ISO. Base disks (a template's) are never
+# deleted, nor other disks attached to it, nor ISOs outside the seed directory.
 function Remove-HFVM([string]$InputBase64) {
     Invoke-HFOperation {
         $in = ConvertFrom-HFInput $InputBase64
@@ -392,7 +393,18 @@ function Remove-HFVM([string]$InputBase64) {
         }
         $files = @()
         foreach ($d in @(Get-VMHardDiskDrive -VM $vm)) {
-            if ($d.Path -and (Get-VHD -Path $d.Path).VhdType.ToString() -eq 'Differencing') { $files += [string]$d.Path }
+            if (-not $d.Path) { continue }
+            if ((Test-HFDiskOfVM $vm $d.Path) -or (Get-VHD -Path $d.Path).VhdType.ToString() -eq 'Differencing') { $files += [string]$d.Path }
+        }
+        # An extra disk a configuration made but did not attach (it was cut short) is the VM's too,
+        # unless another VM uses it.
+        if ($in.VHDDirectory -and (Test-Path -LiteralPath $in.VHDDirectory)) {
+            $loose = @(Get-ChildItem -LiteralPath $in.VHDDirectory -Filter (Get-HFDiskFile $vm '*') |
+                Where-Object { -not ($files -contains $_.FullName) } | ForEach-Object { [string]$_.FullName })
+            if ($loose.Count -gt 0) {
+                $inUse = @(Get-VM | Where-Object { $_.Id -ne $vm.Id } | Get-VMHardDiskDrive | ForEach-Object { [string]$_.Path })
+                foreach ($f in $loose) { if (-not ($inUse -contains $f)) { $files += $f } }
+            }
         }
         $seedDir = ([string]$in.SeedDirectory).TrimEnd('\') + '\'
         foreach ($d in @(Get-VMDvdDrive -VM $vm)) {
@@ -424,6 +436,119 @@ function Dismount-HFSeed([string]$InputBase64) {
             }
         }
         return @{ Removed = $removed }
+    }
+}
+
+# Extra disks and network adapters. A generation 2 VM has SCSI disks and synthetic adapters only;
+# HyperFleet refuses what has no Hyper-V equivalent before it calls these.
+
+# Get-HFDiskFile is the file name of a VM's extra disk: named by the VM's GUID and the disk's name,
+# so it is unique per VM and disk, a retry finds it on the VM, and Remove-HFVM knows it for the
+# VM's own.
+function Get-HFDiskFile($VM, [string]$Name) {
+    return 'hyperfleet-' + $VM.Id.ToString().ToLowerInvariant() + '-' + $Name + '.vhdx'
+}
+
+function Test-HFDiskOfVM($VM, [string]$Path) {
+    $leaf = Split-Path -Leaf $Path
+    return $leaf.StartsWith('hyperfleet-' + $VM.Id.ToString() + '-', [System.StringComparison]::OrdinalIgnoreCase) -and
+        $leaf.EndsWith('.vhdx', [System.StringComparison]::OrdinalIgnoreCase)
+}
+
+# Get-HFConfigurableVM: an owned VM that is off and not moving.
+function Get-HFConfigurableVM($In) {
+    $vm = Get-HFOwnedVM $In
+    Assert-HFNotMoving $vm
+    if ([int]$vm.State -ne 3) {
+        throw (New-HFError 'Busy' "VM $($In.Id) is not off (state $([int]$vm.State)); it is configured only while off")
+    }
+    return $vm
+}
+
+# Add-HFDisks: the extra disks an owned VM that is off lacks. Each is a new dynamic VHDX in
+# VHDDirectory (Get-HFDiskFile) on SCSI controller 0 at its Lun. A disk whose file the VM already
+# has is left as it is (never resized or replaced), so a retry adds nothing. A file of that name
+# that no VM uses was left by a call cut short before Add-VMHardDiskDrive, and is made again.
+function Add-HFDisks([string]$InputBase64) {
+    Invoke-HFOperation {
+        $in = ConvertFrom-HFInput $InputBase64
+        $vm = Get-HFConfigurableVM $in
+        $added = @()
+        foreach ($d in @($in.Disks)) {
+            if ([string]$d.Name -cnotmatch '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$') { throw (New-HFError 'Invalid' "disk name '$($d.Name)' is not a lowercase DNS label") }
+            $file = Get-HFDiskFile $vm $d.Name
+            $drives = @(Get-VMHardDiskDrive -VM $vm) + @(Get-VMDvdDrive -VM $vm)
+            if (@($drives | Where-Object { $_.Path -and (Split-Path -Leaf $_.Path) -eq $file }).Count -gt 0) { continue }
+            $taken = @($drives | Where-Object { [int]$_.ControllerNumber -eq 0 -and [int]$_.ControllerLocation -eq [int]$d.Lun })
+            if ($taken.Count -gt 0) {
+                throw (New-HFError 'Invalid' "SCSI location 0:$($d.Lun) of VM $($in.Id), where disk $($d.Name) goes, holds $($taken[0].Path)")
+            }
+            $path = Join-Path $in.VHDDirectory $file
+            if (Test-Path -LiteralPath $path) {
+                if (@(Get-VM | Get-VMHardDiskDrive | Where-Object { $_.Path -eq $path }).Count -gt 0) {
+                    throw (New-HFError 'AlreadyExists' "disk $path is in use by another VM")
+                }
+                Remove-Item -LiteralPath $path -Force
+            }
+            New-VHD -Path $path -SizeBytes ([int64]$d.SizeBytes) -Dynamic | Out-Null
+            try {
+                Add-VMHardDiskDrive -VM $vm -ControllerType SCSI -ControllerNumber 0 -ControllerLocation ([int]$d.Lun) -Path $path
+            } catch {
+                Remove-Item -LiteralPath $path -Force -ErrorAction SilentlyContinue
+                throw
+            }
+            $added += $path
+        }
+        return @{ Added = @($added); VM = (ConvertTo-HFVM (Get-VM -Id $vm.Id)) }
+    }
+}
+
+# Set-HFAdapters gives an owned VM that is off exactly the adapters listed, in order. An adapter
+# already carrying a listed MAC is that one; the VM's other adapters are reused in their order
+# (the first one a new VM has) and the rest of the list added; adapters left over are removed.
+# Each gets its name, static MAC and switch, and its VLAN in access mode (untagged without one).
+# Every switch is checked first, so an unknown one changes nothing.
+function Set-HFAdapters([string]$InputBase64) {
+    Invoke-HFOperation {
+        $in = ConvertFrom-HFInput $InputBase64
+        $vm = Get-HFConfigurableVM $in
+        $want = @($in.Adapters)
+        $switches = @(Get-VMSwitch | ForEach-Object { [string]$_.Name })
+        foreach ($n in $want) {
+            if (-not ($switches -contains [string]$n.SwitchName)) {
+                throw (New-HFError 'Invalid' "virtual switch '$($n.SwitchName)' of adapter $($n.Name) does not exist on $env:COMPUTERNAME (its switches: $($switches -join ', '))")
+            }
+        }
+        $have = @(Get-VMNetworkAdapter -VM $vm)
+        $match = @{}
+        $used = @{}
+        for ($i = 0; $i -lt $want.Count; $i++) {
+            for ($j = 0; $j -lt $have.Count; $j++) {
+                if (-not $used[$j] -and [string]$have[$j].MacAddress -eq [string]$want[$i].MacAddress) { $match[$i] = $have[$j]; $used[$j] = $true; break }
+            }
+        }
+        $free = @()
+        for ($j = 0; $j -lt $have.Count; $j++) { if (-not $used[$j]) { $free += $have[$j] } }
+        $k = 0
+        for ($i = 0; $i -lt $want.Count; $i++) {
+            $n = $want[$i]
+            $a = $match[$i]
+            if (-not $a -and $k -lt $free.Count) { $a = $free[$k]; $k++ }
+            if ($a) {
+                Set-VMNetworkAdapter -VMNetworkAdapter $a -StaticMacAddress $n.MacAddress
+                if ([string]$a.Name -cne [string]$n.Name) { Rename-VMNetworkAdapter -VMNetworkAdapter $a -NewName $n.Name }
+                Connect-VMNetworkAdapter -VMNetworkAdapter $a -SwitchName $n.SwitchName
+            } else {
+                $a = Add-VMNetworkAdapter -VM $vm -Name $n.Name -SwitchName $n.SwitchName -StaticMacAddress $n.MacAddress -Passthru
+            }
+            if ([int]$n.VlanId -gt 0) {
+                Set-VMNetworkAdapterVlan -VMNetworkAdapter $a -Access -VlanId ([int]$n.VlanId)
+            } else {
+                Set-VMNetworkAdapterVlan -VMNetworkAdapter $a -Untagged
+            }
+        }
+        for (; $k -lt $free.Count; $k++) { Remove-VMNetworkAdapter -VMNetworkAdapter $free[$k] }
+        return @{ VM = (ConvertTo-HFVM (Get-VM -Id $vm.Id)) }
     }
 }
 
@@ -662,4 +787,4 @@ function Stop-HFMove([string]$InputBase64) {
     }
 }
 
-Export-ModuleMember -Function Get-HFInventory, Get-HFVM, Find-HFTemplate, New-HFVM, Set-HFVM, Start-HFVM, Stop-HFVM, Remove-HFVM, Dismount-HFSeed, Get-HFCheckpoints, New-HFCheckpoint, Restore-HFCheckpoint, Remove-HFCheckpoint, Test-HFMove, Start-HFMove, Get-HFMove, Stop-HFMove
+Export-ModuleMember -Function Get-HFInventory, Get-HFVM, Find-HFTemplate, New-HFVM, Set-HFVM, Start-HFVM, Stop-HFVM, Remove-HFVM, Dismount-HFSeed, Add-HFDisks, Set-HFAdapters, Get-HFCheckpoints, New-HFCheckpoint, Restore-HFCheckpoint, Remove-HFCheckpoint, Test-HFMove, Start-HFMove, Get-HFMove, Stop-HFMove
