@@ -15,8 +15,10 @@ const MaxExtraDisks = 8
 
 // ExtraDisk is an empty disk created with the VM, besides the template's boot disk.
 type ExtraDisk struct {
-	// name identifies the disk. It is also the disk's serial number, so the guest finds it as
-	// /dev/disk/by-id/*_<name> whatever the order the kernel probes the disks in.
+	// name identifies the disk. On Proxmox VE it is also the disk's serial number, so the guest
+	// finds it as /dev/disk/by-id/*_<name> whatever the order the kernel probes the disks in.
+	// Hyper-V has no disk serial number: there the name is part of the disk's VHDX file name, and
+	// the guest finds the i-th disk of spec.disks at LUN i+1 of the first SCSI controller.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=20
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
@@ -28,13 +30,15 @@ type ExtraDisk struct {
 	SizeGiB int32 `json:"sizeGiB"`
 
 	// storage holds the disk; default the storage of the VM's boot disk (spec.proxmox.storage
-	// for a Full clone, the template's storage for a linked clone).
+	// for a Full clone, the template's storage for a linked clone). Proxmox VE only: on Hyper-V
+	// extra disks go to the HypervisorCluster's VHD folder, and a claim naming a storage fails.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^[a-zA-Z][a-zA-Z0-9\-_.]*$`
 	Storage string `json:"storage,omitempty"`
 
-	// bus the disk is attached to: scsi (default), virtio or sata.
+	// bus the disk is attached to: scsi (default), virtio or sata. Hyper-V has SCSI only and
+	// fails a claim asking for virtio or sata.
 	// +optional
 	// +kubebuilder:default=scsi
 	Bus DiskBus `json:"bus,omitempty"`
@@ -44,7 +48,7 @@ type ExtraDisk struct {
 const MaxNICs = 8
 
 // NIC is one network interface of the VM. The first NIC of spec.nics is the VM's first interface
-// (Proxmox net0), the second net1, and so on.
+// (Proxmox net0, Hyper-V's first network adapter), the second net1, and so on.
 // +kubebuilder:validation:XValidation:rule="!has(self.ipv4) || !has(self.ipv4.gateway) || ip(self.ipv4.gateway).family() == 4",message="ipv4.gateway must be an IPv4 address"
 // +kubebuilder:validation:XValidation:rule="!has(self.ipv6) || !has(self.ipv6.gateway) || ip(self.ipv6.gateway).family() == 6",message="ipv6.gateway must be an IPv6 address"
 // +kubebuilder:validation:XValidation:rule="!has(self.ipv4) || !has(self.ipv4PoolRef)",message="set either ipv4 (a static address) or ipv4PoolRef (an address from an IPAM pool), not both"
@@ -59,7 +63,8 @@ type NIC struct {
 	// +kubebuilder:validation:Pattern=`^[a-z][a-z0-9-]*$`
 	Name string `json:"name"`
 
-	// bridge the NIC attaches to (Proxmox); default vmbr0.
+	// bridge the NIC attaches to: a Proxmox bridge (default vmbr0), or on Hyper-V the virtual
+	// switch, which must be given.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`
@@ -71,16 +76,19 @@ type NIC struct {
 	// +kubebuilder:validation:Maximum=4094
 	VLAN *int32 `json:"vlan,omitempty"`
 
-	// model of the virtual NIC; default virtio.
+	// model of the virtual NIC; default virtio. Hyper-V gives synthetic adapters only and fails a
+	// claim asking for another model.
 	// +optional
 	// +kubebuilder:validation:Enum=virtio;e1000;e1000e;rtl8139;vmxnet3
 	Model string `json:"model,omitempty"`
 
 	// firewall turns Proxmox's firewall on for this NIC (the VM's and the cluster's rules apply).
+	// Hyper-V has no such firewall and fails a claim asking for it.
 	// +optional
 	Firewall bool `json:"firewall,omitempty"`
 
-	// mtu of the NIC; unset takes the bridge's.
+	// mtu of the NIC; unset takes the bridge's. On Hyper-V only the guest sets it, from its
+	// network-config.
 	// +optional
 	// +kubebuilder:validation:Minimum=576
 	// +kubebuilder:validation:Maximum=65520
@@ -163,8 +171,9 @@ type DNSSpec struct {
 // Hardware is created with the VM and cannot change afterwards: HyperFleet never resizes, removes
 // or hot-adds a disk of an existing VM.
 type MachineClaimHardwareSpec struct {
-	// disks are empty disks created with the VM and destroyed with it. Proxmox VE only; a claim
-	// with disks on a provider without extra disks is refused (reason UnsupportedHardware).
+	// disks are empty disks created with the VM and destroyed with it (Proxmox VE volumes,
+	// Hyper-V dynamic VHDX files). A claim with disks on a provider without extra disks is
+	// refused (reason UnsupportedHardware).
 	// +optional
 	// +listType=map
 	// +listMapKey=name
@@ -208,7 +217,8 @@ type PCIDevice struct {
 // MachineClaim reasons of the hardware settings.
 const (
 	// UnsupportedHardwareReason: the claim asks for hardware its HypervisorCluster's provider
-	// cannot give (extra disks on Hyper-V); no VM is made until the claim or the cluster changes.
+	// cannot give (extra disks or NICs on a provider without them); no VM is made until the claim
+	// or the cluster changes.
 	UnsupportedHardwareReason = "UnsupportedHardware"
 	// WaitingForIPAddressReason: an IPAddressClaim of the claim waits for its IPAM provider to
 	// allocate an address; the VM is not made before every address is known.
