@@ -74,7 +74,7 @@ type setAdaptersInput struct {
 const (
 	maxDisks    = 8
 	maxAdapters = 8
-	// maxVHDSize is VHDX's limit, 64 TiB.
+	// maxVHDSizeGiB is VHDX's limit, 64 TiB.
 	maxVHDSizeGiB = 64 << 10
 )
 
