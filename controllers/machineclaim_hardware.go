@@ -30,7 +30,31 @@ func (r *MachineClaimReconciler) reconcileHardwareSupport(_ context.Context, s *
 				s.hc.Name, strings.Join(missing, ", ")))
 		return ctrl.Result{RequeueAfter: time.Minute}, nil
 	}
+	if checker, ok := s.provider.(hypervisor.HardwareChecker); ok {
+		if err := checker.CheckHardware(claimHardware(s.claim)); err != nil {
+			s.terminal = true
+			setVMCondition(s.claim, metav1.ConditionFalse, infrav1.UnsupportedHardwareReason,
+				fmt.Sprintf("HypervisorCluster %s cannot give this claim its hardware: %v", s.hc.Name, err))
+			return ctrl.Result{RequeueAfter: time.Minute}, nil
+		}
+	}
 	return ctrl.Result{}, nil
+}
+
+// claimHardware is the claim's extra disks, NICs and PCI devices as a provider sees them, for
+// HardwareChecker.
+func claimHardware(c *infrav1.MachineClaim) hypervisor.ConfigSpec {
+	spec := hypervisor.ConfigSpec{ExtraDisks: extraDisks(c)}
+	for _, n := range c.Spec.NICs {
+		spec.NICs = append(spec.NICs, hypervisor.NIC{Name: n.Name, Bridge: n.Bridge, VLAN: int(ptr.Deref(n.VLAN, 0)), Model: n.Model,
+			MAC: nicMAC(c.Spec.ClaimID, n.Name), Firewall: n.Firewall, MTU: int(ptr.Deref(n.MTU, 0))})
+	}
+	if p := c.Spec.Proxmox; p != nil {
+		for _, d := range p.PCIDevices {
+			spec.PCIDevices = append(spec.PCIDevices, hypervisor.PCIDevice{Mapping: d.Mapping, PCIe: d.PCIe, PrimaryGPU: d.PrimaryGPU})
+		}
+	}
+	return spec
 }
 
 // missingHardware names the claim's hardware settings the provider lacks the capability for.

@@ -221,8 +221,9 @@ func TestHyperVClaimGetsDisksAndNICs(t *testing.T) {
 	}
 }
 
-// TestHyperVRefusesHardwareItLacks: a NIC asking for Proxmox's firewall fails on Hyper-V with a
-// clear reason instead of a VM without the protection it was declared with.
+// TestHyperVRefusesHardwareItLacks: a NIC asking for Proxmox's firewall is refused on Hyper-V with
+// reason UnsupportedHardware and a clear message before any VM is made, instead of a VM without
+// the protection it was declared with.
 func TestHyperVRefusesHardwareItLacks(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -235,12 +236,10 @@ func TestHyperVRefusesHardwareItLacks(t *testing.T) {
 	g.Expect(env.Client.Create(ctx, claim)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		got := get(g, claim)
-		g.Expect(conditions.GetReason(got, infrav1.ReadyCondition)).To(Equal(infrav1.ProvisioningFailedReason), "conditions: %+v", got.Status.Conditions)
+		g.Expect(conditions.GetReason(got, infrav1.ReadyCondition)).To(Equal(infrav1.UnsupportedHardwareReason), "conditions: %+v", got.Status.Conditions)
 		g.Expect(conditions.GetMessage(got, infrav1.ReadyCondition)).To(ContainSubstring("Hyper-V has no per-adapter firewall"))
-		g.Expect(got.Status.Phase).To(Equal(infrav1.MachineClaimPhaseFailed))
+		g.Expect(got.Status.VMID).To(BeEmpty())
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
-	for _, vm := range sim.VMs("hv1") {
-		g.Expect(vm.Adapters).To(HaveLen(1))
-		g.Expect(vm.Adapters[0].Name).To(Equal("Network Adapter"), "nothing was changed")
-	}
+	g.Consistently(func() []hvsim.HyperVVM { return sim.VMs("hv1") }, 2*time.Second, 200*time.Millisecond).
+		Should(BeEmpty(), "refused before any VM is made")
 }

@@ -190,3 +190,12 @@ func (p *Provider) applyHardware(ctx context.Context, op string, h *host, id str
 	}
 	return nil
 }
+
+var _ hypervisor.HardwareChecker = (*Provider)(nil)
+
+// CheckHardware refuses, before a VM is made, the hardware Configure would refuse: what Hyper-V
+// has no equivalent for (hardwareInputs).
+func (p *Provider) CheckHardware(spec hypervisor.ConfigSpec) error {
+	_, _, err := hardwareInputs("check hardware", spec)
+	return err
+}

@@ -146,3 +146,13 @@ func (p *provider) PCIMappingNodes(ctx context.Context) (map[string][]string, er
 	c.end(err)
 	return out, err
 }
+
+var _ hypervisor.HardwareChecker = (*provider)(nil)
+
+// CheckHardware makes no call to the hypervisor: nothing to trace.
+func (p *provider) CheckHardware(spec hypervisor.ConfigSpec) error {
+	if c, ok := p.next.(hypervisor.HardwareChecker); ok {
+		return c.CheckHardware(spec)
+	}
+	return nil
+}

@@ -11,3 +11,11 @@ type PCIMapper interface {
 	// device for it. A mapping the credentials may not see is absent.
 	PCIMappingNodes(ctx context.Context) (map[string][]string, error)
 }
+
+// HardwareChecker is a provider that can tell, without a call to the hypervisor, whether it can
+// give a VM the hardware a ConfigSpec asks for (its ExtraDisks, NICs and PCIDevices), so a claim
+// asking for what it cannot give is refused before any VM is made. It is optional: without it
+// such a claim is refused by Configure, after the clone.
+type HardwareChecker interface {
+	CheckHardware(spec ConfigSpec) error
+}
