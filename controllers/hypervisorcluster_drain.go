@@ -127,6 +127,9 @@ func (r *HostDrainReconciler) reconcileDrain(ctx context.Context, hc *infrav1.Hy
 		}
 	}
 	sort.Strings(hosts)
+	if err := r.forgetDrains(ctx, hosts, migrations.Items); err != nil {
+		errs = append(errs, err)
+	}
 	var drains []hostDrain
 	for _, host := range hosts {
 		d, err := r.drainHost(ctx, hc, host, slices.Contains(maintenance, host), claims, migrations.Items)

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -130,6 +131,23 @@ func (r *HostDrainReconciler) createMigration(ctx context.Context, hc *infrav1.H
 		}
 		if err := r.Client.Delete(ctx, old, client.Preconditions{UID: &old.UID}); client.IgnoreNotFound(err) != nil {
 			errs = append(errs, fmt.Errorf("deleting MachineMigration %s, an earlier attempt: %w", old.Name, err))
+		}
+	}
+	return kerrors.NewAggregate(errs)
+}
+
+// forgetDrains deletes the finished drain MachineMigrations off hosts no longer drained (their
+// maintenance lifted and no move of theirs under way): the drain is over, and a later maintenance
+// of the host starts afresh, its VMs' failed attempts forgotten.
+func (r *HostDrainReconciler) forgetDrains(ctx context.Context, drained []string, migrations []fleetv1.MachineMigration) error {
+	var errs []error
+	for i := range migrations {
+		m := &migrations[i]
+		if slices.Contains(drained, m.Labels[fleetv1.DrainHostLabel]) || migrationPending(m) || !m.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if err := r.Client.Delete(ctx, m, client.Preconditions{UID: &m.UID}); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("deleting MachineMigration %s of a finished drain: %w", m.Name, err))
 		}
 	}
 	return kerrors.NewAggregate(errs)

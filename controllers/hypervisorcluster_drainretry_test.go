@@ -129,4 +129,30 @@ func TestHostDrainRetriesFailedMigration(t *testing.T) {
 			Should(Equal(infrav1.HostsDrainedReason))
 		g.Expect(strings.Join(hostStatus(g, ns, "pve1").BlockedBy, "; ")).To(BeEmpty())
 	})
+
+	t.Run("LiftingMaintenanceStartsOver", func(t *testing.T) {
+		g := NewWithT(t)
+		ns, sim, db := drainOneVM(t, pvesim.Fault{Endpoint: migrateEndpoint, TaskExitStatus: "migration aborted: target node unreachable"})
+		g.Eventually(func() string { return drainedCondition(g, ns).Reason }, 30*time.Second, 100*time.Millisecond).
+			Should(Equal(infrav1.DrainMigrationFailedReason))
+
+		// Lifting maintenance ends the drain: its finished attempts are deleted.
+		setMaintenance(g, ns, "pve1", false)
+		g.Eventually(func(g Gomega) {
+			g.Expect(drainMigrations(g, ns)).To(BeEmpty())
+			g.Expect(drainedCondition(g, ns).Reason).To(Equal(infrav1.NoMaintenanceReason))
+		}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+
+		// The next maintenance starts afresh with a first attempt, which moves the VM.
+		sim.ClearFaults()
+		setMaintenance(g, ns, "pve1", true)
+		runsOn(g, sim, db, "pve2")
+		g.Eventually(func(g Gomega) {
+			ms := drainMigrations(g, ns)
+			g.Expect(ms).To(HaveLen(1))
+			g.Expect(ms[0].Name).To(Equal("drain-pve1-db-0"))
+			g.Expect(drainedCondition(g, ns).Reason).To(Equal(infrav1.HostsDrainedReason))
+		}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+		g.Expect(sim.Requests()[migrateEndpoint]).To(Equal(4), "three failed attempts, then one move")
+	})
 }
