@@ -42,7 +42,7 @@ const drainRecheck = 30 * time.Second
 // HostDrainReconciler empties the hosts a HypervisorCluster marks for maintenance: it moves their
 // persistent VMs away through MachineMigrations it creates and owns, one at a time per host, by
 // placement.PlanDrain (anti-affinity, host selectors and memory respected), trying a failed move
-// again after a backoff that grows until Retry gives up on the VM; it marks their
+// again after a backoff that grows until the cluster's spec.drainPolicy gives up on the VM; it marks their
 // runners' Machines so their RunnerPools retire the idle ones; and it reports each host's drain
 // in status.hosts and the HostsDrained condition.
 type HostDrainReconciler struct {
@@ -50,8 +50,6 @@ type HostDrainReconciler struct {
 	Recorder    record.EventRecorder
 	Registry    *connection.Registry
 	WatchFilter string
-	// Retry is how a VM whose drain migration failed is tried again (zero: the defaults).
-	Retry placement.DrainRetry
 
 	// nodes is the HypervisorCluster's node listing shared with its health check and placement.
 	nodes *nodeInventory
@@ -69,6 +67,8 @@ type hostDrain struct {
 	gaveUp []string
 	// retryAt is the earliest time a failed migration of the host is tried again.
 	retryAt time.Time
+	// retry is the cluster's spec.drainPolicy.
+	retry placement.DrainRetry
 }
 
 // Reconcile advances the drain of every host in maintenance by at most one migration per host.
@@ -160,7 +160,7 @@ func migrationPending(m *fleetv1.MachineMigration) bool {
 // migrations is pending, creates the next one PlanDrain gives.
 func (r *HostDrainReconciler) drainHost(ctx context.Context, hc *infrav1.HypervisorCluster, host string, inMaintenance bool,
 	claims []infrav1.MachineClaim, migrations []fleetv1.MachineMigration) (hostDrain, error) {
-	d := hostDrain{status: infrav1.HostStatus{Name: host, Maintenance: inMaintenance}}
+	d := hostDrain{status: infrav1.HostStatus{Name: host, Maintenance: inMaintenance}, retry: drainRetryOf(hc)}
 	// The last attempt of each VM's drain migrations off this host.
 	last := map[string]*fleetv1.MachineMigration{}
 	for i := range migrations {

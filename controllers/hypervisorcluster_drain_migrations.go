@@ -20,6 +20,7 @@ import (
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/placement"
 )
 
 // nextDrainPass is how long an unfinished drain waits before it looks again unwoken: until the
@@ -45,7 +46,7 @@ func (r *HostDrainReconciler) retryFailed(d *hostDrain, c *infrav1.MachineClaim,
 	}
 	f := infrav1.DrainMigrationFailure{MachineClaim: c.Name, Attempts: int32(attempt), LastFailure: truncate(m.Status.Error, 1024),
 		LastFailureTime: &metav1.Time{Time: failedAt}}
-	next, giveUp := r.Retry.Next(attempt, failedAt)
+	next, giveUp := d.retry.Next(attempt, failedAt)
 	switch {
 	case giveUp:
 		d.gaveUp = append(d.gaveUp, fmt.Sprintf("%s: %d migration(s) failed, the last (MachineMigration %s): %s; delete it to try again",
@@ -118,7 +119,7 @@ func (r *HostDrainReconciler) createMigration(ctx context.Context, hc *infrav1.H
 	}
 	msg := fmt.Sprintf("moving %s off host %s (maintenance) to %s: MachineMigration %s", claim.Name, host, target, m.Name)
 	if attempt > 1 {
-		msg += fmt.Sprintf(", attempt %d of %d", attempt, r.Retry.MaxAttempts())
+		msg += fmt.Sprintf(", attempt %d of %d", attempt, drainRetryOf(hc).MaxAttempts())
 	}
 	ctrl.LoggerFrom(ctx).Info(msg)
 	r.Recorder.Event(hc, corev1.EventTypeNormal, infrav1.DrainMigrationEventReason, msg)
@@ -151,4 +152,15 @@ func (r *HostDrainReconciler) forgetDrains(ctx context.Context, drained []string
 		}
 	}
 	return kerrors.NewAggregate(errs)
+}
+
+// drainRetryOf is the HypervisorCluster's spec.drainPolicy for placement.DrainRetry; unset fields
+// (and an unset policy) take DrainRetry's defaults, which the API's defaults repeat.
+func drainRetryOf(hc *infrav1.HypervisorCluster) placement.DrainRetry {
+	p := hc.Spec.DrainPolicy
+	if p == nil {
+		return placement.DrainRetry{}
+	}
+	return placement.DrainRetry{Initial: time.Duration(p.RetryInitialSeconds) * time.Second,
+		Max: time.Duration(p.RetryMaxSeconds) * time.Second, Attempts: int(p.MaxAttempts)}
 }

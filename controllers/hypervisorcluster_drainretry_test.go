@@ -14,23 +14,23 @@ import (
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
-	"github.com/hyperfleet-io/hyperfleet/pkg/placement"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 )
 
 const migrateEndpoint = "POST /nodes/{node}/qemu/{vmid}/migrate"
 
-// drainOneVM starts a manager whose drains retry after 2 s, then 4 s, for three attempts, and a
+// drainOneVM starts a manager and a HypervisorCluster whose drainPolicy retries after 2 s, then 4 s, for three attempts, and a
 // persistent VM on shared storage on pve1, with fault (if any) installed on PVE's migrate call;
 // then pve1 goes into maintenance.
 func drainOneVM(t *testing.T, fault pvesim.Fault) (string, *pvesim.Simulator, *infrav1.MachineClaim) {
 	t.Helper()
 	g := NewWithT(t)
 	sim := pvesim.StartForTest(t, drainInventory())
-	startManager(t, testTiming{sweep: 300 * time.Millisecond, orphanGrace: time.Second,
-		drainRetry: placement.DrainRetry{Initial: 2 * time.Second, Max: 4 * time.Second, Attempts: 3}})
+	startManager(t, testTiming{sweep: 300 * time.Millisecond, orphanGrace: time.Second})
 	ns := newNamespace(t)
-	proxmoxCluster(t, ns, "pve", sim)
+	proxmoxCluster(t, ns, "pve", sim, func(hc *infrav1.HypervisorCluster) {
+		hc.Spec.DrainPolicy = &infrav1.DrainPolicy{MaxAttempts: 3, RetryInitialSeconds: 2, RetryMaxSeconds: 4}
+	})
 	db := persistentClaim(ns, "db-0", map[string]string{"app": "db"}, nil)
 	db.Spec.FailureDomain = "pve1"
 	g.Expect(env.Client.Create(context.Background(), db)).To(Succeed())

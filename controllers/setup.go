@@ -24,7 +24,6 @@ import (
 	hvinstrumented "github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/instrumented"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/builtin"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/spire"
-	"github.com/hyperfleet-io/hyperfleet/pkg/placement"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 	"github.com/hyperfleet-io/hyperfleet/pkg/providers"
 )
@@ -49,9 +48,6 @@ type Options struct {
 	// CapacityRecheck is how long a MachineClaim waiting for capacity waits for a wake-up before
 	// it looks for room by itself. Default DefaultCapacityRecheck.
 	CapacityRecheck time.Duration
-	// DrainRetry is how a host drain tries again to move a VM whose migration failed; zero fields
-	// take pkg/placement's defaults (tests retry faster this way).
-	DrainRetry placement.DrainRetry
 	// TemplateCheckInterval is how often MachineClaimTemplates are re-checked. Default 1m.
 	TemplateCheckInterval time.Duration
 	// SPIRESelectors are what a VM's workload must match to get its machine SVID ("type:value");
@@ -116,7 +112,6 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Recorder:    mgr.GetEventRecorderFor("hostdrain-controller"),
 		Registry:    registry,
 		WatchFilter: opts.WatchFilter,
-		Retry:       opts.DrainRetry,
 	}
 	if err := drains.SetupWithManager(ctx, mgr, copts); err != nil {
 		return err

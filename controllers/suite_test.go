@@ -24,7 +24,6 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/proxmox"
 	"github.com/hyperfleet-io/hyperfleet/pkg/logging"
 	"github.com/hyperfleet-io/hyperfleet/pkg/manager"
-	"github.com/hyperfleet-io/hyperfleet/pkg/placement"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 	"github.com/hyperfleet-io/hyperfleet/test/testenv"
@@ -84,8 +83,6 @@ type testTiming struct {
 	taskPoll, providerTaskPoll time.Duration
 	// capacityRecheck, when set, is how long a claim waiting for capacity waits for a wake-up.
 	capacityRecheck time.Duration
-	// drainRetry, when set, is how a drain tries a failed migration again.
-	drainRetry placement.DrainRetry
 }
 
 // startManager runs HyperFleet's manager, as the binary would, until the test ends or stop is called.
@@ -130,7 +127,6 @@ func startManagerOn(t *testing.T, e *testenv.Env, mutate func(*config.Manager), 
 		o.ProviderTaskPollInterval = 20 * time.Millisecond
 		o.Providers = tm.providers
 		o.CapacityRecheck = tm.capacityRecheck
-		o.DrainRetry = tm.drainRetry
 		if tm.taskPoll > 0 {
 			o.TaskPollInterval = tm.taskPoll
 		}

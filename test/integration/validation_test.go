@@ -51,6 +51,15 @@ func TestValidationRules(t *testing.T) {
 			message: "vmidRange.start must not be greater than vmidRange.end",
 		},
 		{
+			name: "HypervisorCluster drain backoff capped below its first wait",
+			obj: func() *infrav1.HypervisorCluster {
+				hc := builder.NewHypervisorCluster("drain", ns).Build()
+				hc.Spec.DrainPolicy = &infrav1.DrainPolicy{MaxAttempts: 3, RetryInitialSeconds: 120, RetryMaxSeconds: 60}
+				return hc
+			}(),
+			message: "retryMaxSeconds must not be below retryInitialSeconds",
+		},
+		{
 			name: "HypervisorCluster snippets without storage",
 			obj: builder.NewHypervisorCluster("snip", ns).WithProxmox(infrav1.ProxmoxClusterParameters{
 				CloudInitDelivery: infrav1.CloudInitSnippets}).Build(),

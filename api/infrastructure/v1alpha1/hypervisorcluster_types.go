@@ -81,6 +81,12 @@ type HypervisorClusterSpec struct {
 	// +kubebuilder:validation:MaxItems=128
 	Hosts []HypervisorHost `json:"hosts,omitempty"`
 
+	// drainPolicy is how a host drain tries again to move a persistent VM whose migration off a
+	// host in maintenance failed. Unset: 5 attempts, 30 s after the first failure, the wait
+	// doubling up to 10 minutes.
+	// +optional
+	DrainPolicy *DrainPolicy `json:"drainPolicy,omitempty"`
+
 	// proxmox holds settings that only apply to Proxmox VE.
 	// +optional
 	Proxmox *ProxmoxClusterParameters `json:"proxmox,omitempty"`
@@ -281,6 +287,34 @@ type HypervisorClusterStatus struct {
 	// observedGeneration is the generation the status reflects.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// DrainPolicy is how a host drain retries a failed migration: the second attempt starts
+// retryInitialSeconds after the first failed, each further one twice as long after the last
+// failure, never longer than retryMaxSeconds; after maxAttempts failed migrations of a VM the
+// drain reports it (HostsDrained False, reason MigrationFailed) and leaves it.
+// +kubebuilder:validation:XValidation:rule="self.retryMaxSeconds >= self.retryInitialSeconds",message="retryMaxSeconds must not be below retryInitialSeconds"
+type DrainPolicy struct {
+	// maxAttempts is how many migrations of one VM a drain tries. Default 5.
+	// +optional
+	// +kubebuilder:default=5
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=20
+	MaxAttempts int32 `json:"maxAttempts,omitempty"`
+
+	// retryInitialSeconds is the wait after the first failure. Default 30.
+	// +optional
+	// +kubebuilder:default=30
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	RetryInitialSeconds int32 `json:"retryInitialSeconds,omitempty"`
+
+	// retryMaxSeconds caps the doubling wait. Default 600.
+	// +optional
+	// +kubebuilder:default=600
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	RetryMaxSeconds int32 `json:"retryMaxSeconds,omitempty"`
 }
 
 // HypervisorHost is one hypervisor host's labels and maintenance flag.
