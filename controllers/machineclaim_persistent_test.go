@@ -231,6 +231,7 @@ func TestPersistentHaltedOnceManual(t *testing.T) {
 			got := get(g, claim)
 			g.Expect(got.Status.Phase).To(Equal(infrav1.MachineClaimPhaseRunning))
 			g.Expect(conditions.GetReason(got, infrav1.MachineClaimVMProvisionedCondition)).To(Equal(infrav1.VMRunningReason))
+			g.Expect(got.Status.Addresses).NotTo(BeEmpty(), "the first boot's addresses are read from the guest agent")
 		}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 
 		// Back to Halted: stopped gracefully, as asked.

@@ -39,6 +39,45 @@ func (r *MachineClaimReconciler) reconcilePersistent(ctx context.Context, s *cla
 	if !c.Spec.IsPersistent() || c.Status.CompletedStep != infrav1.StepStarted || c.Status.Task != nil || !isProvisioned(c) {
 		return ctrl.Result{}, nil
 	}
+	if res, err := r.applyRunStrategy(ctx, s); err != nil || !res.IsZero() {
+		return res, err
+	}
+	return r.awaitGuestAddresses(ctx, s)
+}
+
+// awaitGuestAddresses reads the guest's addresses after HyperFleet started a persistent VM (its
+// first boot, or a restart, which drops the previous boot's addresses), paced as during
+// provisioning, until the guest agent reports them. A VM that has its addresses costs no call.
+func (r *MachineClaimReconciler) awaitGuestAddresses(ctx context.Context, s *claimScope) (ctrl.Result, error) {
+	c := s.claim
+	if len(c.Status.Addresses) > 0 || c.Status.Task != nil || c.Status.PendingStop != nil ||
+		hypervisor.PowerState(c.Status.PowerState) != hypervisor.PowerStateRunning {
+		return ctrl.Result{}, nil
+	}
+	for _, a := range []string{infrav1.RestoreInProgressAnnotation, infrav1.MigrationInProgressAnnotation} {
+		if _, busy := c.Annotations[a]; busy {
+			return ctrl.Result{}, nil
+		}
+	}
+	if wait := r.polls.until(c.UID, addressPollKey, time.Time{}, 0, r.poll()); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	addrs, err := s.provider.Addresses(ctx, vmRef(c))
+	r.polls.read(c.UID, addressPollKey)
+	if err != nil {
+		return r.powerError(ctx, s, "reading the guest's addresses", err)
+	}
+	if len(addrs) == 0 {
+		return ctrl.Result{RequeueAfter: r.polls.next(c.UID, addressPollKey, r.poll())}, nil
+	}
+	r.polls.done(c.UID)
+	setAddresses(c, addrs)
+	return ctrl.Result{}, nil
+}
+
+// applyRunStrategy starts or stops the VM as its run strategy and power requests say.
+func (r *MachineClaimReconciler) applyRunStrategy(ctx context.Context, s *claimScope) (ctrl.Result, error) {
+	c := s.claim
 	if _, restoring := c.Annotations[infrav1.RestoreInProgressAnnotation]; restoring {
 		return ctrl.Result{}, nil // the restore hands the VM back when it is done
 	}
@@ -92,6 +131,7 @@ func (r *MachineClaimReconciler) reconcilePersistent(ctx context.Context, s *cla
 			c.Status.RestartCount++
 		}
 		c.Status.LastStopCause = ""
+		c.Status.Addresses = nil // the new boot's are read once the guest agent answers
 		if c.Spec.Hooks != nil && c.Spec.Hooks.PreStart != nil {
 			c.Status.Hook = &infrav1.HookStatus{Name: hookPreStart, StartTime: metav1.NowMicro()}
 		}
