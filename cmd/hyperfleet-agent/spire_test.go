@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/internal/spirelocal"
 	"github.com/hyperfleet-io/hyperfleet/pkg/agent"
 	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap"
 	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/bootstraptest"
@@ -24,7 +25,6 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/service"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/spire"
-	"github.com/hyperfleet-io/hyperfleet/pkg/identity/spire/spirelocal"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/spire/spiretest"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
 )

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hyperfleet-io/hyperfleet/pkg/devfleet"
+	"github.com/hyperfleet-io/hyperfleet/internal/devfleet"
 )
 
 func jobs(ctx context.Context, args []string, out io.Writer) error {

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hyperfleet-io/hyperfleet/pkg/devfleet"
+	"github.com/hyperfleet-io/hyperfleet/internal/devfleet"
 )
 
 // feed prints what a person watching the fleet wants to see: each VM boot and power-off, and a

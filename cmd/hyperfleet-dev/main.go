@@ -24,7 +24,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hyperfleet-io/hyperfleet/pkg/devfleet"
+	"github.com/hyperfleet-io/hyperfleet/internal/devfleet"
 	"github.com/hyperfleet-io/hyperfleet/test/testenv"
 )
 

@@ -19,7 +19,7 @@ var proxmoxPackages = []string{module + "pkg/hypervisor/proxmox", "github.com/lu
 // (one go-proxmox status read per VM) beside the sweep's shared listing.
 var mayNameProxmox = []string{
 	module + "pkg/providers",
-	module + "pkg/devfleet",
+	module + "internal/devfleet",
 	module + "cmd/pve-simulator",
 	module + "test/scale",
 }

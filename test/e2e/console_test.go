@@ -16,8 +16,8 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	"github.com/hyperfleet-io/hyperfleet/internal/devfleet"
 	"github.com/hyperfleet-io/hyperfleet/pkg/console"
-	"github.com/hyperfleet-io/hyperfleet/pkg/devfleet"
 )
 
 var (

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyperfleet-io/hyperfleet/pkg/devfleet"
+	"github.com/hyperfleet-io/hyperfleet/internal/devfleet"
 )
 
 var (

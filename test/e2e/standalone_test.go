@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
-	"github.com/hyperfleet-io/hyperfleet/pkg/devfleet"
+	"github.com/hyperfleet-io/hyperfleet/internal/devfleet"
 )
 
 // standaloneManifest is one VM without Cluster API, as a person would kubectl apply it.

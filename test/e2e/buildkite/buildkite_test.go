@@ -15,7 +15,7 @@ import (
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
-	"github.com/hyperfleet-io/hyperfleet/pkg/devfleet"
+	"github.com/hyperfleet-io/hyperfleet/internal/devfleet"
 	"github.com/hyperfleet-io/hyperfleet/test/fakebuildkite"
 )
 

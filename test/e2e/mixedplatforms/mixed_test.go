@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
-	"github.com/hyperfleet-io/hyperfleet/pkg/devfleet"
+	"github.com/hyperfleet-io/hyperfleet/internal/devfleet"
 	"github.com/hyperfleet-io/hyperfleet/test/fakebuildkite"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegitlab"
 )

@@ -10,23 +10,24 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/controllers"
+	"github.com/hyperfleet-io/hyperfleet/internal/spirelocal"
 	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/service"
 	"github.com/hyperfleet-io/hyperfleet/pkg/config"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/builtin"
-	"github.com/hyperfleet-io/hyperfleet/pkg/identity/spire/spirelocal"
 	"github.com/hyperfleet-io/hyperfleet/pkg/manager"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 	_ "github.com/hyperfleet-io/hyperfleet/pkg/platform/all" // registers every CI platform
 	pinstrumented "github.com/hyperfleet-io/hyperfleet/pkg/platform/instrumented"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
-	"github.com/spiffe/go-spiffe/v2/spiffeid"
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/cluster-api/util/conditions"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // TokenLifetime is how long the manager's and the bootstrap service's ServiceAccount tokens last: a

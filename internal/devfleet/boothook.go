@@ -12,9 +12,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hyperfleet-io/hyperfleet/internal/spirelocal"
 	"github.com/hyperfleet-io/hyperfleet/pkg/agent"
 	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap"
-	"github.com/hyperfleet-io/hyperfleet/pkg/identity/spire/spirelocal"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 )
 

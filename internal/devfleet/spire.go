@@ -11,9 +11,9 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"github.com/spiffe/go-spiffe/v2/workloadapi"
 
+	"github.com/hyperfleet-io/hyperfleet/internal/spirelocal"
 	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/service"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
-	"github.com/hyperfleet-io/hyperfleet/pkg/identity/spire/spirelocal"
 	"github.com/hyperfleet-io/hyperfleet/test/testenv"
 )
 

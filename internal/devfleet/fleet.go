@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
-	"github.com/hyperfleet-io/hyperfleet/pkg/identity/spire/spirelocal"
+	"github.com/hyperfleet-io/hyperfleet/internal/spirelocal"
 	"github.com/hyperfleet-io/hyperfleet/pkg/logging"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 	"github.com/hyperfleet-io/hyperfleet/test/fakebuildkite"
