@@ -230,7 +230,7 @@ func (r *BootstrapConfigReconciler) reconcileAttestation(ctx context.Context, s 
 		}
 	}
 	if conditions.GetReason(c, bootstrapv1.AttestedCondition) != bootstrapv1.TokenExpiredReason {
-		r.Recorder.Eventf(c, "Warning", bootstrapv1.TokenExpiredReason, "join token expired unused at %s", exp.UTC().Format(time.RFC3339))
+		r.Recorder.Eventf(c, corev1.EventTypeWarning, bootstrapv1.TokenExpiredReason, "join token expired unused at %s", exp.UTC().Format(time.RFC3339))
 	}
 	conditions.Set(c, metav1.Condition{Type: bootstrapv1.AttestedCondition, Status: metav1.ConditionFalse,
 		Reason: bootstrapv1.TokenExpiredReason, Message: "the join token expired before the VM redeemed it",

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/annotations"
@@ -29,7 +30,7 @@ func (r *BootstrapConfigReconciler) reconcileDelete(ctx context.Context, c *boot
 		return ctrl.Result{}, err
 	}
 	if err := r.releaseSPIRE(ctx, c); err != nil {
-		r.Recorder.Eventf(c, "Warning", bootstrapv1.SPIREReleaseFailedReason, "releasing %s on the SPIRE server: %v", c.Status.SPIFFEID, err)
+		r.Recorder.Eventf(c, corev1.EventTypeWarning, bootstrapv1.SPIREReleaseFailedReason, "releasing %s on the SPIRE server: %v", c.Status.SPIFFEID, err)
 		conditions.Set(c, metav1.Condition{Type: bootstrapv1.ReadyCondition, Status: metav1.ConditionFalse,
 			Reason: bootstrapv1.SPIREReleaseFailedReason, Message: err.Error(), ObservedGeneration: c.Generation})
 		if perr := helper.Patch(ctx, c, patch.WithOwnedConditions{Conditions: []string{bootstrapv1.ReadyCondition}}); perr != nil {

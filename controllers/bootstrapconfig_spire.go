@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
@@ -49,7 +50,7 @@ func (r *BootstrapConfigReconciler) releaseSPIRE(ctx context.Context, c *bootstr
 		return nil
 	}
 	if r.SPIREProvisioner == nil || r.SPIREServerAddress == "" {
-		r.Recorder.Eventf(c, "Warning", bootstrapv1.SPIREReleaseFailedReason,
+		r.Recorder.Eventf(c, corev1.EventTypeWarning, bootstrapv1.SPIREReleaseFailedReason,
 			"provider SPIRE is not enabled on this manager: the registration entries of %s stay on the SPIRE server", c.Status.SPIFFEID)
 		return nil
 	}

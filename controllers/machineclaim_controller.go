@@ -319,7 +319,7 @@ func (r *MachineClaimReconciler) reconcileLostStatus(ctx context.Context, s *cla
 			if vm.Ref.ID == id && ownedBy(vm, c) {
 				c.Status.VMID, c.Status.Node = id, vm.Ref.Node
 				c.Status.CompletedStep = infrav1.StepStarted
-				r.Recorder.Eventf(c, corev1.EventTypeNormal, "VMRecovered", "found VM %s of providerID %s again", vm.Ref, c.Spec.ProviderID)
+				r.Recorder.Eventf(c, corev1.EventTypeNormal, infrav1.VMRecoveredEventReason, "found VM %s of providerID %s again", vm.Ref, c.Spec.ProviderID)
 				return ctrl.Result{}, nil
 			}
 		}

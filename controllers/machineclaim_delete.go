@@ -34,7 +34,7 @@ func (r *MachineClaimReconciler) reconcileDelete(ctx context.Context, s *claimSc
 	}
 	hc, err := r.hypervisorCluster(ctx, s)
 	if apierrors.IsNotFound(err) {
-		r.Recorder.Eventf(c, corev1.EventTypeWarning, "HypervisorClusterNotFound",
+		r.Recorder.Eventf(c, corev1.EventTypeWarning, infrav1.HypervisorClusterNotFoundEventReason,
 			"VM %s cannot be removed: its HypervisorCluster is gone; delete it by hand if it still exists", vmRef(c))
 		return r.release(ctx, s, "HypervisorCluster gone")
 	}
@@ -176,7 +176,7 @@ func (r *MachineClaimReconciler) reconcileDeleteVM(ctx context.Context, s *claim
 	if err != nil {
 		return r.fail(ctx, s, err)
 	}
-	r.Recorder.Eventf(c, corev1.EventTypeNormal, "Deleting", "destroying VM %s", ref)
+	r.Recorder.Eventf(c, corev1.EventTypeNormal, infrav1.DeletingEventReason, "destroying VM %s", ref)
 	return r.recordTask(s, opDelete, ref.Node, task)
 }
 
@@ -199,7 +199,7 @@ func (r *MachineClaimReconciler) release(ctx context.Context, s *claimScope, why
 		}
 	}
 	ctrl.LoggerFrom(ctx).Info("releasing MachineClaim", "why", why)
-	r.Recorder.Event(s.claim, corev1.EventTypeNormal, "Released", why)
+	r.Recorder.Event(s.claim, corev1.EventTypeNormal, infrav1.ReleasedEventReason, why)
 	conditions.Set(s.claim, metav1.Condition{Type: infrav1.MachineClaimVMProvisionedCondition, Status: metav1.ConditionFalse,
 		Reason: infrav1.DeletingReason, Message: why})
 	controllerutil.RemoveFinalizer(s.claim, infrav1.MachineClaimFinalizer)

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -97,7 +98,7 @@ func (r *MachineClaimReconciler) poolAddress(ctx context.Context, s *claimScope,
 		if err := r.Client.Create(ctx, ipClaim); err != nil && !apierrors.IsAlreadyExists(err) {
 			return poolAddress{}, ctrl.Result{}, fmt.Errorf("creating IPAddressClaim %s: %w", name, err)
 		}
-		r.Recorder.Eventf(c, "Normal", "IPAddressClaimed", "claimed an address for NIC %s from %s %s (IPAddressClaim %s)", nic, pool.Kind, pool.Name, name)
+		r.Recorder.Eventf(c, corev1.EventTypeNormal, infrav1.IPAddressClaimedEventReason, "claimed an address for NIC %s from %s %s (IPAddressClaim %s)", nic, pool.Kind, pool.Name, name)
 		return wait(infrav1.WaitingForIPAddressReason, fmt.Sprintf("waiting for %s %s to allocate an address for NIC %s (IPAddressClaim %s)", pool.Kind, pool.Name, nic, name))
 	case err != nil:
 		return poolAddress{}, ctrl.Result{}, err

@@ -330,7 +330,7 @@ func (r *MachineClaimReconciler) reconcileHook(ctx context.Context, s *claimScop
 		return failed("exited with code %d (signal %d): %s", st.ExitCode, st.Signal, st.Stderr)
 	}
 	c.Status.Hook = nil
-	r.Recorder.Eventf(c, corev1.EventTypeNormal, "HookSucceeded", "%s hook %v finished", h.Name, hook.Command)
+	r.Recorder.Eventf(c, corev1.EventTypeNormal, infrav1.HookSucceededEventReason, "%s hook %v finished", h.Name, hook.Command)
 	return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 }
 

@@ -48,7 +48,7 @@ func (r *MachineClaimReconciler) reconcileSpentSeed(ctx context.Context, s *clai
 		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
 	}
 	c.Status.CloudInitEjectedTime = &metav1.Time{Time: time.Now()}
-	r.Recorder.Eventf(c, corev1.EventTypeNormal, "CloudInitEjected",
+	r.Recorder.Eventf(c, corev1.EventTypeNormal, infrav1.CloudInitEjectedEventReason,
 		"the join token is spent: cloud-init ISO of VM %s ejected and deleted", vmRef(c))
 	return ctrl.Result{}, nil
 }

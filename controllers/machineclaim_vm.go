@@ -174,7 +174,7 @@ func (r *MachineClaimReconciler) reconcileClone(ctx context.Context, s *claimSco
 		}
 		if found {
 			c.Status.VMID, c.Status.Node = vm.Ref.ID, vm.Ref.Node
-			r.Recorder.Eventf(c, corev1.EventTypeNormal, "VMRecovered", "found VM %s, created by an earlier attempt", vm.Ref)
+			r.Recorder.Eventf(c, corev1.EventTypeNormal, infrav1.VMRecoveredEventReason, "found VM %s, created by an earlier attempt", vm.Ref)
 			return r.adoptVM(ctx, s)
 		}
 	}
@@ -222,7 +222,7 @@ func (r *MachineClaimReconciler) reconcileClone(ctx context.Context, s *claimSco
 		ref = made
 	}
 	c.Status.CloneStartedTime = &metav1.Time{Time: time.Now()}
-	r.Recorder.Eventf(c, corev1.EventTypeNormal, "Cloning", "cloning %s (%s) to VM %s", tmpl.Name, tmpl.Ref, ref)
+	r.Recorder.Eventf(c, corev1.EventTypeNormal, infrav1.CloningEventReason, "cloning %s (%s) to VM %s", tmpl.Name, tmpl.Ref, ref)
 	return r.recordTask(s, opClone, ref.Node, task)
 }
 
@@ -515,7 +515,7 @@ func (r *MachineClaimReconciler) setProvisioned(s *claimScope, addrs []hyperviso
 		where = " at " + addrs[0].Address
 	}
 	setVMCondition(c, metav1.ConditionTrue, infrav1.VMRunningReason, fmt.Sprintf("VM %s running%s", vmRef(c), where))
-	r.Recorder.Eventf(c, corev1.EventTypeNormal, "Provisioned", "VM %s running%s", vmRef(c), where)
+	r.Recorder.Eventf(c, corev1.EventTypeNormal, infrav1.ProvisionedEventReason, "VM %s running%s", vmRef(c), where)
 	// From the claim's creation: the clone starts within a reconcile of it, and the start time of
 	// the clone task is not kept once the task ends.
 	metrics.ObserveProvisioning(s.hc.Name, time.Since(c.CreationTimestamp.Time))
@@ -536,7 +536,7 @@ func (r *MachineClaimReconciler) provisionedOff(s *claimScope) {
 	r.setProviderID(s)
 	setVMCondition(c, metav1.ConditionTrue, infrav1.VMStoppedByRunStrategyReason,
 		fmt.Sprintf("VM %s made and left off: runStrategy %s does not start a new VM", vmRef(c), c.Spec.RunStrategy))
-	r.Recorder.Eventf(c, corev1.EventTypeNormal, "Provisioned", "VM %s made and left off (runStrategy %s)", vmRef(c), c.Spec.RunStrategy)
+	r.Recorder.Eventf(c, corev1.EventTypeNormal, infrav1.ProvisionedEventReason, "VM %s made and left off (runStrategy %s)", vmRef(c), c.Spec.RunStrategy)
 	metrics.ObserveProvisioning(s.hc.Name, time.Since(c.CreationTimestamp.Time))
 	metrics.ProvisioningResult(s.hc.Name, "", true)
 }

@@ -61,7 +61,7 @@ func (r *MachineClaimReconciler) reconcileWarm(ctx context.Context, s *claimScop
 		return true, res, err
 	}
 	c.Annotations[infrav1.WarmAnnotation] = infrav1.WarmStarted
-	r.Recorder.Eventf(c, corev1.EventTypeNormal, "WarmStarting", "starting warm VM %s with its bootstrap data", vmRef(c))
+	r.Recorder.Eventf(c, corev1.EventTypeNormal, infrav1.WarmStartingEventReason, "starting warm VM %s with its bootstrap data", vmRef(c))
 	if spec.Start {
 		res, err := r.recordTask(s, opStart, c.Status.Node, task)
 		return true, res, err

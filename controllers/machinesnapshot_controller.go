@@ -147,7 +147,7 @@ func (r *MachineSnapshotReconciler) reconcileNormal(ctx context.Context, snap *f
 	}
 	snap.Status.Task = &fleetv1.SnapshotTask{ID: string(task), Node: vm.claim.Status.Node, Operation: opSnapshot, StartTime: metav1.Now()}
 	setSnapshotReady(snap, metav1.ConditionFalse, fleetv1.SnapshotInProgressReason, fmt.Sprintf("snapshot task %s running", task))
-	r.Recorder.Eventf(snap, corev1.EventTypeNormal, "Snapshotting", "taking snapshot %s of VM %s", snap.Status.SnapshotName, vm.ref())
+	r.Recorder.Eventf(snap, corev1.EventTypeNormal, fleetv1.SnapshottingEventReason, "taking snapshot %s of VM %s", snap.Status.SnapshotName, vm.ref())
 	return ctrl.Result{RequeueAfter: r.poll()}, nil
 }
 
@@ -297,7 +297,7 @@ func (r *MachineSnapshotReconciler) reconcileDelete(ctx context.Context, snap *f
 		found = found || s.Name == snap.Status.SnapshotName
 	}
 	if !found {
-		r.Recorder.Eventf(snap, corev1.EventTypeNormal, "SnapshotRemoved", "snapshot %s of VM %s removed", snap.Status.SnapshotName, vm.ref())
+		r.Recorder.Eventf(snap, corev1.EventTypeNormal, fleetv1.SnapshotRemovedEventReason, "snapshot %s of VM %s removed", snap.Status.SnapshotName, vm.ref())
 		return release("the hypervisor snapshot is gone")
 	}
 	task, err := vm.snapper.DeleteSnapshot(ctx, vm.ref(), snap.Status.SnapshotName)

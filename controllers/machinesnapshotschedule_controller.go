@@ -136,7 +136,7 @@ func (r *MachineSnapshotScheduleReconciler) takeSnapshot(ctx context.Context, sc
 	if err := r.Client.Create(ctx, snap); err != nil && !apierrors.IsAlreadyExists(err) {
 		return "", fmt.Errorf("creating MachineSnapshot %s: %w", name, err)
 	}
-	r.Recorder.Eventf(sched, corev1.EventTypeNormal, "SnapshotScheduled", "MachineSnapshot %s taken for %s", name, due.UTC().Format(time.RFC3339))
+	r.Recorder.Eventf(sched, corev1.EventTypeNormal, fleetv1.SnapshotScheduledEventReason, "MachineSnapshot %s taken for %s", name, due.UTC().Format(time.RFC3339))
 	return name, nil
 }
 
@@ -168,7 +168,7 @@ func (r *MachineSnapshotScheduleReconciler) prune(ctx context.Context, sched *fl
 			return err
 		}
 		live--
-		r.Recorder.Eventf(sched, corev1.EventTypeNormal, "SnapshotPruned", "MachineSnapshot %s is no longer kept by the retention policy", name)
+		r.Recorder.Eventf(sched, corev1.EventTypeNormal, fleetv1.SnapshotPrunedEventReason, "MachineSnapshot %s is no longer kept by the retention policy", name)
 	}
 	sched.Status.Snapshots = int32(live)
 	return nil

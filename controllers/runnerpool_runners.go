@@ -121,9 +121,9 @@ func (r *RunnerPoolReconciler) createRunner(ctx context.Context, s *poolScope, w
 				kind = " (warm: cloned and configured, started on demand)"
 			}
 			if target.name != "" {
-				r.Recorder.Eventf(pool, corev1.EventTypeNormal, "RunnerCreated", "created Machine %s on target %s (Cluster %s)%s", name, target.name, target.clusterName, kind)
+				r.Recorder.Eventf(pool, corev1.EventTypeNormal, fleetv1.RunnerCreatedEventReason, "created Machine %s on target %s (Cluster %s)%s", name, target.name, target.clusterName, kind)
 			} else {
-				r.Recorder.Eventf(pool, corev1.EventTypeNormal, "RunnerCreated", "created Machine %s%s", name, kind)
+				r.Recorder.Eventf(pool, corev1.EventTypeNormal, fleetv1.RunnerCreatedEventReason, "created Machine %s%s", name, kind)
 			}
 			return name, nil
 		}
@@ -131,7 +131,7 @@ func (r *RunnerPoolReconciler) createRunner(ctx context.Context, s *poolScope, w
 			return "", err
 		}
 		ctrl.LoggerFrom(ctx).Info("runner name is taken by another object; trying another", "name", name, "reason", err.Error())
-		r.Recorder.Eventf(pool, corev1.EventTypeWarning, "RunnerNameTaken", "not creating runner %s: %v", name, err)
+		r.Recorder.Eventf(pool, corev1.EventTypeWarning, fleetv1.RunnerNameTakenEventReason, "not creating runner %s: %v", name, err)
 	}
 	return "", err
 }
@@ -301,7 +301,7 @@ func (r *RunnerPoolReconciler) removeRunner(ctx context.Context, s *poolScope, r
 		return true, err
 	}
 	ctrl.LoggerFrom(ctx).Info("removed runner", "Machine", rm.Name, "reason", rm.Reason)
-	r.Recorder.Eventf(s.pool, corev1.EventTypeNormal, "RunnerRemoved", "deleted Machine %s: %s", rm.Name, rm.Reason)
+	r.Recorder.Eventf(s.pool, corev1.EventTypeNormal, fleetv1.RunnerRemovedEventReason, "deleted Machine %s: %s", rm.Name, rm.Reason)
 	return true, nil
 }
 

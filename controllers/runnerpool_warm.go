@@ -143,7 +143,7 @@ func (r *RunnerPoolReconciler) startWarm(ctx context.Context, s *poolScope, name
 		return fmt.Errorf("starting the MachineClaim: %w", err)
 	}
 	ctrl.LoggerFrom(ctx).Info("started warm runner", "Machine", name)
-	r.Recorder.Eventf(s.pool, corev1.EventTypeNormal, "WarmRunnerStarted", "started warm Machine %s for a queued job", name)
+	r.Recorder.Eventf(s.pool, corev1.EventTypeNormal, fleetv1.WarmRunnerStartedEventReason, "started warm Machine %s for a queued job", name)
 	return nil
 }
 

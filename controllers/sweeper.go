@@ -141,7 +141,7 @@ func (s *Sweeper) retire(ctx context.Context, claim *infrav1.MachineClaim) error
 	case machine == nil:
 		msg := fmt.Sprintf("VM %s stopped or disappeared; deleting MachineClaim %s", claim.Status.VMID, claim.Name)
 		log.Info(msg)
-		s.Recorder.Event(claim, corev1.EventTypeNormal, "VMStopped", msg)
+		s.Recorder.Event(claim, corev1.EventTypeNormal, infrav1.VMStoppedReason, msg)
 		return client.IgnoreNotFound(s.Client.Delete(ctx, claim, client.PropagationPolicy(metav1.DeletePropagationBackground)))
 	case machine.Labels[fleetv1.RunnerPoolNameLabel] != "":
 		if !machine.DeletionTimestamp.IsZero() {
@@ -152,7 +152,7 @@ func (s *Sweeper) retire(ctx context.Context, claim *infrav1.MachineClaim) error
 		if _, marked := machine.Annotations[infrav1.VMStoppedAnnotation]; !marked {
 			msg := fmt.Sprintf("VM %s stopped or disappeared; Machine %s marked for its RunnerPool to replace", claim.Status.VMID, machine.Name)
 			log.Info(msg)
-			s.Recorder.Event(claim, corev1.EventTypeNormal, "VMStopped", msg)
+			s.Recorder.Event(claim, corev1.EventTypeNormal, infrav1.VMStoppedReason, msg)
 		}
 		patch := client.MergeFrom(machine.DeepCopy())
 		if machine.Annotations == nil {
@@ -164,7 +164,7 @@ func (s *Sweeper) retire(ctx context.Context, claim *infrav1.MachineClaim) error
 	default:
 		msg := fmt.Sprintf("VM %s stopped or disappeared; deleting Machine %s", claim.Status.VMID, machine.Name)
 		log.Info(msg)
-		s.Recorder.Event(claim, corev1.EventTypeNormal, "VMStopped", msg)
+		s.Recorder.Event(claim, corev1.EventTypeNormal, infrav1.VMStoppedReason, msg)
 		return client.IgnoreNotFound(s.Client.Delete(ctx, machine, client.PropagationPolicy(metav1.DeletePropagationBackground)))
 	}
 }
@@ -209,7 +209,7 @@ func (s *Sweeper) removeOrphan(ctx context.Context, hc *infrav1.HypervisorCluste
 	if err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
 		return fmt.Errorf("removing orphan VM %s: %w", vm.Ref, err)
 	}
-	s.Recorder.Eventf(hc, corev1.EventTypeNormal, "OrphanRemoved", "VM %s of deleted MachineClaim %s: %s",
+	s.Recorder.Eventf(hc, corev1.EventTypeNormal, infrav1.OrphanRemovedEventReason, "VM %s of deleted MachineClaim %s: %s",
 		vm.Ref, vm.Owner.Claim(), map[bool]string{true: "destroying", false: "stopping"}[vm.State == hypervisor.PowerStateStopped])
 	return nil
 }

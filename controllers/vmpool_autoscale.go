@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/vmpool"
 )
@@ -36,7 +37,7 @@ func (r *VMPoolReconciler) reconcileAutoscaling(ctx context.Context, s *vmPoolSc
 	p.Status.Autoscaling = &d.Status
 	if d.Desired != current {
 		p.Spec.Replicas = ptr.To(d.Desired)
-		r.Recorder.Eventf(p, corev1.EventTypeNormal, "Autoscaled", "replicas %d → %d (CPU %s, memory %s over %d VMs)",
+		r.Recorder.Eventf(p, corev1.EventTypeNormal, fleetv1.AutoscaledEventReason, "replicas %d → %d (CPU %s, memory %s over %d VMs)",
 			current, d.Desired, percentText(d.Status.CurrentCPUUtilizationPercent), percentText(d.Status.CurrentMemoryUtilizationPercent), usage.VMs)
 		ctrl.LoggerFrom(ctx).Info("autoscaled", "from", current, "to", d.Desired)
 	}

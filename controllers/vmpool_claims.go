@@ -118,7 +118,7 @@ func (r *VMPoolReconciler) reconcileRollout(ctx context.Context, s *vmPoolScope)
 			continue
 		}
 		deleted = append(deleted, name)
-		r.Recorder.Eventf(p, corev1.EventTypeNormal, "DeletedVM", "deleted MachineClaim %s", name)
+		r.Recorder.Eventf(p, corev1.EventTypeNormal, fleetv1.DeletedVMEventReason, "deleted MachineClaim %s", name)
 		ctrl.LoggerFrom(ctx).Info("deleted claim", "MachineClaim", name)
 	}
 	var created []string
@@ -131,7 +131,7 @@ func (r *VMPoolReconciler) reconcileRollout(ctx context.Context, s *vmPoolScope)
 			break
 		}
 		created = append(created, name)
-		r.Recorder.Eventf(p, corev1.EventTypeNormal, "CreatedVM", "created MachineClaim %s", name)
+		r.Recorder.Eventf(p, corev1.EventTypeNormal, fleetv1.CreatedVMEventReason, "created MachineClaim %s", name)
 		ctrl.LoggerFrom(ctx).Info("created claim", "MachineClaim", name)
 	}
 	if len(created) > 0 || len(deleted) > 0 {
