@@ -368,3 +368,38 @@ func registeredRunners(t *testing.T, org string) (*fleetv1.RunnerPool, *fakegith
 	}
 	return pool, gh
 }
+
+// TestRepairPausesToKeepTheBudgetReserve: an installation whose hourly budget (200 requests) a
+// repair listing of 150 queued runs would spend stops the listing at the reserve: the pool says
+// why (PlatformRateLimited False, reason BudgetReserved), lists nothing more until the budget is
+// renewed (status.repairResumeTime), and is not rate-limited, so registrations and
+// deregistrations go on.
+func TestRepairPausesToKeepTheBudgetReserve(t *testing.T) {
+	g := NewWithT(t)
+	startCAPI(t)
+	sim := pvesim.StartForTest(t, pvesim.Config{})
+	gh := fakegithub.StartForTest(t, fakegithub.Options{TLS: true, RateLimit: 200})
+	for range 150 {
+		gh.CreateJob("frugal/other", []string{"windows"}) // queued runs no pool of this test serves
+	}
+	startManagerWith(t, func(c *config.Manager) { c.RepairInterval = time.Second })
+	ns := newNamespace(t)
+	pool := githubPool(t, ns, "frugal", 2, sim, gh)
+
+	g.Eventually(func(g Gomega) {
+		p := get(g, pool)
+		c := conditions.Get(p, fleetv1.PlatformRateLimitedCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(c.Reason).To(Equal(fleetv1.BudgetReservedReason))
+		g.Expect(c.Message).To(ContainSubstring("kept for runner registrations"))
+		g.Expect(p.Status.RepairResumeTime).NotTo(BeNil())
+		g.Expect(p.Status.PlatformRetryTime).To(BeNil(), "not rate-limited: registrations go on")
+	}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
+	g.Expect(get(g, pool).Status.RepairResumeTime.Time).To(BeTemporally("~", time.Now().Add(time.Hour), 2*time.Minute))
+	listed := gh.Requests(fakegithub.EndpointWorkflowRunJobs)
+	remaining, _ := gh.RateRemaining(gh.InstallationID("frugal"))
+	g.Expect(remaining).To(BeNumerically(">=", 99), "the reserve is left")
+	g.Consistently(func() int { return gh.Requests(fakegithub.EndpointWorkflowRunJobs) }, 5*time.Second, 250*time.Millisecond).
+		Should(Equal(listed), "no listing before the budget is renewed, at one repair a second")
+}

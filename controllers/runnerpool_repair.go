@@ -44,6 +44,10 @@ func (r *RunnerPoolReconciler) reconcileRepair(ctx context.Context, s *poolScope
 	if last != nil && time.Since(last.Time) < r.repairInterval() {
 		return ctrl.Result{}, nil
 	}
+	if resume := s.pool.Status.RepairResumeTime; resume != nil && time.Now().Before(resume.Time) {
+		s.recheckBy(time.Until(resume.Time))
+		return ctrl.Result{}, nil // sizing continues on webhook demand
+	}
 	log := ctrl.LoggerFrom(ctx)
 	c, scope, err := r.Platforms.Platform(ctx, s.pool)
 	if err != nil {
@@ -51,6 +55,10 @@ func (r *RunnerPoolReconciler) reconcileRepair(ctx context.Context, s *poolScope
 		return ctrl.Result{}, nil // sizing continues on webhook demand
 	}
 	jobs, err := c.QueuedJobs(ctx, scope)
+	if errors.Is(err, platform.ErrBudgetReserved) {
+		pauseRepair(s, err)
+		return ctrl.Result{}, nil
+	}
 	if err != nil {
 		r.setPlatformUnavailable(s, err)
 		return ctrl.Result{}, nil
@@ -94,8 +102,23 @@ func (r *RunnerPoolReconciler) reconcileRepair(ctx context.Context, s *poolScope
 	conditions.Set(s.pool, metav1.Condition{Type: fleetv1.PlatformRateLimitedCondition, Status: metav1.ConditionFalse,
 		Reason: fleetv1.NotRateLimitedReason})
 	s.pool.Status.PlatformRetryTime = nil
+	s.pool.Status.RepairResumeTime = nil
 	s.pool.Status.LastRepairTime = &metav1.Time{Time: time.Now()}
 	return ctrl.Result{}, nil
+}
+
+// pauseRepair stops the repair until the platform renews its rate-limit budget, whose rest is
+// kept for runner registrations and deregistrations: those go on, and so does sizing on webhooks.
+func pauseRepair(s *poolScope, err error) {
+	at, ok := platform.RetryAt(err)
+	if !ok || at.Before(time.Now()) {
+		at = time.Now().Add(rateLimitBackoff)
+	}
+	at = at.UTC().Truncate(time.Second).Add(time.Second)
+	s.pool.Status.RepairResumeTime = &metav1.Time{Time: at}
+	conditions.Set(s.pool, metav1.Condition{Type: fleetv1.PlatformRateLimitedCondition, Status: metav1.ConditionFalse,
+		Reason: fleetv1.BudgetReservedReason, Message: "repair paused until " + at.Format(time.RFC3339) + ": " + err.Error()})
+	s.recheckBy(time.Until(at))
 }
 
 // removeStaleRunners deregisters offline runners this pool registered (they carry its

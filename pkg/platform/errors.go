@@ -20,6 +20,10 @@ var (
 	ErrUnauthorized = errors.New("unauthorized")
 	// ErrRateLimited: the platform throttled us; RetryAt says when to come back.
 	ErrRateLimited = errors.New("rate limited")
+	// ErrBudgetReserved: the platform would still answer, but what is left of the rate-limit
+	// budget is kept for runner registrations; RetryAt says when the budget is renewed. Only
+	// work that can wait (the repair's listing) is refused so.
+	ErrBudgetReserved = errors.New("rate-limit budget reserved for runner registrations")
 	// ErrTransient: a timeout, network error or 5xx; retry with backoff.
 	ErrTransient = errors.New("transient platform error")
 	// ErrInvalid: the platform rejected the request as invalid (422/400).

@@ -47,6 +47,10 @@ const (
 	RateLimitedReason = "RateLimited"
 	// NotRateLimitedReason: the last calls were not rate limited (PlatformRateLimited False).
 	NotRateLimitedReason = "NotRateLimited"
+	// BudgetReservedReason (PlatformRateLimited False): the platform still answers, but the repair
+	// paused until status.repairResumeTime to keep the rest of the rate-limit budget for runner
+	// registrations and deregistrations, which go on.
+	BudgetReservedReason = "BudgetReserved"
 	// PlainHTTPReason: the platform's API URL is http://.
 	PlainHTTPReason = "PlainHTTP"
 	// HTTPSReason: the platform's API is reached over https://.

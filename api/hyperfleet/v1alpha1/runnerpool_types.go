@@ -225,6 +225,12 @@ type RunnerPoolStatus struct {
 	// +optional
 	LastRepairTime *metav1.Time `json:"lastRepairTime,omitempty"`
 
+	// repairResumeTime, when set, is the earliest the next repair runs: the last one stopped to
+	// keep the rest of the platform's rate-limit budget for runner registrations
+	// (PlatformRateLimited False, reason BudgetReserved) until the budget is renewed.
+	// +optional
+	RepairResumeTime *metav1.Time `json:"repairResumeTime,omitempty"`
+
 	// platformRetryTime, while the CI platform rate-limits the pool (PlatformRateLimited), is when
 	// the limit lifts: the pool sends nothing to the platform before it.
 	// +optional

@@ -814,6 +814,10 @@ func (in *RunnerPoolStatus) DeepCopyInto(out *RunnerPoolStatus) {
 		in, out := &in.LastRepairTime, &out.LastRepairTime
 		*out = (*in).DeepCopy()
 	}
+	if in.RepairResumeTime != nil {
+		in, out := &in.RepairResumeTime, &out.RepairResumeTime
+		*out = (*in).DeepCopy()
+	}
 	if in.PlatformRetryTime != nil {
 		in, out := &in.PlatformRetryTime, &out.PlatformRetryTime
 		*out = (*in).DeepCopy()

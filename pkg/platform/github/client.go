@@ -52,6 +52,7 @@ type Client struct {
 	conditional map[int64]*conditionalTransport
 	mu          sync.Mutex
 	clients     map[int64]*gh.Client // per installation
+	budgets     map[int64]*budget    // per installation: the rate-limit headers of its last response
 	tokens      map[int64]*ghinstallation.Transport
 	// refused remembers, per account, a failed proof of installation for a while.
 	refused map[string]refusal
@@ -134,11 +135,13 @@ func (c *Client) newGitHubClient(tr http.RoundTripper) (*gh.Client, error) {
 	return client, nil
 }
 
-// rateRecorder notes the rate-limit budget GitHub reports on every installation response.
+// rateRecorder notes the rate-limit budget GitHub reports on every installation response: in the
+// installation's budget, and as the client's last reading (for metrics).
 type rateRecorder struct {
-	next  http.RoundTripper
-	store *atomic.Int64
-	reset *atomic.Int64
+	next   http.RoundTripper
+	store  *atomic.Int64
+	reset  *atomic.Int64
+	budget *budget
 }
 
 func (r rateRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -146,12 +149,48 @@ func (r rateRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	if resp != nil {
 		if v, perr := strconv.ParseInt(resp.Header.Get("X-RateLimit-Remaining"), 10, 64); perr == nil {
 			r.store.Store(v)
+			if r.budget != nil {
+				r.budget.remaining.Store(v)
+			}
 		}
-		if at, ok := rateReset(resp.Header); ok && r.reset != nil {
-			r.reset.Store(at.Unix())
+		if v, perr := strconv.ParseInt(resp.Header.Get("X-RateLimit-Limit"), 10, 64); perr == nil && r.budget != nil {
+			r.budget.limit.Store(v)
+		}
+		if at, ok := rateReset(resp.Header); ok {
+			if r.reset != nil {
+				r.reset.Store(at.Unix())
+			}
+			if r.budget != nil {
+				r.budget.reset.Store(at.Unix())
+			}
 		}
 	}
 	return resp, err
+}
+
+// budget is one installation's rate-limit window as its last response reported it; zero values
+// mean not known yet (or a GitHub Enterprise Server with rate limits off, which sends none).
+type budget struct {
+	remaining, limit, reset atomic.Int64
+}
+
+// RepairReserveShare is the part of an installation's hourly budget the repair loop leaves
+// untouched (and never less than LowBudget requests): runner registrations (JIT configurations,
+// one per VM) and deregistrations come out of the same budget, and a burst must not fail them
+// because a listing spent it.
+const RepairReserveShare = 10 // percent
+
+// reserved says whether the budget is down to its reserve, and when it is renewed.
+func (b *budget) reserved() (bool, time.Time, string) {
+	limit, remaining := b.limit.Load(), b.remaining.Load()
+	if limit <= 0 {
+		return false, time.Time{}, ""
+	}
+	reserve := max(int64(LowBudget), limit*RepairReserveShare/100)
+	if remaining >= reserve {
+		return false, time.Time{}, ""
+	}
+	return true, time.Unix(b.reset.Load(), 0), fmt.Sprintf("%d of %d requests left this window, %d kept for runner registrations", remaining, limit, reserve)
 }
 
 // clientFor returns a go-github client authenticated as the installation serving scope.
@@ -167,13 +206,18 @@ func (c *Client) clientFor(ctx context.Context, scope platform.Scope) (*gh.Clien
 	}
 	itr := ghinstallation.NewFromAppsTransport(c.appsTr, id)
 	cond := newConditionalTransport(itr)
-	client, err := c.newGitHubClient(rateRecorder{next: cond, store: &c.limit, reset: &c.reset})
+	b := &budget{}
+	client, err := c.newGitHubClient(rateRecorder{next: cond, store: &c.limit, reset: &c.reset, budget: b})
 	if err != nil {
 		return nil, err
 	}
 	if c.conditional == nil {
 		c.conditional = map[int64]*conditionalTransport{}
 	}
+	if c.budgets == nil {
+		c.budgets = map[int64]*budget{}
+	}
+	c.budgets[id] = b
 	c.clients[id], c.tokens[id], c.conditional[id] = client, itr, cond
 	return client, nil
 }
@@ -284,4 +328,11 @@ func (c *Client) forgetInstallation(scope platform.Scope, err error) {
 	}
 	delete(c.clients, id)
 	delete(c.tokens, id)
+}
+
+// budgetOf is the installation's budget, nil before its first client.
+func (c *Client) budgetOf(id int64) *budget {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.budgets[id]
 }

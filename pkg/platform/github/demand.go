@@ -2,6 +2,7 @@ package github
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	gh "github.com/google/go-github/v66/github"
@@ -20,21 +21,35 @@ var runStatusesWithQueuedJobs = []string{"queued", "waiting", "in_progress"}
 // .../runs/{id}/jobs) keeping queued and waiting ones. An organization scope covers the
 // installation's repositories of that organization (GET /installation/repositories). The cost
 // is 3 + one call per active run per repository, so the repair loop should run minutes apart.
+// Once the installation's budget is down to its reserve (RepairReserveShare) the listing stops
+// with platform.ErrBudgetReserved and the budget's reset time, before it is refused.
 func (c *Client) QueuedJobs(ctx context.Context, scope platform.Scope) ([]platform.Job, error) {
-	return c.activeJobs(ctx, scope, false)
+	return c.activeJobs(ctx, scope, false, true)
 }
 
 // ActiveJobs is QueuedJobs with the jobs in progress too (their RunnerName says on which
 // runner), at no extra cost: a poll without webhooks learns from them which runners are busy.
+// It keeps no reserve: a pool without webhooks learns of demand only this way, and the poller
+// stops on its own at LowBudget.
 func (c *Client) ActiveJobs(ctx context.Context, scope platform.Scope) ([]platform.Job, error) {
-	return c.activeJobs(ctx, scope, true)
+	return c.activeJobs(ctx, scope, true, false)
 }
 
-func (c *Client) activeJobs(ctx context.Context, scope platform.Scope, running bool) ([]platform.Job, error) {
+// activeJobs lists the jobs waiting (and, with running, in progress); with keepReserve it stops
+// once the installation's budget is down to its reserve.
+func (c *Client) activeJobs(ctx context.Context, scope platform.Scope, running, keepReserve bool) ([]platform.Job, error) {
 	scope = scope.Effective()
 	client, err := c.clientFor(ctx, scope)
 	if err != nil {
 		return nil, err
+	}
+	id, err := c.installationFor(ctx, scope)
+	if err != nil {
+		return nil, err
+	}
+	var b *budget
+	if keepReserve {
+		b = c.budgetOf(id)
 	}
 	repos := []string{scope.Repository}
 	if !scope.IsRepository() {
@@ -45,7 +60,7 @@ func (c *Client) activeJobs(ctx context.Context, scope platform.Scope, running b
 	}
 	var out []platform.Job
 	for _, repo := range repos {
-		jobs, err := c.queuedJobsInRepo(ctx, client, repo, running)
+		jobs, err := c.queuedJobsInRepo(ctx, client, b, repo, running)
 		if err != nil {
 			c.forgetInstallation(scope, err)
 			return nil, err
@@ -75,13 +90,25 @@ func (c *Client) installationRepos(ctx context.Context, client *gh.Client, org s
 	}
 }
 
-func (c *Client) queuedJobsInRepo(ctx context.Context, client *gh.Client, repo string, running bool) ([]platform.Job, error) {
+func (c *Client) queuedJobsInRepo(ctx context.Context, client *gh.Client, b *budget, repo string, running bool) ([]platform.Job, error) {
 	owner, name, _ := strings.Cut(repo, "/")
+	spare := func(op string) error {
+		if b == nil {
+			return nil
+		}
+		if low, reset, why := b.reserved(); low {
+			return &platform.Error{Class: platform.ErrBudgetReserved, Op: op, RetryAt: reset, Err: errors.New(why)}
+		}
+		return nil
+	}
 	seen := map[int64]bool{}
 	var runIDs []int64
 	for _, status := range runStatusesWithQueuedJobs {
 		opts := &gh.ListWorkflowRunsOptions{Status: status, ListOptions: gh.ListOptions{PerPage: 100}}
 		for {
+			if err := spare("list " + status + " workflow runs in " + repo); err != nil {
+				return nil, err
+			}
 			runs, resp, err := client.Actions.ListRepositoryWorkflowRuns(ctx, owner, name, opts)
 			if err != nil {
 				return nil, classify("list "+status+" workflow runs in "+repo, resp, err)
@@ -102,6 +129,9 @@ func (c *Client) queuedJobsInRepo(ctx context.Context, client *gh.Client, repo s
 	for _, runID := range runIDs {
 		opts := &gh.ListWorkflowJobsOptions{Filter: "latest", ListOptions: gh.ListOptions{PerPage: 100}}
 		for {
+			if err := spare("list jobs of run in " + repo); err != nil {
+				return nil, err
+			}
 			jobs, resp, err := client.Actions.ListWorkflowJobs(ctx, owner, name, runID, opts)
 			if err != nil {
 				return nil, classify("list jobs of run in "+repo, resp, err)

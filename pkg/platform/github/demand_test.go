@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 
@@ -100,4 +101,36 @@ func TestGetJob(t *testing.T) {
 	g.Expect(err).To(MatchError(platform.ErrInvalid))
 	_, err = c.GetJob(context.Background(), orgScope("acme"), formatID(job.ID))
 	g.Expect(err).To(MatchError(platform.ErrInvalid))
+}
+
+// TestRepairListingKeepsTheBudgetReserve: listing 150 queued runs one by one would spend an
+// installation's whole budget of 200 requests an hour, which runner registrations share. The
+// repair's listing (QueuedJobs) stops once what is left is down to the reserve (here LowBudget,
+// 100: more than 10% of 200) with ErrBudgetReserved and the window's reset time, before GitHub
+// would refuse anything; the reserve then still serves a registration. A poll (ActiveJobs) is how
+// a pool without webhooks learns of demand and keeps no reserve.
+func TestRepairListingKeepsTheBudgetReserve(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	fake, c := newTestClient(t, fakegithub.Options{RateLimit: 200}, nil)
+	for range 150 {
+		fake.CreateJob("acme/api", []string{"linux"}) // each in a run of its own
+	}
+	id := fake.InstallationID("acme/api")
+
+	_, err := c.QueuedJobs(ctx, repoScope("acme/api"))
+	g.Expect(err).To(MatchError(platform.ErrBudgetReserved))
+	g.Expect(err.Error()).To(ContainSubstring("kept for runner registrations"))
+	at, ok := platform.RetryAt(err)
+	g.Expect(ok).To(BeTrue(), "the error says when the budget is renewed")
+	g.Expect(at).To(BeTemporally("~", time.Now().Add(time.Hour), time.Minute))
+	remaining, _ := fake.RateRemaining(id)
+	g.Expect(remaining).To(Equal(LowBudget-1), "stopped at the reserve, not at zero")
+
+	_, _, err = jitConfig(c, ctx, repoScope("acme/api"), platform.RunnerSpec{Name: "hf-1", Labels: []string{"linux"}})
+	g.Expect(err).NotTo(HaveOccurred(), "the reserve serves a registration")
+
+	jobs, err := c.ActiveJobs(ctx, repoScope("acme/api"))
+	g.Expect(err).NotTo(HaveOccurred(), "a poll keeps no reserve")
+	g.Expect(jobs).To(HaveLen(150))
 }
