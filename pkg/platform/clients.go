@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
@@ -151,4 +153,87 @@ func ReadCABundle(ctx context.Context, r client.Reader, namespace string, ref *f
 		return nil, "", fmt.Errorf("Secret %s/%s key %q: %w", namespace, ref.Name, key, err)
 	}
 	return caPEM, string(secret.UID) + "/" + secret.ResourceVersion + "/" + key, nil
+}
+
+// PoolConnection is the platform-neutral part of a pool's spec.platform.<name>: where its
+// credentials are sent and the Secrets it names. Each platform's Source fills it from its own
+// spec, with its own error classes, and reads it with Read.
+type PoolConnection struct {
+	// Namespace is the pool's namespace, which holds its Secrets.
+	Namespace string
+	// URLs are the endpoints the credentials are sent to, as set in the spec (empty: the
+	// platform's https:// default).
+	URLs []string
+	// AllowInsecureHTTP is the spec's allowInsecureHTTP.
+	AllowInsecureHTTP bool
+	// InsecureURL wraps the first http:// URL when plain HTTP is not allowed: ErrInsecureURL or a
+	// platform's error that matches it.
+	InsecureURL error
+	// Credentials names the credentials Secret; a missing one is an error of CredentialsClass
+	// (ErrCredentials or a platform's error that matches it).
+	Credentials      string
+	CredentialsClass error
+	// TokenKey, when set, is the key of the credentials Secret that must hold a token (white
+	// space around it is trimmed); an empty or missing one is an ErrCredentials.
+	TokenKey string
+	// CABundleRef is the spec's caBundleRef (nil: the system roots).
+	CABundleRef *fleetv1.SecretKeyReference
+}
+
+// PoolSecrets is what a pool's Secrets give its client.
+type PoolSecrets struct {
+	// Credentials is the credentials Secret.
+	Credentials *corev1.Secret
+	// Token is the Secret's TokenKey, trimmed ("" without a TokenKey).
+	Token string
+	// CAPEM is the CA bundle (nil: none named) and CAVersion changes whenever its Secret does.
+	CAPEM     []byte
+	CAVersion string
+}
+
+// Read checks and reads c in this order, so nothing is sent to the platform unless all of it is
+// usable: no endpoint may be http:// unless allowed (nothing is read then), the credentials
+// Secret must exist and hold the token, and the CA bundle must exist and parse (ReadCABundle).
+func (c PoolConnection) Read(ctx context.Context, r client.Reader) (PoolSecrets, error) {
+	for _, u := range c.URLs {
+		if IsPlainHTTP(u) && !c.AllowInsecureHTTP {
+			// The API server refuses such a pool; this covers pools stored before that rule.
+			return PoolSecrets{}, fmt.Errorf("%w: %s", c.InsecureURL, u)
+		}
+	}
+	secret, err := ReadSecret(ctx, r, c.Namespace, c.Credentials, c.CredentialsClass)
+	if err != nil {
+		return PoolSecrets{}, err
+	}
+	s := PoolSecrets{Credentials: secret}
+	if c.TokenKey != "" {
+		if s.Token = strings.TrimSpace(string(secret.Data[c.TokenKey])); s.Token == "" {
+			return PoolSecrets{}, fmt.Errorf("%w: Secret %s/%s has no key %q", ErrCredentials, c.Namespace, secret.Name, c.TokenKey)
+		}
+	}
+	if s.CAPEM, s.CAVersion, err = ReadCABundle(ctx, r, c.Namespace, c.CABundleRef); err != nil {
+		return PoolSecrets{}, err
+	}
+	return s, nil
+}
+
+// Transport is base when the pool names no CA bundle, and otherwise base trusting only the
+// bundle (TransportWithCA), whose error is returned as it is for the platform to wrap.
+func (s PoolSecrets) Transport(base http.RoundTripper) (http.RoundTripper, error) {
+	if s.CAPEM == nil {
+		return base, nil
+	}
+	tr, err := TransportWithCA(base, s.CAPEM)
+	if err != nil {
+		return nil, err
+	}
+	return tr, nil
+}
+
+// HTTPTimeout is a pool's spec httpTimeout when set, and otherwise fallback (the process's).
+func HTTPTimeout(spec *metav1.Duration, fallback time.Duration) time.Duration {
+	if spec != nil {
+		return spec.Duration
+	}
+	return fallback
 }

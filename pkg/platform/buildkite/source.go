@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
@@ -100,39 +99,24 @@ func (s *Source) client(ctx context.Context, pool *fleetv1.RunnerPool) (*pooledC
 	if spec == nil {
 		return nil, fmt.Errorf("%w: pool %s/%s is not a Buildkite pool", platform.ErrUnsupported, pool.Namespace, pool.Name)
 	}
-	for _, u := range []string{spec.APIURL, spec.AgentEndpoint} {
-		if platform.IsPlainHTTP(u) && !spec.AllowInsecureHTTP {
-			// The API server refuses such a pool; this covers pools stored before that rule.
-			return nil, fmt.Errorf("%w: %s", platform.ErrInsecureURL, u)
-		}
-	}
-	secret, err := platform.ReadSecret(ctx, s.in.Reader, pool.Namespace, spec.CredentialsRef.Name, platform.ErrCredentials)
+	secrets, err := platform.PoolConnection{Namespace: pool.Namespace, URLs: []string{spec.APIURL, spec.AgentEndpoint},
+		AllowInsecureHTTP: spec.AllowInsecureHTTP, InsecureURL: platform.ErrInsecureURL,
+		Credentials: spec.CredentialsRef.Name, CredentialsClass: platform.ErrCredentials, TokenKey: KeyToken,
+		CABundleRef: spec.CABundleRef}.Read(ctx, s.in.Reader)
 	if err != nil {
 		return nil, err
 	}
-	token := strings.TrimSpace(string(secret.Data[KeyToken]))
-	if token == "" {
-		return nil, fmt.Errorf("%w: Secret %s/%s has no key %q", platform.ErrCredentials, pool.Namespace, secret.Name, KeyToken)
-	}
-	caPEM, caVersion, err := platform.ReadCABundle(ctx, s.in.Reader, pool.Namespace, spec.CABundleRef)
-	if err != nil {
-		return nil, err
-	}
-	timeout := s.in.HTTPTimeout
-	if spec.HTTPTimeout != nil {
-		timeout = spec.HTTPTimeout.Duration
-	}
+	timeout := platform.HTTPTimeout(spec.HTTPTimeout, s.in.HTTPTimeout)
+	secret := secrets.Credentials
 	cacheKey := platform.ClientKey(string(secret.UID), secret.ResourceVersion, spec.Organization, spec.Cluster, spec.APIURL,
-		spec.AgentEndpoint, fmt.Sprint(spec.AllowInsecureHTTP), timeout.String(), caVersion)
+		spec.AgentEndpoint, fmt.Sprint(spec.AllowInsecureHTTP), timeout.String(), secrets.CAVersion)
 	return s.clients.Get(cacheKey, func() (*pooledClient, error) {
-		tr := s.in.Transport
-		if caPEM != nil {
-			if tr, err = platform.TransportWithCA(s.in.Transport, caPEM); err != nil {
-				return nil, fmt.Errorf("Secret %s/%s: %w", pool.Namespace, spec.CABundleRef.Name, err)
-			}
+		tr, err := secrets.Transport(s.in.Transport)
+		if err != nil {
+			return nil, fmt.Errorf("Secret %s/%s: %w", pool.Namespace, spec.CABundleRef.Name, err)
 		}
 		c, err := NewClient(Config{BaseURL: spec.APIURL, AgentEndpoint: spec.AgentEndpoint, Organization: spec.Organization,
-			ClusterID: spec.Cluster, APIToken: token, AllowInsecureHTTP: spec.AllowInsecureHTTP, HTTPTimeout: timeout, Transport: tr, AgentCAPEM: caPEM})
+			ClusterID: spec.Cluster, APIToken: secrets.Token, AllowInsecureHTTP: spec.AllowInsecureHTTP, HTTPTimeout: timeout, Transport: tr, AgentCAPEM: secrets.CAPEM})
 		if err != nil {
 			return nil, err
 		}

@@ -2,21 +2,16 @@ package github
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
-	"github.com/hyperfleet-io/hyperfleet/pkg/tenancy"
 )
 
 // Keys of a RunnerPool's GitHub App credentials Secret.
@@ -51,8 +46,7 @@ type PoolClients struct {
 	// the client's default.
 	HTTPTimeout time.Duration
 
-	mu      sync.Mutex
-	clients map[string]*Client
+	clients platform.ClientCache[*Client]
 }
 
 // For returns the client and the effective scope (repository wins) of pool.
@@ -62,60 +56,43 @@ func (p *PoolClients) For(ctx context.Context, pool *fleetv1.RunnerPool) (*Clien
 		return nil, platform.Scope{}, fmt.Errorf("%w: pool %s/%s is not a GitHub pool", platform.ErrUnsupported, pool.Namespace, pool.Name)
 	}
 	scope := platform.Scope{Organization: spec.Organization, Repository: spec.Repository}.Effective()
-	if IsPlainHTTP(spec.APIURL) && !spec.AllowInsecureHTTP {
-		// The API server refuses such a pool; this covers pools stored before that rule.
-		return nil, scope, fmt.Errorf("%w: %s", ErrInsecureURL, spec.APIURL)
-	}
-	secret := &corev1.Secret{}
-	key := client.ObjectKey{Namespace: pool.Namespace, Name: spec.CredentialsRef.Name}
-	if err := p.Reader.Get(ctx, key, secret); err != nil {
-		if err := tenancy.Check(err, pool.Namespace); errors.Is(err, tenancy.ErrNamespaceNotEnabled) {
-			return nil, scope, err
-		}
-		if apierrors.IsNotFound(err) {
-			return nil, scope, fmt.Errorf("%w: Secret %s not found", ErrCredentials, key)
-		}
+	secrets, err := platform.PoolConnection{Namespace: pool.Namespace, URLs: []string{spec.APIURL},
+		AllowInsecureHTTP: spec.AllowInsecureHTTP, InsecureURL: ErrInsecureURL,
+		Credentials: spec.CredentialsRef.Name, CredentialsClass: ErrCredentials, CABundleRef: spec.CABundleRef}.Read(ctx, p.Reader)
+	if err != nil {
 		return nil, scope, err
 	}
+	secret := secrets.Credentials
+	key := client.ObjectKey{Namespace: pool.Namespace, Name: spec.CredentialsRef.Name}
 	timeout := ""
 	if spec.HTTPTimeout != nil {
 		timeout = spec.HTTPTimeout.Duration.String()
 	}
-	caPEM, caVersion, err := platform.ReadCABundle(ctx, p.Reader, pool.Namespace, spec.CABundleRef)
+	cacheKey := platform.ClientKey(string(secret.UID), secret.ResourceVersion, spec.APIURL, timeout, secrets.CAVersion)
+	c, err := p.clients.Get(cacheKey, func() (*Client, error) {
+		cfg := Config{BaseURL: spec.APIURL, PrivateKeyPEM: secret.Data[KeyPrivateKey],
+			HTTPTimeout: platform.HTTPTimeout(spec.HTTPTimeout, p.HTTPTimeout)}
+		var err error
+		if cfg.Transport, err = secrets.Transport(p.Transport); err != nil {
+			return nil, fmt.Errorf("%w: %v", platform.ErrCABundle, err)
+		}
+		if cfg.AppID, err = strconv.ParseInt(strings.TrimSpace(string(secret.Data[KeyAppID])), 10, 64); err != nil {
+			return nil, fmt.Errorf("%w: Secret %s: %s is not a number", ErrCredentials, key, KeyAppID)
+		}
+		if v := strings.TrimSpace(string(secret.Data[KeyInstallationID])); v != "" {
+			if cfg.InstallationID, err = strconv.ParseInt(v, 10, 64); err != nil {
+				return nil, fmt.Errorf("%w: Secret %s: %s is not a number", ErrCredentials, key, KeyInstallationID)
+			}
+		}
+		c, err := NewClient(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("%w: Secret %s: %v", ErrCredentials, key, err)
+		}
+		return c, nil
+	})
 	if err != nil {
 		return nil, scope, err
 	}
-	cacheKey := platform.ClientKey(string(secret.UID), secret.ResourceVersion, spec.APIURL, timeout, caVersion)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if c, ok := p.clients[cacheKey]; ok {
-		return c, scope, nil
-	}
-	cfg := Config{BaseURL: spec.APIURL, PrivateKeyPEM: secret.Data[KeyPrivateKey], Transport: p.Transport, HTTPTimeout: p.HTTPTimeout}
-	if caPEM != nil {
-		if cfg.Transport, err = platform.TransportWithCA(p.Transport, caPEM); err != nil {
-			return nil, scope, fmt.Errorf("%w: %v", platform.ErrCABundle, err)
-		}
-	}
-	if spec.HTTPTimeout != nil {
-		cfg.HTTPTimeout = spec.HTTPTimeout.Duration
-	}
-	if cfg.AppID, err = strconv.ParseInt(strings.TrimSpace(string(secret.Data[KeyAppID])), 10, 64); err != nil {
-		return nil, scope, fmt.Errorf("%w: Secret %s: %s is not a number", ErrCredentials, key, KeyAppID)
-	}
-	if v := strings.TrimSpace(string(secret.Data[KeyInstallationID])); v != "" {
-		if cfg.InstallationID, err = strconv.ParseInt(v, 10, 64); err != nil {
-			return nil, scope, fmt.Errorf("%w: Secret %s: %s is not a number", ErrCredentials, key, KeyInstallationID)
-		}
-	}
-	c, err := NewClient(cfg)
-	if err != nil {
-		return nil, scope, fmt.Errorf("%w: Secret %s: %v", ErrCredentials, key, err)
-	}
-	if p.clients == nil || len(p.clients) > 256 {
-		p.clients = map[string]*Client{} // superseded Secret versions would pile up otherwise
-	}
-	p.clients[cacheKey] = c
 	return c, scope, nil
 }
 

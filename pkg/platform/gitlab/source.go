@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
@@ -102,37 +101,24 @@ func (s *Source) client(ctx context.Context, pool *fleetv1.RunnerPool) (*pooledC
 	if spec == nil {
 		return nil, fmt.Errorf("%w: pool %s/%s is not a GitLab pool", platform.ErrUnsupported, pool.Namespace, pool.Name)
 	}
-	if platform.IsPlainHTTP(spec.URL) && !spec.AllowInsecureHTTP {
-		// The API server refuses such a pool; this covers pools stored before that rule.
-		return nil, fmt.Errorf("%w: %s", platform.ErrInsecureURL, spec.URL)
-	}
-	secret, err := platform.ReadSecret(ctx, s.in.Reader, pool.Namespace, spec.CredentialsRef.Name, platform.ErrCredentials)
+	secrets, err := platform.PoolConnection{Namespace: pool.Namespace, URLs: []string{spec.URL},
+		AllowInsecureHTTP: spec.AllowInsecureHTTP, InsecureURL: platform.ErrInsecureURL,
+		Credentials: spec.CredentialsRef.Name, CredentialsClass: platform.ErrCredentials, TokenKey: KeyToken,
+		CABundleRef: spec.CABundleRef}.Read(ctx, s.in.Reader)
 	if err != nil {
 		return nil, err
 	}
-	token := strings.TrimSpace(string(secret.Data[KeyToken]))
-	if token == "" {
-		return nil, fmt.Errorf("%w: Secret %s/%s has no key %q", platform.ErrCredentials, pool.Namespace, secret.Name, KeyToken)
-	}
-	caPEM, caVersion, err := platform.ReadCABundle(ctx, s.in.Reader, pool.Namespace, spec.CABundleRef)
-	if err != nil {
-		return nil, err
-	}
-	timeout := s.in.HTTPTimeout
-	if spec.HTTPTimeout != nil {
-		timeout = spec.HTTPTimeout.Duration
-	}
+	timeout := platform.HTTPTimeout(spec.HTTPTimeout, s.in.HTTPTimeout)
+	secret := secrets.Credentials
 	key := platform.ClientKey(append([]string{string(secret.UID), secret.ResourceVersion, spec.URL,
-		fmt.Sprint(spec.AllowInsecureHTTP), timeout.String(), caVersion}, platform.ScopeKey(scopeOfPool(spec))...)...)
+		fmt.Sprint(spec.AllowInsecureHTTP), timeout.String(), secrets.CAVersion}, platform.ScopeKey(scopeOfPool(spec))...)...)
 	return s.clients.Get(key, func() (*pooledClient, error) {
-		tr := s.in.Transport
-		if caPEM != nil {
-			if tr, err = platform.TransportWithCA(s.in.Transport, caPEM); err != nil {
-				return nil, fmt.Errorf("Secret %s/%s: %w", pool.Namespace, spec.CABundleRef.Name, err)
-			}
+		tr, err := secrets.Transport(s.in.Transport)
+		if err != nil {
+			return nil, fmt.Errorf("Secret %s/%s: %w", pool.Namespace, spec.CABundleRef.Name, err)
 		}
-		c, err := NewClient(Config{URL: spec.URL, Token: token, AllowInsecureHTTP: spec.AllowInsecureHTTP, HTTPTimeout: timeout,
-			Transport: tr, CAPEM: caPEM})
+		c, err := NewClient(Config{URL: spec.URL, Token: secrets.Token, AllowInsecureHTTP: spec.AllowInsecureHTTP, HTTPTimeout: timeout,
+			Transport: tr, CAPEM: secrets.CAPEM})
 		if err != nil {
 			return nil, err
 		}
