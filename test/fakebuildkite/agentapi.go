@@ -51,7 +51,7 @@ func (s *Server) agentRegister(w http.ResponseWriter, r *http.Request, c caller)
 	}
 	s.agents[a.ID] = a
 	writeJSON(w, http.StatusOK, map[string]any{
-		"id": a.ID, "name": a.Name, "access_token": a.accessToken, "endpoint": s.url + "/v3",
+		"id": a.ID, "name": a.Name, "access_token": a.accessToken, "endpoint": s.URL() + "/v3",
 		"ping_interval": 1, "job_status_interval": 1, "heartbeat_interval": 60, "meta_data": a.Tags,
 	})
 }
@@ -116,7 +116,7 @@ func (s *Server) agentPing(w http.ResponseWriter, _ *http.Request, c caller) {
 func (s *Server) agentJobJSONLocked(j *Job) map[string]any {
 	return map[string]any{
 		"id":       j.ID,
-		"endpoint": s.url + "/v3",
+		"endpoint": s.URL() + "/v3",
 		"state":    j.State,
 		"env": map[string]string{
 			"BUILDKITE_JOB_ID":            j.ID,

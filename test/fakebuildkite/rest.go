@@ -19,7 +19,7 @@ func restTime(t time.Time) any {
 }
 
 func (s *Server) restURL(format string, args ...any) string {
-	return s.url + "/v2/organizations/" + s.opts.Organization + fmt.Sprintf(format, args...)
+	return s.URL() + "/v2/organizations/" + s.opts.Organization + fmt.Sprintf(format, args...)
 }
 
 func (s *Server) clusterTokenJSONLocked(t *ClusterToken, withValue bool) map[string]any {

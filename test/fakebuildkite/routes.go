@@ -258,7 +258,7 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request, n int) (int, int, 
 		q2.Set("page", strconv.Itoa(p))
 		q2.Set("per_page", strconv.Itoa(perPage))
 		u.RawQuery = q2.Encode()
-		return fmt.Sprintf("<%s%s>; rel=%q", s.url, u.String(), rel)
+		return fmt.Sprintf("<%s%s>; rel=%q", s.URL(), u.String(), rel)
 	}
 	var links []string
 	if page < last {

@@ -1,7 +1,6 @@
 package fakebuildkite
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -45,9 +44,7 @@ type Server struct {
 	mux  *http.ServeMux
 	log  *slog.Logger
 
-	httpSrv *http.Server
-	url     string
-	caPEM   []byte
+	http fakeserver.HTTPServer
 
 	hooks *fakeserver.Queue[pendingHook]
 
@@ -106,15 +103,10 @@ func New(opts Options) *Server {
 
 // Start listens on addr ("" means 127.0.0.1:0) and serves in the background.
 func (s *Server) Start(addr string) error {
-	l, url, caPEM, err := fakeserver.Listen(addr, s.opts.TLS, "fake-buildkite")
-	if err != nil {
+	if err := s.http.Start(addr, s.opts.TLS, "fake-buildkite", s); err != nil {
 		return err
 	}
-	s.caPEM = caPEM
-	s.url = url
-	s.httpSrv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 	s.hooks.Start()
-	go func() { _ = s.httpSrv.Serve(l) }()
 	return nil
 }
 
@@ -122,32 +114,25 @@ func (s *Server) Start(addr string) error {
 func StartForTest(t testing.TB, opts Options) *Server {
 	t.Helper()
 	s := New(opts)
-	if err := s.Start(""); err != nil {
-		t.Fatalf("fake Buildkite: %v", err)
-	}
-	t.Cleanup(s.Close)
+	fakeserver.StartForTest(t, "fake Buildkite", s.Start, s.Close)
 	return s
 }
 
 // Close stops serving and drops webhooks not yet delivered.
 func (s *Server) Close() {
-	if s.httpSrv != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = s.httpSrv.Shutdown(ctx)
-	}
+	s.http.Close()
 	s.hooks.Stop()
 }
 
 // URL is the root of both APIs, e.g. https://127.0.0.1:8443: the REST API lives under /v2/
 // (go-buildkite's base URL is URL()+"/") and the agent API under /v3/ (AgentEndpoint).
-func (s *Server) URL() string { return s.url }
+func (s *Server) URL() string { return s.http.URL() }
 
 // AgentEndpoint is the agent API root a buildkite-agent is started with (--endpoint).
-func (s *Server) AgentEndpoint() string { return s.url + "/v3" }
+func (s *Server) AgentEndpoint() string { return s.URL() + "/v3" }
 
 // CACertPEM is the certificate to trust when Options.TLS is set.
-func (s *Server) CACertPEM() []byte { return s.caPEM }
+func (s *Server) CACertPEM() []byte { return s.http.CACertPEM() }
 
 // Organization is the organization slug.
 func (s *Server) Organization() string { return s.opts.Organization }
@@ -156,17 +141,7 @@ func (s *Server) Organization() string { return s.opts.Organization }
 func (s *Server) ClusterID() string { return s.opts.ClusterID }
 
 // HTTPClient returns a client that trusts the fake's certificate (a plain client without TLS).
-func (s *Server) HTTPClient() *http.Client {
-	c := &http.Client{Timeout: 30 * time.Second}
-	if len(s.caPEM) > 0 {
-		tr, err := fakeserver.TrustingTransport(s.caPEM)
-		if err != nil {
-			panic(err) // the fake's own certificate
-		}
-		c.Transport = tr
-	}
-	return c
-}
+func (s *Server) HTTPClient() *http.Client { return s.http.Client() }
 
 // ServeHTTP makes the fake usable as a plain http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -1,16 +1,16 @@
 package fakebuildkite
 
 import (
-	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/hyperfleet-io/hyperfleet/test/fakeserver"
 )
 
 // Delivery records one webhook the fake sent (or tried to send).
@@ -35,26 +35,16 @@ func Sign(token string, ts time.Time, body []byte) string {
 // PostWebhook sends body as a Buildkite webhook of event to url with the headers Buildkite
 // sets: the event, and the token itself or (signature) an HMAC signature dated now.
 func PostWebhook(ctx context.Context, client *http.Client, url, token string, signature bool, event string, body []byte) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "Buildkite-Request")
-	req.Header.Set("X-Buildkite-Event", event)
-	req.Header.Set("X-Buildkite-Request", NewUUID())
+	h := http.Header{}
+	h.Set("User-Agent", "Buildkite-Request")
+	h.Set("X-Buildkite-Event", event)
+	h.Set("X-Buildkite-Request", NewUUID())
 	if signature {
-		req.Header.Set("X-Buildkite-Signature", Sign(token, time.Now(), body))
+		h.Set("X-Buildkite-Signature", Sign(token, time.Now(), body))
 	} else {
-		req.Header.Set("X-Buildkite-Token", token)
+		h.Set("X-Buildkite-Token", token)
 	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-	return resp.StatusCode, nil
+	return fakeserver.PostJSON(ctx, client, url, h, body)
 }
 
 // webhookTime is the date format of webhook payloads (not the REST API's).

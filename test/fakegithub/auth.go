@@ -122,7 +122,7 @@ func (s *Server) installationJSON(inst *Installation) map[string]any {
 		"account":              map[string]any{"login": inst.Account, "type": "Organization"},
 		"target_type":          "Organization",
 		"repository_selection": "all",
-		"access_tokens_url":    fmt.Sprintf("%s/app/installations/%d/access_tokens", s.url, inst.ID),
+		"access_tokens_url":    fmt.Sprintf("%s/app/installations/%d/access_tokens", s.URL(), inst.ID),
 	}
 }
 

@@ -112,7 +112,7 @@ func nilIfEmpty(v string) any {
 }
 
 func (s *Server) jobJSONLocked(j *Job) map[string]any {
-	base := fmt.Sprintf("%s/repos/%s/actions", s.url, j.Repository)
+	base := fmt.Sprintf("%s/repos/%s/actions", s.URL(), j.Repository)
 	m := map[string]any{
 		"id": j.ID, "run_id": j.RunID, "run_attempt": 1, "name": j.Name, "workflow_name": j.WorkflowName,
 		"run_url": fmt.Sprintf("%s/runs/%d", base, j.RunID), "url": fmt.Sprintf("%s/jobs/%d", base, j.ID),
@@ -157,7 +157,7 @@ func (s *Server) runStatusLocked(run *workflowRun) (status, conclusion string) {
 
 func (s *Server) runJSONLocked(run *workflowRun) map[string]any {
 	status, conclusion := s.runStatusLocked(run)
-	base := fmt.Sprintf("%s/repos/%s/actions/runs/%d", s.url, run.Repository, run.ID)
+	base := fmt.Sprintf("%s/repos/%s/actions/runs/%d", s.URL(), run.Repository, run.ID)
 	return map[string]any{
 		"id": run.ID, "name": run.Name, "run_number": run.ID, "run_attempt": 1, "event": "push",
 		"head_branch": "main", "status": status, "conclusion": nilIfEmpty(conclusion),

@@ -98,8 +98,8 @@ func (s *Server) generateJITConfig(w http.ResponseWriter, r *http.Request, insta
 	s.runners[rn.ID] = rn
 	body := map[string]any{"runner": s.runnerJSONLocked(rn)}
 	body["encoded_jit_config"] = EncodeJITConfig(JITConfig{
-		RunnerID: rn.ID, RunnerName: rn.Name, Scope: scope, URL: s.url, Token: rn.token, Labels: rn.Labels,
-		CA: string(s.caPEM),
+		RunnerID: rn.ID, RunnerName: rn.Name, Scope: scope, URL: s.URL(), Token: rn.token, Labels: rn.Labels,
+		CA: string(s.CACertPEM()),
 	})
 	s.mu.Unlock()
 	writeJSON(w, http.StatusCreated, body)

@@ -1,7 +1,6 @@
 package fakegithub
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
@@ -10,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -58,10 +56,7 @@ type Server struct {
 	mux      *http.ServeMux
 	log      *slog.Logger
 
-	httpSrv  *http.Server
-	listener net.Listener
-	url      string
-	caPEM    []byte
+	http fakeserver.HTTPServer
 
 	hooks *fakeserver.Queue[pendingHook]
 
@@ -164,17 +159,7 @@ func (s *Server) loadOrGenerateKey(keyPEM []byte) error {
 
 // Start listens on addr ("" means 127.0.0.1:0) and serves in the background.
 func (s *Server) Start(addr string) error {
-	l, url, caPEM, err := fakeserver.Listen(addr, s.opts.TLS, "fake-github")
-	if err != nil {
-		return err
-	}
-	s.caPEM = caPEM
-	s.listener = l
-	s.url = url
-	s.httpSrv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-
-	go func() { _ = s.httpSrv.Serve(l) }()
-	return nil
+	return s.http.Start(addr, s.opts.TLS, "fake-github", s)
 }
 
 // StartForTest starts a fake on a loopback port and closes it when the test ends.
@@ -184,29 +169,22 @@ func StartForTest(t testing.TB, opts Options) *Server {
 	if err != nil {
 		t.Fatalf("fake GitHub: %v", err)
 	}
-	if err := s.Start("127.0.0.1:0"); err != nil {
-		t.Fatalf("fake GitHub: %v", err)
-	}
-	t.Cleanup(s.Close)
+	fakeserver.StartForTest(t, "fake GitHub", s.Start, s.Close)
 	return s
 }
 
 // Close stops serving and drops webhooks not yet delivered.
 func (s *Server) Close() {
-	if s.httpSrv != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = s.httpSrv.Shutdown(ctx)
-	}
+	s.http.Close()
 	s.hooks.Stop()
 }
 
 // URL is the API root without a trailing slash, e.g. http://127.0.0.1:8090; use it as the
 // go-github BaseURL (with a trailing slash) and as the ghinstallation BaseURL.
-func (s *Server) URL() string { return s.url }
+func (s *Server) URL() string { return s.http.URL() }
 
 // CACertPEM is the certificate to trust when Options.TLS is set.
-func (s *Server) CACertPEM() []byte { return s.caPEM }
+func (s *Server) CACertPEM() []byte { return s.http.CACertPEM() }
 
 // AppID is the App's ID.
 func (s *Server) AppID() int64 { return s.opts.AppID }
@@ -216,17 +194,7 @@ func (s *Server) AppKeyPEM() []byte { return append([]byte(nil), s.appKeyPE...) 
 
 // HTTPClient returns a client that trusts the fake's certificate (a plain client without TLS),
 // for tests and tools calling the /_fake/ endpoints.
-func (s *Server) HTTPClient() *http.Client {
-	c := &http.Client{Timeout: 30 * time.Second}
-	if len(s.caPEM) > 0 {
-		tr, err := fakeserver.TrustingTransport(s.caPEM)
-		if err != nil {
-			panic(err) // the fake's own certificate
-		}
-		c.Transport = tr
-	}
-	return c
-}
+func (s *Server) HTTPClient() *http.Client { return s.http.Client() }
 
 // CredentialedRequests is how many requests carried an Authorization header (an App JWT or an
 // installation token) to the fake, whatever the endpoint.

@@ -1,7 +1,6 @@
 package fakegithub
 
 import (
-	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -10,9 +9,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
+
+	"github.com/hyperfleet-io/hyperfleet/test/fakeserver"
 )
 
 // Delivery records one webhook the fake sent (or tried to send).
@@ -50,26 +50,16 @@ func NewDeliveryID() string {
 // PostWebhook sends body as a GitHub webhook of event type to url with the headers GitHub sets
 // (event, delivery GUID, SHA-256 and legacy SHA-1 signatures); tools use it to feed a receiver.
 func PostWebhook(ctx context.Context, client *http.Client, url string, secret []byte, event, deliveryID string, body []byte) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "GitHub-Hookshot/fake")
-	req.Header.Set("X-GitHub-Event", event)
-	req.Header.Set("X-GitHub-Delivery", deliveryID)
-	req.Header.Set("X-GitHub-Hook-ID", "1")
+	h := http.Header{}
+	h.Set("User-Agent", "GitHub-Hookshot/fake")
+	h.Set("X-GitHub-Event", event)
+	h.Set("X-GitHub-Delivery", deliveryID)
+	h.Set("X-GitHub-Hook-ID", "1")
 	if len(secret) > 0 {
-		req.Header.Set("X-Hub-Signature-256", SignPayload(secret, body))
-		req.Header.Set("X-Hub-Signature", signSHA1(secret, body))
+		h.Set("X-Hub-Signature-256", SignPayload(secret, body))
+		h.Set("X-Hub-Signature", signSHA1(secret, body))
 	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-	return resp.StatusCode, nil
+	return fakeserver.PostJSON(ctx, client, url, h, body)
 }
 
 // SetWebhook points workflow_job deliveries at url (empty disables them), for receivers that

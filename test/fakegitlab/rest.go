@@ -312,7 +312,7 @@ func (s *Server) jobJSONLocked(j *Job) map[string]any {
 		"pipeline": map[string]any{"id": j.PipelineID, "project_id": j.ProjectID, "ref": j.Ref, "sha": j.SHA,
 			"status": string(j.Status)},
 		"failure_reason": j.FailureReason,
-		"web_url":        s.url + "/" + p.PathWithNamespace + "/-/jobs/" + strconv.FormatInt(j.ID, 10),
+		"web_url":        s.URL() + "/" + p.PathWithNamespace + "/-/jobs/" + strconv.FormatInt(j.ID, 10),
 		"project":        map[string]any{"ci_job_token_scope_enabled": false},
 		"artifacts":      []any{},
 		"runner":         runner,
@@ -468,7 +468,7 @@ func (s *Server) projectJSONLocked(p *Project) map[string]any {
 	return map[string]any{
 		"id": p.ID, "name": name, "path": name, "path_with_namespace": p.PathWithNamespace,
 		"name_with_namespace": strings.ReplaceAll(p.PathWithNamespace, "/", " / "), "default_branch": "main",
-		"web_url":   s.url + "/" + p.PathWithNamespace,
+		"web_url":   s.URL() + "/" + p.PathWithNamespace,
 		"namespace": map[string]any{"id": ns.ID, "full_path": ns.FullPath, "kind": "group"},
 	}
 }
@@ -519,7 +519,7 @@ func (s *Server) getGroup(w http.ResponseWriter, r *http.Request, _ accessToken)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"id": g.ID, "name": name, "path": name, "full_path": g.FullPath,
 		"full_name": strings.ReplaceAll(g.FullPath, "/", " / "), "parent_id": parent, "visibility": "private",
-		"web_url": s.url + "/groups/" + g.FullPath})
+		"web_url": s.URL() + "/groups/" + g.FullPath})
 }
 
 // listRunnerJobs lists the jobs a runner has had, filtered by status.

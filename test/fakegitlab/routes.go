@@ -223,7 +223,7 @@ func (s *Server) paginate(w http.ResponseWriter, r *http.Request, n int) (int, i
 		q2.Set("page", strconv.Itoa(p))
 		q2.Set("per_page", strconv.Itoa(perPage))
 		u := url.URL{Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: q2.Encode()}
-		return fmt.Sprintf("<%s%s>; rel=%q", s.url, u.String(), rel)
+		return fmt.Sprintf("<%s%s>; rel=%q", s.URL(), u.String(), rel)
 	}
 	var links []string
 	if page < pages {

@@ -64,7 +64,7 @@ func (s *Server) runnerJobJSONLocked(j *Job) map[string]any {
 	vars := []map[string]any{}
 	for k, v := range map[string]string{
 		"CI_JOB_ID": strconv.FormatInt(j.ID, 10), "CI_JOB_NAME": j.Name, "CI_PROJECT_PATH": p.PathWithNamespace,
-		"CI_PROJECT_ID": strconv.FormatInt(p.ID, 10), "CI_COMMIT_REF_NAME": j.Ref, "CI_SERVER_URL": s.url,
+		"CI_PROJECT_ID": strconv.FormatInt(p.ID, 10), "CI_COMMIT_REF_NAME": j.Ref, "CI_SERVER_URL": s.URL(),
 		"CI_COMMIT_REF_PROTECTED": strconv.FormatBool(j.Protected), "CI_PIPELINE_ID": strconv.FormatInt(j.PipelineID, 10),
 	} {
 		vars = append(vars, map[string]any{"key": k, "value": v, "public": true, "masked": false})
@@ -75,7 +75,7 @@ func (s *Server) runnerJobJSONLocked(j *Job) map[string]any {
 		"job_info": map[string]any{"id": j.ID, "name": j.Name, "stage": j.Stage, "project_id": p.ID,
 			"project_name":          p.PathWithNamespace[strings.LastIndex(p.PathWithNamespace, "/")+1:],
 			"time_in_queue_seconds": s.now().Sub(j.CreatedAt).Seconds()},
-		"git_info": map[string]any{"repo_url": s.url + "/" + p.PathWithNamespace + ".git", "ref": j.Ref, "sha": j.SHA,
+		"git_info": map[string]any{"repo_url": s.URL() + "/" + p.PathWithNamespace + ".git", "ref": j.Ref, "sha": j.SHA,
 			"before_sha": strings.Repeat("0", 40), "ref_type": refType, "refspecs": []string{}, "depth": 20},
 		"runner_info": map[string]any{"timeout": 3600, "runner_session_url": nil},
 		"variables":   vars,

@@ -1,13 +1,13 @@
 package fakegitlab
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/hyperfleet-io/hyperfleet/test/fakeserver"
 )
 
 // Delivery records one webhook the fake sent (or tried to send).
@@ -24,26 +24,16 @@ type Delivery struct {
 // name, the webhook's secret token in X-Gitlab-Token, a fresh event UUID and the sending
 // instance's URL.
 func PostJobHook(ctx context.Context, client *http.Client, url, token, instance string, body []byte) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "GitLab/17.11.0")
-	req.Header.Set("X-Gitlab-Event", "Job Hook")
-	req.Header.Set("X-Gitlab-Event-UUID", newUUID())
-	req.Header.Set("X-Gitlab-Webhook-UUID", "7c2a6f0e-2a1f-4f57-9a46-3c2b1d0e9f10")
-	req.Header.Set("X-Gitlab-Instance", instance)
+	h := http.Header{}
+	h.Set("User-Agent", "GitLab/17.11.0")
+	h.Set("X-Gitlab-Event", "Job Hook")
+	h.Set("X-Gitlab-Event-UUID", newUUID())
+	h.Set("X-Gitlab-Webhook-UUID", "7c2a6f0e-2a1f-4f57-9a46-3c2b1d0e9f10")
+	h.Set("X-Gitlab-Instance", instance)
 	if token != "" {
-		req.Header.Set("X-Gitlab-Token", token)
+		h.Set("X-Gitlab-Token", token)
 	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-	return resp.StatusCode, nil
+	return fakeserver.PostJSON(ctx, client, url, h, body)
 }
 
 func newUUID() string {
@@ -93,15 +83,15 @@ func (s *Server) jobHookPayloadLocked(j *Job) map[string]any {
 		"user": map[string]any{"id": 1, "name": "Administrator", "username": "root",
 			"avatar_url": "", "email": "[REDACTED]"},
 		"commit": map[string]any{"id": j.PipelineID, "name": nil, "sha": j.SHA, "message": "Update .gitlab-ci.yml\n",
-			"author_name": "Administrator", "author_email": "admin@example.com", "author_url": s.url + "/root",
+			"author_name": "Administrator", "author_email": "admin@example.com", "author_url": s.URL() + "/root",
 			"status": string(j.Status), "duration": nil, "started_at": hookTime(j.StartedAt),
 			"finished_at": hookTime(j.FinishedAt)},
-		"repository": map[string]any{"name": name, "url": s.url + "/" + p.PathWithNamespace + ".git", "description": "",
-			"homepage": s.url + "/" + p.PathWithNamespace, "git_http_url": s.url + "/" + p.PathWithNamespace + ".git",
+		"repository": map[string]any{"name": name, "url": s.URL() + "/" + p.PathWithNamespace + ".git", "description": "",
+			"homepage": s.URL() + "/" + p.PathWithNamespace, "git_http_url": s.URL() + "/" + p.PathWithNamespace + ".git",
 			"git_ssh_url": "git@example.com:" + p.PathWithNamespace + ".git", "visibility_level": 0},
-		"project": map[string]any{"id": p.ID, "name": name, "description": "", "web_url": s.url + "/" + p.PathWithNamespace,
+		"project": map[string]any{"id": p.ID, "name": name, "description": "", "web_url": s.URL() + "/" + p.PathWithNamespace,
 			"avatar_url": nil, "git_ssh_url": "git@example.com:" + p.PathWithNamespace + ".git",
-			"git_http_url": s.url + "/" + p.PathWithNamespace + ".git", "namespace": s.groups[p.GroupID].FullPath,
+			"git_http_url": s.URL() + "/" + p.PathWithNamespace + ".git", "namespace": s.groups[p.GroupID].FullPath,
 			"visibility_level": 0, "path_with_namespace": p.PathWithNamespace, "default_branch": "main", "ci_config_path": nil},
 		"runner":      runner,
 		"environment": nil,
@@ -140,7 +130,7 @@ type pendingHook struct {
 // sendHook delivers one queued Job Hook and records the delivery.
 func (s *Server) sendHook(ctx context.Context, h pendingHook) {
 	d := h.delivery
-	status, err := PostJobHook(ctx, s.opts.WebhookClient, h.url, h.token, s.url, d.Payload)
+	status, err := PostJobHook(ctx, s.opts.WebhookClient, h.url, h.token, s.URL(), d.Payload)
 	d.StatusCode, d.At = status, time.Now()
 	if err != nil {
 		d.Err = err.Error()
