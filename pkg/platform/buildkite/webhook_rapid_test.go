@@ -19,29 +19,8 @@ import (
 
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform/buildkite"
+	"github.com/hyperfleet-io/hyperfleet/test/rapidgen"
 )
-
-// mutate changes s in one generated way: a byte flipped, inserted or removed, a cut, or a
-// replacement. The result may equal s; callers compare.
-func mutate(rt *rapid.T, label string, s []byte) []byte {
-	out := bytes.Clone(s)
-	switch op := rapid.IntRange(0, 4).Draw(rt, label+"Op"); {
-	case op == 0 && len(out) > 0:
-		i := rapid.IntRange(0, len(out)-1).Draw(rt, label+"At")
-		out[i] ^= byte(rapid.IntRange(1, 255).Draw(rt, label+"Xor"))
-	case op == 1:
-		i := rapid.IntRange(0, len(out)).Draw(rt, label+"At")
-		out = append(out[:i], append([]byte{rapid.Byte().Draw(rt, label+"Byte")}, out[i:]...)...)
-	case op == 2 && len(out) > 0:
-		i := rapid.IntRange(0, len(out)-1).Draw(rt, label+"At")
-		out = append(out[:i], out[i+1:]...)
-	case op == 3:
-		out = out[:rapid.IntRange(0, len(out)).Draw(rt, label+"Cut")]
-	default:
-		out = rapid.SliceOfN(rapid.Byte(), 0, 120).Draw(rt, label+"New")
-	}
-	return out
-}
 
 // goBuildkiteAccepts is go-buildkite's own verdict on a delivery (it checks no freshness). Its
 // parser indexes header parts without checking them, so a panic counts as a refusal.
@@ -89,11 +68,11 @@ func TestSignatureAcceptsExactlyTheSignedDelivery(t *testing.T) {
 		gotBody, gotHeader, gotToken := body, signed, token
 		switch rapid.IntRange(0, 2).Draw(rt, "change") {
 		case 0:
-			gotBody = mutate(rt, "body", body)
+			gotBody = rapidgen.Mutate(rt, "body", body, 120)
 		case 1:
-			gotHeader = string(mutate(rt, "header", []byte(signed)))
+			gotHeader = string(rapidgen.Mutate(rt, "header", []byte(signed), 120))
 		case 2:
-			gotToken = mutate(rt, "token", token)
+			gotToken = rapidgen.Mutate(rt, "token", token, 120)
 		}
 		if gotHeader == "" {
 			gotHeader = "," // an empty header would fall back to X-Buildkite-Token, which is absent anyway

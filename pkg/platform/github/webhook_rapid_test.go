@@ -12,30 +12,8 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
+	"github.com/hyperfleet-io/hyperfleet/test/rapidgen"
 )
-
-// mutate changes s in one generated way: a byte flipped, inserted or removed, a cut, or a
-// replacement. The result may equal s (a flip to the same byte is not drawn, but a cut of
-// nothing is); callers compare.
-func mutate(rt *rapid.T, label string, s []byte) []byte {
-	out := bytes.Clone(s)
-	switch op := rapid.IntRange(0, 4).Draw(rt, label+"Op"); {
-	case op == 0 && len(out) > 0:
-		i := rapid.IntRange(0, len(out)-1).Draw(rt, label+"At")
-		out[i] ^= byte(rapid.IntRange(1, 255).Draw(rt, label+"Xor"))
-	case op == 1:
-		i := rapid.IntRange(0, len(out)).Draw(rt, label+"At")
-		out = append(out[:i], append([]byte{rapid.Byte().Draw(rt, label+"Byte")}, out[i:]...)...)
-	case op == 2 && len(out) > 0:
-		i := rapid.IntRange(0, len(out)-1).Draw(rt, label+"At")
-		out = append(out[:i], out[i+1:]...)
-	case op == 3:
-		out = out[:rapid.IntRange(0, len(out)).Draw(rt, label+"Cut")]
-	default:
-		out = rapid.SliceOfN(rapid.Byte(), 0, 80).Draw(rt, label+"New")
-	}
-	return out
-}
 
 // TestSignatureAcceptsExactlyTheSignedBody signs generated bodies with generated secrets and
 // delivers them unchanged, or with the body, the X-Hub-Signature-256 header or the secret
@@ -58,11 +36,11 @@ func TestSignatureAcceptsExactlyTheSignedBody(t *testing.T) {
 		gotBody, gotHeader, gotSecret := body, header, secret
 		switch rapid.IntRange(0, 3).Draw(rt, "change") {
 		case 0:
-			gotBody = mutate(rt, "body", body)
+			gotBody = rapidgen.Mutate(rt, "body", body, 80)
 		case 1:
-			gotHeader = string(mutate(rt, "header", []byte(header)))
+			gotHeader = string(rapidgen.Mutate(rt, "header", []byte(header), 80))
 		case 2:
-			gotSecret = mutate(rt, "secret", secret)
+			gotSecret = rapidgen.Mutate(rt, "secret", secret, 80)
 		case 3: // the legacy header GitHub also sends, over the same body
 			gotHeader = sha1Signature(secret, body)
 		}
