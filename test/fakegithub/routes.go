@@ -4,10 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hyperfleet-io/hyperfleet/test/fakeserver"
 )
 
 // Endpoint patterns, as registered with net/http. They key request counters and fault injection.
@@ -227,26 +228,5 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request, n int) (int, int) 
 	perPage = min(perPage, 100)
 	page, _ := strconv.Atoi(q.Get("page"))
 	page = max(page, 1)
-	start := min((page-1)*perPage, n)
-	end := min(start+perPage, n)
-	last := max((n+perPage-1)/perPage, 1)
-	link := func(p int, rel string) string {
-		u := url.URL{Path: r.URL.Path}
-		q2 := r.URL.Query()
-		q2.Set("page", strconv.Itoa(p))
-		q2.Set("per_page", strconv.Itoa(perPage))
-		u.RawQuery = q2.Encode()
-		return fmt.Sprintf("<%s%s>; rel=%q", s.URL(), u.String(), rel)
-	}
-	var links []string
-	if page < last {
-		links = append(links, link(page+1, "next"), link(last, "last"))
-	}
-	if page > 1 {
-		links = append(links, link(1, "first"), link(page-1, "prev"))
-	}
-	if len(links) > 0 {
-		w.Header().Set("Link", strings.Join(links, ", "))
-	}
-	return start, end
+	return fakeserver.LinkPage(w, r, s.URL(), n, page, perPage)
 }
