@@ -186,7 +186,9 @@ func (b *budget) reserved() (bool, time.Time, string) {
 	if limit <= 0 {
 		return false, time.Time{}, ""
 	}
-	reserve := max(int64(LowBudget), limit*RepairReserveShare/100)
+	// Never more than half the window: a small budget (a test installation, a GHES setting) is
+	// still listed from.
+	reserve := min(max(int64(LowBudget), limit*RepairReserveShare/100), limit/2)
 	if remaining >= reserve {
 		return false, time.Time{}, ""
 	}
