@@ -338,15 +338,9 @@ func (h *HyperV) newVM(hh *hvHost, in hvInput) (any, *hvError) {
 }
 
 func (h *HyperV) setVM(hh *hvHost, in hvInput) (any, *hvError) {
-	vm, err := hh.ownedVM(in)
+	vm, err := hh.configurableVM(in)
 	if err != nil {
 		return nil, err
-	}
-	if err := vm.refuseMoving(); err != nil {
-		return nil, err
-	}
-	if vm.state != hvOff {
-		return nil, refuse("Busy", "VM %s is not off (state %d); it is configured only while off", in.ID, vm.state)
 	}
 	if err := hh.validateHardware(in, vm.name); err != nil {
 		return nil, err
