@@ -56,8 +56,11 @@ func (s *Server) getHosts(w http.ResponseWriter, r *http.Request, c *caller) {
 }
 
 func (s *Server) getVMs(w http.ResponseWriter, r *http.Request, c *caller) {
-	q := r.URL.Query()
-	f := VMFilter{Cluster: q.Get("cluster"), Host: q.Get("host"), Namespace: q.Get("namespace"), Pool: q.Get("pool"), State: q.Get("state")}
+	f, err := vmFilterOf(r.URL.Query())
+	if err != nil {
+		writeProblem(w, r, http.StatusBadRequest, "Invalid filter", "poolKind "+err.Error(), []FieldError{{Field: "poolKind", Message: err.Error()}})
+		return
+	}
 	vms, err := s.listVMs(r.Context(), c.Client, f)
 	if err != nil {
 		writeKubeError(w, r, err)

@@ -5,7 +5,6 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 )
 
@@ -13,10 +12,4 @@ func (s *Server) getClaim(r *http.Request, c *caller) (*infrav1.MachineClaim, er
 	claim := &infrav1.MachineClaim{}
 	err := c.Client.Get(r.Context(), client.ObjectKey{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}, claim)
 	return claim, err
-}
-
-func (s *Server) getPool(r *http.Request, c *caller, namespace, name string) (*fleetv1.RunnerPool, error) {
-	pool := &fleetv1.RunnerPool{}
-	err := c.Client.Get(r.Context(), client.ObjectKey{Namespace: namespace, Name: name}, pool)
-	return pool, err
 }

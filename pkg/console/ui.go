@@ -141,7 +141,11 @@ type inventoryData struct {
 
 func (s *Server) inventoryPage(w http.ResponseWriter, r *http.Request, c *caller) {
 	q := r.URL.Query()
-	f := VMFilter{Cluster: q.Get("cluster"), Host: q.Get("host"), Namespace: q.Get("namespace"), Pool: q.Get("pool"), State: q.Get("state")}
+	f, err := vmFilterOf(q)
+	if err != nil {
+		s.render(w, http.StatusBadRequest, "error", c, "Invalid filter", "", "poolKind "+err.Error())
+		return
+	}
 	hosts, clusters, err := s.listHosts(r.Context(), c.Client, f.Namespace)
 	if err != nil {
 		s.renderKubeError(w, c, err)
@@ -177,41 +181,50 @@ func (p *problemRecorder) Write(b []byte) (int, error) { return len(b), nil }
 func (p *problemRecorder) WriteHeader(status int)      { p.status = status }
 
 type poolsData struct {
-	Pools []Pool
-	Jobs  []Job
+	// Pools are the RunnerPools, VMPools the VMPools.
+	Pools   []Pool
+	VMPools []Pool
 }
 
 func (s *Server) poolsPage(w http.ResponseWriter, r *http.Request, c *caller) {
-	pools, err := s.listPools(r.Context(), c.Client, "")
+	pools, err := s.listPools(r.Context(), c.Client, "", "")
 	if err != nil {
 		s.renderKubeError(w, c, err)
 		return
 	}
-	s.render(w, http.StatusOK, "pools", c, "Pools", "pools", poolsData{Pools: pools})
+	d := poolsData{}
+	for _, p := range pools {
+		if p.Kind == KindVMPool {
+			d.VMPools = append(d.VMPools, p)
+		} else {
+			d.Pools = append(d.Pools, p)
+		}
+	}
+	s.render(w, http.StatusOK, "pools", c, "Pools", "pools", d)
 }
 
+// scalePoolForm scales a pool of the form's kind (RunnerPool when absent).
 func (s *Server) scalePoolForm(w http.ResponseWriter, r *http.Request, c *caller) {
+	kind, err := parsePoolKind(r.PostFormValue("kind"), KindRunnerPool)
+	if err != nil {
+		s.render(w, http.StatusBadRequest, "error", c, "Invalid kind", "", "kind "+err.Error())
+		return
+	}
 	n, err := strconv.ParseInt(r.PostFormValue("replicas"), 10, 32)
-	pool := r.PathValue("namespace") + "/" + r.PathValue("name")
+	pool := kind + " " + r.PathValue("namespace") + "/" + r.PathValue("name")
 	if err != nil {
 		s.render(w, http.StatusUnprocessableEntity, "error", c, "Invalid scale", "", "replicas must be a whole number")
 		return
 	}
-	req := ScaleRequest{Replicas: ptrInt32(int32(n))}
-	fleetPool, err := s.getPool(r, c, r.PathValue("namespace"), r.PathValue("name"))
-	if err != nil {
+	_, fe, err := scalePoolAs(r.Context(), c.Client, kind, r.PathValue("namespace"), r.PathValue("name"), ScaleRequest{Replicas: ptrInt32(int32(n))})
+	switch {
+	case err != nil:
 		s.renderKubeError(w, c, err)
-		return
+	case fe != nil:
+		s.render(w, http.StatusUnprocessableEntity, "error", c, "Invalid scale", "", pool+": "+fe.Field+" "+fe.Message)
+	default:
+		http.Redirect(w, r, "/pools", http.StatusSeeOther)
 	}
-	if fe := validateScale(req, fleetPool); fe != nil {
-		s.render(w, http.StatusUnprocessableEntity, "error", c, "Invalid scale", "", "Pool "+pool+": "+fe.Field+" "+fe.Message)
-		return
-	}
-	if err := scalePool(r.Context(), c.Client, fleetPool, *req.Replicas); err != nil {
-		s.renderKubeError(w, c, err)
-		return
-	}
-	http.Redirect(w, r, "/pools", http.StatusSeeOther)
 }
 
 type vmFormData struct {

@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"regexp"
 	"sort"
 	"strings"
@@ -25,13 +26,15 @@ const CreatedByLabel = "app.kubernetes.io/created-by"
 
 // VM is one VM of the inventory.
 type VM struct {
-	Namespace  string    `json:"namespace"`
-	Name       string    `json:"name"`
-	Cluster    string    `json:"cluster"`
-	Host       string    `json:"host,omitempty"`
-	ID         string    `json:"id,omitempty"`
-	Template   string    `json:"template,omitempty"`
-	Pool       string    `json:"pool,omitempty"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Cluster   string `json:"cluster"`
+	Host      string `json:"host,omitempty"`
+	ID        string `json:"id,omitempty"`
+	Template  string `json:"template,omitempty"`
+	Pool      string `json:"pool,omitempty"`
+	// PoolKind is the kind of Pool: RunnerPool (a runner) or VMPool.
+	PoolKind   string    `json:"poolKind,omitempty"`
 	Phase      string    `json:"phase,omitempty"`
 	PowerState string    `json:"powerState"`
 	Addresses  []string  `json:"addresses,omitempty"`
@@ -56,11 +59,21 @@ type VM struct {
 // VMFilter narrows a VM listing.
 type VMFilter struct {
 	Cluster, Host, Namespace, Pool, State string
+	// PoolKind narrows Pool to one kind of pool, RunnerPool or VMPool: the two may share a name.
+	PoolKind string
+}
+
+// vmFilterOf reads a filter from query parameters; a poolKind that names no kind is an error.
+func vmFilterOf(q url.Values) (VMFilter, error) {
+	kind, err := parsePoolKind(q.Get("poolKind"), "")
+	return VMFilter{Cluster: q.Get("cluster"), Host: q.Get("host"), Namespace: q.Get("namespace"), Pool: q.Get("pool"),
+		PoolKind: kind, State: q.Get("state")}, err
 }
 
 func (f VMFilter) matches(v VM) bool {
 	return (f.Cluster == "" || f.Cluster == v.Cluster) && (f.Host == "" || f.Host == v.Host) &&
 		(f.Namespace == "" || f.Namespace == v.Namespace) && (f.Pool == "" || f.Pool == v.Pool) &&
+		(f.PoolKind == "" || f.PoolKind == v.PoolKind) &&
 		(f.State == "" || strings.EqualFold(f.State, v.PowerState) || strings.EqualFold(f.State, v.Phase))
 }
 
@@ -119,10 +132,16 @@ func foreignVM(hc *infrav1.HypervisorCluster, vm hypervisor.VM) VM {
 // vmOf describes a claim's VM, with the power state the hypervisor last reported.
 func (s *Server) vmOf(c *infrav1.MachineClaim) VM {
 	v := VM{Namespace: c.Namespace, Name: c.Name, Cluster: claimCluster(c), Host: claimHost(c), ID: claimVMID(c),
-		Template: claimTemplate(c), Pool: c.Labels[fleetv1.RunnerPoolNameLabel], Phase: string(c.Status.Phase),
+		Template: claimTemplate(c), Phase: string(c.Status.Phase),
 		PowerState: c.Status.PowerState, CPUs: c.Spec.Cores, MemoryMiB: c.Spec.MemoryMiB,
 		Deleting: !c.DeletionTimestamp.IsZero(), Created: c.CreationTimestamp.Time,
 		Persistent: c.Spec.Lifecycle == infrav1.LifecyclePersistent}
+	switch {
+	case c.Labels[fleetv1.RunnerPoolNameLabel] != "":
+		v.Pool, v.PoolKind = c.Labels[fleetv1.RunnerPoolNameLabel], KindRunnerPool
+	case c.Labels[fleetv1.VMPoolNameLabel] != "":
+		v.Pool, v.PoolKind = c.Labels[fleetv1.VMPoolNameLabel], KindVMPool
+	}
 	for _, a := range c.Status.Addresses {
 		v.Addresses = append(v.Addresses, a.Address)
 	}

@@ -43,12 +43,17 @@ const (
 )
 
 // People of the identity provider. alice has edit in team-a only; victor has the read-only role
-// and view in team-a; carol has no console role; mallory claims Kubernetes' admin group.
+// and view in team-a; carol has no console role; mallory claims Kubernetes' admin group. bob has
+// edit in team-b only; vera has the console's role but only view in team-a; rita has the
+// console's role and may read team-a's RunnerPools and nothing else.
 var (
 	alice   = fakeoidc.User{Username: "alice", Password: "alice-pw", Email: "alice@example.com", Name: "Alice Operator", Groups: []string{"team-a"}, Roles: []string{operatorRole}}
 	victor  = fakeoidc.User{Username: "victor", Password: "victor-pw", Email: "victor@example.com", Name: "Victor Viewer", Roles: []string{viewerRole}}
 	carol   = fakeoidc.User{Username: "carol", Password: "carol-pw", Email: "carol@example.com", Name: "Carol", Roles: []string{"SomethingElse"}}
 	mallory = fakeoidc.User{Username: "mallory", Password: "mallory-pw", Email: "mallory@example.com", Name: "Mallory", Groups: []string{"system:masters"}, Roles: []string{operatorRole}}
+	bob     = fakeoidc.User{Username: "bob", Password: "bob-pw", Email: "bob@example.com", Name: "Bob Operator", Groups: []string{"team-b"}, Roles: []string{operatorRole}}
+	vera    = fakeoidc.User{Username: "vera", Password: "vera-pw", Email: "vera@example.com", Name: "Vera Viewer", Roles: []string{operatorRole}}
+	rita    = fakeoidc.User{Username: "rita", Password: "rita-pw", Email: "rita@example.com", Name: "Rita Runners", Roles: []string{operatorRole}}
 )
 
 var (
@@ -100,15 +105,30 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		grants := map[string][]string{
-			"oidc:alice@example.com":  {"edit", "hyperfleet-aggregate-to-edit", "console-test-edit-secrets"},
-			"oidc:victor@example.com": {"view", "hyperfleet-aggregate-to-view"},
+		if err := env.Client.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "console-test-runnerpools-only"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{"hyperfleet.io"}, Resources: []string{"runnerpools"},
+				Verbs: []string{"get", "list", "watch"}}}}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
 		}
-		for user, roles := range grants {
-			for _, role := range roles {
-				if err := env.GrantClusterRole(ctx, teamA, role, user); err != nil {
-					fmt.Fprintln(os.Stderr, err)
-					return 1
+		grants := map[string]map[string][]string{
+			teamA: {
+				"oidc:alice@example.com":  {"edit", "hyperfleet-aggregate-to-edit", "console-test-edit-secrets"},
+				"oidc:victor@example.com": {"view", "hyperfleet-aggregate-to-view"},
+				"oidc:vera@example.com":   {"view", "hyperfleet-aggregate-to-view"},
+				"oidc:rita@example.com":   {"console-test-runnerpools-only"},
+			},
+			teamB: {
+				"oidc:bob@example.com": {"edit", "hyperfleet-aggregate-to-edit", "console-test-edit-secrets"},
+			},
+		}
+		for ns, users := range grants {
+			for user, roles := range users {
+				for _, role := range roles {
+					if err := env.GrantClusterRole(ctx, ns, role, user); err != nil {
+						fmt.Fprintln(os.Stderr, err)
+						return 1
+					}
 				}
 			}
 		}
@@ -139,7 +159,7 @@ func startConsole(t *testing.T) *fixture {
 	g.Expect(err).NotTo(HaveOccurred())
 	base := "http://" + l.Addr().String()
 	issuer, err := fakeoidc.Start(fakeoidc.Options{
-		Users:   []fakeoidc.User{alice, victor, carol, mallory},
+		Users:   []fakeoidc.User{alice, victor, carol, mallory, bob, vera, rita},
 		Clients: []fakeoidc.Client{{ID: clientID, Secret: clientSecret, RedirectURIs: []string{base + "/oidc/callback"}}},
 	})
 	g.Expect(err).NotTo(HaveOccurred())
