@@ -139,6 +139,8 @@ func TestBrowserCreatesWatchesAndDeletesAVM(t *testing.T) {
 	g.Expect(r.Status).To(Equal(202), string(r.Body))
 	pool := builder.NewRunnerPool("linux-x64", teamA).WithCluster("fleet").WithBounds(1, 10).WithLabels("linux", "x64").Build()
 	g.Expect(client.IgnoreAlreadyExists(env.Client.Create(bg, pool))).To(Succeed())
+	// A VM pool of none yet, so the manager makes no VMs for it.
+	g.Expect(client.IgnoreAlreadyExists(env.Client.Create(bg, vmPoolObject(teamA, "web-servers", 0, nil)))).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		c := &infrav1.MachineClaim{}
 		g.Expect(env.Client.Get(bg, client.ObjectKey{Namespace: teamA, Name: "build-cache"}, c)).To(Succeed())
@@ -226,7 +228,7 @@ func TestBrowserCreatesWatchesAndDeletesAVM(t *testing.T) {
 	g.Expect(chromedp.Do(ctx, chromedp.Navigate(f.URL+"/pools"), chromedp.WaitVisible(chromedp.CSS("table")))).To(Succeed())
 	poolsText, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("main")))
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(poolsText).To(ContainSubstring("linux-x64"))
+	g.Expect(poolsText).To(And(ContainSubstring("linux-x64"), ContainSubstring("VM pools"), ContainSubstring("web-servers")))
 	shots.take(ctx, "06-pools")
 
 	// Delete it from the inventory, after the confirmation page.

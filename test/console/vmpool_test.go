@@ -20,13 +20,9 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/test/fakeoidc"
 )
 
-// vmPool creates a VMPool of replicas VMs on cluster pve, as HyperFleet's controller would report it
-// with ready of them ready (status is written here: no controller runs).
-func vmPool(t *testing.T, namespace, name string, replicas, ready int32, autoscaling *fleetv1.VMPoolAutoscaling) *fleetv1.VMPool {
-	t.Helper()
-	g := NewWithT(t)
-	ctx := context.Background()
-	p := &fleetv1.VMPool{
+// vmPoolObject is a VMPool of replicas VMs on cluster pve.
+func vmPoolObject(namespace, name string, replicas int32, autoscaling *fleetv1.VMPoolAutoscaling) *fleetv1.VMPool {
+	return &fleetv1.VMPool{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 		Spec: fleetv1.VMPoolSpec{
 			Replicas: ptr.To(replicas),
@@ -43,6 +39,15 @@ func vmPool(t *testing.T, namespace, name string, replicas, ready int32, autosca
 			Autoscaling: autoscaling,
 		},
 	}
+}
+
+// vmPool creates a VMPool of replicas VMs on cluster pve, as HyperFleet's controller would report it
+// with ready of them ready (status is written here: no controller runs).
+func vmPool(t *testing.T, namespace, name string, replicas, ready int32, autoscaling *fleetv1.VMPoolAutoscaling) *fleetv1.VMPool {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	p := vmPoolObject(namespace, name, replicas, autoscaling)
 	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
 	now := metav1.Now()
 	p.Status = fleetv1.VMPoolStatus{Replicas: replicas, ReadyReplicas: ready, AvailableReplicas: ready - 1, UpdatedReplicas: replicas,
