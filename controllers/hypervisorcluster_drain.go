@@ -266,6 +266,10 @@ func (r *HostDrainReconciler) planNextMove(ctx context.Context, hc *infrav1.Hype
 			vms = slices.DeleteFunc(vms, func(vm placement.PlacedVM) bool { return vm.Name == c.Name })
 			continue
 		}
+		// A VM with passed-through devices goes only where each of its mappings has a device.
+		if p.HostReasons, err = pciReasons(ctx, nil, provider, c, nodes); err != nil {
+			return nil, nil, fmt.Errorf("listing PCI resource mappings: %w", err)
+		}
 		policies[c.Name] = p
 	}
 	moves, unplaced := placement.PlanDrain(hosts, vms, host, policies)

@@ -52,6 +52,9 @@ type Policy struct {
 	AntiAffinity []labels.Selector
 	// Exclude are hosts the VM may not go to (its current host when it moves).
 	Exclude []string
+	// HostReasons are hosts this VM cannot go to, with why (a passed-through device the host has
+	// none of); they are reported like the policy's own reasons.
+	HostReasons map[string]string
 }
 
 // rejection is why one host cannot take a VM.
@@ -65,6 +68,8 @@ func rejection(h Host, vms []PlacedVM, self string, p Policy) string {
 		return "in maintenance"
 	case slices.Contains(p.Exclude, h.Name):
 		return "excluded"
+	case p.HostReasons[h.Name] != "":
+		return p.HostReasons[h.Name]
 	case p.HostSelector != nil && !p.HostSelector.Matches(labels.Set(h.Labels)):
 		return "labels do not match hostSelector " + p.HostSelector.String()
 	case h.FreeMiB < p.MemoryMiB:

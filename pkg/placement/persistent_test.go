@@ -95,6 +95,19 @@ func TestPlanDrain(t *testing.T) {
 			wantMoves: []Move{{VM: "web-0", From: "pve1", To: "pve2"}, {VM: "web-1", From: "pve1", To: "pve3"}},
 		},
 		{
+			name: "a GPU VM goes only where its device is, not to the host with the most memory",
+			hosts: []Host{
+				{Name: "pve1", Online: true, FreeMiB: 4096},
+				{Name: "pve2", Online: true, FreeMiB: 32768},
+				{Name: "pve3", Online: true, FreeMiB: 16384},
+			},
+			vms: []PlacedVM{{Name: "ml-0", Host: "pve1", MemoryMiB: 4096}},
+			policies: func(*testing.T) map[string]Policy {
+				return map[string]Policy{"ml-0": {HostReasons: map[string]string{"pve2": "has no device for PCI mapping gpu"}}}
+			},
+			wantMoves: []Move{{VM: "ml-0", From: "pve1", To: "pve3"}},
+		},
+		{
 			name: "a third replica with nowhere to go stays, with the reason",
 			hosts: []Host{
 				{Name: "pve1", Online: true, FreeMiB: 4096},
