@@ -97,6 +97,7 @@ func (r *HypervisorClusterReconciler) Reconcile(ctx context.Context, req ctrl.Re
 		r.setReady(hc)
 		if err := helper.Patch(ctx, hc, patch.WithOwnedConditions{Conditions: []string{
 			infrav1.ReadyCondition, infrav1.HypervisorClusterAvailableCondition, infrav1.HypervisorClusterInsecureTransportCondition,
+			infrav1.HypervisorClusterLongLivedVMPrivilegesCondition,
 			infrav1.PausedCondition,
 		}}); err != nil {
 			reterr = kerrors.NewAggregate([]error{reterr, err})
@@ -163,6 +164,7 @@ func (r *HypervisorClusterReconciler) reconcileConnection(ctx context.Context, h
 	if err != nil {
 		return unavailable(connection.ReasonOf(err), fmt.Sprintf("%s: %v", hc.Spec.Endpoint, err), err)
 	}
+	reportFeaturePrivileges(hc, provider)
 	listedAt := time.Now()
 	nodes, err := provider.Nodes(ctx)
 	if err != nil {
@@ -305,4 +307,26 @@ func (r *HypervisorClusterReconciler) SetupWithManager(ctx context.Context, mgr 
 			util.ClusterToInfrastructureMapFunc(ctx, infrav1.GroupVersion.WithKind("HypervisorCluster"), mgr.GetClient(), &infrav1.HypervisorCluster{})),
 			builder.WithPredicates(predicates.ClusterUnpaused(mgr.GetScheme(), ctrl.LoggerFrom(ctx)))).
 		Complete(tracing.Reconciler("hypervisorcluster", r))
+}
+
+// reportFeaturePrivileges sets LongLivedVMPrivileges from the provider's last Verify: a warning
+// naming each privilege long-lived VMs' features lack, before someone's first snapshot fails.
+// A provider that cannot tell leaves no condition.
+func reportFeaturePrivileges(hc *infrav1.HypervisorCluster, provider hypervisor.Provider) {
+	f, ok := provider.(hypervisor.FeaturePrivileges)
+	if !ok {
+		return
+	}
+	missing, known := f.MissingFeaturePrivileges()
+	switch {
+	case !known:
+		conditions.Delete(hc, infrav1.HypervisorClusterLongLivedVMPrivilegesCondition)
+	case len(missing) == 0:
+		conditions.Set(hc, metav1.Condition{Type: infrav1.HypervisorClusterLongLivedVMPrivilegesCondition, Status: metav1.ConditionTrue,
+			Reason: infrav1.HypervisorClusterPrivilegesPresentReason, Message: "the credentials carry the privileges of snapshots, hooks and migration"})
+	default:
+		conditions.Set(hc, metav1.Condition{Type: infrav1.HypervisorClusterLongLivedVMPrivilegesCondition, Status: metav1.ConditionFalse,
+			Reason: infrav1.HypervisorClusterPrivilegesMissingReason,
+			Message: "runners are unaffected; these features will be refused (Forbidden): " + strings.Join(missing, "; ")})
+	}
 }

@@ -49,3 +49,34 @@ func TestIdleHypervisorClusterSweepsOncePerInterval(t *testing.T) {
 	g.Expect(sweeps).To(BeNumerically("<=", 8), "a status write woke a second sweep")
 	g.Expect(reqs["GET /version"]).To(BeNumerically("<=", 8), "a status write woke a second health check")
 }
+
+// TestHypervisorClusterReportsLongLivedVMPrivileges: a token with what runners need but not the
+// privileges of snapshots, restores and migration leaves the cluster Available and says, in
+// LongLivedVMPrivileges, which privilege each feature lacks, before anyone's first snapshot fails;
+// a token without privilege separation has them all.
+func TestHypervisorClusterReportsLongLivedVMPrivileges(t *testing.T) {
+	g := NewWithT(t)
+	runnerPrivs := []string{"VM.Allocate", "VM.Clone", "VM.Audit", "VM.PowerMgmt", "VM.Config.CPU", "VM.Config.Memory",
+		"VM.Config.Network", "VM.Config.Options", "VM.Config.Disk", "VM.Config.CDROM", "VM.GuestAgent.Audit",
+		"VM.GuestAgent.Unrestricted", "Datastore.AllocateSpace", "Datastore.AllocateTemplate", "Datastore.Allocate", "Sys.Audit", "SDN.Use"}
+	limited := pvesim.StartForTest(t, pvesim.Config{Tokens: []pvesim.Token{{ID: pvesim.TestTokenID, Secret: pvesim.TestTokenSecret, Privileges: runnerPrivs}}})
+	full := pvesim.StartForTest(t, pvesim.Config{})
+	startManager(t)
+	ns := newNamespace(t)
+	a := proxmoxCluster(t, ns, "limited", limited)
+	b := proxmoxCluster(t, ns, "full", full)
+	g.Eventually(func(g Gomega) {
+		got := get(g, a)
+		g.Expect(conditions.IsTrue(got, infrav1.HypervisorClusterAvailableCondition)).To(BeTrue(), "runners need none of them")
+		c := conditions.Get(got, infrav1.HypervisorClusterLongLivedVMPrivilegesCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(c.Reason).To(Equal(infrav1.HypervisorClusterPrivilegesMissingReason))
+		g.Expect(c.Message).To(ContainSubstring("VM.Snapshot on /vms (MachineSnapshots and their schedules)"))
+		g.Expect(c.Message).To(ContainSubstring("VM.Migrate on /vms"))
+		g.Expect(c.Message).NotTo(ContainSubstring("hooks"), "the token may run hooks")
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(conditions.IsTrue(get(g, b), infrav1.HypervisorClusterLongLivedVMPrivilegesCondition)).To(BeTrue())
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+}

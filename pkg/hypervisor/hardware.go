@@ -19,3 +19,12 @@ type PCIMapper interface {
 type HardwareChecker interface {
 	CheckHardware(spec ConfigSpec) error
 }
+
+// FeaturePrivileges is a provider that can say, from its last Verify (without another call),
+// which privileges for optional features its credentials lack: each entry names the privilege and
+// the feature (snapshots, hooks, migration) that needs it; known is false before a Verify, or when
+// the provider cannot tell. A token without them still runs runners; the features fail with
+// ErrForbidden when used.
+type FeaturePrivileges interface {
+	MissingFeaturePrivileges() (missing []string, known bool)
+}

@@ -41,6 +41,15 @@ const (
 	HypervisorClusterTLSUnverifiedReason = "TLSUnverified"
 	// HypervisorClusterSecureTransportReason: https:// with a verified certificate.
 	HypervisorClusterSecureTransportReason = "VerifiedTLS"
+	// HypervisorClusterLongLivedVMPrivilegesCondition is True when the credentials also carry the
+	// privileges long-lived VMs' features use (snapshots, restores, hooks, migration). They are not
+	// needed for runners, so False is a warning: Available and Ready do not depend on it.
+	HypervisorClusterLongLivedVMPrivilegesCondition = "LongLivedVMPrivileges"
+	// HypervisorClusterPrivilegesPresentReason: every such privilege is there.
+	HypervisorClusterPrivilegesPresentReason = "PrivilegesPresent"
+	// HypervisorClusterPrivilegesMissingReason: the message names each missing privilege and the
+	// feature that needs it.
+	HypervisorClusterPrivilegesMissingReason = "PrivilegesMissing"
 	// HypervisorClusterIdentityPendingReason: the installation ID is not recorded yet; no VM is
 	// touched without it.
 	HypervisorClusterIdentityPendingReason = "IdentityPending"

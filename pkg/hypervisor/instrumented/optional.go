@@ -156,3 +156,13 @@ func (p *provider) CheckHardware(spec hypervisor.ConfigSpec) error {
 	}
 	return nil
 }
+
+var _ hypervisor.FeaturePrivileges = (*provider)(nil)
+
+// MissingFeaturePrivileges makes no call to the hypervisor: nothing to trace.
+func (p *provider) MissingFeaturePrivileges() ([]string, bool) {
+	if f, ok := p.next.(hypervisor.FeaturePrivileges); ok {
+		return f.MissingFeaturePrivileges()
+	}
+	return nil, false
+}

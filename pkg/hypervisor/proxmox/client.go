@@ -29,6 +29,10 @@ type Provider struct {
 	sessionMu sync.Mutex
 	// vmids is what the last listing of the cluster's VMs showed, for NextID.
 	vmids vmidInventory
+	// missingFeatures is what the last Verify found missing of the optional features' privileges.
+	featureMu       sync.Mutex
+	missingFeatures []string
+	featuresKnown   bool
 }
 
 var _ hypervisor.Provider = (*Provider)(nil)

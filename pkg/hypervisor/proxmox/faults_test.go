@@ -174,3 +174,35 @@ func TestVerifyNamesMissingPrivileges(t *testing.T) {
 	_, err = wrong.Verify(testCtx(t))
 	g.Expect(err).To(MatchError(hypervisor.ErrUnauthorized))
 }
+
+// TestVerifyReportsMissingFeaturePrivileges: a token with every privilege runners need but none of
+// long-lived VMs' features passes Verify, and the privileges those features lack are reported
+// with the feature; a token with them all reports none, and nothing is known before a Verify.
+func TestVerifyReportsMissingFeaturePrivileges(t *testing.T) {
+	g := NewWithT(t)
+	runnerPrivs := []string{"VM.Allocate", "VM.Clone", "VM.Audit", "VM.PowerMgmt", "VM.Config.CPU", "VM.Config.Memory",
+		"VM.Config.Network", "VM.Config.Options", "VM.Config.Disk", "VM.Config.CDROM", "VM.GuestAgent.Audit",
+		"Datastore.AllocateSpace", "Datastore.AllocateTemplate", "Datastore.Allocate", "Sys.Audit", "SDN.Use"}
+	sim := startSim(t, pvesim.Config{Tokens: []pvesim.Token{{ID: pvesim.TestTokenID, Secret: pvesim.TestTokenSecret, Privileges: runnerPrivs}}})
+	p := newTestProvider(t, sim, clusterA)
+	_, known := p.MissingFeaturePrivileges()
+	g.Expect(known).To(BeFalse(), "nothing is known before Verify")
+	_, err := p.Verify(testCtx(t))
+	g.Expect(err).NotTo(HaveOccurred(), "runners need none of them")
+	missing, known := p.MissingFeaturePrivileges()
+	g.Expect(known).To(BeTrue())
+	g.Expect(missing).To(ConsistOf(
+		"VM.Snapshot on /vms (MachineSnapshots and their schedules)",
+		"VM.Snapshot.Rollback on /vms (MachineSnapshotRestores)",
+		"VM.GuestAgent.Unrestricted|VM.Monitor on /vms (preStart and preStop hooks)",
+		"VM.Migrate on /vms (MachineMigrations, host drains and the LiveMigratable condition)"))
+
+	full := startSim(t, pvesim.Config{Tokens: []pvesim.Token{{ID: pvesim.TestTokenID, Secret: pvesim.TestTokenSecret,
+		Privileges: append(runnerPrivs, "VM.Snapshot", "VM.Snapshot.Rollback", "VM.GuestAgent.Unrestricted", "VM.Migrate")}}})
+	p = newTestProvider(t, full, clusterA)
+	_, err = p.Verify(testCtx(t))
+	g.Expect(err).NotTo(HaveOccurred())
+	missing, known = p.MissingFeaturePrivileges()
+	g.Expect(known).To(BeTrue())
+	g.Expect(missing).To(BeEmpty())
+}

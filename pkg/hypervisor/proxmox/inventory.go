@@ -26,11 +26,48 @@ func (p *Provider) Verify(ctx context.Context) (string, error) {
 	if err := p.get(ctx, op, "/access/permissions", &perms); err != nil {
 		return "", err
 	}
-	if missing := missingPrivileges(perms, p.cfg.ISOStorage); len(missing) > 0 {
+	if missing := missingPrivileges(perms, requiredPrivileges(p.cfg.ISOStorage)); len(missing) > 0 {
 		return v.Version, hypervisor.Errorf(hypervisor.ErrForbidden, op,
 			"the credentials lack privileges HyperFleet needs: %s", strings.Join(missing, ", "))
 	}
+	var features []string
+	for _, f := range featurePrivileges() {
+		if missing := missingPrivileges(perms, []privilegeRule{f.rule}); len(missing) > 0 {
+			features = append(features, missing[0]+" ("+f.feature+")")
+		}
+	}
+	p.featureMu.Lock()
+	p.missingFeatures, p.featuresKnown = features, true
+	p.featureMu.Unlock()
 	return v.Version, nil
+}
+
+// featurePrivilege is a privilege only an optional feature uses, and the feature.
+type featurePrivilege struct {
+	rule    privilegeRule
+	feature string
+}
+
+// featurePrivileges are the privileges long-lived VMs' features use, checked at Verify and
+// reported, never required (docs/proxmox.md, "Privileges for long-lived VMs").
+func featurePrivileges() []featurePrivilege {
+	vm := func(p ...string) privilegeRule { return privilegeRule{privs: p, path: "/vms"} }
+	return []featurePrivilege{
+		{vm("VM.Snapshot"), "MachineSnapshots and their schedules"},
+		{vm("VM.Snapshot.Rollback"), "MachineSnapshotRestores"},
+		// PVE 9 splits running commands in the guest out of VM.Monitor.
+		{vm("VM.GuestAgent.Unrestricted", "VM.Monitor"), "preStart and preStop hooks"},
+		{vm("VM.Migrate"), "MachineMigrations, host drains and the LiveMigratable condition"},
+	}
+}
+
+var _ hypervisor.FeaturePrivileges = (*Provider)(nil)
+
+// MissingFeaturePrivileges is what the last Verify found missing of featurePrivileges.
+func (p *Provider) MissingFeaturePrivileges() ([]string, bool) {
+	p.featureMu.Lock()
+	defer p.featureMu.Unlock()
+	return slices.Clone(p.missingFeatures), p.featuresKnown
 }
 
 // privilegeRule is one privilege (any of privs) needed on path, or anywhere below it when under.
@@ -61,7 +98,7 @@ func requiredPrivileges(isoStorage string) []privilegeRule {
 // missingPrivileges compares /access/permissions (path -> privilege -> propagate) with the rules.
 // A privilege counts on the path itself, on an ancestor that propagates it, or for "under" rules
 // on any path below.
-func missingPrivileges(perms map[string]map[string]number, isoStorage string) []string {
+func missingPrivileges(perms map[string]map[string]number, rules []privilegeRule) []string {
 	has := func(priv string, r privilegeRule) bool {
 		for path, privs := range perms {
 			prop, ok := privs[priv]
@@ -78,7 +115,7 @@ func missingPrivileges(perms map[string]map[string]number, isoStorage string) []
 		return false
 	}
 	var missing []string
-	for _, r := range requiredPrivileges(isoStorage) {
+	for _, r := range rules {
 		if !slices.ContainsFunc(r.privs, func(priv string) bool { return has(priv, r) }) {
 			missing = append(missing, strings.Join(r.privs, "|")+" on "+r.path)
 		}
