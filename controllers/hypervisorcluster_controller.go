@@ -326,7 +326,7 @@ func reportFeaturePrivileges(hc *infrav1.HypervisorCluster, provider hypervisor.
 			Reason: infrav1.HypervisorClusterPrivilegesPresentReason, Message: "the credentials carry the privileges of snapshots, hooks and migration"})
 	default:
 		conditions.Set(hc, metav1.Condition{Type: infrav1.HypervisorClusterLongLivedVMPrivilegesCondition, Status: metav1.ConditionFalse,
-			Reason: infrav1.HypervisorClusterPrivilegesMissingReason,
+			Reason:  infrav1.HypervisorClusterPrivilegesMissingReason,
 			Message: "runners are unaffected; these features will be refused (Forbidden): " + strings.Join(missing, "; ")})
 	}
 }
