@@ -64,6 +64,53 @@ func reservedSince(claims []infrav1.MachineClaim, self types.UID, listedAt time.
 	return reserved
 }
 
+// startsAmbiguous says how long until a node listing made at listedAt stops being ambiguous about
+// the cluster's VMs that started about then (ambiguousUntil); zero when none did.
+func (r *MachineClaimReconciler) startsAmbiguous(ctx context.Context, s *claimScope, listedAt time.Time) (time.Duration, error) {
+	claims, err := clusterClaims(ctx, r.Client, s.claim.Namespace, s.hc.Name)
+	if err != nil {
+		return 0, err
+	}
+	if wait := time.Until(ambiguousUntil(claims, s.claim.UID, listedAt)); wait > 0 {
+		return wait, nil
+	}
+	return 0, nil
+}
+
+// ambiguousUntil is when a fresh node listing will count the claims' started VMs exactly once.
+// reservedSince counts a VM as not yet listed from its VMProvisioned condition, whose time has
+// whole seconds and comes after the VM began to use memory, so a listing made from a little before
+// that time to a second after it may show the VM and count it again; one made later does not.
+// The zero time when no VM is in that position for the listing made at listedAt.
+func ambiguousUntil(claims []infrav1.MachineClaim, self types.UID, listedAt time.Time) time.Time {
+	var until time.Time
+	for i := range claims {
+		other := &claims[i]
+		if other.UID == self || other.Status.Node == "" || other.Status.CompletedStep != infrav1.StepStarted {
+			continue
+		}
+		started := conditions.Get(other, infrav1.MachineClaimVMProvisionedCondition)
+		if started == nil || started.Status != metav1.ConditionTrue {
+			continue
+		}
+		if t := started.LastTransitionTime.Time; !t.Before(listedAt.Add(-time.Second)) && !listedAt.Before(t.Add(-ambiguousStart)) {
+			until = later(until, t.Add(2*time.Second))
+		}
+	}
+	return until
+}
+
+// ambiguousStart is how long before its VMProvisioned time a VM may already use memory on its
+// node: the guest boots and its agent answers before the claim records the VM running.
+const ambiguousStart = 30 * time.Second
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
 func (r *MachineClaimReconciler) setProviderID(s *claimScope) {
 	if s.claim.Spec.ProviderID == "" {
 		s.claim.Spec.ProviderID = providerID(s.hc, s.claim.Status.VMID)

@@ -81,10 +81,17 @@ func (r *MachineClaimReconciler) reserveVMID(ctx context.Context, s *claimScope)
 			r.nodes.put(s.provider, nil, time.Time{})
 			return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
 		}
+		if wait, err := r.startsAmbiguous(ctx, s, listedAt); err != nil || wait > 0 {
+			// A VM that started about when the listing was made may be counted twice (in the
+			// listing's used memory and as started since): look again once a listing cannot
+			// show it without the count knowing, before waiting in line for a wake-up.
+			r.nodes.put(s.provider, nil, time.Time{})
+			return ctrl.Result{RequeueAfter: wait}, err
+		}
 		return r.noCapacity(ctx, s, msg)
 	}
-	// Hosts in maintenance take no new VMs.
-	nodes = slices.DeleteFunc(nodes, func(n hypervisor.Node) bool { return slices.Contains(s.hc.Spec.HostsInMaintenance(), n.Name) })
+	// Hosts in maintenance take no new VMs (a copy: the listing is shared).
+	nodes = slices.DeleteFunc(slices.Clone(nodes), func(n hypervisor.Node) bool { return slices.Contains(s.hc.Spec.HostsInMaintenance(), n.Name) })
 	// A VM with passed-through devices starts only where each of its mappings has a device.
 	lacking, err := pciReasons(ctx, &r.pciMappings, s.provider, c, nodes)
 	if err != nil {
