@@ -63,6 +63,8 @@ type RunnerPoolReconciler struct {
 	Wakeups <-chan event.TypedGenericEvent[*fleetv1.RunnerPool]
 	// deregistrations backs off a runner's deregistration after the platform failed it.
 	deregistrations deregisterBackoff
+	// holds remembers each pool's rate limit or paused repair until a cached pool shows it.
+	holds platformHolds
 }
 
 // poolScope is what one reconcile of a RunnerPool works with.

@@ -3,9 +3,11 @@ package controllers
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,6 +46,10 @@ func (r *RunnerPoolReconciler) reconcileRepair(ctx context.Context, s *poolScope
 	if last != nil && time.Since(last.Time) < r.repairInterval() {
 		return ctrl.Result{}, nil
 	}
+	if wait := r.holds.remaining(s.pool.UID, time.Now()); wait > 0 {
+		s.recheckBy(wait)
+		return ctrl.Result{}, nil // a rate limit or paused repair a cached pool may not show yet
+	}
 	if resume := s.pool.Status.RepairResumeTime; resume != nil && time.Now().Before(resume.Time) {
 		s.recheckBy(time.Until(resume.Time))
 		return ctrl.Result{}, nil // sizing continues on webhook demand
@@ -56,7 +62,7 @@ func (r *RunnerPoolReconciler) reconcileRepair(ctx context.Context, s *poolScope
 	}
 	jobs, err := c.QueuedJobs(ctx, scope)
 	if errors.Is(err, platform.ErrBudgetReserved) {
-		pauseRepair(s, err)
+		r.holds.hold(s.pool.UID, pauseRepair(s, err))
 		return ctrl.Result{}, nil
 	}
 	if err != nil {
@@ -109,7 +115,7 @@ func (r *RunnerPoolReconciler) reconcileRepair(ctx context.Context, s *poolScope
 
 // pauseRepair stops the repair until the platform renews its rate-limit budget, whose rest is
 // kept for runner registrations and deregistrations: those go on, and so does sizing on webhooks.
-func pauseRepair(s *poolScope, err error) {
+func pauseRepair(s *poolScope, err error) time.Time {
 	at, ok := platform.RetryAt(err)
 	if !ok || at.Before(time.Now()) {
 		at = time.Now().Add(rateLimitBackoff)
@@ -119,6 +125,7 @@ func pauseRepair(s *poolScope, err error) {
 	conditions.Set(s.pool, metav1.Condition{Type: fleetv1.PlatformRateLimitedCondition, Status: metav1.ConditionFalse,
 		Reason: fleetv1.BudgetReservedReason, Message: "repair paused until " + at.Format(time.RFC3339) + ": " + err.Error()})
 	s.recheckBy(time.Until(at))
+	return at
 }
 
 // removeStaleRunners deregisters offline runners this pool registered (they carry its
@@ -149,7 +156,7 @@ func (r *RunnerPoolReconciler) removeStaleRunners(ctx context.Context, s *poolSc
 
 func (r *RunnerPoolReconciler) setPlatformUnavailable(s *poolScope, err error) {
 	if errors.Is(err, platform.ErrRateLimited) {
-		setRateLimited(s, err)
+		r.holds.hold(s.pool.UID, setRateLimited(s, err))
 		return
 	}
 	reason := fleetv1.PlatformUnavailableReason
@@ -174,7 +181,7 @@ func (r *RunnerPoolReconciler) setPlatformUnavailable(s *poolScope, err error) {
 // setRateLimited records a rate limit: PlatformRateLimited True until the time the platform named
 // (or rateLimitBackoff from now), which is also when the pool next calls it. The time is kept in
 // status.platformRetryTime, so every replica and a restarted manager honour it too.
-func setRateLimited(s *poolScope, err error) {
+func setRateLimited(s *poolScope, err error) time.Time {
 	at, ok := platform.RetryAt(err)
 	if !ok || at.Before(time.Now()) {
 		at = time.Now().Add(rateLimitBackoff)
@@ -184,6 +191,44 @@ func setRateLimited(s *poolScope, err error) {
 		Reason: fleetv1.RateLimitedReason, Message: retryAtPrefix + at.Format(time.RFC3339) + ": " + err.Error()})
 	s.pool.Status.PlatformRetryTime = &metav1.Time{Time: at}
 	s.recheckBy(time.Until(at))
+	return at
+}
+
+// platformHolds remembers, per pool, until when its repair must not call the platform (a rate
+// limit, a repair paused for the budget). The pool's status says so for every replica and a
+// restarted manager, but a reconcile working from a cached pool that predates that status write
+// would call again at once.
+type platformHolds struct {
+	mu  sync.Mutex
+	end map[types.UID]time.Time
+}
+
+func (h *platformHolds) hold(uid types.UID, until time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.end == nil {
+		h.end = map[types.UID]time.Time{}
+	}
+	for k, t := range h.end { // pools deleted since do not linger
+		if time.Since(t) > time.Hour {
+			delete(h.end, k)
+		}
+	}
+	h.end[uid] = until
+}
+
+func (h *platformHolds) until(uid types.UID) time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.end[uid]
+}
+
+// remaining is how long the pool's hold lasts from now; 0 when there is none.
+func (h *platformHolds) remaining(uid types.UID, now time.Time) time.Duration {
+	if d := h.until(uid).Sub(now); d > 0 {
+		return d
+	}
+	return 0
 }
 
 // rateLimitedUntil returns when the pool's rate limit lifts, if the platform rate-limits it.

@@ -284,7 +284,7 @@ func (r *RunnerPoolReconciler) removeRunner(ctx context.Context, s *poolScope, r
 				// Not an error to retry at once: each retry would spend what is left of the limit
 				// (a soak once made ten thousand such calls in ten minutes). The pool says when
 				// calls resume and comes back then.
-				setRateLimited(s, err)
+				r.holds.hold(s.pool.UID, setRateLimited(s, err))
 				return false, nil
 			case err != nil && mustDeregister:
 				s.recheckBy(r.deregistrations.failed(m.UID, time.Now()))
