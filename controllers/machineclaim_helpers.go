@@ -47,13 +47,9 @@ func reservedSince(claims []infrav1.MachineClaim, self types.UID, listedAt time.
 	reserved := reservedBy(claims, self)
 	for i := range claims {
 		other := &claims[i]
-		if other.UID == self || other.Status.Node == "" || other.Status.CompletedStep != infrav1.StepStarted {
-			continue
-		}
 		// The condition's time has whole seconds: a second's margin counts a VM started just
 		// before the listing too.
-		started := conditions.Get(other, infrav1.MachineClaimVMProvisionedCondition)
-		if started != nil && started.Status == metav1.ConditionTrue && !started.LastTransitionTime.Time.Before(listedAt.Add(-time.Second)) {
+		if t, ok := startedAt(other, self); ok && !t.Before(listedAt.Add(-time.Second)) {
 			mem := claimMemoryMiB(other)
 			if mem == 0 {
 				mem = 2048
@@ -85,19 +81,24 @@ func (r *MachineClaimReconciler) startsAmbiguous(ctx context.Context, s *claimSc
 func ambiguousUntil(claims []infrav1.MachineClaim, self types.UID, listedAt time.Time) time.Time {
 	var until time.Time
 	for i := range claims {
-		other := &claims[i]
-		if other.UID == self || other.Status.Node == "" || other.Status.CompletedStep != infrav1.StepStarted {
-			continue
-		}
-		started := conditions.Get(other, infrav1.MachineClaimVMProvisionedCondition)
-		if started == nil || started.Status != metav1.ConditionTrue {
-			continue
-		}
-		if t := started.LastTransitionTime.Time; !t.Before(listedAt.Add(-time.Second)) && !listedAt.Before(t.Add(-ambiguousStart)) {
+		if t, ok := startedAt(&claims[i], self); ok && !t.Before(listedAt.Add(-time.Second)) && !listedAt.Before(t.Add(-ambiguousStart)) {
 			until = later(until, t.Add(2*time.Second))
 		}
 	}
 	return until
+}
+
+// startedAt is when a claim other than self was recorded with its VM running on a host (its
+// VMProvisioned condition's time, in whole seconds); ok is false for any other claim.
+func startedAt(c *infrav1.MachineClaim, self types.UID) (time.Time, bool) {
+	if c.UID == self || c.Status.Node == "" || c.Status.CompletedStep != infrav1.StepStarted {
+		return time.Time{}, false
+	}
+	started := conditions.Get(c, infrav1.MachineClaimVMProvisionedCondition)
+	if started == nil || started.Status != metav1.ConditionTrue {
+		return time.Time{}, false
+	}
+	return started.LastTransitionTime.Time, true
 }
 
 // ambiguousStart is how long before its VMProvisioned time a VM may already use memory on its
