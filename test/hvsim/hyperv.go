@@ -30,6 +30,9 @@ type HyperV struct {
 	calls      map[string]int
 	wg         sync.WaitGroup
 	closed     bool
+
+	// foreign holds, by host, the statements of every script that was none of HyperFleet's.
+	foreign map[string][]string
 }
 
 // HyperVConfig configures the simulated hosts.
@@ -127,7 +130,7 @@ func NewHyperV(cfg HyperVConfig) *HyperV {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &HyperV{cfg: cfg, log: log, hosts: map[string]*hvHost{}, boots: map[string]*hvBootRun{}, calls: map[string]int{}, moveFaults: map[string]string{}}
+	return &HyperV{cfg: cfg, log: log, hosts: map[string]*hvHost{}, boots: map[string]*hvBootRun{}, calls: map[string]int{}, foreign: map[string][]string{}, moveFaults: map[string]string{}}
 }
 
 // AddHost adds a host with cpus logical processors, memoryMiB of memory and the given switches.
@@ -308,6 +311,27 @@ func (h *HyperV) Calls() map[string]int {
 		out[k] = v
 	}
 	return out
+}
+
+// ForeignStatements returns the statements, as PowerShell splits them and as they were sent, of
+// every script host received that is none of the scripts HyperFleet sends: what a host would
+// have run beyond HyperFleet's own code. A test that plays an attacker expects none.
+func (h *HyperV) ForeignStatements(host string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.foreign[host]...)
+}
+
+// recordForeign keeps the statements of a script the simulator does not know, without the
+// client's own progress preference.
+func (h *HyperV) recordForeign(host string, statements []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, s := range statements {
+		if s != "$ProgressPreference = 'SilentlyContinue'" {
+			h.foreign[host] = append(h.foreign[host], s)
+		}
+	}
 }
 
 // Close stops every running guest and waits for the boot hooks to return.

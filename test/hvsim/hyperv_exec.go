@@ -2,6 +2,7 @@ package hvsim
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"regexp"
 	"strings"
@@ -19,14 +20,20 @@ var _ Executor = (*HostExecutor)(nil)
 // Executor returns the executor of host, for the WS-Man endpoint that stands for that host.
 func (h *HyperV) Executor(host string) *HostExecutor { return &HostExecutor{hv: h, host: host} }
 
-// The scripts the Hyper-V provider sends, and nothing else. Anything else is answered as
-// PowerShell answers a command it does not know.
+// The scripts the Hyper-V provider sends, and nothing else. They are matched against the script
+// as PowerShell reads it (canonicalScript): its strings rewritten in one spelling, the text
+// between them as sent. Paths travel as base64 text decoded on the host (hvTextRe). Anything else
+// is answered as PowerShell answers a command it does not know, and its statements are recorded
+// (ForeignStatements).
+const hvText = `\[Text\.Encoding\]::UTF8\.GetString\(\[Convert\]::FromBase64String\('([A-Za-z0-9+/=]*)'\)\)`
+
 var (
+	hvTextRe = regexp.MustCompile(hvText)
 	hvCallRe = regexp.MustCompile(`^\$ErrorActionPreference = 'Stop'\n` +
-		`Import-Module -Name '((?:[^']|'')+)' -RequiredVersion '([0-9.]+)'\n` +
+		`Import-Module -Name \(` + hvText + `\) -RequiredVersion '([0-9.]+)'\n` +
 		`([A-Za-z]+-HF[A-Za-z]+) -InputBase64 '([A-Za-z0-9+/=]*)'\n$`)
 	hvProbeRe = regexp.MustCompile(`^\$ErrorActionPreference = 'Stop'\n` +
-		`\$dir = '((?:[^']|'')+)'\n` +
+		`\$dir = ` + hvText + `\n` +
 		regexp.QuoteMeta(`$r = @{ Version = ''; Sha256 = '' }`+"\n"+
 			`$psd = Join-Path $dir 'HyperFleetHyperV.psd1'`+"\n"+
 			`$psm = Join-Path $dir 'HyperFleetHyperV.psm1'`+"\n"+
@@ -36,8 +43,7 @@ var (
 			`}`+"\n"+
 			`ConvertTo-Json -InputObject $r -Compress`+"\n") + `$`)
 	hvPrepareRe = regexp.MustCompile(`^\$ErrorActionPreference = 'Stop'\n` +
-		`foreach \(\$d in @\(((?:'(?:[^']|'')+'(?:, )?)+)\)\) \{ New-Item -ItemType Directory -Force -Path \$d \| Out-Null \}\n$`)
-	hvQuotedRe = regexp.MustCompile(`'((?:[^']|'')+)'`)
+		`foreach \(\$d in @\(((?:` + hvText + `(?:, )?)+)\)\) \{ New-Item -ItemType Directory -Force -Path \$d \| Out-Null \}\n$`)
 )
 
 // Run executes one command line for user on the executor's host.
@@ -53,27 +59,45 @@ func (e *HostExecutor) Run(ctx context.Context, user string, commandLine string,
 	if !ok || err != nil {
 		return nil, []byte("'" + firstWord(commandLine) + "' is not recognized as an internal or external command,\r\noperable program or batch file.\r\n"), 1
 	}
+	tokens, err := LexPowerShell(script)
+	if err != nil {
+		// PowerShell parses the whole script first: nothing of it runs.
+		return nil, psErrorRecord(err.Error(), "ParserError", "TerminatorExpectedAtEndOfString"), 1
+	}
+	script = canonicalScript(tokens)
 	script = strings.TrimPrefix(script, "$ProgressPreference = 'SilentlyContinue';")
 	script = strings.TrimLeft(script, " \r\n")
 	script = strings.ReplaceAll(script, "\r\n", "\n")
 	switch {
 	case hvCallRe.MatchString(script):
 		m := hvCallRe.FindStringSubmatch(script)
-		return e.call(ctx, unquote(m[1]), m[2], m[3], m[4])
+		psd1, ok := decodeText(m[1])
+		if !ok {
+			return nil, psErrorRecord(errNotBase64, "NotSpecified", "FormatException"), 1
+		}
+		return e.call(ctx, psd1, m[2], m[3], m[4])
 	case hvProbeRe.MatchString(script):
-		m := hvProbeRe.FindStringSubmatch(script)
-		return e.probe(unquote(m[1]))
+		dir, ok := decodeText(hvProbeRe.FindStringSubmatch(script)[1])
+		if !ok {
+			return nil, psErrorRecord(errNotBase64, "NotSpecified", "FormatException"), 1
+		}
+		return e.probe(dir)
 	case hvPrepareRe.MatchString(script):
 		m := hvPrepareRe.FindStringSubmatch(script)
 		var dirs []string
-		for _, q := range hvQuotedRe.FindAllStringSubmatch(m[1], -1) {
-			dirs = append(dirs, unquote(q[1]))
+		for _, q := range hvTextRe.FindAllStringSubmatch(m[1], -1) {
+			d, ok := decodeText(q[1])
+			if !ok {
+				return nil, psErrorRecord(errNotBase64, "NotSpecified", "FormatException"), 1
+			}
+			dirs = append(dirs, d)
 		}
 		return e.prepare(dirs)
 	}
 	if out, errOut, code, ok := e.upload(script, stdin); ok {
 		return out, errOut, code
 	}
+	e.hv.recordForeign(e.host, PSStatements(tokens))
 	word := firstWord(strings.TrimPrefix(script, "$ErrorActionPreference = 'Stop'\n"))
 	return nil, psErrorRecord(fmt.Sprintf("The term '%s' is not recognized as the name of a cmdlet, function, script file, or operable program. "+
 		"Check the spelling of the name, or if a path was included, verify that the path is correct and try again.", word),
@@ -88,7 +112,19 @@ func firstWord(s string) string {
 	return f[0]
 }
 
+// unquote reads a single-quoted string's content in canonicalScript's spelling.
 func unquote(s string) string { return strings.ReplaceAll(s, "''", "'") }
+
+const errNotBase64 = `Exception calling "FromBase64String" with "1" argument(s): "The input is not a valid Base-64 string as it contains a non-base 64 character, more than two padding characters, or an illegal character among the padding characters."`
+
+// decodeText is what [Text.Encoding]::UTF8.GetString([Convert]::FromBase64String(s)) gives.
+func decodeText(s string) (string, bool) {
+	raw, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return "", false
+	}
+	return strings.ToValidUTF8(string(raw), "\uFFFD"), true
+}
 
 // psErrorRecord renders an error record the way powershell.exe writes its error stream when its
 // output is redirected: CLIXML, preceded by the progress record of its first module load.

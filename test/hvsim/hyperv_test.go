@@ -25,7 +25,12 @@ const (
 )
 
 func inventoryCall(version string) string {
-	return "$ErrorActionPreference = 'Stop'\nImport-Module -Name '" + testPsd1 + "' -RequiredVersion '" + version + "'\nGet-HFInventory -InputBase64 'e30='\n"
+	return "$ErrorActionPreference = 'Stop'\nImport-Module -Name (" + textOf(testPsd1) + ") -RequiredVersion '" + version + "'\nGet-HFInventory -InputBase64 'e30='\n"
+}
+
+// textOf is s the way the provider sends a folder: base64 text decoded on the host.
+func textOf(s string) string {
+	return "[Text.Encoding]::UTF8.GetString([Convert]::FromBase64String('" + base64.StdEncoding.EncodeToString([]byte(s)) + "'))"
 }
 
 // TestHyperVRefusesWhatPowerShellWould: scripts outside the provider's shapes, calls before the
@@ -65,6 +70,22 @@ func TestHyperVRefusesWhatPowerShellWould(t *testing.T) {
 	}
 	if !strings.HasPrefix(errOutOf(hv), "#< CLIXML\r\n<Objs") {
 		t.Errorf("errors are not CLIXML")
+	}
+}
+
+// TestHyperVRecordsForeignStatements: a script that is none of HyperFleet's has its statements
+// recorded as PowerShell would split them, so a typographic quote that ends a path's string
+// shows the command after it; HyperFleet's own scripts record nothing.
+func TestHyperVRecordsForeignStatements(t *testing.T) {
+	hv := NewHyperV(HyperVConfig{})
+	hv.AddHost("hv1", 4, 8192)
+	injected := "$ErrorActionPreference = 'Stop'\n$dir = 'C:\\HF\u2019; Stop-VM -Name db -TurnOff; \u2019x\\HyperFleetHyperV\\1.0.0'\n"
+	hv.Executor("hv1").Run(context.Background(), "u", encoded(injected), nil)
+	hv.Executor("hv1").Run(context.Background(), "u", encoded(inventoryCall("1.0.0")), nil)
+	got := hv.ForeignStatements("hv1")
+	want := []string{"$ErrorActionPreference = 'Stop'", "$dir = 'C:\\HF\u2019", "Stop-VM -Name db -TurnOff", "\u2019x\\HyperFleetHyperV\\1.0.0'"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("foreign statements %q, want %q", got, want)
 	}
 }
 

@@ -95,6 +95,47 @@ func TestValidationRules(t *testing.T) {
 			message: "spec.hyperv.vmPath",
 		},
 		{
+			name: "HypervisorCluster Hyper-V module path that ends its PowerShell string with a typographic quote",
+			obj: withProvider(builder.NewHypervisorCluster("hv-inject", ns).Build(), infrav1.ProviderHyperV, nil,
+				&infrav1.HyperVClusterParameters{ModulePath: "C:\\HF\u2019; Stop-VM -Name team-b-db -TurnOff -Force; \u2019x"}),
+			message: "must hold no quote of any kind",
+		},
+		{
+			name: "HypervisorCluster Hyper-V VM path with a left single quote",
+			obj: withProvider(builder.NewHypervisorCluster("hv-q1", ns).Build(), infrav1.ProviderHyperV, nil,
+				&infrav1.HyperVClusterParameters{VMPath: "C:\\VMs\u2018x"}),
+			message: "must hold no quote of any kind",
+		},
+		{
+			name: "HypervisorCluster Hyper-V VHD path with a low-9 quote",
+			obj: withProvider(builder.NewHypervisorCluster("hv-q2", ns).Build(), infrav1.ProviderHyperV, nil,
+				&infrav1.HyperVClusterParameters{VHDPath: "D:\\Disks\u201ax"}),
+			message: "must hold no quote of any kind",
+		},
+		{
+			name: "HypervisorCluster Hyper-V template path with a reversed-9 quote",
+			obj: withProvider(builder.NewHypervisorCluster("hv-q3", ns).Build(), infrav1.ProviderHyperV, nil,
+				&infrav1.HyperVClusterParameters{TemplatePath: "D:\\Templates\u201bx"}),
+			message: "must hold no quote of any kind",
+		},
+		{
+			name: "HypervisorCluster Hyper-V seed path on a share with a typographic double quote",
+			obj: withProvider(builder.NewHypervisorCluster("hv-q4", ns).Build(), infrav1.ProviderHyperV, nil,
+				&infrav1.HyperVClusterParameters{SeedISOPath: "\\\\fs\\seeds\u201c$(Stop-VM db)\u201d"}),
+			message: "must hold no quote of any kind",
+		},
+		{
+			name: "HypervisorCluster Hyper-V module path with a line break",
+			obj: withProvider(builder.NewHypervisorCluster("hv-nl", ns).Build(), infrav1.ProviderHyperV, nil,
+				&infrav1.HyperVClusterParameters{ModulePath: "C:\\HF\nStop-VM db"}),
+			message: "no control character",
+		},
+		{
+			name: "valid Hyper-V HypervisorCluster with letters beyond ASCII in its paths",
+			obj: withProvider(builder.NewHypervisorCluster("hv-utf8", ns).Build(), infrav1.ProviderHyperV, nil,
+				&infrav1.HyperVClusterParameters{VMPath: `D:\Läufer\VMs`, SeedISOPath: `\\fs\Flotte\Seeds`}),
+		},
+		{
 			name: "HypervisorCluster Hyper-V hosts with one name twice",
 			obj: withProvider(builder.NewHypervisorCluster("hv-dup", ns).Build(), infrav1.ProviderHyperV, nil,
 				&infrav1.HyperVClusterParameters{Hosts: []infrav1.HyperVHost{{Name: "hv1", Endpoint: "https://a:5986/wsman"}, {Name: "hv1", Endpoint: "https://b:5986/wsman"}}}),

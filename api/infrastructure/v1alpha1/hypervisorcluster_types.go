@@ -163,7 +163,9 @@ type HyperVHost struct {
 }
 
 // HyperVClusterParameters are Hyper-V specific settings. Paths are absolute Windows paths (local
-// or UNC) on the hosts; empty ones take the defaults under C:\ProgramData\HyperFleet.
+// or UNC) on the hosts; empty ones take the defaults under C:\ProgramData\HyperFleet. A path
+// holds no quote, typographic ones included, and no control character: HyperFleet names these
+// folders in the PowerShell it runs on the hosts.
 // +kubebuilder:validation:XValidation:rule="!has(self.hosts) || self.hosts.all(h, self.hosts.exists_one(o, o.name == h.name))",message="hosts must have distinct names"
 type HyperVClusterParameters struct {
 	// hosts are the cluster's Hyper-V hosts, each with its own WinRM listener. Empty means one
@@ -186,24 +188,28 @@ type HyperVClusterParameters struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=240
 	// +kubebuilder:validation:Pattern=`^(?:[A-Za-z]:\\|\\\\[^\\'"]+\\)[^'"*?<>|]*$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches(r'[\\x00-\\x1f\\x7f\\x22\\x27\\x{2018}-\\x{201e}]')",message="must hold no quote of any kind (' \" ‘ ’ ‚ ‛ “ ” „) and no control character: PowerShell would end the path's string at the quote and run what follows"
 	VMPath string `json:"vmPath,omitempty"`
 
 	// vhdPath holds the VMs' differencing disks (the linked clones of the template VHDX).
 	// +optional
 	// +kubebuilder:validation:MaxLength=240
 	// +kubebuilder:validation:Pattern=`^(?:[A-Za-z]:\\|\\\\[^\\'"]+\\)[^'"*?<>|]*$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches(r'[\\x00-\\x1f\\x7f\\x22\\x27\\x{2018}-\\x{201e}]')",message="must hold no quote of any kind (' \" ‘ ’ ‚ ‛ “ ” „) and no control character: PowerShell would end the path's string at the quote and run what follows"
 	VHDPath string `json:"vhdPath,omitempty"`
 
 	// templatePath holds the template VHDX files.
 	// +optional
 	// +kubebuilder:validation:MaxLength=240
 	// +kubebuilder:validation:Pattern=`^(?:[A-Za-z]:\\|\\\\[^\\'"]+\\)[^'"*?<>|]*$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches(r'[\\x00-\\x1f\\x7f\\x22\\x27\\x{2018}-\\x{201e}]')",message="must hold no quote of any kind (' \" ‘ ’ ‚ ‛ “ ” „) and no control character: PowerShell would end the path's string at the quote and run what follows"
 	TemplatePath string `json:"templatePath,omitempty"`
 
 	// seedISOPath holds the VMs' NoCloud seed ISOs.
 	// +optional
 	// +kubebuilder:validation:MaxLength=240
 	// +kubebuilder:validation:Pattern=`^(?:[A-Za-z]:\\|\\\\[^\\'"]+\\)[^'"*?<>|]*$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches(r'[\\x00-\\x1f\\x7f\\x22\\x27\\x{2018}-\\x{201e}]')",message="must hold no quote of any kind (' \" ‘ ’ ‚ ‛ “ ” „) and no control character: PowerShell would end the path's string at the quote and run what follows"
 	SeedISOPath string `json:"seedISOPath,omitempty"`
 
 	// modulePath is where HyperFleet installs its PowerShell module on each host, one folder per
@@ -211,6 +217,7 @@ type HyperVClusterParameters struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=240
 	// +kubebuilder:validation:Pattern=`^(?:[A-Za-z]:\\|\\\\[^\\'"]+\\)[^'"*?<>|]*$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches(r'[\\x00-\\x1f\\x7f\\x22\\x27\\x{2018}-\\x{201e}]')",message="must hold no quote of any kind (' \" ‘ ’ ‚ ‛ “ ” „) and no control character: PowerShell would end the path's string at the quote and run what follows"
 	ModulePath string `json:"modulePath,omitempty"`
 
 	// secureBootTemplate is the Secure Boot template of every new VM: MicrosoftUEFICertificateAuthority

@@ -71,8 +71,31 @@ type Config struct {
 	SecureBootTemplate string
 }
 
-// windowsPath is an absolute local or UNC path without characters that would need quoting.
-var windowsPath = regexp.MustCompile(`^(?:[A-Za-z]:\\|\\\\[^\\'"\x00-\x1f]+\\)[^'"\x00-\x1f*?<>|]*$`)
+// windowsPath is an absolute local or UNC path without quotes of any kind, control characters or
+// wildcards.
+var windowsPath = regexp.MustCompile(`^(?:[A-Za-z]:\\|\\\\[^\\'"\x00-\x1f\x7f\x{2018}-\x{201e}]+\\)[^'"\x00-\x1f\x7f\x{2018}-\x{201e}*?<>|]*$`)
+
+// psQuotes are the characters PowerShell reads as quotes: ' and " and their typographic forms
+// ‘ ’ ‚ ‛ and “ ” „ (U+2018 to U+201E).
+const psQuotes = "'\"\u2018\u2019\u201a\u201b\u201c\u201d\u201e"
+
+// checkWindowsPath refuses a folder that is not an absolute Windows path, and says why for the
+// characters PowerShell could read as the end of a string. The API refuses these too, but a
+// HypervisorCluster stored before that rule still reaches the provider.
+func checkWindowsPath(name, p string) error {
+	for _, r := range p {
+		switch {
+		case strings.ContainsRune(psQuotes, r):
+			return fmt.Errorf("%s %q contains %q (U+%04X), which PowerShell reads as a quote: a path may hold no quote of any kind", name, p, r, r)
+		case r < 0x20 || r == 0x7f:
+			return fmt.Errorf("%s %q contains the control character U+%04X", name, p, r)
+		}
+	}
+	if !windowsPath.MatchString(p + `\`) {
+		return fmt.Errorf("%s %q is not an absolute Windows path (C:\\… or \\\\server\\share\\…, without wildcards)", name, p)
+	}
+	return nil
+}
 
 // nodeName is what a host may be called: it names nodes in VM references and conditions.
 var nodeName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]{0,61}[A-Za-z0-9])?$`)
@@ -135,8 +158,8 @@ func (c Config) withDefaults() (Config, error) {
 			*d.field = d.def
 		}
 		*d.field = strings.TrimRight(*d.field, `\`)
-		if !windowsPath.MatchString(*d.field + `\`) {
-			errs = append(errs, fmt.Errorf("%s %q is not an absolute Windows path (quotes and wildcards are not allowed)", d.name, *d.field))
+		if err := checkWindowsPath(d.name, *d.field); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	switch c.SecureBootTemplate {

@@ -1,10 +1,12 @@
 package hyperv
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -13,7 +15,27 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/hyperv/winrmclient"
 )
 
-const goldenInputSeparator = "\n# ---- argument, decoded (not sent) ----\n"
+const (
+	goldenTextSeparator  = "\n# ---- folders, decoded (not sent) ----\n"
+	goldenInputSeparator = "\n# ---- argument, decoded (not sent) ----\n"
+)
+
+// base64Text finds the folders a script carries as base64 text (psText).
+var base64Text = regexp.MustCompile(`FromBase64String\('([A-Za-z0-9+/=]*)'\)`)
+
+// withTexts appends the folders a script carries, decoded, so a review sees them.
+func withTexts(t *testing.T, script string) string {
+	t.Helper()
+	var texts []string
+	for _, m := range base64Text.FindAllStringSubmatch(script, -1) {
+		raw, err := base64.StdEncoding.DecodeString(m[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts = append(texts, string(raw))
+	}
+	return script + goldenTextSeparator + strings.Join(texts, "\n") + "\n"
+}
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden with the scripts HyperFleet sends now")
 
@@ -40,15 +62,15 @@ func TestGoldenScripts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return s + goldenInputSeparator + string(pretty) + "\n"
+		return withTexts(t, s) + goldenInputSeparator + string(pretty) + "\n"
 	}
 	ref := vmInput{ID: id, Expect: p.expect(""), SeedDirectory: cfg.SeedDirectory, SeedPath: cfg.SeedDirectory + `\hyperfleet-` + id + "-cidata.iso"}
 	stop, shutdown, removeRef := ref, ref, ref
 	removeRef.VHDDirectory = cfg.VHDDirectory
 	stop.Mode, shutdown.Mode = "TurnOff", "Shutdown"
 	scripts := map[string]string{
-		"probe":         probeScript(cfg.ModuleRoot),
-		"prepare":       prepareScript(moduleDir(cfg.ModuleRoot), cfg.SeedDirectory),
+		"probe":         withTexts(t, probeScript(cfg.ModuleRoot)),
+		"prepare":       withTexts(t, prepareScript(moduleDir(cfg.ModuleRoot), cfg.SeedDirectory)),
 		"inventory":     call(fnInventory, struct{}{}),
 		"get-vm":        call(fnVM, struct{ Id string }{id}),
 		"find-template": call(fnFindTemplate, struct{ Name, TemplateDirectory string }{templateName, cfg.TemplateDirectory}),
@@ -83,7 +105,7 @@ func TestGoldenScripts(t *testing.T) {
 			want, err := os.ReadFile(path)
 			g.Expect(err).NotTo(HaveOccurred(), "run go test -run TestGoldenScripts -update")
 			g.Expect(script).To(Equal(string(want)))
-			sent, _, _ := strings.Cut(script, goldenInputSeparator)
+			sent, _, _ := strings.Cut(script, goldenTextSeparator)
 			g.Expect(len(winrmclient.EncodeCommand(sent))).To(BeNumerically("<=", 8191), "cmd.exe's command-line limit")
 		})
 	}

@@ -1,8 +1,10 @@
 package winrmclient
 
 import (
-	"strings"
 	"testing"
+	"unicode/utf8"
+
+	"github.com/hyperfleet-io/hyperfleet/test/hvsim"
 )
 
 // FuzzStderrText: whatever a host writes on stderr is turned into text without a panic.
@@ -15,17 +17,25 @@ func FuzzStderrText(f *testing.F) {
 	})
 }
 
-// FuzzPSQuote: any path round-trips through PowerShell's single-quote rules, so it can never end
-// the literal it is placed in.
+// FuzzPSQuote holds PSQuote to PowerShell's tokenizer (modelled by hvsim.LexPowerShell: a string
+// opens at any single quote ' ‘ ’ ‚ ‛, two in a row of any kinds are one escaped quote, one alone
+// ends it): whatever s holds, its quoted form reads as exactly one string whose value is s, so
+// no value can end the string and have the rest run as a command.
 func FuzzPSQuote(f *testing.F) {
 	f.Add(`C:\x'; Remove-Item C:\ ; '`)
 	f.Add("\u2019\u2018\u201a\u201b")
 	f.Fuzz(func(t *testing.T, s string) {
-		if !strings.ContainsRune(s, '\uFFFD') {
-			v, rest, ok := unquote(psQuote(s))
-			if !ok || rest != "" || v != s {
-				t.Fatalf("psQuote(%q) does not round-trip: %q %q %v", s, v, rest, ok)
-			}
+		quoted := PSQuote(s)
+		tokens, err := hvsim.LexPowerShell(quoted)
+		if err != nil {
+			t.Fatalf("PSQuote(%q) = %s does not lex: %v", s, quoted, err)
+		}
+		if len(tokens) != 1 || tokens[0].Kind != hvsim.PSSingleQuoted {
+			t.Fatalf("PSQuote(%q) = %s lexes as %d tokens: %+v", s, quoted, len(tokens), tokens)
+		}
+		// Invalid UTF-8 cannot reach a host as itself: the script is sent as UTF-16.
+		if utf8.ValidString(s) && tokens[0].Value != s {
+			t.Fatalf("PSQuote(%q) = %s reads back as %q", s, quoted, tokens[0].Value)
 		}
 	})
 }

@@ -180,26 +180,14 @@ func (h *fakeHost) finish(b64Lit, tmpLit, dstLit, want string) ([]byte, []byte, 
 	return []byte(strings.ToUpper(hex.EncodeToString(sum[:])) + "\r\n"), nil, 0
 }
 
-// unquote reads a PowerShell single-quoted string at the start of s: any of the four single
-// quotes ends it, and a doubled one stands for itself.
+// unquote reads a PowerShell single-quoted string at the start of s, as PowerShell's tokenizer
+// does (hvsim.LexPowerShell, the model the simulator reads scripts with).
 func unquote(s string) (value, rest string, ok bool) {
-	rs := []rune(s)
-	if len(rs) == 0 || !isSingleQuote(rs[0]) {
+	tokens, err := hvsim.LexPowerShell(s)
+	if err != nil || len(tokens) == 0 || tokens[0].Kind != hvsim.PSSingleQuoted {
 		return "", s, false
 	}
-	var b strings.Builder
-	for i := 1; i < len(rs); i++ {
-		if isSingleQuote(rs[i]) {
-			if i+1 < len(rs) && isSingleQuote(rs[i+1]) {
-				b.WriteRune(rs[i+1])
-				i++
-				continue
-			}
-			return b.String(), string(rs[i+1:]), true
-		}
-		b.WriteRune(rs[i])
-	}
-	return "", s, false
+	return tokens[0].Value, s[len(tokens[0].Text):], true
 }
 
 // clixml renders msg as PowerShell's redirected error stream does.

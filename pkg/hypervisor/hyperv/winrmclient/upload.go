@@ -97,7 +97,7 @@ func runChecked(sh *winrm.Shell, tr *transport, script string) error {
 func (c *Client) removeStaging(ctx context.Context, path string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.httpDeadline())
 	defer cancel()
-	_, _ = c.RunPowerShell(ctx, "Remove-Item -LiteralPath "+psQuote(path)+" -Force -ErrorAction SilentlyContinue")
+	_, _ = c.RunPowerShell(ctx, "Remove-Item -LiteralPath "+PSQuote(path)+" -Force -ErrorAction SilentlyContinue")
 }
 
 func wrapOp(op, path string, err error) error {
@@ -109,7 +109,7 @@ func chunkScript(b64Path, chunk string, first bool) string {
 	if first {
 		method = "WriteAllText"
 	}
-	return fmt.Sprintf("$ErrorActionPreference='Stop';[IO.File]::%s(%s,'%s')", method, psQuote(b64Path), chunk)
+	return fmt.Sprintf("$ErrorActionPreference='Stop';[IO.File]::%s(%s,%s)", method, PSQuote(b64Path), PSQuote(chunk))
 }
 
 func finishScript(b64Path, tmpPath, dst, sha string) string {
@@ -119,10 +119,10 @@ try {
 $bytes=[Convert]::FromBase64String([IO.File]::ReadAllText($b64))
 [IO.File]::WriteAllBytes($tmp,$bytes)
 $sha=[BitConverter]::ToString([Security.Cryptography.SHA256]::Create().ComputeHash($bytes)).Replace('-','').ToLowerInvariant()
-if ($sha -ne '%s') { throw "staged file SHA-256 $sha does not match" }
+if ($sha -ne %s) { throw "staged file SHA-256 $sha does not match" }
 Move-Item -LiteralPath $tmp -Destination $dst -Force
 (Get-FileHash -LiteralPath $dst -Algorithm SHA256).Hash.ToLowerInvariant()
-} finally { Remove-Item -LiteralPath $b64,$tmp -Force -ErrorAction SilentlyContinue }`, psQuote(b64Path), psQuote(tmpPath), psQuote(dst), sha)
+} finally { Remove-Item -LiteralPath $b64,$tmp -Force -ErrorAction SilentlyContinue }`, PSQuote(b64Path), PSQuote(tmpPath), PSQuote(dst), PSQuote(sha))
 }
 
 // chunkSize is the largest base64 length (a multiple of 4) whose chunk script still encodes
@@ -138,26 +138,6 @@ func chunkSize(b64Path string) int {
 		}
 	}
 	return lo / 4 * 4
-}
-
-// psQuote quotes s as a PowerShell single-quoted string. PowerShell ends such a string at any of
-// the four single-quote characters (' ‘ ’ ‚ ‛ …), so each is doubled, as its own
-// CodeGeneration.EscapeSingleQuotedStringContent does.
-func psQuote(s string) string {
-	var b strings.Builder
-	b.WriteByte('\'')
-	for _, r := range s {
-		if isSingleQuote(r) {
-			b.WriteRune(r)
-		}
-		b.WriteRune(r)
-	}
-	b.WriteByte('\'')
-	return b.String()
-}
-
-func isSingleQuote(r rune) bool {
-	return r == '\'' || r == '\u2018' || r == '\u2019' || r == '\u201A' || r == '\u201B'
 }
 
 // checkRemotePath refuses paths no Windows file can have and control characters that would end a

@@ -103,7 +103,7 @@ func TestUploadPathCannotInjectScript(t *testing.T) {
 func TestPSQuote(t *testing.T) {
 	g := NewWithT(t)
 	for _, s := range []string{"", "plain", "it's", "’‘‚‛'", "a''b"} {
-		v, rest, ok := unquote(psQuote(s))
+		v, rest, ok := unquote(PSQuote(s))
 		g.Expect(ok).To(BeTrue())
 		g.Expect(rest).To(BeEmpty())
 		g.Expect(v).To(Equal(s))
