@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -22,12 +24,46 @@ func (a *Authenticator) refuse(w http.ResponseWriter, r *http.Request, status in
 	writeProblem(w, r, status, title, detail, fields)
 }
 
-// safeNext keeps a post-sign-in redirect on this console: a local path, never //host or a URL.
+// maxNextLength bounds the page to return to after sign-in: it travels in the sign-in cookie,
+// which a browser drops beyond 4 KiB.
+const maxNextLength = 1024
+
+// safeNext keeps the page to return to after sign-in on this console, or answers "/". Browsers read
+// a Location leniently: they drop tabs and newlines and take a backslash for a slash, so "/\t/evil"
+// or "/\\evil" lead to another host, and http.Redirect passes on unchanged what url.Parse refuses.
+// So only printable ASCII without backslashes is read, only a path of this origin is kept (no
+// scheme, host or user, one leading slash after cleaning), and the result is written anew from its
+// parsed parts: what the browser gets is what was checked.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+	if next == "" || len(next) > maxNextLength || !plainASCII(next) {
 		return "/"
 	}
-	return next
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
+		return "/"
+	}
+	// The decoded path is checked too: "/%09/evil" is "/\t/evil" once a server or browser decodes it.
+	if !plainASCII(u.Path) || !strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") {
+		return "/"
+	}
+	clean := path.Clean(u.Path)
+	if strings.HasSuffix(u.Path, "/") && clean != "/" {
+		clean += "/"
+	}
+	if strings.HasPrefix(clean, "//") {
+		return "/"
+	}
+	return (&url.URL{Path: clean, RawQuery: u.Query().Encode()}).String()
+}
+
+// plainASCII says whether s is printable ASCII without spaces or backslashes.
+func plainASCII(s string) bool {
+	for i := range len(s) {
+		if c := s[i]; c <= ' ' || c >= 0x7f || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // startLogin sends the browser to the identity provider with a fresh state, nonce and PKCE
@@ -102,7 +138,8 @@ func (a *Authenticator) callback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.SetCookie(w, a.cookie(a.sessionCookieName(), sealed, expires))
-	http.Redirect(w, r, ls.Next, http.StatusSeeOther)
+	// Checked again: a sign-in cookie sealed by an older console may carry a page it let through.
+	http.Redirect(w, r, safeNext(ls.Next), http.StatusSeeOther)
 }
 
 // logout ends the browser session.
