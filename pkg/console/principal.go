@@ -24,6 +24,9 @@ var (
 	ErrNoRole = errors.New("the token carries no role that grants access to the console")
 	// ErrNoUsername: the token lacks the username claim.
 	ErrNoUsername = errors.New("the token carries no username claim")
+	// ErrEmailNotVerified: the username claim is email and the token says the identity provider
+	// has not verified the address.
+	ErrEmailNotVerified = errors.New("the token's email address is not verified by the identity provider")
 )
 
 // principalFromClaims reads who the claims name and what role they hold.
@@ -41,6 +44,9 @@ func (s Settings) principalFromClaims(claims map[string]any) (Principal, error) 
 	if strings.TrimSpace(user) == "" {
 		return Principal{}, fmt.Errorf("%w %q", ErrNoUsername, s.UsernameClaim)
 	}
+	if err := s.checkEmailVerified(claims); err != nil {
+		return Principal{}, err
+	}
 	p.User = s.UsernamePrefix + user
 	for _, g := range stringList(claims[s.GroupsClaim]) {
 		p.Groups = append(p.Groups, s.GroupsPrefix+g)
@@ -56,6 +62,26 @@ func (s Settings) principalFromClaims(claims map[string]any) (Principal, error) 
 		p.Name = user
 	}
 	return p, nil
+}
+
+// checkEmailVerified applies the API server's OIDC rule (k8s.io/apiserver's token authenticator)
+// to an email username claim: an address the identity provider has not verified may name anyone
+// (whoever typed it in at sign-up), so when the token carries email_verified it must be the boolean
+// true. A token without the claim is taken at its word, as the API server does: Microsoft Entra ID,
+// for one, never sends it for an organisation's accounts. The same person is then the same user
+// for kubectl and for the console.
+func (s Settings) checkEmailVerified(claims map[string]any) error {
+	if s.UsernameClaim != "email" {
+		return nil
+	}
+	v, present := claims["email_verified"]
+	if !present {
+		return nil
+	}
+	if verified, ok := v.(bool); !ok || !verified {
+		return fmt.Errorf("%w (email_verified is %v)", ErrEmailNotVerified, v)
+	}
+	return nil
 }
 
 // stringList reads a claim that is a list of strings or a single string.

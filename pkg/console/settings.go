@@ -36,9 +36,10 @@ type Settings struct {
 	ReadOnlyRoleName string
 	RoleClaim        string
 	// UsernameClaim (OIDC_USERNAME_CLAIM, default email) and GroupsClaim (OIDC_GROUPS_CLAIM,
-	// default groups) name who is impersonated; UsernamePrefix and GroupsPrefix
-	// (OIDC_USERNAME_PREFIX, OIDC_GROUPS_PREFIX, default "oidc:") are put before them, as the API
-	// server's own OIDC flags do, so no token can name a system user or group.
+	// default groups) name who is impersonated; an email is refused when the token says it is not
+	// verified (email_verified), as the API server refuses it. UsernamePrefix and GroupsPrefix
+	// (OIDC_USERNAME_PREFIX, OIDC_GROUPS_PREFIX, default "oidc:", "-" for none) are put before them,
+	// as the API server's own OIDC flags do, so no token can name a system user or group.
 	UsernameClaim  string
 	GroupsClaim    string
 	UsernamePrefix string
@@ -80,6 +81,12 @@ func LoadSettings(getenv func(string) string) (Settings, error) {
 		GroupsPrefix:     get("OIDC_GROUPS_PREFIX", "oidc:"),
 		SessionKeyFile:   get("SESSION_KEY_FILE", DefaultSessionKeyFile),
 		LogLevel:         get("LOG_LEVEL", "INFO"),
+	}
+	// An empty value is the default, so "-" is no prefix, as the API server's --oidc-username-prefix has it.
+	for _, prefix := range []*string{&s.UsernamePrefix, &s.GroupsPrefix} {
+		if *prefix == "-" {
+			*prefix = ""
+		}
 	}
 	var errs []error
 	if v := get("INVENTORY_REFRESH_INTERVAL", "15s"); v != "" {

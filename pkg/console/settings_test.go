@@ -66,6 +66,21 @@ func TestLoadSettings(t *testing.T) {
 			g.Expect(s.RedirectURL()).NotTo(ContainSubstring("//oidc"))
 		})
 	}
+	t.Run("claims and prefixes", func(t *testing.T) {
+		g := NewWithT(t)
+		s, err := LoadSettings(func(k string) string { return base[k] })
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect([]string{s.UsernameClaim, s.UsernamePrefix, s.GroupsClaim, s.GroupsPrefix}).To(Equal([]string{"email", "oidc:", "groups", "oidc:"}))
+		env := map[string]string{"OIDC_USERNAME_CLAIM": "sub", "OIDC_USERNAME_PREFIX": "-", "OIDC_GROUPS_PREFIX": "-"}
+		s, err = LoadSettings(func(k string) string {
+			if v, ok := env[k]; ok {
+				return v
+			}
+			return base[k]
+		})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect([]string{s.UsernameClaim, s.UsernamePrefix, s.GroupsPrefix}).To(Equal([]string{"sub", "", ""}), `"-" is no prefix`)
+	})
 }
 
 func TestPrincipalFromClaims(t *testing.T) {

@@ -45,7 +45,8 @@ const (
 // People of the identity provider. alice has edit in team-a only; victor has the read-only role
 // and view in team-a; carol has no console role; mallory claims Kubernetes' admin group. bob has
 // edit in team-b only; vera has the console's role but only view in team-a; rita has the
-// console's role and may read team-a's RunnerPools and nothing else.
+// console's role and may read team-a's RunnerPools and nothing else; eve's identity provider
+// has not verified the address she gave, which is bob's.
 var (
 	alice   = fakeoidc.User{Username: "alice", Password: "alice-pw", Email: "alice@example.com", Name: "Alice Operator", Groups: []string{"team-a"}, Roles: []string{operatorRole}}
 	victor  = fakeoidc.User{Username: "victor", Password: "victor-pw", Email: "victor@example.com", Name: "Victor Viewer", Roles: []string{viewerRole}}
@@ -54,6 +55,8 @@ var (
 	bob     = fakeoidc.User{Username: "bob", Password: "bob-pw", Email: "bob@example.com", Name: "Bob Operator", Groups: []string{"team-b"}, Roles: []string{operatorRole}}
 	vera    = fakeoidc.User{Username: "vera", Password: "vera-pw", Email: "vera@example.com", Name: "Vera Viewer", Roles: []string{operatorRole}}
 	rita    = fakeoidc.User{Username: "rita", Password: "rita-pw", Email: "rita@example.com", Name: "Rita Runners", Roles: []string{operatorRole}}
+	// eve holds the console's role and registered bob's address without proving it is hers.
+	eve = fakeoidc.User{Username: "eve", Password: "eve-pw", Email: bob.Email, EmailUnverified: true, Name: "Eve", Roles: []string{operatorRole}}
 )
 
 var (
@@ -159,7 +162,7 @@ func startConsole(t *testing.T) *fixture {
 	g.Expect(err).NotTo(HaveOccurred())
 	base := "http://" + l.Addr().String()
 	issuer, err := fakeoidc.Start(fakeoidc.Options{
-		Users:   []fakeoidc.User{alice, victor, carol, mallory, bob, vera, rita},
+		Users:   []fakeoidc.User{alice, victor, carol, mallory, bob, vera, rita, eve},
 		Clients: []fakeoidc.Client{{ID: clientID, Secret: clientSecret, RedirectURIs: []string{base + "/oidc/callback"}}},
 	})
 	g.Expect(err).NotTo(HaveOccurred())

@@ -22,6 +22,9 @@ type User struct {
 	Password string
 	// Email is the token's email claim, the name the console impersonates.
 	Email string
+	// EmailUnverified makes email_verified false: the provider took the address as typed in, as
+	// a sign-up page does before the mailbox's owner confirms it.
+	EmailUnverified bool
 	// Name is the display name.
 	Name string
 	// Groups and Roles become the groups and role claims.
@@ -175,7 +178,7 @@ func (s *Server) Token(user User, clientID string, o TokenOptions) (string, erro
 	claims := map[string]any{
 		"iss": iss, "sub": "user-" + user.Username, "aud": aud,
 		"iat": now.Unix(), "nbf": now.Add(-time.Minute).Unix(), "exp": now.Add(lifetime).Unix(),
-		"email": user.Email, "email_verified": true, "name": user.Name, "preferred_username": user.Username,
+		"email": user.Email, "email_verified": !user.EmailUnverified, "name": user.Name, "preferred_username": user.Username,
 		"groups": nonNil(user.Groups), s.opts.RoleClaim: nonNil(user.Roles),
 	}
 	if o.Nonce != "" {
