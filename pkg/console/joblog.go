@@ -40,13 +40,7 @@ func (s *Server) getJobLog(w http.ResponseWriter, r *http.Request, c *caller) {
 		// The server's write timeout is for ordinary requests; a stream extends its own.
 		_ = rc.SetWriteDeadline(time.Now().Add(time.Minute))
 		seq++
-		var b strings.Builder
-		fmt.Fprintf(&b, "id: %d\nevent: %s\n", seq, event)
-		for _, line := range strings.Split(data, "\n") {
-			fmt.Fprintf(&b, "data: %s\n", line)
-		}
-		b.WriteString("\n")
-		if _, err := w.Write([]byte(b.String())); err != nil {
+		if _, err := w.Write([]byte(formatEvent(seq, event, data))); err != nil {
 			return false
 		}
 		return rc.Flush() == nil
@@ -106,4 +100,21 @@ func (s *Server) getJobLog(w http.ResponseWriter, r *http.Request, c *caller) {
 			return
 		}
 	}
+}
+
+// lineBreaks are the ends of line of the event stream format: CRLF, CR and LF alike.
+var lineBreaks = strings.NewReplacer("\r\n", "\n", "\r", "\n")
+
+// formatEvent writes one server-sent event. Each line of data gets a data field of its own, split
+// at every end of line a browser's EventSource knows: a CR left inside a field would end it there,
+// and a message (an Event's, which anyone who may create Events writes) could then add fields of
+// its own, such as "event: end" or a new id.
+func formatEvent(id int, event, data string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "id: %d\nevent: %s\n", id, event)
+	for _, line := range strings.Split(lineBreaks.Replace(data), "\n") {
+		fmt.Fprintf(&b, "data: %s\n", line)
+	}
+	b.WriteString("\n")
+	return b.String()
 }
