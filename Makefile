@@ -167,6 +167,11 @@ release-manifests: ## Render clusterctl release assets into $(RELEASE_DIR)/: inf
 release-agent: ## Build the in-VM agent as static Linux binaries (amd64, arm64) with SHA256SUMS into $(RELEASE_DIR)/.
 	RELEASE_TAG=$(RELEASE_TAG) hack/release-agent.sh "$(RELEASE_DIR)"
 
+.PHONY: template
+template: ## Build (or reuse) the Debian 12 runner template, a qcow2 made with debootstrap (needs root; cached under ~/.cache/hyperfleet/guest; docs/proxmox.md).
+	hack/prereqs.sh
+	hack/template.sh
+
 .PHONY: helm
 helm: ## Lint the Helm chart and package it into $(RELEASE_DIR)/.
 	hack/helm.sh "$(TOOLS_CACHE)"

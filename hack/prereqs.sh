@@ -2,7 +2,9 @@
 # Installs the system packages HyperFleet's toolchain and tests need and Go cannot fetch:
 # gcc (SPIRE's sqlite datastore needs cgo), swtpm and swtpm-tools (TPM attestation tests run
 # against a software TPM and fail, not skip, without it), chromium (the console's browser test
-# drives Debian's Chromium; it fails in CI without it) and make/git (the build itself).
+# drives Debian's Chromium; it fails in CI without it), make/git (the build itself), and what the
+# runner template (hack/template.sh) and the real-guest tests need: debootstrap, qemu-utils,
+# extlinux with syslinux-common and fdisk to build the image, qemu-system-x86 and socat to boot it.
 # As root on a Debian or Ubuntu machine it installs what is missing with apt-get; otherwise it
 # stops at once with the one command to run. Idempotent: with everything present it prints nothing.
 #
@@ -17,9 +19,15 @@ declare -A pkgs=(
   [git]="git"
   [make]="make"
   [chromium]="chromium"
+  [debootstrap]="debootstrap"
+  [qemu-img]="qemu-utils"
+  [qemu-system-x86_64]="qemu-system-x86"
+  [extlinux]="extlinux syslinux-common"
+  [sfdisk]="fdisk"
+  [socat]="socat"
 )
 missing=()
-for cmd in gcc swtpm swtpm_setup git make chromium; do
+for cmd in gcc swtpm swtpm_setup git make chromium debootstrap qemu-img qemu-system-x86_64 extlinux sfdisk socat; do
   command -v "$cmd" >/dev/null 2>&1 || missing+=(${pkgs[$cmd]})
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
