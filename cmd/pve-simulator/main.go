@@ -3,6 +3,12 @@
 //
 //	pve-simulator --listen 127.0.0.1:8006 --ca-out /tmp/pvesim-ca.pem \
 //	    --boot-command 'hyperfleet-agent --user-data "$PVESIM_USER_DATA"'
+//
+// With --boot=qemu a VM start boots a real guest under QEMU from the template image hack/template.sh
+// builds; each --guest-forward PORT=HOST:PORT lets guests reach HOST:PORT at 10.0.2.100:PORT:
+//
+//	pve-simulator --boot=qemu --guest-image ~/.cache/hyperfleet/guest/hyperfleet-runner-debian12.qcow2 \
+//	    --guest-forward 8443=127.0.0.1:8443
 package main
 
 import (
@@ -56,7 +62,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	inventory := fs.String("inventory", "", "inventory YAML or JSON (default: built-in 3-node cluster)")
 	taskDuration := fs.Duration("task-duration", 200*time.Millisecond, "how long clone/start/stop/delete tasks run")
 	bootDelay := fs.Duration("boot-delay", 2*time.Second, "time from VM start until the guest agent reports addresses")
-	bootCommand := fs.String("boot-command", "", "run this with sh -c when a VM starts; the VM powers off when it exits")
+	bootCommand := fs.String("boot-command", "", "run this with sh -c when a VM starts; the VM powers off when it exits (--boot=process)")
+	boot := fs.String("boot", "process", "what a VM start runs: process (--boot-command, if given) or qemu (a real guest from --guest-image)")
+	guestImage := fs.String("guest-image", "", "qcow2 template image every QEMU guest boots as a linked clone (--boot=qemu)")
+	guestDir := fs.String("guest-dir", "", "directory for QEMU guests' disks, seeds, sockets and console logs (default: temporary)")
+	var forwards multiFlag
+	fs.Var(&forwards, "guest-forward", "PORT=HOST:PORT: QEMU guests reach HOST:PORT at "+pvesim.GuestForwardIP+":PORT (repeatable)")
 	logLevel := fs.String("log-level", envOr("LOG_LEVEL", "INFO"), "DEBUG, INFO, WARN or ERROR")
 	seed := fs.Int64("seed", 1, "seed for fault injection and generated MACs")
 	if err := fs.Parse(args); err != nil {
@@ -106,8 +117,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		cfg.TLSCertificate = &cert
 	}
 	var sim *pvesim.Simulator
-	if *bootCommand != "" {
-		cfg.BootHook = commandHook(*bootCommand, func() string { return sim.URL() }, logger)
+	switch *boot {
+	case "process":
+		if *bootCommand != "" {
+			cfg.BootHook = commandHook(*bootCommand, func() string { return sim.URL() }, logger)
+		}
+	case "qemu":
+		if *guestImage == "" {
+			return errors.New("--boot=qemu needs --guest-image (hack/template.sh builds one)")
+		}
+		g := &pvesim.QEMUGuest{Image: *guestImage, Dir: *guestDir}
+		for _, f := range forwards {
+			port, target, ok := strings.Cut(f, "=")
+			n, err := strconv.Atoi(port)
+			if !ok || err != nil || n < 1 || n > 65535 || target == "" {
+				return fmt.Errorf("--guest-forward %q: want PORT=HOST:PORT", f)
+			}
+			g.Forwards = append(g.Forwards, pvesim.GuestForward{Port: n, Target: target})
+		}
+		cfg.Guest = g
+	default:
+		return fmt.Errorf("--boot %q: want process or qemu", *boot)
 	}
 	sim, err := pvesim.New(cfg)
 	if err != nil {

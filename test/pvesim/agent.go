@@ -27,6 +27,9 @@ func (s *Simulator) agentVM(rq *request) (*vmState, *apiError) {
 // VM's address from 10.77.0.0/16 and net0's MAC, or, for a guest that applied a
 // network-config, the interfaces it configured (guestInterfaces).
 func (s *Simulator) agentNetwork(rq *request) (any, *apiError) {
+	if s.qemu != nil {
+		return s.qgaResult(rq, "guest-network-get-interfaces")
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	vm, err := s.agentVM(rq)
@@ -102,6 +105,9 @@ func hex2(a, b byte) string {
 }
 
 func (s *Simulator) agentHostName(rq *request) (any, *apiError) {
+	if s.qemu != nil {
+		return s.qgaResult(rq, "guest-get-host-name")
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	vm, err := s.agentVM(rq)
@@ -116,6 +122,9 @@ func (s *Simulator) agentHostName(rq *request) (any, *apiError) {
 }
 
 func (s *Simulator) agentOSInfo(rq *request) (any, *apiError) {
+	if s.qemu != nil {
+		return s.qgaResult(rq, "guest-get-osinfo")
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, err := s.agentVM(rq); err != nil {
@@ -128,6 +137,9 @@ func (s *Simulator) agentOSInfo(rq *request) (any, *apiError) {
 }
 
 func (s *Simulator) agentPing(rq *request) (any, *apiError) {
+	if s.qemu != nil {
+		return s.qgaResult(rq, "guest-ping")
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, err := s.agentVM(rq); err != nil {

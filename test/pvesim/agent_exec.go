@@ -56,6 +56,9 @@ func interpret(command []string) (p guestProcess, ok bool) {
 
 // agentExec is POST agent/exec: qemu-server's guest-exec through qemu-ga.
 func (s *Simulator) agentExec(rq *request) (any, *apiError) {
+	if s.qemu != nil {
+		return s.qgaExec(rq)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	vm, err := s.agentVM(rq)
@@ -91,6 +94,9 @@ func (s *Simulator) agentExec(rq *request) (any, *apiError) {
 // agentExecStatus is GET agent/exec-status. Like qemu-ga, a finished process's status is handed
 // out once and then forgotten.
 func (s *Simulator) agentExecStatus(rq *request) (any, *apiError) {
+	if s.qemu != nil {
+		return s.qgaExecStatus(rq)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	vm, err := s.agentVM(rq)

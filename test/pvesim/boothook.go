@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -38,17 +39,27 @@ type BootVM struct {
 type bootRun struct {
 	cancel context.CancelFunc
 	pid    int
+	// qemu is the running QEMU's control sockets (QEMU backend only).
+	qemu *qemuVM
 }
 
-// startBoot launches the boot hook for a VM that just started. Called with s.mu held.
+// startBoot launches the boot hook, or under the QEMU backend a real guest, for a VM that just
+// started. Called with s.mu held.
 func (s *Simulator) startBoot(vm *vmState) {
 	hook := s.cfg.BootHook
+	var qvm *qemuVM
+	if s.qemu != nil {
+		dir := s.qemu.vmDir(vm.vmid)
+		qvm = &qemuVM{dir: dir, qmp: filepath.Join(dir, "qmp.sock"), qga: filepath.Join(dir, "qga.sock")}
+		mac := netMAC(vm.conf["net0"])
+		hook = s.qemu.qemuBoot(vm.vmid, s.seedISO(vm), mac, agentEnabled(vm), qvm, func(msg string, args ...any) { s.log.Info(msg, args...) })
+	}
 	if hook == nil {
 		return
 	}
 	bvm := s.bootVM(vm)
 	ctx, cancel := context.WithCancel(context.Background())
-	run := &bootRun{cancel: cancel, pid: vm.pid}
+	run := &bootRun{cancel: cancel, pid: vm.pid, qemu: qvm}
 	if old, ok := s.boots[vm.vmid]; ok {
 		old.cancel()
 	}
@@ -132,6 +143,21 @@ func (s *Simulator) bootVM(vm *vmState) BootVM {
 		}
 	}
 	return b
+}
+
+// seedISO is the ISO image in the VM's first CD-ROM drive holding one (nil without), as QEMU
+// would be given it: the NoCloud seed HyperFleet uploaded.
+func (s *Simulator) seedISO(vm *vmState) []byte {
+	for _, k := range sortedKeys(vm.conf) {
+		d := parseDrive(vm.conf[k])
+		if !isDriveKey(k) || !d.isCDROM() || d.storage == "" {
+			continue
+		}
+		if v := s.getVolumeOn(vm.node, d.volid()); v != nil && v.content == "iso" {
+			return append([]byte(nil), v.data...)
+		}
+	}
+	return nil
 }
 
 // readNoCloudISO reads the NoCloud files from an ISO9660 image labelled "cidata".

@@ -37,6 +37,9 @@ type Config struct {
 	BootDelay time.Duration
 	// BootHook, when set, runs for every VM start with the VM's cloud-init data.
 	BootHook BootHook
+	// Guest, when set, boots every started VM as a real guest under QEMU (see QEMUGuest) instead
+	// of running BootHook.
+	Guest *QEMUGuest
 	// Seed seeds the fault-injection RNG (and MAC/IP choices) for reproducible runs.
 	Seed int64
 	// AuthFailureDelay delays 401 answers; real PVE waits 3s, tests want 0.
@@ -95,6 +98,8 @@ type Simulator struct {
 	snapSeq    int
 	// load is the load model's runtime; nil when the model is off.
 	load *loadState
+	// qemu is the QEMU backend's runtime; nil unless Config.Guest is set.
+	qemu *qemuState
 
 	tlsCert *tls.Certificate
 	caPEM   []byte
@@ -144,6 +149,11 @@ func New(cfg Config) (*Simulator, error) {
 	}
 	if cfg.Load.Enabled {
 		s.load = newLoadState(cfg.Load, cfg.Seed)
+	}
+	if cfg.Guest != nil {
+		if s.qemu, err = newQEMUState(*cfg.Guest); err != nil {
+			return nil, err
+		}
 	}
 	for _, t := range cfg.Tokens {
 		if err := validateTokenID(t.ID); err != nil {
@@ -241,6 +251,9 @@ func (s *Simulator) Close() error {
 		}
 	}
 	s.wg.Wait()
+	if s.qemu != nil {
+		s.qemu.close()
+	}
 	return err
 }
 

@@ -36,6 +36,9 @@ type taskWork struct {
 	fail func()
 	// load is what the load model makes the task cost (when the model is on).
 	load taskLoad
+	// wait, when set, runs when the task's time is up, before run and without the simulator
+	// lock: for work that waits on something outside the simulator (a real guest shutting down).
+	wait func()
 }
 
 // startTask creates a running task and finishes it after TaskDuration (or a
@@ -87,6 +90,9 @@ func (s *Simulator) startTask(node, typ, id string, a *authInfo, work taskWork, 
 		case <-timer.C:
 		case <-t.interrupt:
 		case <-s.closing:
+		}
+		if work.wait != nil && failText == "" && !lockFailed {
+			work.wait()
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()

@@ -357,6 +357,9 @@ func (s *Simulator) destroyVM(vm *vmState, purgeUnreferenced bool) {
 		b.cancel()
 		delete(s.boots, vm.vmid)
 	}
+	if s.qemu != nil {
+		s.qemu.forget(vm.vmid)
+	}
 	delete(s.vms, vm.vmid)
 }
 

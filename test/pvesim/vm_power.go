@@ -162,7 +162,7 @@ func (s *Simulator) stopTask(rq *request, typ, endpoint string) (any, *apiError)
 			return nil, paramErr(map[string]string{p: "Only root may use this option."})
 		}
 	}
-	t := s.startTask(node, typ, vmidStr(vmid), rq.auth, taskWork{run: func(*task) error {
+	work := taskWork{run: func(*task) error {
 		vm, err := s.vmRunningCheck(node, vmid)
 		if err != nil {
 			return err
@@ -175,12 +175,18 @@ func (s *Simulator) stopTask(rq *request, typ, endpoint string) (any, *apiError)
 				return err
 			}
 		}
-		if typ == "qmshutdown" && vm.ignoreShutdown && !rq.p.flag("forceStop") {
+		// A real guest that is still running has not powered off within the timeout.
+		if typ == "qmshutdown" && (vm.ignoreShutdown || s.qemu != nil) && !rq.p.flag("forceStop") {
 			return errf("VM quit/powerdown failed - got timeout")
 		}
 		s.stopVM(vm)
 		return nil
-	}}, endpoint)
+	}}
+	if s.qemu != nil && typ == "qmshutdown" {
+		timeout := time.Duration(atoiOr(rq.p.get("timeout"), 180)) * time.Second
+		work.wait = func() { s.qemuShutdown(vmid, timeout) }
+	}
+	t := s.startTask(node, typ, vmidStr(vmid), rq.auth, work, endpoint)
 	return t.upid, nil
 }
 
@@ -213,7 +219,7 @@ func (s *Simulator) runningTask(rq *request, typ, endpoint string) (any, *apiErr
 	if vm.status != "running" {
 		return nil, errf("VM %d not running", vmid)
 	}
-	t := s.startTask(node, typ, vmidStr(vmid), rq.auth, taskWork{run: func(*task) error {
+	work := taskWork{run: func(*task) error {
 		vm, err := s.vmRunningCheck(node, vmid)
 		if err != nil {
 			return err
@@ -226,7 +232,11 @@ func (s *Simulator) runningTask(rq *request, typ, endpoint string) (any, *apiErr
 			s.applyPending(vm)
 		}
 		return nil
-	}}, endpoint)
+	}}
+	if s.qemu != nil {
+		work.wait = func() { s.qemuReset(vmid) }
+	}
+	t := s.startTask(node, typ, vmidStr(vmid), rq.auth, work, endpoint)
 	return t.upid, nil
 }
 
