@@ -36,6 +36,8 @@ var (
 
 // session is what the session cookie holds.
 type session struct {
+	// ID names the session in the list of signed-out sessions.
+	ID        string    `json:"id"`
 	Principal Principal `json:"principal"`
 	CSRF      string    `json:"csrf"`
 	Expires   time.Time `json:"expires"`
@@ -60,6 +62,9 @@ type Authenticator struct {
 	httpClient *http.Client
 	// errorPage renders a refused sign-in for a person; nil answers with problem documents.
 	errorPage func(w http.ResponseWriter, status int, title, detail string)
+	// revocations lists the sessions signed out before they expire; nil keeps no list, and a
+	// signed-out session's cookie then works until it expires.
+	revocations *revocations
 }
 
 // NewAuthenticator discovers the issuer and prepares token verification against its JWKS.
@@ -124,8 +129,18 @@ func (a *Authenticator) authenticate(r *http.Request) (authenticated, error) {
 		return authenticated{}, errUnauthenticated
 	}
 	var s session
-	if err := a.seal.open(sessionPurpose, c.Value, &s); err != nil || time.Now().After(s.Expires) {
+	// A session without an ID (sealed by an older console) could not be signed out: sign in again.
+	if err := a.seal.open(sessionPurpose, c.Value, &s); err != nil || time.Now().After(s.Expires) || s.ID == "" {
 		return authenticated{}, errUnauthenticated
+	}
+	if a.revocations != nil {
+		revoked, err := a.revocations.isRevoked(r.Context(), s.ID)
+		if err != nil {
+			return authenticated{}, err
+		}
+		if revoked {
+			return authenticated{}, fmt.Errorf("%w: this session was signed out", errUnauthenticated)
+		}
 	}
 	return authenticated{Principal: s.Principal, Session: &s}, nil
 }

@@ -131,7 +131,7 @@ func (a *Authenticator) callback(w http.ResponseWriter, r *http.Request) {
 	if limit := time.Now().Add(maxSession); expires.After(limit) {
 		expires = limit
 	}
-	s := session{Principal: p, CSRF: randomToken(), Expires: expires}
+	s := session{ID: randomToken(), Principal: p, CSRF: randomToken(), Expires: expires}
 	sealed, err := a.seal.seal(sessionPurpose, expires, s)
 	if err != nil {
 		a.refuse(w, r, http.StatusInternalServerError, "Sign-in failed", err.Error(), nil)
@@ -142,8 +142,17 @@ func (a *Authenticator) callback(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, safeNext(ls.Next), http.StatusSeeOther)
 }
 
-// logout ends the browser session.
-func (a *Authenticator) logout(w http.ResponseWriter, r *http.Request) {
+// logout ends the browser session: it is listed as signed out, so a copy of its cookie is refused
+// too, then the browser's cookie is cleared. When the list cannot be written the cookie is kept, so
+// the person can sign out again rather than leave behind a session that still works.
+func (a *Authenticator) logout(w http.ResponseWriter, r *http.Request, au authenticated) {
+	if au.Session != nil && a.revocations != nil {
+		if err := a.revocations.revoke(r.Context(), au.Session.ID, au.Session.Expires); err != nil {
+			a.refuse(w, r, http.StatusServiceUnavailable, "Sign-out failed",
+				"the console could not record the sign-out, so this session would stay valid: try again ("+err.Error()+")", nil)
+			return
+		}
+	}
 	http.SetCookie(w, a.cookie(a.sessionCookieName(), "", time.Unix(0, 0)))
 	http.Redirect(w, r, "/signed-out", http.StatusSeeOther)
 }

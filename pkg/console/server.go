@@ -76,6 +76,9 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	}
 	s := &Server{settings: o.Settings, auth: auth, kube: k, log: o.Log, shuttingDown: make(chan struct{}),
 		inventory: NewInventory(reader, o.Settings.InventoryRefreshInterval, 15*time.Second)}
+	if key, ok := o.Settings.sessionRevocationsKey(); ok {
+		auth.revocations = newRevocations(reader, key)
+	}
 	auth.errorPage = func(w http.ResponseWriter, status int, title, detail string) {
 		s.render(w, status, "signinerror", nil, title, "", detail)
 	}
@@ -89,7 +92,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	s.mux.HandleFunc("GET /oidc/login", auth.startLogin)
 	s.mux.HandleFunc("GET /oidc/callback", auth.callback)
-	s.mux.HandleFunc("POST /oidc/logout", s.ui(false, func(w http.ResponseWriter, r *http.Request, _ *caller) { auth.logout(w, r) }))
+	s.mux.HandleFunc("POST /oidc/logout", s.ui(false, func(w http.ResponseWriter, r *http.Request, c *caller) { auth.logout(w, r, c.authenticated) }))
 	s.registerUI()
 	return s, nil
 }
@@ -140,6 +143,8 @@ func (s *Server) callerOf(r *http.Request, change bool) (*caller, int, error) {
 	switch {
 	case errors.Is(err, errUnauthenticated):
 		return nil, http.StatusUnauthorized, err
+	case errors.Is(err, errRevocationsUnavailable):
+		return nil, http.StatusServiceUnavailable, err
 	case err != nil:
 		return nil, http.StatusForbidden, err
 	}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Default paths of the mounted secret files.
@@ -48,6 +50,10 @@ type Settings struct {
 	// at least 32 bytes.
 	SessionKey     []byte
 	SessionKeyFile string
+	// SessionRevocations (SESSION_REVOCATIONS) is the ConfigMap, namespace/name, that lists
+	// sessions signed out before they expire, shared by every replica (config/console/sessions).
+	// Empty keeps no list: a copied session cookie then works until it expires, sign-out or not.
+	SessionRevocations string
 	// InsecureCookies drops the Secure attribute from cookies (CONSOLE_INSECURE_COOKIES=true); only
 	// allowed when PublicURL is http://127.0.0.1, for a local fleet.
 	InsecureCookies bool
@@ -67,20 +73,21 @@ func LoadSettings(getenv func(string) string) (Settings, error) {
 		return def
 	}
 	s := Settings{
-		Listen:           get("LISTEN", ":8080"),
-		PublicURL:        strings.TrimSuffix(get("PUBLIC_URL", ""), "/"),
-		IssuerURL:        get("OIDC_ISSUER_URL", ""),
-		ClientID:         get("OIDC_CLIENT_ID", ""),
-		ClientSecretFile: get("OIDC_CLIENT_SECRET_FILE", DefaultClientSecretFile),
-		RoleName:         get("OIDC_ROLE_NAME", ""),
-		ReadOnlyRoleName: get("OIDC_READ_ONLY_ROLE_NAME", ""),
-		RoleClaim:        get("OIDC_ROLE_CLAIM", "roles"),
-		UsernameClaim:    get("OIDC_USERNAME_CLAIM", "email"),
-		GroupsClaim:      get("OIDC_GROUPS_CLAIM", "groups"),
-		UsernamePrefix:   get("OIDC_USERNAME_PREFIX", "oidc:"),
-		GroupsPrefix:     get("OIDC_GROUPS_PREFIX", "oidc:"),
-		SessionKeyFile:   get("SESSION_KEY_FILE", DefaultSessionKeyFile),
-		LogLevel:         get("LOG_LEVEL", "INFO"),
+		Listen:             get("LISTEN", ":8080"),
+		PublicURL:          strings.TrimSuffix(get("PUBLIC_URL", ""), "/"),
+		IssuerURL:          get("OIDC_ISSUER_URL", ""),
+		ClientID:           get("OIDC_CLIENT_ID", ""),
+		ClientSecretFile:   get("OIDC_CLIENT_SECRET_FILE", DefaultClientSecretFile),
+		RoleName:           get("OIDC_ROLE_NAME", ""),
+		ReadOnlyRoleName:   get("OIDC_READ_ONLY_ROLE_NAME", ""),
+		RoleClaim:          get("OIDC_ROLE_CLAIM", "roles"),
+		UsernameClaim:      get("OIDC_USERNAME_CLAIM", "email"),
+		GroupsClaim:        get("OIDC_GROUPS_CLAIM", "groups"),
+		UsernamePrefix:     get("OIDC_USERNAME_PREFIX", "oidc:"),
+		GroupsPrefix:       get("OIDC_GROUPS_PREFIX", "oidc:"),
+		SessionKeyFile:     get("SESSION_KEY_FILE", DefaultSessionKeyFile),
+		SessionRevocations: get("SESSION_REVOCATIONS", ""),
+		LogLevel:           get("LOG_LEVEL", "INFO"),
 	}
 	// An empty value is the default, so "-" is no prefix, as the API server's --oidc-username-prefix has it.
 	for _, prefix := range []*string{&s.UsernamePrefix, &s.GroupsPrefix} {
@@ -149,10 +156,23 @@ func (s Settings) Validate() error {
 			errs = append(errs, errors.New("PUBLIC_URL is http://: browsers drop Secure cookies there; set CONSOLE_INSECURE_COOKIES=true for a local fleet"))
 		}
 	}
+	if _, ok := s.sessionRevocationsKey(); s.SessionRevocations != "" && !ok {
+		errs = append(errs, fmt.Errorf("SESSION_REVOCATIONS %q: want the ConfigMap as namespace/name", s.SessionRevocations))
+	}
 	if s.InventoryRefreshInterval <= 0 {
 		errs = append(errs, errors.New("INVENTORY_REFRESH_INTERVAL must be positive"))
 	}
 	return errors.Join(errs...)
+}
+
+// sessionRevocationsKey is the ConfigMap of SessionRevocations; false when none (or no valid one)
+// is set.
+func (s Settings) sessionRevocationsKey() (client.ObjectKey, bool) {
+	ns, name, ok := strings.Cut(s.SessionRevocations, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return client.ObjectKey{}, false
+	}
+	return client.ObjectKey{Namespace: ns, Name: name}, true
 }
 
 // RedirectURL is where the identity provider sends a browser back to.

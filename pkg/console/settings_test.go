@@ -43,6 +43,8 @@ func TestLoadSettings(t *testing.T) {
 		{name: "plain http on loopback needs the explicit setting", change: map[string]string{"PUBLIC_URL": "http://127.0.0.1:8080"}, wantErr: "CONSOLE_INSECURE_COOKIES=true"},
 		{name: "local fleet", change: map[string]string{"PUBLIC_URL": "http://127.0.0.1:8080", "CONSOLE_INSECURE_COOKIES": "true"}},
 		{name: "read-only role equal to the role", change: map[string]string{"OIDC_READ_ONLY_ROLE_NAME": "HyperFleet.Operator"}, wantErr: "must differ"},
+		{name: "list of signed-out sessions", change: map[string]string{"SESSION_REVOCATIONS": "hyperfleet-system/hyperfleet-console-sessions"}},
+		{name: "list of signed-out sessions without a namespace", change: map[string]string{"SESSION_REVOCATIONS": "hyperfleet-console-sessions"}, wantErr: "namespace/name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -88,6 +90,10 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, "installing the console's RBAC:", err)
 			return 1
 		}
+		if err := installSessionRevocations(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "installing the list of signed-out sessions:", err)
+			return 1
+		}
 		for _, ns := range []string{teamA, teamB} {
 			if err := env.EnableNamespace(ctx, ns); err != nil {
 				fmt.Fprintln(os.Stderr, err)
@@ -143,10 +149,27 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// sessionRevocations is the ConfigMap config/console/sessions installs.
+const sessionRevocations = "hyperfleet-system/hyperfleet-console-sessions"
+
+// installSessionRevocations applies config/console/sessions, as docs/console.md tells an admin to.
+func installSessionRevocations(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, env.Tools.Kubectl(), "--kubeconfig", env.KubeconfigPath, "apply", "--server-side",
+		"--field-manager=hyperfleet-install", "-k", filepath.Join(env.RepoRoot, "config", "console", "sessions")).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%w: %s", err, out)
+	}
+	return nil
+}
+
 // fixture is a running console with its identity provider.
 type fixture struct {
 	issuer *fakeoidc.Server
 	server *console.Server
+	// sessionKey seals its cookies.
+	sessionKey []byte
 	// URL is the console's base URL.
 	URL string
 	// stop shuts the console down gracefully and waits for it (also done when the test ends).
@@ -157,23 +180,35 @@ type fixture struct {
 // shipped RBAC) on loopback until the test ends.
 func startConsole(t *testing.T) *fixture {
 	t.Helper()
+	return startReplica(t, nil)
+}
+
+// startReplica runs another replica of primary's console, sharing its identity provider and
+// session key; without primary, a console of its own, as startConsole does.
+func startReplica(t *testing.T, primary *fixture) *fixture {
+	t.Helper()
 	g := NewWithT(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	g.Expect(err).NotTo(HaveOccurred())
 	base := "http://" + l.Addr().String()
-	issuer, err := fakeoidc.Start(fakeoidc.Options{
-		Users:   []fakeoidc.User{alice, victor, carol, mallory, bob, vera, rita, eve},
-		Clients: []fakeoidc.Client{{ID: clientID, Secret: clientSecret, RedirectURIs: []string{base + "/oidc/callback"}}},
-	})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = issuer.Close() })
+	var issuer *fakeoidc.Server
 	key := make([]byte, 32)
-	_, _ = rand.Read(key)
+	if primary != nil {
+		issuer, key = primary.issuer, primary.sessionKey
+	} else {
+		issuer, err = fakeoidc.Start(fakeoidc.Options{
+			Users:   []fakeoidc.User{alice, victor, carol, mallory, bob, vera, rita, eve},
+			Clients: []fakeoidc.Client{{ID: clientID, Secret: clientSecret, RedirectURIs: []string{base + "/oidc/callback"}}},
+		})
+		g.Expect(err).NotTo(HaveOccurred())
+		t.Cleanup(func() { _ = issuer.Close() })
+		_, _ = rand.Read(key)
+	}
 	settings := console.Settings{
 		Listen: l.Addr().String(), PublicURL: base, IssuerURL: issuer.Issuer(), ClientID: clientID, ClientSecret: clientSecret,
 		RoleName: operatorRole, ReadOnlyRoleName: viewerRole, RoleClaim: "roles", UsernameClaim: "email", GroupsClaim: "groups",
 		UsernamePrefix: "oidc:", GroupsPrefix: "oidc:", SessionKey: key, InsecureCookies: true,
-		InventoryRefreshInterval: time.Second, LogLevel: "ERROR",
+		SessionRevocations: sessionRevocations, InventoryRefreshInterval: time.Second, LogLevel: "ERROR",
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := console.New(ctx, console.Options{Settings: settings, Config: consoleConfig, Scheme: api.NewScheme(), Log: ctrl.Log.WithName("console")})
@@ -192,7 +227,7 @@ func startConsole(t *testing.T) *fixture {
 		_ = resp.Body.Close()
 		return resp.StatusCode
 	}, 20*time.Second, 100*time.Millisecond).Should(Equal(http.StatusOK))
-	return &fixture{issuer: issuer, server: srv, URL: base, stop: stop}
+	return &fixture{issuer: issuer, server: srv, sessionKey: key, URL: base, stop: stop}
 }
 
 // token mints a token of user for the console, changed by o.
