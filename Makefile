@@ -10,7 +10,6 @@ CAPI_DIR ?= $(TOOLS_CACHE)/capi
 CONTROLLER_GEN ?= $(TOOLS_CACHE)/bin/controller-gen
 export KUBEBUILDER_ASSETS CAPI_DIR
 
-IMG ?= ghcr.io/hyperfleet-io/hyperfleet:dev
 GO_TEST_FLAGS ?=
 # Envtest-backed packages start a real kube-apiserver; keep them from running all at once on small machines.
 TEST_PARALLEL ?= 2
@@ -149,9 +148,15 @@ uninstall: ## Remove CRDs from the current cluster.
 deploy: manifests ## Deploy HyperFleet into the current cluster with kustomize.
 	$(KUBEBUILDER_ASSETS)/kubectl apply --server-side -k config/default
 
-.PHONY: docker-build
-docker-build: ## Build the container image (needs a Docker engine).
-	docker build -t $(IMG) .
+# Images are tagged $(IMAGE_REGISTRY)/<name>:$(RELEASE_TAG), the names the chart and config/ pull.
+IMAGE_REGISTRY ?= ghcr.io/hyperfleet-io
+IMAGES_DIR ?= bin/images
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+
+.PHONY: images
+images: ## Build the manager, bootstrap service and console images (no container engine): OCI layouts and per-platform tarballs in $(IMAGES_DIR)/.
+	go run ./hack/imagebuild -out "$(IMAGES_DIR)" -registry "$(IMAGE_REGISTRY)" -version "$(RELEASE_TAG)" \
+		-platforms "$(IMAGE_PLATFORMS)" $(if $(SOURCE_DATE_EPOCH),-source-date-epoch "$(SOURCE_DATE_EPOCH)")
 
 ##@ Release
 

@@ -80,6 +80,7 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	ctrl.SetLogger(log)
+	log.Info("starting HyperFleet bootstrap service", "version", version, "revision", revision)
 	td, err := spiffeid.TrustDomainFromString(*trustDomain)
 	if err != nil {
 		return err

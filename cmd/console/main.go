@@ -53,6 +53,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	log.Info("console serving", "listen", l.Addr().String(), "publicURL", settings.PublicURL, "issuer", settings.IssuerURL)
+	log.Info("console serving", "listen", l.Addr().String(), "publicURL", settings.PublicURL, "issuer", settings.IssuerURL,
+		"version", version, "revision", revision)
 	return srv.Serve(ctx, l)
 }

@@ -28,6 +28,7 @@ func main() {
 		os.Exit(2)
 	}
 	ctrl.SetLogger(log)
+	log.Info("starting HyperFleet manager", "version", version, "revision", revision)
 	restConfig, err := ctrl.GetConfig()
 	if err != nil {
 		log.Error(err, "no Kubernetes configuration: set KUBECONFIG or run in a cluster")
