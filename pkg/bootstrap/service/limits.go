@@ -4,6 +4,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -36,10 +37,15 @@ const (
 const (
 	maxHeaderBytes = 16 << 10
 	maxBodyBytes   = 64 << 10
-	// maxClients bounds the per-client table; idle entries are dropped when it is full.
+	// maxClients bounds the per-client table. When it is full, only buckets that have refilled
+	// are dropped (a fresh bucket is no different); clients it cannot hold share one bucket.
 	maxClients = 10000
-	// clientIdle is how long an unused client entry is kept.
-	clientIdle = 10 * time.Minute
+	// sweepEvery spaces the scans of a full table for refilled buckets, so a flood of new
+	// addresses cannot make every request walk the whole table.
+	sweepEvery = time.Second
+	// ipv6ClientBits is the prefix an IPv6 client is known by: anyone holding one address
+	// usually holds its whole /64.
+	ipv6ClientBits = 64
 )
 
 func (l Limits) withDefaults() Limits {
@@ -62,17 +68,21 @@ type limiter struct {
 	now      func() time.Time
 
 	mu      sync.Mutex
-	clients map[string]*clientBucket
-}
-
-type clientBucket struct {
-	lim      *rate.Limiter
-	lastSeen time.Time
+	clients map[string]*rate.Limiter
+	// overflow is the bucket every client shares while the table is full of buckets still in
+	// use: never a fresh bucket per new address, so a flood of addresses earns no extra tokens.
+	overflow  *rate.Limiter
+	lastSweep time.Time
 }
 
 func newLimiter(l Limits, now func() time.Time) *limiter {
 	l = l.withDefaults()
-	return &limiter{limits: l, inFlight: make(chan struct{}, l.MaxInFlight), now: now, clients: map[string]*clientBucket{}}
+	return &limiter{limits: l, inFlight: make(chan struct{}, l.MaxInFlight), now: now,
+		clients: map[string]*rate.Limiter{}, overflow: l.newBucket()}
+}
+
+func (l Limits) newBucket() *rate.Limiter {
+	return rate.NewLimiter(rate.Limit(l.PerClientRate), l.PerClientBurst)
 }
 
 // wrap applies the per-client bucket, then the global cap, to h.
@@ -95,21 +105,12 @@ func (l *limiter) wrap(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// allow takes a token from ip's bucket, or says how long until one is available.
-func (l *limiter) allow(ip string) (time.Duration, bool) {
+// allow takes a token from the bucket of addr's client, or says how long until one is available.
+func (l *limiter) allow(addr string) (time.Duration, bool) {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	c, ok := l.clients[ip]
-	if !ok {
-		if len(l.clients) >= maxClients {
-			l.evictIdle(now)
-		}
-		c = &clientBucket{lim: rate.NewLimiter(rate.Limit(l.limits.PerClientRate), l.limits.PerClientBurst)}
-		l.clients[ip] = c
-	}
-	c.lastSeen = now
-	res := c.lim.ReserveN(now, 1)
+	res := l.bucket(clientKey(addr), now).ReserveN(now, 1)
 	if wait := res.DelayFrom(now); wait > 0 {
 		res.CancelAt(now)
 		return max(wait, time.Second), false
@@ -117,16 +118,33 @@ func (l *limiter) allow(ip string) (time.Duration, bool) {
 	return 0, true
 }
 
-// evictIdle drops clients not seen for clientIdle, or every client when all are recent: a flood
-// of addresses then only resets buckets, it cannot grow memory.
-func (l *limiter) evictIdle(now time.Time) {
-	for ip, c := range l.clients {
-		if now.Sub(c.lastSeen) > clientIdle {
-			delete(l.clients, ip)
-		}
+// bucket returns the client's bucket. A client not in a full table gets a bucket in it once the
+// table has room again; until then it shares the overflow bucket. A bucket in use is never
+// dropped: dropping it would hand its client a fresh burst, and the client who forced the drop
+// could be the very one it limits.
+func (l *limiter) bucket(key string, now time.Time) *rate.Limiter {
+	if b, ok := l.clients[key]; ok {
+		return b
+	}
+	if len(l.clients) >= maxClients && now.Sub(l.lastSweep) >= sweepEvery {
+		l.lastSweep = now
+		l.dropRefilled(now)
 	}
 	if len(l.clients) >= maxClients {
-		clear(l.clients)
+		return l.overflow
+	}
+	b := l.limits.newBucket()
+	l.clients[key] = b
+	return b
+}
+
+// dropRefilled forgets the clients whose bucket is full again: a new bucket would be the same.
+func (l *limiter) dropRefilled(now time.Time) {
+	burst := float64(l.limits.PerClientBurst)
+	for key, b := range l.clients {
+		if b.TokensAt(now) >= burst {
+			delete(l.clients, key)
+		}
 	}
 }
 
@@ -138,6 +156,20 @@ func clientIP(r *http.Request) string {
 		return r.RemoteAddr
 	}
 	return host
+}
+
+// clientKey is what one client's requests are counted under: its IPv4 address, or the /64 of
+// its IPv6 address, since a sender given one IPv6 address can usually use all 2^64 of its prefix.
+func clientKey(addr string) string {
+	ip, err := netip.ParseAddr(addr)
+	if err != nil {
+		return addr
+	}
+	ip = ip.Unmap()
+	if ip.Is4() {
+		return ip.String()
+	}
+	return netip.PrefixFrom(ip.WithZone(""), ipv6ClientBits).Masked().String()
 }
 
 // limitBody caps every request body.
