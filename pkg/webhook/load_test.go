@@ -96,15 +96,16 @@ func TestSlowSendersAreCutAndDoNotBlockDeliveries(t *testing.T) {
 	}
 }
 
-// TestConcurrentUnauthenticatedBodiesAreBounded: many senders post large unsigned bodies at once
-// and never finish them. Only MaxConcurrent are read at a time (memory stays bounded by
-// MaxConcurrent × MaxBodyBytes); the others are refused at once with 503, before their bodies are
-// read.
+// TestConcurrentUnauthenticatedBodiesAreBounded: many senders post large bodies with forged
+// signatures at once and never finish them. Only MaxConcurrent are read at a time (memory stays
+// bounded by MaxConcurrent × MaxBodyBytes); the others are refused at once with 503, before their
+// bodies are read. All come from one address, so none may take another's slot, and the bodies'
+// pace is not enforced here (BodyGrace), to see the bound alone.
 func TestConcurrentUnauthenticatedBodiesAreBounded(t *testing.T) {
 	g := NewWithT(t)
 	h := startReceiver(t, webhook.Config{}, false)
 	receiver, addr := h.serve(t, webhook.Config{MaxConcurrent: 8, MaxConcurrentPerSource: -1,
-		Timeouts: webhook.ServerTimeouts{Read: time.Minute}})
+		Timeouts: webhook.ServerTimeouts{Read: time.Minute, BodyGrace: time.Minute}})
 
 	var conns []net.Conn
 	for range 40 {
@@ -136,7 +137,7 @@ func TestOneSourceIsThrottled(t *testing.T) {
 	g := NewWithT(t)
 	h := startReceiver(t, webhook.Config{}, false)
 	pool := h.createPool(t, "linux", linuxPool)
-	receiver, addr := h.serve(t, webhook.Config{MaxConcurrentPerSource: 4, Timeouts: webhook.ServerTimeouts{Read: time.Minute}})
+	receiver, addr := h.serve(t, webhook.Config{MaxConcurrentPerSource: 4, Timeouts: webhook.ServerTimeouts{Read: time.Minute, BodyGrace: time.Minute}})
 	url := "http://" + addr + webhook.Path
 
 	var held []net.Conn

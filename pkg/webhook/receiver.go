@@ -1,21 +1,20 @@
 package webhook
 
 import (
-	"github.com/hyperfleet-io/hyperfleet/pkg/metrics"
-
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
+	"github.com/hyperfleet-io/hyperfleet/pkg/metrics"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 )
 
@@ -38,10 +37,12 @@ const (
 	DefaultMaxBodyBytes int64 = 256 << 10
 	DefaultWorkers            = 4
 	DefaultQueueSize          = 1000
-	// DefaultMaxConcurrent bounds requests being read or handled at once; beyond it, 503.
+	// DefaultMaxConcurrent bounds requests being read or handled at once; beyond it, a newcomer
+	// takes the slot of a slow sender's request, or is answered 503.
 	DefaultMaxConcurrent = 64
-	// DefaultMaxConcurrentPerSource bounds one source address's requests in flight; beyond it,
-	// 429. Behind a proxy every request comes from the proxy: raise it, or set -1 to turn it off.
+	// DefaultMaxConcurrentPerSource bounds one source address's (an IPv6 /64's) requests in
+	// flight whose signature only the body can prove; beyond it, 429. Behind a proxy every
+	// request comes from the proxy: raise it, or set -1 to turn it off.
 	DefaultMaxConcurrentPerSource = 32
 	// recentDeliveryIDs is how many delivery ids are remembered for dedupe.
 	recentDeliveryIDs = 10000
@@ -63,10 +64,12 @@ type Config struct {
 	// QueueSize bounds events accepted but not yet recorded; when full, deliveries answer 503.
 	// Zero means DefaultQueueSize.
 	QueueSize int
-	// MaxConcurrent bounds requests in flight (503 beyond); zero means DefaultMaxConcurrent.
+	// MaxConcurrent bounds requests in flight (503 beyond, unless a slow sender's request gives
+	// way); zero means DefaultMaxConcurrent.
 	MaxConcurrent int
-	// MaxConcurrentPerSource bounds requests in flight per source address (429 beyond); zero
-	// means DefaultMaxConcurrentPerSource, negative means no bound.
+	// MaxConcurrentPerSource bounds requests in flight per source address (an IPv6 /64) whose
+	// credential only the body can verify (429 beyond); zero means
+	// DefaultMaxConcurrentPerSource, negative means no bound.
 	MaxConcurrentPerSource int
 	// Timeouts of the listener Serve runs; zero values mean the defaults of ServerTimeouts.
 	Timeouts ServerTimeouts
@@ -103,7 +106,7 @@ type Stats struct {
 	Accepted uint64
 	// Duplicates had a delivery id seen recently (200, not queued again).
 	Duplicates uint64
-	// Unauthorized had a missing or wrong X-Hub-Signature-256 (401).
+	// Unauthorized had a missing or wrong signature or token (401).
 	Unauthorized uint64
 	// Malformed could not be parsed (400).
 	Malformed uint64
@@ -113,8 +116,11 @@ type Stats struct {
 	Ignored uint64
 	// QueueFull were refused because the queue was full (503).
 	QueueFull uint64
-	// Busy were refused because MaxConcurrent requests were in flight (503).
+	// Busy were refused because MaxConcurrent requests were in flight, or gave their slot to
+	// another request while their body arrived (503).
 	Busy uint64
+	// TooSlow sent their body slower than ServerTimeouts allow and were cut (408).
+	TooSlow uint64
 	// Throttled were refused because their source had MaxConcurrentPerSource requests in flight (429).
 	Throttled uint64
 	// Unrouted job events matched no RunnerPool and were dropped.
@@ -128,7 +134,7 @@ type Stats struct {
 }
 
 type counters struct {
-	accepted, duplicates, unauthorized, malformed, tooLarge, ignored, queueFull, busy, throttled,
+	accepted, duplicates, unauthorized, malformed, tooLarge, ignored, queueFull, busy, tooSlow, throttled,
 	unrouted, recorded, unchanged, failed atomic.Uint64
 }
 
@@ -196,7 +202,8 @@ func (r *Receiver) Stats() Stats {
 	return Stats{
 		Accepted: c.accepted.Load(), Duplicates: c.duplicates.Load(), Unauthorized: c.unauthorized.Load(),
 		Malformed: c.malformed.Load(), TooLarge: c.tooLarge.Load(), Ignored: c.ignored.Load(),
-		QueueFull: c.queueFull.Load(), Busy: c.busy.Load(), Throttled: c.throttled.Load(), Unrouted: c.unrouted.Load(), Recorded: c.recorded.Load(),
+		QueueFull: c.queueFull.Load(), Busy: c.busy.Load(), TooSlow: c.tooSlow.Load(), Throttled: c.throttled.Load(),
+		Unrouted: c.unrouted.Load(), Recorded: c.recorded.Load(),
 		Unchanged: c.unchanged.Load(), Failed: c.failed.Load(),
 	}
 }
@@ -216,32 +223,51 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "only POST is allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	release, ok := r.acquire(w, req)
-	if !ok {
-		return
-	}
-	defer release()
 	log := ctrl.LoggerFrom(req.Context()).WithValues("platform", kind)
 	received := r.now()
-
-	body, err := r.readBody(w, req)
+	// Before any slot or byte of the body is spent: a request that cannot be genuine (no
+	// credential header, a wrong token) is refused, and one whose credential is proven already
+	// goes ahead of those whose signature only the body can verify.
+	secret := r.cfg.Secrets[platform.Kind(kind)]
+	ln, err := admit(platform.Kind(kind), req.Header, secret)
 	if err != nil {
+		closeUnread(w)
+		r.refuseUnauthorized(w, log, err)
+		return
+	}
+	if req.ContentLength > r.cfg.MaxBodyBytes {
+		r.refuseTooLarge(w, log)
+		return
+	}
+	s := r.acquire(w, req, ln)
+	if s == nil {
+		return
+	}
+	defer s.release()
+
+	body, err := r.readBody(w, req, s)
+	if err != nil {
+		s.release() // nothing of the body is kept: a newcomer waiting for the slot goes on
 		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			r.stats.tooLarge.Add(1)
-			metrics.WebhookDelivery(metrics.WebhookTooLarge)
-			log.V(1).Info("Refused oversized webhook", "limit", r.cfg.MaxBodyBytes)
-			http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
-			return
+		switch {
+		case errors.As(err, &tooLarge):
+			r.refuseTooLarge(w, log)
+		case errors.Is(err, errEvicted):
+			r.refuseBusy(w)
+		case errors.Is(err, errTooSlow):
+			r.stats.tooSlow.Add(1)
+			metrics.WebhookDelivery(metrics.WebhookBadRequest)
+			w.Header().Set("Connection", "close")
+			http.Error(w, "body too slow", http.StatusRequestTimeout)
+		default:
+			r.stats.malformed.Add(1)
+			metrics.WebhookDelivery(metrics.WebhookBadRequest)
+			http.Error(w, "cannot read body", http.StatusBadRequest)
 		}
-		r.stats.malformed.Add(1)
-		metrics.WebhookDelivery(metrics.WebhookBadRequest)
-		http.Error(w, "cannot read body", http.StatusBadRequest)
 		return
 	}
 	// Each parser verifies the delivery (signature or token, in constant time) before reading
 	// anything else; an empty secret refuses everything.
-	secret := r.cfg.Secrets[platform.Kind(kind)]
 	hook, err := parser.ParseWebhook(req.Header, body, secret)
 	if err == nil && len(secret) == 0 {
 		err = fmt.Errorf("%w: no webhook secret is configured for %s", platform.ErrInvalidSignature, kind)
@@ -249,11 +275,7 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if err != nil {
 		status := platform.WebhookHTTPStatus(err)
 		if status == http.StatusUnauthorized {
-			r.stats.unauthorized.Add(1)
-			metrics.WebhookDelivery(metrics.WebhookInvalidSignature)
-			// V(1): anyone on the internet can post here; the counter is what to alert on.
-			log.V(1).Info("Refused webhook with a bad signature", "reason", err.Error())
-			http.Error(w, "invalid signature", http.StatusUnauthorized)
+			r.refuseUnauthorized(w, log, err)
 			return
 		}
 		r.stats.malformed.Add(1)
@@ -271,11 +293,20 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.enqueue(w, platform.Kind(kind), hook, received)
 }
 
-func (r *Receiver) readBody(w http.ResponseWriter, req *http.Request) ([]byte, error) {
-	if req.ContentLength > r.cfg.MaxBodyBytes {
-		return nil, &http.MaxBytesError{Limit: r.cfg.MaxBodyBytes}
-	}
-	return io.ReadAll(http.MaxBytesReader(w, req.Body, r.cfg.MaxBodyBytes))
+func (r *Receiver) refuseUnauthorized(w http.ResponseWriter, log logr.Logger, err error) {
+	r.stats.unauthorized.Add(1)
+	metrics.WebhookDelivery(metrics.WebhookInvalidSignature)
+	// V(1): anyone on the internet can post here; the counter is what to alert on.
+	log.V(1).Info("Refused webhook with a bad signature", "reason", err.Error())
+	http.Error(w, "invalid signature", http.StatusUnauthorized)
+}
+
+func (r *Receiver) refuseTooLarge(w http.ResponseWriter, log logr.Logger) {
+	r.stats.tooLarge.Add(1)
+	metrics.WebhookDelivery(metrics.WebhookTooLarge)
+	log.V(1).Info("Refused oversized webhook", "limit", r.cfg.MaxBodyBytes)
+	closeUnread(w)
+	http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
 }
 
 func (r *Receiver) enqueue(w http.ResponseWriter, kind platform.Kind, hook platform.Webhook, received time.Time) {

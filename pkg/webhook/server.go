@@ -27,6 +27,11 @@ type ServerTimeouts struct {
 	ReadHeader time.Duration
 	// Read bounds reading the whole request, body included; default 10s.
 	Read time.Duration
+	// BodyGrace is how long a body may take before it must keep up MinBodyRate; default 1s.
+	BodyGrace time.Duration
+	// MinBodyRate is the bytes per second a body must average after BodyGrace, or its read is
+	// cut (408); default 32 KiB/s, so even a body of the largest size fits in Read.
+	MinBodyRate int64
 	// Write bounds writing the answer; default 10s.
 	Write time.Duration
 	// Idle bounds a kept-alive connection between requests; default 30s.
@@ -40,11 +45,19 @@ func (t ServerTimeouts) withDefaults() ServerTimeouts {
 		}
 		return def
 	}
+	rate := t.MinBodyRate
+	if rate <= 0 {
+		rate = DefaultMinBodyRate
+	}
 	return ServerTimeouts{
 		ReadHeader: or(t.ReadHeader, 5*time.Second), Read: or(t.Read, 10*time.Second),
+		BodyGrace: or(t.BodyGrace, time.Second), MinBodyRate: rate,
 		Write: or(t.Write, 10*time.Second), Idle: or(t.Idle, 30*time.Second),
 	}
 }
+
+// DefaultMinBodyRate is ServerTimeouts.MinBodyRate's default, in bytes per second.
+const DefaultMinBodyRate = 32 << 10
 
 // maxHeaderBytes bounds a request's headers; GitHub's are well under 4 KiB.
 const maxHeaderBytes = 32 << 10
