@@ -16,16 +16,19 @@ import (
 	"time"
 )
 
-// buildBinaries builds the in-VM agent and the platform's fake runner into dir. go build's cache
-// makes a rebuild of unchanged sources take a second or two.
-func buildBinaries(ctx context.Context, repoRoot, dir, platform string) (agent, runner string, err error) {
+// buildBinaries builds the in-VM agent and the platform's fake runner (or runnerPkg, when set)
+// into dir. go build's cache makes a rebuild of unchanged sources take a second or two.
+func buildBinaries(ctx context.Context, repoRoot, dir, platform, runnerPkg string) (agent, runner string, err error) {
 	agent, runner = filepath.Join(dir, "hyperfleet-agent"), filepath.Join(dir, "fakerunner")
-	runnerPkg := "./test/fakerunner"
+	defaultPkg := "./test/fakerunner"
 	switch platform {
 	case PlatformGitLab:
-		runner, runnerPkg = filepath.Join(dir, "fakegitlabrunner"), "./test/fakegitlabrunner"
+		runner, defaultPkg = filepath.Join(dir, "fakegitlabrunner"), "./test/fakegitlabrunner"
 	case PlatformBuildkite:
-		runner, runnerPkg = filepath.Join(dir, "fakebuildkiteagent"), "./test/fakebuildkiteagent"
+		runner, defaultPkg = filepath.Join(dir, "fakebuildkiteagent"), "./test/fakebuildkiteagent"
+	}
+	if runnerPkg == "" {
+		runnerPkg = defaultPkg
 	}
 	for bin, pkg := range map[string]string{agent: "./cmd/hyperfleet-agent", runner: runnerPkg} {
 		bctx, cancel := context.WithTimeout(ctx, 10*time.Minute)

@@ -80,11 +80,15 @@ func (f *Fleet) startSimulator(agentBin string) error {
 	}
 	tokenID, secret := "hyperfleet@pve!dev", randomHex(16)
 	b := &booter{agentBin: agentBin, spireAgentBin: f.spireAgentBin, logDir: f.State.LogDir, jobDuration: f.opts.JobDuration, observe: f.opts.OnVMEvent}
-	sim, err := pvesim.New(pvesim.Config{
+	cfg := pvesim.Config{
 		Tokens:       []pvesim.Token{{ID: tokenID, Secret: secret}},
 		TaskDuration: 100 * time.Millisecond, BootDelay: 500 * time.Millisecond,
 		BootHook: b.hook, Logger: log, Seed: time.Now().UnixNano(),
-	})
+	}
+	if f.opts.GuestImage != "" {
+		cfg.Guest = &pvesim.QEMUGuest{Image: f.opts.GuestImage, Dir: filepath.Join(f.stateDir, "guests"), KeepDisks: true}
+	}
+	sim, err := pvesim.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -92,6 +96,16 @@ func (f *Fleet) startSimulator(agentBin string) error {
 		return err
 	}
 	f.Simulator = sim
+	if f.opts.GuestImage != "" {
+		// What a runner reaches besides the bootstrap service: the CI platform and its download.
+		urls := []string{f.State.GitHub.URL}
+		for _, r := range f.runners {
+			urls = append(urls, r.URL)
+		}
+		if err := f.forwardToGuests(urls...); err != nil {
+			return err
+		}
+	}
 	caFile := filepath.Join(f.stateDir, "pve-ca.crt")
 	if err := os.WriteFile(caFile, sim.CACertPEM(), 0o600); err != nil {
 		return err
@@ -122,16 +136,27 @@ func (f *Fleet) startBootstrapService(ctx, runCtx context.Context) error {
 	if err != nil {
 		return err
 	}
+	ips := []net.IP{net.IPv4(127, 0, 0, 1)}
+	if f.opts.GuestImage != "" {
+		ips = append(ips, net.ParseIP(pvesim.GuestForwardIP))
+	}
 	srv, err := service.New(service.Options{
 		Client: c, CA: ca, Attestor: &builtin.Attestor{Client: c, CA: ca}, Platforms: f.platforms(c),
-		IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Logger: f.log.WithName("bootstrap-service"),
+		IPs: ips, Logger: f.log.WithName("bootstrap-service"),
 	})
 	if err != nil {
 		return err
 	}
-	// VMs are local processes here, so loopback is where they reach the service.
+	// VMs are local processes here, so loopback is where they reach the service; QEMU guests reach
+	// it at the address the simulator forwards to them.
 	if f.State.Bootstrap.URL, err = srv.Start(runCtx, "127.0.0.1:0"); err != nil {
 		return err
+	}
+	if f.opts.GuestImage != "" {
+		if err := f.forwardToGuests(f.State.Bootstrap.URL); err != nil {
+			return err
+		}
+		f.State.Bootstrap.URL = guestURL(f.State.Bootstrap.URL)
 	}
 	if f.opts.Identity == IdentitySPIRE {
 		return f.startSPIRE(ctx, runCtx)

@@ -72,6 +72,16 @@ type Options struct {
 	NoConsole bool
 	// ConsoleListen is the console's address; default 127.0.0.1 on a free port.
 	ConsoleListen string
+	// GuestImage, when set, makes the Proxmox simulator boot every VM as a real guest under QEMU
+	// from this qcow2 template image (hack/template.sh) instead of running the agent as a process:
+	// real cloud-init reads the seed ISO and the real agent attests over the guest's network, which
+	// reaches the bootstrap service, the fake GitHub and the runner download through the addresses
+	// the simulator forwards (pvesim.GuestForwardIP). Guests' disks are kept until Stop
+	// (Simulator.GuestDisk). OnVMEvent hears nothing of such guests.
+	GuestImage string
+	// RunnerPackage is the Go package built as the runner program VMs download; default the
+	// platform's fake runner.
+	RunnerPackage string
 	// OnVMEvent, if set, hears every VM boot and power-off.
 	OnVMEvent func(VMEvent)
 	// Progress, if set, hears what Start is doing.
@@ -240,7 +250,7 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	var agentBin string
 	f.runners = map[string]RunnerState{}
 	for _, p := range opts.platforms {
-		bin, runnerBin, err := buildBinaries(ctx, opts.RepoRoot, filepath.Join(stateDir, "bin"), p)
+		bin, runnerBin, err := buildBinaries(ctx, opts.RepoRoot, filepath.Join(stateDir, "bin"), p, opts.RunnerPackage)
 		if err != nil {
 			return nil, err
 		}
@@ -252,6 +262,9 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 		url, err := serveArtifacts(runCtx, pkg)
 		if err != nil {
 			return nil, err
+		}
+		if opts.GuestImage != "" {
+			url = guestURL(url)
 		}
 		f.runners[p] = RunnerState{URL: url, SHA256: sum}
 	}

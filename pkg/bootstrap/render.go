@@ -86,7 +86,7 @@ func RenderUserData(in Input) (string, error) {
 		}
 		files = append(files, spireFiles...)
 		// spire-agent first: it holds the token and serves the Workload API the agent uses.
-		cmds = append(cmds[:len(cmds)-1], []any{"systemctl", "enable", "--now", "spire-agent.service"}, cmds[len(cmds)-1])
+		cmds = append(cmds[:len(cmds)-1], []any{"systemctl", "enable", "--now", "--no-block", "spire-agent.service"}, cmds[len(cmds)-1])
 	}
 	doc := map[string]any{"write_files": files, "runcmd": cmds}
 	out, err := yaml.Marshal(doc)
@@ -173,9 +173,11 @@ func runCommands(a bootstrapv1.AgentSpec, bin string) []any {
 			shellQuote(tmp), shellQuote(a.DownloadURL), a.SHA256, shellQuote(bin))
 		cmds = append(cmds, []any{"sh", "-c", script})
 	}
+	// --no-block: runcmd runs inside cloud-final.service, which both units are ordered after, so
+	// waiting for their start would wait for runcmd itself, for ever.
 	return append(cmds,
 		[]any{"systemctl", "daemon-reload"},
-		[]any{"systemctl", "enable", "--now", "hyperfleet-agent.service"})
+		[]any{"systemctl", "enable", "--now", "--no-block", "hyperfleet-agent.service"})
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -57,8 +57,8 @@ func TestSPIREBootstrapData(t *testing.T) {
 	g.Expect(files).To(HaveKey(bootstrap.SPIREAgentUnitPath))
 	g.Expect(doc.RunCmd).To(HaveExactElements(
 		[]string{"systemctl", "daemon-reload"},
-		[]string{"systemctl", "enable", "--now", "spire-agent.service"},
-		[]string{"systemctl", "enable", "--now", "hyperfleet-agent.service"},
+		[]string{"systemctl", "enable", "--now", "--no-block", "spire-agent.service"},
+		[]string{"systemctl", "enable", "--now", "--no-block", "hyperfleet-agent.service"},
 	))
 
 	cfg, err := agent.ConfigFromUserData([]byte(userData), agent.DefaultConfigPath)
