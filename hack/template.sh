@@ -54,10 +54,11 @@ cannot() { echo "template.sh: $*" >&2; exit 3; }
 command -v go >/dev/null || die "go is needed to build the agent"
 mkdir -p "$CACHE"
 
-# The agent, static, built the way a release builds it; its hash keys the cache.
+# The agent, static, built the way a release builds it; its hash keys the cache. Without the VCS
+# stamp: the binary (and so the image) changes when the agent's sources do, not with every commit.
 agent_tmp=$(mktemp "$CACHE/.agent.XXXXXX")
 trap 'rm -f "$agent_tmp"' EXIT
-(cd "$ROOT" && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags "-s -w" -o "$agent_tmp" ./cmd/hyperfleet-agent)
+(cd "$ROOT" && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -buildvcs=false -ldflags "-s -w" -o "$agent_tmp" ./cmd/hyperfleet-agent)
 key=$( { sha256sum < "$0"; sha256sum < "$agent_tmp"; echo "$SUITE $DISK_SIZE"; } | sha256sum | cut -c1-16)
 image=$CACHE/$NAME-$key.qcow2
 
