@@ -18,7 +18,8 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/tenancy"
 )
 
-// repairMinAge keeps the repair loop from undoing a webhook that arrived a moment ago.
+// repairMinAge keeps the repair loop from undoing a webhook that arrived a moment ago: a listing
+// overrules a delivery only when it began at least this long after it.
 const repairMinAge = 30 * time.Second
 
 // rateLimitBackoff is how long a pool leaves its platform alone after a rate limit that did not
@@ -30,8 +31,10 @@ const rateLimitBackoff = time.Minute
 const retryAtPrefix = "RetryAt="
 
 // reconcileRepair compares the ledger with the CI platform's API every repair interval: webhooks
-// are not redelivered by every platform, so queued jobs whose webhook was lost are added, and
-// jobs that are no longer queued are dropped. It also deregisters offline runners of this pool
+// are not redelivered by every platform, so queued jobs whose webhook was lost are added, jobs
+// that are no longer queued are dropped, and jobs a delivery called running or done that the
+// platform lists as queued are queued again (demand.Store.Repair): the listing wins over any
+// delivery, which whoever holds the receiver's secret can forge. It also deregisters offline runners of this pool
 // that no Machine backs. While the platform rate-limits the pool (PlatformRateLimited) nothing is
 // sent to it until the time it named: reconciles in between only size on the ledger.
 func (r *RunnerPoolReconciler) reconcileRepair(ctx context.Context, s *poolScope) (ctrl.Result, error) {
@@ -60,6 +63,7 @@ func (r *RunnerPoolReconciler) reconcileRepair(ctx context.Context, s *poolScope
 		r.setPlatformUnavailable(s, err)
 		return ctrl.Result{}, nil // sizing continues on webhook demand
 	}
+	listedAt := time.Now() // a delivery the listing may predate is not overruled by it
 	jobs, err := c.QueuedJobs(ctx, scope)
 	if errors.Is(err, platform.ErrBudgetReserved) {
 		r.holds.hold(s.pool.UID, pauseRepair(s, err))
@@ -89,7 +93,7 @@ func (r *RunnerPoolReconciler) reconcileRepair(ctx context.Context, s *poolScope
 			log.Error(err, "pruning job claims")
 		}
 	}
-	added, removed, err := r.Demand.Repair(ctx, s.pool, mine, repairMinAge)
+	added, removed, err := r.Demand.Repair(demand.WithListedAt(ctx, listedAt), s.pool, mine, repairMinAge)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

@@ -29,6 +29,7 @@ const (
 	claimKeyUID       = "pool-uid"
 	claimKeyJob       = "job"
 	claimKeyInstall   = "installation"
+	claimKeyPlatform  = "platform"
 	claimKeyAt        = "claimed-at"
 
 	// claimAttempts bounds the create/take-over race; each lost round means another writer won.
@@ -58,7 +59,7 @@ func (o Owner) Is(pool *fleetv1.RunnerPool) bool {
 }
 
 // Claims gives every job exactly one owning pool across all namespaces: one ConfigMap per
-// (installation, job) in the manager's own namespace, created by whichever path saw the job first
+// (platform, installation, job) in the manager's own namespace, created by whichever path saw the job first
 // (a webhook or a pool's repair loop). Create-if-absent in the API server is the arbiter, so two
 // replicas or two pools racing for a job agree on one winner. Tenants cannot write in the
 // manager's namespace, so no one can claim a job by hand.
@@ -78,12 +79,23 @@ func (c *Claims) now() time.Time {
 	return time.Now()
 }
 
-// ClaimName names the claim of a job of an installation. Two decimal IDs (GitHub's App
-// installation and job) keep the readable "job-claim-<installation>-<job>", as before there were
-// other platforms; anything else (a GitLab host, a Buildkite slug and UUID) is hashed into
-// "job-claim-h-<40 hex>", since a host or a UUID may not fit a ConfigMap name and "a-b"+"c" must
-// not meet "a"+"b-c".
-func ClaimName(installation, jobID string) string {
+// ClaimName names the claim of a job of an installation on a platform. GitHub's claims keep the
+// names they had before claims knew platforms: "job-claim-<installation>-<job>" for two decimal IDs
+// (the App installation and the job), else "job-claim-h-<40 hex>". Other platforms' names say
+// the platform and hash the rest, "job-claim-<platform>-<40 hex>": one platform's installation may
+// be spelt like another's (a GitLab instance at host "12345" and GitHub's installation 12345 both
+// have a job 678; a Buildkite organization "ci" and a GitLab host "ci"), a host or a UUID may not
+// fit a ConfigMap name, and "a-b"+"c" must not meet "a"+"b-c".
+func ClaimName(kind platform.Kind, installation, jobID string) string {
+	if kind == platform.KindGitHub {
+		return legacyClaimName(installation, jobID)
+	}
+	sum := sha256.Sum256([]byte(string(kind) + "\x00" + installation + "\x00" + jobID))
+	return "job-claim-" + string(kind) + "-" + hex.EncodeToString(sum[:20])
+}
+
+// legacyClaimName is the name every platform's claims had before names said the platform.
+func legacyClaimName(installation, jobID string) string {
 	if isDecimal(installation) && isDecimal(jobID) && len(installation)+len(jobID) <= 200 {
 		return "job-claim-" + installation + "-" + jobID
 	}
@@ -102,40 +114,97 @@ func (c *Claims) setOwner(cm *corev1.ConfigMap, installation, jobID string, pool
 	cm.Labels = map[string]string{ClaimLabel: string(pool.UID)}
 	cm.Data = map[string]string{
 		claimKeyNamespace: pool.Namespace, claimKeyName: pool.Name, claimKeyUID: string(pool.UID),
-		claimKeyInstall: installation, claimKeyJob: jobID, claimKeyAt: c.now().UTC().Format(time.RFC3339),
+		claimKeyPlatform: string(platform.KindOf(pool)),
+		claimKeyInstall:  installation, claimKeyJob: jobID, claimKeyAt: c.now().UTC().Format(time.RFC3339),
 	}
 }
 
-// Owner returns the pool that claimed a job, if any (alive or not).
-func (c *Claims) Owner(ctx context.Context, installation, jobID string) (Owner, bool, error) {
-	cm := &corev1.ConfigMap{}
-	err := c.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: ClaimName(installation, jobID)}, cm)
-	switch {
-	case apierrors.IsNotFound(err):
-		return Owner{}, false, nil
-	case err != nil:
-		return Owner{}, false, fmt.Errorf("reading the claim of job %s: %w", jobID, err)
+// find reads the claim of a job of a platform: the one under ClaimName, else one a release before
+// platform-qualified names made under legacyClaimName, which counts only while its pool lives and
+// is of kind (under an old name a GitHub job and a GitLab job could meet). nil when there is none.
+func (c *Claims) find(ctx context.Context, kind platform.Kind, installation, jobID string) (*corev1.ConfigMap, error) {
+	names := []string{ClaimName(kind, installation, jobID)}
+	if legacy := legacyClaimName(installation, jobID); legacy != names[0] {
+		names = append(names, legacy)
+	}
+	for i, name := range names {
+		cm := &corev1.ConfigMap{}
+		err := c.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, cm)
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("reading the claim of job %s: %w", jobID, err)
+		}
+		if i == 0 {
+			return cm, nil
+		}
+		if k := cm.Data[claimKeyPlatform]; k != "" && k != string(kind) {
+			return nil, nil
+		}
+		owner, alive, err := c.ownerPool(ctx, ownerOf(cm))
+		if err != nil {
+			return nil, err
+		}
+		if alive && platform.KindOf(owner) == kind {
+			return cm, nil
+		}
+	}
+	return nil, nil
+}
+
+// OwnerOf returns the pool that claimed a job of a platform, if any (alive or not).
+func (c *Claims) OwnerOf(ctx context.Context, kind platform.Kind, installation, jobID string) (Owner, bool, error) {
+	cm, err := c.find(ctx, kind, installation, jobID)
+	if err != nil || cm == nil {
+		return Owner{}, false, err
 	}
 	return ownerOf(cm), true, nil
 }
 
+// Owner returns the pool that claimed a job of an installation on any platform, if any (alive or
+// not): the first found of each platform's claim, GitHub's first. Callers that know the platform
+// should ask OwnerOf, which reads one claim where this may read several and may answer with
+// another platform's pool when installations of two platforms are spelt alike.
+func (c *Claims) Owner(ctx context.Context, installation, jobID string) (Owner, bool, error) {
+	for _, kind := range platform.Kinds() {
+		if o, found, err := c.OwnerOf(ctx, kind, installation, jobID); err != nil || found {
+			return o, found, err
+		}
+	}
+	return Owner{}, false, nil
+}
+
 // Claim returns the owner of a job, making pool its owner when the job has none yet, or when its
-// owner was deleted (or is being deleted) since. Callers record the job only in the owner's
-// ledger.
+// owner was deleted (or is being deleted) since. The claim is of pool's platform. Callers record
+// the job only in the owner's ledger.
 func (c *Claims) Claim(ctx context.Context, installation, jobID string, pool *fleetv1.RunnerPool) (Owner, error) {
+	return c.claim(ctx, installation, jobID, pool, nil)
+}
+
+// claim is Claim; for a job the platform listed (listed), it also takes the job from an owner
+// whose platform, scope or labels cannot serve it: such a claim was made on a delivery's word
+// alone (whoever holds the receiver's secret can route a job to any pool of its platform whose
+// credentials prove the installation), and the platform's listing wins over any delivery.
+func (c *Claims) claim(ctx context.Context, installation, jobID string, pool *fleetv1.RunnerPool, listed *platform.Job) (Owner, error) {
 	if installation == "" || jobID == "" {
 		return Owner{}, fmt.Errorf("a job claim needs an installation and a job id (installation %q, job %q)", installation, jobID)
 	}
 	if pool.UID == "" {
 		return Owner{}, fmt.Errorf("runner pool %s/%s has no UID; pass the object read from the API server", pool.Namespace, pool.Name)
 	}
-	key := client.ObjectKey{Namespace: c.Namespace, Name: ClaimName(installation, jobID)}
+	kind := platform.KindOf(pool)
+	if !kind.Valid() {
+		return Owner{}, fmt.Errorf("runner pool %s/%s names no CI platform", pool.Namespace, pool.Name)
+	}
+	key := client.ObjectKey{Namespace: c.Namespace, Name: ClaimName(kind, installation, jobID)}
 	var lastErr error
 	for range claimAttempts {
-		cm := &corev1.ConfigMap{}
-		err := c.Client.Get(ctx, key, cm)
-		switch {
-		case apierrors.IsNotFound(err):
+		cm, err := c.find(ctx, kind, installation, jobID)
+		if err != nil {
+			return Owner{}, err
+		}
+		if cm == nil {
 			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 			c.setOwner(cm, installation, jobID, pool)
 			if err := c.Client.Create(ctx, cm); err != nil {
@@ -146,22 +215,20 @@ func (c *Claims) Claim(ctx context.Context, installation, jobID string, pool *fl
 				return Owner{}, fmt.Errorf("claiming job %s: %w", jobID, err)
 			}
 			return ownerOf(cm), nil
-		case err != nil:
-			return Owner{}, fmt.Errorf("reading the claim of job %s: %w", jobID, err)
 		}
 		owner := ownerOf(cm)
 		if owner.Is(pool) {
 			return owner, nil
 		}
-		alive, err := c.alive(ctx, owner)
+		current, alive, err := c.ownerPool(ctx, owner)
 		if err != nil {
 			return Owner{}, err
 		}
-		if alive {
+		if alive && (listed == nil || serves(current, kind, *listed)) {
 			return owner, nil
 		}
-		// The owner is gone: take the job over, with the resourceVersion read, so of two pools
-		// doing this at once only one wins.
+		// The owner is gone, or cannot take the job the platform lists: take the job over, with
+		// the resourceVersion read, so of two pools doing this at once only one wins.
 		c.setOwner(cm, installation, jobID, pool)
 		if err := c.Client.Update(ctx, cm); err != nil {
 			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
@@ -175,25 +242,33 @@ func (c *Claims) Claim(ctx context.Context, installation, jobID string, pool *fl
 	return Owner{}, fmt.Errorf("claiming job %s: gave up after %d rounds: %w", jobID, claimAttempts, lastErr)
 }
 
-// alive reports whether the claim's owner still exists and is not being deleted.
-func (c *Claims) alive(ctx context.Context, o Owner) (bool, error) {
+// serves reports whether pool could have been routed a job the platform listed: of the job's
+// platform, its scope holding the job's repository, its runners able to take the job's labels.
+func serves(pool *fleetv1.RunnerPool, kind platform.Kind, j platform.Job) bool {
+	_, ok := rankPool(pool, kind, j.Repository, j.Labels)
+	return ok
+}
+
+// ownerPool reads a claim's owner and reports whether it still exists and is not being deleted.
+func (c *Claims) ownerPool(ctx context.Context, o Owner) (*fleetv1.RunnerPool, bool, error) {
 	pool := &fleetv1.RunnerPool{}
 	if err := c.Client.Get(ctx, o.NamespacedName, pool); err != nil {
 		if apierrors.IsNotFound(err) {
-			return false, nil
+			return nil, false, nil
 		}
-		return false, fmt.Errorf("reading the owner %s of a job claim: %w", o.NamespacedName, err)
+		return nil, false, fmt.Errorf("reading the owner %s of a job claim: %w", o.NamespacedName, err)
 	}
-	return pool.UID == o.UID && pool.DeletionTimestamp.IsZero(), nil
+	return pool, pool.UID == o.UID && pool.DeletionTimestamp.IsZero(), nil
 }
 
 // Owned keeps the jobs of an installation that pool owns, claiming the unclaimed ones for it: the
-// repair loop passes the queued jobs it found, so a job another pool saw first is left to it.
+// repair loop passes the queued jobs it found, so a job another pool saw first is left to it,
+// unless that pool cannot serve the job as the platform lists it (see claim).
 func (c *Claims) Owned(ctx context.Context, installation string, pool *fleetv1.RunnerPool, jobs []platform.Job) ([]platform.Job, error) {
 	var out []platform.Job
 	var errs []error
 	for _, j := range jobs {
-		owner, err := c.Claim(ctx, installation, j.ID, pool)
+		owner, err := c.claim(ctx, installation, j.ID, pool, &j)
 		if err != nil {
 			errs = append(errs, err)
 			continue

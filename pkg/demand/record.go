@@ -29,6 +29,10 @@ type Record struct {
 	// the job, not one the platform announced: a listing that shows the job queued again, or a
 	// webhook moving it on, overrides it.
 	Presumed bool
+	// Disputed marks a job the platform's listing showed waiting for a runner after a delivery
+	// had said it was running or done: a forged or stale delivery. From then on only listings
+	// take the job out of the queue; deliveries that would are dropped (see Store.Record).
+	Disputed bool
 }
 
 // forwardFrom is the state a new event must move forward from: a presumed completion counts as
@@ -38,6 +42,13 @@ func (r Record) forwardFrom() platform.JobState {
 		return platform.JobQueued
 	}
 	return r.State
+}
+
+// leavesQueue reports whether event state to would take this job out of the queue on a
+// delivery's word alone, which a disputed job does not allow.
+func (r Record) leavesQueue(to platform.JobState) bool {
+	from := r.forwardFrom()
+	return (from.NeedsRunner() || from.IsHeld()) && (to == platform.JobInProgress || to == platform.JobCompleted)
 }
 
 // Demand is a snapshot of one pool's ledger.
@@ -74,6 +85,7 @@ type wireRecord struct {
 	QM int64 `json:"qm,omitempty"`
 	U  int   `json:"u,omitempty"`
 	P  bool  `json:"p,omitempty"`
+	D  bool  `json:"d,omitempty"`
 }
 
 func unixOrZero(t time.Time) int64 {
@@ -101,7 +113,7 @@ func encodeRecord(r Record) string {
 	b, _ := json.Marshal(wireRecord{
 		S: r.State, L: r.LabelSet, R: r.Runner,
 		T: unixOrZero(r.Transition), Q: unixOrZero(r.FirstQueued), QM: millisOf(r.FirstQueued),
-		U: r.Unlisted, P: r.Presumed,
+		U: r.Unlisted, P: r.Presumed, D: r.Disputed,
 	})
 	return string(b)
 }
@@ -119,7 +131,7 @@ func decodeRecord(s string) (Record, error) {
 		queued = queued.Add(time.Duration(w.QM) * time.Millisecond)
 	}
 	return Record{State: w.S, LabelSet: w.L, Runner: w.R, Transition: timeOrZero(w.T), FirstQueued: queued,
-		Unlisted: w.U, Presumed: w.P && w.S == platform.JobCompleted}, nil
+		Unlisted: w.U, Presumed: w.P && w.S == platform.JobCompleted, Disputed: w.D}, nil
 }
 
 // maxKeyLength bounds a ConfigMap data key.

@@ -2,11 +2,13 @@ package demand_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 
+	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
 )
@@ -175,4 +177,105 @@ func TestRepairUndoesAPresumedCompletion(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 	}
 	g.Expect(store.Record(ctx, pool, jobEvent(1, platform.JobQueued))).To(BeFalse())
+}
+
+// TestRepairOverrulesForgedDeliveries plays whoever holds a receiver's secret (on GitLab, every
+// maintainer whose project or group webhook points at HyperFleet, and job IDs are sequential): a
+// delivery says a job the platform still lists as queued is done or running, both before the job's
+// queued delivery (announced ahead) and after it. The ledger takes the platform's listing over
+// the delivery, once the listing began at least minAge after the delivery (a listing begun
+// earlier may predate a real start or finish); from then on the job is disputed, and neither
+// another forged delivery nor a late real one takes it out of the queue: only listings do.
+func TestRepairOverrulesForgedDeliveries(t *testing.T) {
+	const minAge = 30 * time.Second
+	for _, forged := range []platform.JobState{platform.JobCompleted, platform.JobInProgress} {
+		for _, ahead := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s ahead=%t", forged, ahead), func(t *testing.T) {
+				g := NewWithT(t)
+				ctx := context.Background()
+				pool := createPool(t, builder.NewRunnerPool("pool", ""))
+				clk := newClock()
+				store := newStore(clk)
+				if !ahead {
+					g.Expect(store.Record(ctx, pool, jobEvent(1, platform.JobQueued))).To(BeTrue())
+					clk.Advance(5 * time.Second)
+				}
+				g.Expect(store.Record(ctx, pool, jobEvent(1, forged))).To(BeTrue(), "the forged delivery is signed")
+				if ahead {
+					g.Expect(store.Record(ctx, pool, jobEvent(1, platform.JobQueued))).To(BeFalse(), "not forward")
+				}
+				listed := []platform.Job{{ID: "1", State: platform.JobQueued, Labels: []string{"linux"}, Repository: "acme/api"}}
+				repair := func() (int, int) {
+					added, removed, err := store.Repair(demand.WithListedAt(ctx, clk.Now()), pool, listed, minAge)
+					g.Expect(err).NotTo(HaveOccurred())
+					return added, removed
+				}
+				snapshot := func() demand.Demand {
+					d, err := store.Snapshot(ctx, pool)
+					g.Expect(err).NotTo(HaveOccurred())
+					return d
+				}
+
+				clk.Advance(minAge - 5*time.Second)
+				g.Expect(repair()).To(BeZero(), "a listing begun soon after the delivery may predate a real start")
+				g.Expect(snapshot().Queued).To(BeZero())
+
+				clk.Advance(10 * time.Second)
+				added, removed := repair()
+				g.Expect([]int{added, removed}).To(Equal([]int{1, 0}))
+				d := snapshot()
+				g.Expect(d.Queued).To(Equal(1), "the platform's listing wins")
+				g.Expect(d.Busy).To(BeEmpty(), "no runner is busy on the forged delivery's word")
+				g.Expect(d.Jobs["1"]).To(And(HaveField("State", platform.JobQueued), HaveField("Disputed", true)))
+
+				for _, again := range []platform.JobState{platform.JobInProgress, platform.JobCompleted} {
+					g.Expect(store.Record(ctx, pool, jobEvent(1, again))).To(BeFalse(), "a disputed job leaves the queue on a listing only")
+				}
+				g.Expect(snapshot().Queued).To(Equal(1))
+
+				// A runner took the job: a poll lists it in progress, and it ends.
+				started := []platform.Job{{ID: "1", State: platform.JobInProgress, Labels: []string{"linux"}, RunnerName: "pool-abc"}}
+				_, removed, err := store.Repair(ctx, pool, started, minAge)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(removed).To(Equal(1))
+				d = snapshot()
+				g.Expect(d.Queued).To(BeZero())
+				g.Expect(d.Busy).To(HaveKeyWithValue("pool-abc", "1"))
+				g.Expect(store.Record(ctx, pool, jobEvent(1, platform.JobCompleted))).To(BeTrue())
+			})
+		}
+	}
+}
+
+// TestRepairKeepsAJobThatReallyFinished: a job goes queued -> in progress -> completed while a
+// repair lists the scope, so the listing shows it queued after its completion was recorded. The
+// completion stands, and the job is not demand again: the next listing no longer shows it.
+func TestRepairKeepsAJobThatReallyFinished(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	pool := createPool(t, builder.NewRunnerPool("pool", ""))
+	clk := newClock()
+	store := newStore(clk)
+	const minAge = 30 * time.Second
+	g.Expect(store.Record(ctx, pool, jobEvent(1, platform.JobQueued))).To(BeTrue())
+	clk.Advance(time.Minute)
+	began := clk.Now()
+	clk.Advance(2 * time.Second)
+	g.Expect(store.Record(ctx, pool, jobEvent(1, platform.JobInProgress))).To(BeTrue())
+	clk.Advance(20 * time.Second)
+	g.Expect(store.Record(ctx, pool, jobEvent(1, platform.JobCompleted))).To(BeTrue())
+	clk.Advance(10 * time.Second) // a long listing
+	stale := []platform.Job{{ID: "1", State: platform.JobQueued, Labels: []string{"linux"}}}
+	added, removed, err := store.Repair(demand.WithListedAt(ctx, began), pool, stale, minAge)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect([]int{added, removed}).To(Equal([]int{0, 0}))
+	for range 3 {
+		clk.Advance(time.Minute)
+		_, _, err = store.Repair(demand.WithListedAt(ctx, clk.Now()), pool, nil, minAge)
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	d, err := store.Snapshot(ctx, pool)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(d.Queued).To(BeZero())
+	g.Expect(d.Jobs["1"]).To(And(HaveField("State", platform.JobCompleted), HaveField("Presumed", false), HaveField("Disputed", false)))
 }

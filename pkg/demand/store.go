@@ -84,6 +84,14 @@ func WithObservedAt(ctx context.Context, t time.Time) context.Context {
 	return context.WithValue(ctx, observedAtKey{}, t)
 }
 
+type listedAtKey struct{}
+
+// WithListedAt tells Repair when the platform's listing it is given began, so a delivery the
+// listing may predate is not overruled by it (see applyListing).
+func WithListedAt(ctx context.Context, t time.Time) context.Context {
+	return context.WithValue(ctx, listedAtKey{}, t)
+}
+
 func (s *Store) now() time.Time {
 	if s.Now != nil {
 		return s.Now()
@@ -107,8 +115,10 @@ func (s *Store) maxRecords() int {
 
 // Record applies one job event to pool's ledger. Only forward transitions are applied
 // (platform.IsForward: waiting < queued < in_progress < completed), so duplicates, replays and
-// events arriving out of order return changed=false. A held (waiting) job is recorded but is not
-// demand until its queued event arrives. A job the ledger has never seen is recorded whatever its
+// events arriving out of order return changed=false. A disputed job (Record.Disputed: a listing
+// contradicted an earlier delivery that said it ran or ended) is not taken out of the queue by a
+// delivery at all, since whoever forged the first can forge the next. A held (waiting) job is
+// recorded but is not demand until its queued event arrives. A job the ledger has never seen is recorded whatever its
 // state: a runner of ours may have taken a job whose queued event was lost, and a completed
 // record keeps a late queued replay from creating demand.
 func (s *Store) Record(ctx context.Context, pool *fleetv1.RunnerPool, ev platform.JobEvent) (bool, error) {
@@ -126,6 +136,9 @@ func (s *Store) Record(ctx context.Context, pool *fleetv1.RunnerPool, ev platfor
 		old, known := jobs[key]
 		if known && !platform.IsForward(old.forwardFrom(), ev.State) {
 			return false
+		}
+		if known && old.Disputed && old.leavesQueue(ev.State) {
+			return false // the platform contradicted a delivery about this job: only its listings move it on
 		}
 		switch {
 		case ev.State != platform.JobInProgress || ev.RunnerName == "":
@@ -169,20 +182,25 @@ func (s *Store) Snapshot(ctx context.Context, pool *fleetv1.RunnerPool) (Demand,
 }
 
 // Repair reconciles pool's ledger with the platform's list of jobs waiting for a runner or held
-// (platform.DemandSource.QueuedJobs), which the repair loop fetches because webhooks may be lost.
-// queued must hold only the jobs routed to this pool (see JobsForPool). Jobs the ledger lacks are
-// added in their listed state (queued when the list gives none). The platform's word wins over
-// the order webhooks imposed: a job the ledger holds as queued that the platform lists as held
-// (waiting) goes back to waiting, so it stops counting as demand.
+// (platform.DemandSource.QueuedJobs), which the repair loop fetches because webhooks may be lost,
+// forged or stale. queued must hold only the jobs routed to this pool (see JobsForPool); the
+// listing began at the time WithListedAt gave ctx, else now. Jobs the ledger lacks are added in
+// their listed state (queued when the list gives none). The platform's word wins over the order
+// webhooks imposed and over what they claimed (see applyListing): a job the ledger holds as
+// queued that the platform lists as held goes back to waiting, and a job a delivery called
+// running or done that the platform lists as queued or held goes back to that state.
 //
 // Jobs the ledger holds as queued or waiting that the platform no longer lists were cancelled or
 // taken by a runner that is not ours; but a list is no proof of absence (a paged listing misses
 // entries that shift between pages while runs start, and it may predate the webhook that
 // announced a job). So such a job is presumed completed only when unlistedRepairs listings in a
 // row missed it and it was queued at least minAge ago, and the presumption is undone (the job is
-// queued again, counted as added) when a later listing shows it queued or held. A completion the
-// platform announced is never undone.
+// queued again, counted as added) when a later listing shows it queued or held.
 func (s *Store) Repair(ctx context.Context, pool *fleetv1.RunnerPool, queued []platform.Job, minAge time.Duration) (added, removed int, err error) {
+	began, ok := ctx.Value(listedAtKey{}).(time.Time)
+	if !ok {
+		began = s.now()
+	}
 	_, err = s.mutate(ctx, pool, func(jobs map[string]Record) bool {
 		added, removed = 0, 0 // a retry starts over from a fresh read
 		changed := false
@@ -193,38 +211,20 @@ func (s *Store) Repair(ctx context.Context, pool *fleetv1.RunnerPool, queued []p
 			if state == "" {
 				state = platform.JobQueued
 			}
-			if state != platform.JobQueued && state != platform.JobWaiting {
-				continue
-			}
 			key := JobKey(j.ID)
-			listed[key] = true
-			if r, known := jobs[key]; known {
-				switch {
-				case r.Presumed:
-					// Presumed gone too soon: the platform still has it waiting.
-					r.State, r.Transition, r.Presumed, r.Unlisted = state, now, false, 0
-					jobs[key] = r
-					if state.NeedsRunner() {
-						added++
-					} else {
-						changed = true
-					}
-				case r.State == platform.JobQueued && state == platform.JobWaiting:
-					r.State, r.Transition, r.Unlisted = platform.JobWaiting, now, 0
-					jobs[key] = r
-					removed++
-				case r.Unlisted > 0:
-					r.Unlisted = 0
-					jobs[key] = r
-					changed = true
-				}
-				continue
+			if state == platform.JobQueued || state == platform.JobWaiting {
+				listed[key] = true
 			}
-			r := Record{State: state, LabelSet: platform.LabelSetKey(j.Labels), Transition: now}
-			if state.NeedsRunner() {
-				r.FirstQueued = now
+			old, known := jobs[key]
+			r, eff := applyListing(old, known, j, state, listing{began: began, now: now, minAge: minAge})
+			switch eff {
+			case unchanged:
+				continue
+			case demandAdded:
 				added++
-			} else {
+			case demandRemoved:
+				removed++
+			default:
 				changed = true
 			}
 			jobs[key] = r

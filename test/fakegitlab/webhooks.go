@@ -139,3 +139,19 @@ func (s *Server) sendHook(ctx context.Context, h pendingHook) {
 	s.deliveries = append(s.deliveries, d)
 	s.mu.Unlock()
 }
+
+// JobHook returns the Job Hook GitLab would send for job id were it in status, without sending
+// it or changing the job: what a sender of forged or stale hooks (anyone with the webhook's
+// token) posts with PostJobHook. ok is false for an unknown job.
+func (s *Server) JobHook(id int64, status JobStatus) (body []byte, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j := s.jobs[id]
+	if j == nil {
+		return nil, false
+	}
+	forged := *j
+	forged.Status = status
+	body, _ = json.Marshal(s.jobHookPayloadLocked(&forged))
+	return body, true
+}
