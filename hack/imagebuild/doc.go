@@ -6,5 +6,5 @@
 //	go run ./hack/imagebuild -out bin/images -version v0.1.0
 //
 // It writes one OCI image layout per image (an index for linux/amd64 and linux/arm64) and, per
-// platform, a docker-archive tarball that `docker load` and `ctr images import` accept.
+// platform, a docker-archive tarball that `ctr images import` accepts.
 package main
