@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/conditions"
-	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -72,7 +71,7 @@ type hostDrain struct {
 }
 
 // Reconcile advances the drain of every host in maintenance by at most one migration per host.
-func (r *HostDrainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+func (r *HostDrainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
 	hc := &infrav1.HypervisorCluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, hc); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -87,13 +86,19 @@ func (r *HostDrainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if annotations.HasPaused(hc) || (cluster != nil && annotations.IsPaused(cluster, hc)) {
 		return ctrl.Result{}, nil
 	}
-	helper, err := patch.NewHelper(hc, r.Client)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
+	// status.hosts and HostsDrained are written in one patch: the patch helper writes conditions
+	// and the rest of the status apart, and a reader in between saw a drain blocked by failed
+	// migrations with no failure listed. The write carries the read's resourceVersion, since a
+	// merge patch replaces the whole conditions list; on a conflict the drain runs again from a
+	// fresh read.
+	base := hc.DeepCopy()
 	defer func() {
-		if err := helper.Patch(ctx, hc, patch.WithOwnedConditions{Conditions: []string{infrav1.HypervisorClusterHostsDrainedCondition}}); err != nil {
+		stale, err := patchStatusFresh(ctx, r.Client, hc, base)
+		switch {
+		case err != nil:
 			reterr = kerrors.NewAggregate([]error{reterr, err})
+		case stale && reterr == nil:
+			res = ctrl.Result{RequeueAfter: time.Millisecond}
 		}
 	}()
 	return r.reconcileDrain(ctx, hc)
