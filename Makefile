@@ -20,9 +20,9 @@ all: build
 ##@ Development
 
 .PHONY: tools
-tools: ## Build (or reuse) the offline toolchain: envtest binaries, CAPI manager, clusterctl, controller-gen.
+tools: ## Build (or reuse) the offline toolchain: envtest binaries, the test node's Kubernetes binaries, CAPI manager, clusterctl, controller-gen.
 	hack/prereqs.sh
-	hack/tools.sh "$(TOOLS_CACHE)"
+	hack/tools.sh --node "$(TOOLS_CACHE)"
 	hack/helm.sh "$(TOOLS_CACHE)"
 	hack/spire.sh "$(TOOLS_CACHE)"
 
@@ -124,6 +124,11 @@ build: ## Build all binaries into bin/.
 .PHONY: dev
 dev: tools ## Run the whole fleet on this machine (API server, CAPI, HyperFleet, Proxmox simulator, fake GitHub; DEV_FLAGS=--hypervisor=hyperv|both adds the Hyper-V simulator); Ctrl-C stops it.
 	go run ./cmd/hyperfleet-dev up $(DEV_FLAGS)
+
+NODE_IMAGES ?= $(wildcard $(IMAGES_DIR)/*-linux-amd64.tar)
+.PHONY: node
+node: tools ## Run a real single-node Kubernetes (etcd, API server, controllers, scheduler, kubelet on containerd, kube-proxy; needs root) with the images of `make images` imported; Ctrl-C stops it.
+	go run ./cmd/hyperfleet-dev node $(foreach i,$(NODE_IMAGES),--import $(i))
 
 JOBS ?= 20
 JOB_LABELS ?=

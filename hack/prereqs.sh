@@ -4,7 +4,8 @@
 # against a software TPM and fail, not skip, without it), chromium (the console's browser test
 # drives Debian's Chromium; it fails in CI without it), make/git (the build itself), and what the
 # runner template (hack/template.sh) and the real-guest tests need: debootstrap, qemu-utils,
-# extlinux with syslinux-common and fdisk to build the image, qemu-system-x86 and socat to boot it.
+# extlinux with syslinux-common and fdisk to build the image, qemu-system-x86 and socat to boot it;
+# and what the test node (internal/node) runs on: containerd, runc, the CNI plugins and iptables.
 # As root on a Debian or Ubuntu machine it installs what is missing with apt-get; otherwise it
 # stops at once with the one command to run. Idempotent: with everything present it prints nothing.
 #
@@ -25,10 +26,18 @@ declare -A pkgs=(
   [extlinux]="extlinux syslinux-common"
   [sfdisk]="fdisk"
   [socat]="socat"
+  [containerd]="containerd"
+  [runc]="runc"
+  [iptables]="iptables"
+  [/usr/lib/cni/bridge]="containernetworking-plugins"
 )
 missing=()
-for cmd in gcc swtpm swtpm_setup git make chromium debootstrap qemu-img qemu-system-x86_64 extlinux sfdisk socat; do
-  command -v "$cmd" >/dev/null 2>&1 || missing+=(${pkgs[$cmd]})
+for cmd in gcc swtpm swtpm_setup git make chromium debootstrap qemu-img qemu-system-x86_64 extlinux sfdisk socat \
+  containerd runc iptables /usr/lib/cni/bridge; do
+  case $cmd in
+  /*) [ -e "$cmd" ] || missing+=(${pkgs[$cmd]}) ;;
+  *) command -v "$cmd" >/dev/null 2>&1 || missing+=(${pkgs[$cmd]}) ;;
+  esac
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 

@@ -9,6 +9,7 @@
 #   k8s/{etcd,kube-apiserver,kubectl}      -> KUBEBUILDER_ASSETS
 #   capi/{capi-manager,clusterctl,crds/,webhook/}
 #   bin/controller-gen
+#   node/{kubelet,kube-controller-manager,kube-scheduler,kube-proxy}   (NODE=1 or `hack/tools.sh --node`)
 set -euo pipefail
 
 K8S_VERSION=${K8S_VERSION:-1.34.3}
@@ -16,10 +17,12 @@ ETCD_VERSION=${ETCD_VERSION:-3.6.5}
 CAPI_VERSION=${CAPI_VERSION:-1.12.5}
 CONTROLLER_GEN_VERSION=${CONTROLLER_GEN_VERSION:-0.19.0}
 
+NODE=${NODE:-0}
+if [ "${1:-}" = --node ]; then NODE=1; shift; fi
 CACHE=${1:-${TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hyperfleet/tools}}
 mkdir -p "$CACHE"
 CACHE=$(cd "$CACHE" && pwd)
-K8S_DIR=$CACHE/k8s CAPI_DIR=$CACHE/capi BIN_DIR=$CACHE/bin BUILD=$CACHE/build
+K8S_DIR=$CACHE/k8s CAPI_DIR=$CACHE/capi BIN_DIR=$CACHE/bin BUILD=$CACHE/build NODE_DIR=$CACHE/node
 mkdir -p "$K8S_DIR" "$CAPI_DIR" "$BIN_DIR" "$BUILD"
 # One build at a time: a second make waits for the first instead of building over it.
 exec 9>"$BUILD/.lock"
@@ -61,6 +64,26 @@ else
   done
   (cd "$d" && go build -trimpath -ldflags "$ld" -o "$K8S_DIR/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver)
   (cd "$d" && go build -trimpath -ldflags "$ld" -o "$K8S_DIR/kubectl" k8s.io/kubernetes/cmd/kubectl)
+fi
+
+# The rest of a node (test/node): kubelet, kube-controller-manager, kube-scheduler and kube-proxy,
+# in one `go build` of the same throwaway module so they share its build cache.
+node_bins="kubelet kube-controller-manager kube-scheduler kube-proxy"
+node_cached() { for b in $node_bins; do version_is "$NODE_DIR/$b" "v$K8S_VERSION" --version || return 1; done; }
+if [ "$NODE" = 1 ]; then
+  if node_cached; then
+    log "node binaries v$K8S_VERSION cached"
+  else
+    log "building kubelet, kube-controller-manager, kube-scheduler and kube-proxy v$K8S_VERSION (first run only, 15-25 minutes on 2 cores)"
+    d=$BUILD/k8s; minor=$(echo "$K8S_VERSION" | cut -d. -f2); ld="-s -w"
+    for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+      ld="$ld -X $p.gitVersion=v$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+    done
+    mkdir -p "$NODE_DIR.tmp"
+    pkgs=(); for b in $node_bins; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
+    (cd "$d" && go build -trimpath -ldflags "$ld" -o "$NODE_DIR.tmp/" "${pkgs[@]}")
+    mkdir -p "$NODE_DIR"; for b in $node_bins; do mv -f "$NODE_DIR.tmp/$b" "$NODE_DIR/$b"; done; rmdir "$NODE_DIR.tmp"
+  fi
 fi
 
 # Cluster API core manager and clusterctl.

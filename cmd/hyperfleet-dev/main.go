@@ -7,6 +7,7 @@
 //	hyperfleet-dev up --platform=all                # a mixed fleet: a GitHub, a GitLab and a Buildkite pool
 //	hyperfleet-dev jobs --count 20 --labels linux,x64 # make jobs: queue jobs on the pool's fake platform
 //	hyperfleet-dev status                           # the pool, its Machines, claims, VMs and jobs
+//	hyperfleet-dev node --import bin/images/manager-linux-amd64.tar # make node: a real single-node Kubernetes
 //
 // up writes .hyperfleet/dev/state.json (see docs/local-fleet.md); the other commands read it.
 package main
@@ -34,6 +35,7 @@ commands:
   up       start the local fleet and apply the sample RunnerPool; Ctrl-C stops everything
   jobs     queue jobs on the sample pool's fake platform (it sends its webhooks to the fleet)
   status   print the pool, its Machines and MachineClaims, the VMs and the jobs
+  node     start a real single-node Kubernetes (kubelet on containerd; needs root); Ctrl-C stops it
 
 Run "hyperfleet-dev <command> -h" for a command's flags.
 `
@@ -53,6 +55,8 @@ func main() {
 		err = jobs(ctx, os.Args[2:], os.Stdout)
 	case "status":
 		err = status(ctx, os.Args[2:], os.Stdout)
+	case "node":
+		err = nodeCmd(ctx, os.Args[2:], os.Stdout)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 	default:
