@@ -70,6 +70,56 @@ type Node struct {
 	}
 	mu    sync.Mutex
 	procs map[string]*proc
+	// lock is held while the node runs: one node per machine (its bridge and CIDRs are fixed).
+	lock *os.File
+	// sysctls are the kernel settings the kubelet changes, as they were before it started.
+	sysctls map[string]string
+}
+
+// kubeletSysctls are the settings the kubelet sets on start; Stop puts them back.
+var kubeletSysctls = []string{"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops", "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes"}
+
+// acquire waits for the machine-wide node lock: tests of several packages may each start a node.
+func (n *Node) acquire(ctx context.Context) error {
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "hyperfleet-node.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	for {
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
+			n.lock = f
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return fmt.Errorf("node: waiting for another node on this machine to stop: %w", ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func (n *Node) release() {
+	if n.lock != nil {
+		_ = syscall.Flock(int(n.lock.Fd()), syscall.LOCK_UN)
+		n.lock.Close()
+		n.lock = nil
+	}
+}
+
+func (n *Node) saveSysctls() {
+	n.sysctls = map[string]string{}
+	for _, k := range kubeletSysctls {
+		if b, err := os.ReadFile("/proc/sys/" + k); err == nil {
+			n.sysctls[k] = strings.TrimSpace(string(b))
+		}
+	}
+}
+
+func (n *Node) restoreSysctls() {
+	for k, v := range n.sysctls {
+		_ = os.WriteFile("/proc/sys/"+k, []byte(v+"\n"), 0o644)
+	}
 }
 
 type proc struct {
@@ -115,6 +165,10 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	o.Dir = dir
 	n = &Node{opts: o, Gateway: pods.Masked().Addr().Next(), procs: map[string]*proc{}}
 	n.ContainerdSocket = n.path("containerd", "containerd.sock")
+	if err := n.acquire(ctx); err != nil {
+		return nil, err
+	}
+	n.saveSysctls()
 	defer func() {
 		if err != nil {
 			n.logf("start failed: %v; component logs in %s", err, n.path("logs"))

@@ -34,6 +34,8 @@ func (n *Node) stop(removeDir bool) error {
 	n.unmountAll()
 	_ = exec.Command("ip", "link", "del", n.opts.Bridge).Run()
 	removeCgroups("kubepods")
+	n.restoreSysctls()
+	defer n.release()
 	if removeDir {
 		return os.RemoveAll(n.opts.Dir)
 	}
