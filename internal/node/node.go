@@ -481,6 +481,23 @@ func (n *Node) startKubeProxy() error {
 	return n.run("kube-proxy", filepath.Join(n.opts.NodeBin, "kube-proxy"), "--config="+cfg, "--v=1")
 }
 
+// Reboot restarts the node as a machine restart would: the kubelet and containerd stop, every
+// container dies with them, then both start again and the kubelet recreates its pods.
+func (n *Node) Reboot(ctx context.Context) error {
+	n.kill("kubelet", 10*time.Second)
+	n.removeContainers(ctx)
+	n.kill("containerd", 10*time.Second)
+	n.killShims()
+	n.unmountUnder(n.path("containerd"))
+	if err := n.startContainerd(ctx); err != nil {
+		return err
+	}
+	if err := n.startKubelet(); err != nil {
+		return err
+	}
+	return n.waitNodeReady(ctx)
+}
+
 // Kubectl runs kubectl as the cluster administrator.
 func (n *Node) Kubectl(ctx context.Context, stdin io.Reader, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, filepath.Join(n.opts.K8sBin, "kubectl"), append([]string{"--kubeconfig", n.AdminKubeconfig}, args...)...)

@@ -90,7 +90,9 @@ func (n *Node) killShims() {
 
 // unmountAll detaches every mount under the node's directory, deepest first: pods' volumes,
 // container root filesystems, sandboxes' network namespaces.
-func (n *Node) unmountAll() {
+func (n *Node) unmountAll() { n.unmountUnder(n.opts.Dir) }
+
+func (n *Node) unmountUnder(dir string) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return
@@ -100,7 +102,7 @@ func (n *Node) unmountAll() {
 	s := bufio.NewScanner(f)
 	for s.Scan() {
 		fields := strings.Fields(s.Text())
-		if len(fields) > 4 && (fields[4] == n.opts.Dir || strings.HasPrefix(fields[4], n.opts.Dir+"/")) {
+		if len(fields) > 4 && (fields[4] == dir || strings.HasPrefix(fields[4], dir+"/")) {
 			points = append(points, fields[4])
 		}
 	}
