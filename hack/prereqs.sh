@@ -5,7 +5,9 @@
 # drives Debian's Chromium; it fails in CI without it), make/git (the build itself), and what the
 # runner template (hack/template.sh) and the real-guest tests need: debootstrap, qemu-utils,
 # extlinux with syslinux-common and fdisk to build the image, qemu-system-x86 and socat to boot it;
-# and what the test node (internal/node) runs on: containerd, runc, the CNI plugins and iptables.
+# what the test node (internal/node) runs on: containerd, runc, the CNI plugins and iptables;
+# and the clients nobody here wrote that the simulators' conformance tests drive: Python's WinRM
+# client (python3-winrm) and python-gitlab (python3-gitlab).
 # As root on a Debian or Ubuntu machine it installs what is missing with apt-get; otherwise it
 # stops at once with the one command to run. Idempotent: with everything present it prints nothing.
 #
@@ -30,10 +32,12 @@ declare -A pkgs=(
   [runc]="runc"
   [iptables]="iptables"
   [/usr/lib/cni/bridge]="containernetworking-plugins"
+  [/usr/lib/python3/dist-packages/winrm]="python3-winrm"
+  [/usr/lib/python3/dist-packages/gitlab]="python3-gitlab"
 )
 missing=()
 for cmd in gcc swtpm swtpm_setup git make chromium debootstrap qemu-img qemu-system-x86_64 extlinux sfdisk socat \
-  containerd runc iptables /usr/lib/cni/bridge; do
+  containerd runc iptables /usr/lib/cni/bridge /usr/lib/python3/dist-packages/winrm /usr/lib/python3/dist-packages/gitlab; do
   case $cmd in
   /*) [ -e "$cmd" ] || missing+=(${pkgs[$cmd]}) ;;
   *) command -v "$cmd" >/dev/null 2>&1 || missing+=(${pkgs[$cmd]}) ;;

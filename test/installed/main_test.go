@@ -21,6 +21,8 @@ var (
 	repoRoot string
 	release  string // directory of `make release-manifests`' output
 	images   map[string]string
+	// toolsCache is hack/tools.sh's cache (helm is under bin/).
+	toolsCache string
 )
 
 func TestMain(m *testing.M) {
@@ -68,14 +70,13 @@ func run(m *testing.M) int {
 		return 1
 	}
 
-	cache, err := testenv.ToolsCacheDir()
-	if err != nil {
+	if toolsCache, err = testenv.ToolsCacheDir(); err != nil {
 		fmt.Fprintln(os.Stderr, "installed:", err)
 		return 1
 	}
 	nodeBin := os.Getenv("NODE_BIN")
 	if nodeBin == "" {
-		nodeBin = filepath.Join(cache, "node")
+		nodeBin = filepath.Join(toolsCache, "node")
 	}
 	start = time.Now()
 	theNode, err = node.Start(ctx, node.Options{

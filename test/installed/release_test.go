@@ -2,6 +2,7 @@ package installed
 
 import (
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -24,12 +25,12 @@ func TestReleaseRunsInRealPods(t *testing.T) {
 	installRelease(t)
 	g.Expect(kubectl(t, nil, "get", "namespace", systemNS, "-o", `jsonpath={.metadata.labels.pod-security\.kubernetes\.io/enforce}`)).
 		To(Equal("restricted"), "the release's namespace enforces the restricted Pod Security Standard")
-	expectAllReady(t)
-	managerPod := expectLeaseHeld(t)
+	expectAllReady(t, systemNS, time.Time{})
+	managerPod := expectLeaseHeld(t, systemNS, time.Time{})
 
-	// /metrics: HTTPS with the API server's authentication and authorization.
-	podIP := kubectl(t, nil, "-n", systemNS, "get", "pod", managerPod, "-o", "jsonpath={.status.podIP}")
-	metrics := fmt.Sprintf("https://%s:8080/metrics", podIP)
+	// /metrics: HTTPS with the API server's authentication and authorization. The pod's address
+	// is read on every try: after the node restarts (faults_test.go), a Running pod's sandbox is
+	// recreated and its status carries no address until the kubelet reports the new one.
 	kubectl(t, nil, "create", "namespace", "metrics-probe")
 	kubectl(t, nil, "-n", "metrics-probe", "create", "serviceaccount", "reader")
 	kubectl(t, nil, "-n", "metrics-probe", "create", "serviceaccount", "stranger")
@@ -40,6 +41,12 @@ func TestReleaseRunsInRealPods(t *testing.T) {
 	// may read, not the certificate.
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec
 	status := func(token string) int {
+		podIP := kubectl(t, nil, "-n", systemNS, "get", "pod", managerPod, "-o", "jsonpath={.status.podIP}")
+		if podIP == "" {
+			t.Logf("pod %s has no address yet", managerPod)
+			return 0
+		}
+		metrics := fmt.Sprintf("https://%s:8080/metrics", podIP)
 		req, _ := http.NewRequest(http.MethodGet, metrics, nil)
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
@@ -71,7 +78,8 @@ func installRelease(t *testing.T) {
 			start := time.Now()
 			kubectl(t, nil, "apply", "--server-side", "-f", filepath.Join(tools.CAPIDir, "crds"))
 			for _, f := range []string{"infrastructure-components.yaml", "bootstrap-components.yaml"} {
-				kubectl(t, clusterctlGenerate(t, filepath.Join(release, f)), "apply", "--server-side", "-f", "-")
+				// The chart's test may have installed the same CRDs first.
+				kubectl(t, clusterctlGenerate(t, filepath.Join(release, f)), "apply", "--server-side", "--force-conflicts", "-f", "-")
 			}
 			out := kubectl(t, nil, "-n", systemNS, "wait", "--for=condition=Available", "deployment", "--all", "--timeout=180s")
 			t.Logf("%s\nall deployments Available %.1fs after apply", out, time.Since(start).Seconds())
@@ -85,33 +93,65 @@ func installRelease(t *testing.T) {
 	}
 }
 
-// expectAllReady waits until every pod of the release is Ready and there are exactly the
-// release's replicas: the manager and two bootstrap services.
-func expectAllReady(t *testing.T) {
+// expectAllReady waits until every pod of the release is Ready with an address and there are
+// exactly the release's replicas: the manager and two bootstrap services. With a non-zero since,
+// every container must also have started at or after it: after a node restart a pod's status
+// keeps saying Ready until the kubelet has looked again, and that stale answer does not count.
+func expectAllReady(t *testing.T, ns string, since time.Time) {
 	t.Helper()
 	g := NewWithT(t)
 	g.Eventually(func(g Gomega) {
-		ready := kubectl(t, nil, "-n", systemNS, "get", "pods", "-o",
-			`jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
-		lines := strings.Split(ready, "\n")
-		g.Expect(lines).To(HaveLen(3), "the manager and two bootstrap services: %s", ready)
-		for _, line := range lines {
-			g.Expect(line).To(HaveSuffix("=True"), "every pod of the release is Ready")
+		var pods struct {
+			Items []struct {
+				Metadata struct{ Name string }
+				Status   struct {
+					PodIP      string `json:"podIP"`
+					Conditions []struct{ Type, Status string }
+					// ContainerStatuses' running start times, as the kubelet last reported them.
+					ContainerStatuses []struct {
+						State struct {
+							Running *struct {
+								StartedAt time.Time `json:"startedAt"`
+							}
+						}
+					} `json:"containerStatuses"`
+				}
+			}
+		}
+		g.Expect(json.Unmarshal([]byte(kubectl(t, nil, "-n", ns, "get", "pods", "-o", "json")), &pods)).To(Succeed())
+		g.Expect(pods.Items).To(HaveLen(3), "the manager and two bootstrap services")
+		for _, p := range pods.Items {
+			ready := false
+			for _, c := range p.Status.Conditions {
+				ready = ready || (c.Type == "Ready" && c.Status == "True")
+			}
+			g.Expect(ready).To(BeTrue(), "pod %s is Ready", p.Metadata.Name)
+			g.Expect(p.Status.PodIP).NotTo(BeEmpty(), "pod %s has an address", p.Metadata.Name)
+			g.Expect(p.Status.ContainerStatuses).NotTo(BeEmpty(), "pod %s reports its containers", p.Metadata.Name)
+			for _, c := range p.Status.ContainerStatuses {
+				g.Expect(c.State.Running).NotTo(BeNil(), "pod %s's containers run", p.Metadata.Name)
+				g.Expect(c.State.Running.StartedAt.Before(since.Truncate(time.Second))).To(BeFalse(),
+					"pod %s's containers started after %s", p.Metadata.Name, since.Format(time.RFC3339))
+			}
 		}
 	}, 3*time.Minute, time.Second).Should(Succeed())
 }
 
-// expectLeaseHeld waits until the running manager pod holds the leader lease and returns its name.
-func expectLeaseHeld(t *testing.T) string {
+// expectLeaseHeld waits until the running manager pod holds the leader lease, renewed at or
+// after since, and returns its name.
+func expectLeaseHeld(t *testing.T, ns string, since time.Time) string {
 	t.Helper()
 	g := NewWithT(t)
 	var managerPod string
 	g.Eventually(func(g Gomega) {
-		managerPod = kubectl(t, nil, "-n", systemNS, "get", "pods", "-l", "app.kubernetes.io/component=manager",
+		managerPod = kubectl(t, nil, "-n", ns, "get", "pods", "-l", "app.kubernetes.io/component=manager",
 			"--field-selector=status.phase=Running", "-o", "jsonpath={.items[*].metadata.name}")
 		g.Expect(strings.Fields(managerPod)).To(HaveLen(1))
-		holder := kubectl(t, nil, "-n", systemNS, "get", "lease", "hyperfleet-manager.hyperfleet.io", "-o", "jsonpath={.spec.holderIdentity}", "--ignore-not-found")
+		holder := kubectl(t, nil, "-n", ns, "get", "lease", "hyperfleet-manager.hyperfleet.io", "-o", "jsonpath={.spec.holderIdentity}", "--ignore-not-found")
 		g.Expect(holder).To(HavePrefix(managerPod+"_"), "the running manager pod holds the leader lease")
+		renewed, err := time.Parse(time.RFC3339Nano, kubectl(t, nil, "-n", ns, "get", "lease", "hyperfleet-manager.hyperfleet.io", "-o", "jsonpath={.spec.renewTime}"))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(renewed.Before(since)).To(BeFalse(), "the lease was renewed after %s", since.Format(time.RFC3339))
 	}, 3*time.Minute, time.Second).Should(Succeed())
 	return managerPod
 }
