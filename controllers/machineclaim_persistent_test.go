@@ -266,6 +266,8 @@ func TestPersistentHaltedOnceManual(t *testing.T) {
 		g.Eventually(func(g Gomega) {
 			got := get(g, claim)
 			g.Expect(got.Annotations).NotTo(HaveKey(infrav1.PowerRequestAnnotation))
+			// The annotation goes and the record is written in two requests: wait for both.
+			g.Expect(got.Status.LastPowerRequest).NotTo(BeNil())
 			g.Expect(got.Status.LastPowerRequest.Accepted).To(BeTrue())
 			g.Expect(got.Status.Hook).To(BeNil())
 			g.Expect(commands(sim, vmid)).To(ContainElement("echo warm"), "preStart runs once the guest agent answers")
