@@ -3,4 +3,36 @@
 // commands, streams, WinRM's faults, fault and latency injection and counters. The command a
 // client runs is handed to a pluggable Executor; HyperV is the executor that answers the Hyper-V
 // provider's module calls against hosts, VMs, disks, checkpoints and migration jobs held in memory.
+//
+// Errors are answered as Windows' WinRM service answers them: once a request is authenticated and
+// its body read, every refusal is an HTTP 500 with a SOAP 1.2 fault (its subcode, s:Reason, the
+// DSP0226 w:FaultDetail where Windows sends one, and an f:WSManFault with the wsmerror.h code);
+// refused credentials are an HTTP 401 without a body. pywinrm, a client HyperFleet did not write,
+// checks this in TestPywinrmConformance.
+//
+// What the simulator deliberately does not implement, and how it refuses it:
+//   - Message encryption (MS-WSMV 2.2.9.1, multipart/encrypted sealed with the NTLM or Kerberos
+//     session keys, what pywinrm's message_encryption sends over HTTP): HTTP 415, as any content
+//     type other than application/soap+xml. Clients must use HTTPS, or message_encryption='never'.
+//   - Kerberos, CredSSP and certificate authentication: HTTP 401 offering only Negotiate (NTLM)
+//     and Basic. NTLMv1 and NTLM channel binding checks are not done either (v1 is refused, the
+//     binding is ignored).
+//   - Resources other than the cmd shell (WMI/CIM, PowerShell remoting's PSRP shells, the config
+//     resources): the a:DestinationUnreachable fault. Actions other than Create, Command, Send,
+//     Receive, Signal and Delete (Get, Put, Enumerate, Connect, Reconnect, Disconnect ...): the
+//     a:ActionNotSupported fault.
+//   - cmd.exe itself: commands go to the Executor; the default one answers every command line as
+//     cmd.exe answers a program it cannot find (exit 9009). PowerShell is not run either: HyperV
+//     answers only HyperFleet's scripts, any other as PowerShell 5.1 answers an unknown command;
+//     an -EncodedCommand that is not base64 gets powershell.exe's own refusal (exit 0xFFFD0000)
+//     without its usage text, and error records are not wrapped at the console's width.
+//   - Stdin after the first Receive: the Executor takes stdin whole when the command starts.
+//   - Shell-level streams: a Receive without a CommandId answers the unknown-command fault.
+//   - What Windows answers was recorded for an unknown ShellId and CommandId; the subcodes and
+//     codes of the other faults come from DSP0226, MS-WSMV and wsmerror.h, and the simulator's
+//     choice of a fault for an empty command line, a Send to an output stream or after stdin ended
+//     (w:SchemaValidationError, w:InvalidParameter) is not recorded from Windows.
+//   - The HTTP refusals before an envelope is read stay plain statuses, as HTTP.sys answers them:
+//     404 for another path, 405 for another method, 413 above MaxEnvelopeSizekb, 415 for another
+//     media type; injected Fault.HTTPStatus answers are plain statuses too.
 package hvsim

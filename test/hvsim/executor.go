@@ -3,7 +3,6 @@ package hvsim
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"path"
 	"strings"
@@ -29,14 +28,30 @@ func (f ExecutorFunc) Run(ctx context.Context, user, commandLine string, stdin [
 type refusingExecutor struct{}
 
 func (refusingExecutor) Run(_ context.Context, _, commandLine string, _ []byte) ([]byte, []byte, int) {
-	name, _, _ := strings.Cut(strings.TrimSpace(commandLine), " ")
-	return nil, fmt.Appendf(nil, "'%s' is not recognized as an internal or external command,\r\noperable program or batch file.\r\n", name), 1
+	return CmdNotRecognized(commandLine)
+}
+
+// ExitCmdNotRecognized is cmd.exe's exit code for a command it cannot find (9009,
+// MSG_DIR_BAD_COMMAND_OR_FILE): WinRM runs every command line through cmd.exe /c.
+const ExitCmdNotRecognized = 9009
+
+// CmdNotRecognized is cmd.exe's answer to a command line whose program it cannot find: its
+// message on stderr and exit code 9009.
+func CmdNotRecognized(commandLine string) (stdout, stderr []byte, exitCode int) {
+	line := strings.TrimSpace(commandLine)
+	name := firstWord(line)
+	if rest, ok := strings.CutPrefix(line, `"`); ok {
+		name, _, _ = strings.Cut(rest, `"`)
+	}
+	return nil, fmt.Appendf(nil, "'%s' is not recognized as an internal or external command,\r\noperable program or batch file.\r\n", name), ExitCmdNotRecognized
 }
 
 // DecodePowerShell extracts the script from a `powershell.exe ... -EncodedCommand <base64>` command
 // line (base64 of UTF-16LE), accepting the abbreviations powershell.exe does (-enc, -ec, -e) and
 // the quotes cmd.exe strips. ok is false when commandLine does not run PowerShell with an encoded
-// command; err reports an encoded command that is not valid base64 or UTF-16LE.
+// command; err reports an encoded command that is not valid base64, which powershell.exe refuses
+// before running anything (see BadEncodedCommand). Bytes that are not UTF-16LE decode as .NET's
+// Encoding.Unicode.GetString decodes them: a lone surrogate or a trailing odd byte becomes U+FFFD.
 func DecodePowerShell(commandLine string) (script string, ok bool, err error) {
 	fields := strings.Fields(strings.Trim(strings.TrimSpace(commandLine), `"`))
 	if len(fields) < 3 {
@@ -54,16 +69,37 @@ func DecodePowerShell(commandLine string) (script string, ok bool, err error) {
 		if err != nil {
 			return "", true, fmt.Errorf("-EncodedCommand is not base64: %w", err)
 		}
-		if len(raw)%2 != 0 {
-			return "", true, errors.New("-EncodedCommand is not UTF-16LE: odd number of bytes")
-		}
 		units := make([]uint16, len(raw)/2)
 		for j := range units {
 			units[j] = uint16(raw[2*j]) | uint16(raw[2*j+1])<<8
 		}
-		return string(utf16.Decode(units)), true, nil
+		script := string(utf16.Decode(units))
+		if len(raw)%2 != 0 {
+			script += "\uFFFD"
+		}
+		return script, true, nil
 	}
 	return "", false, nil
+}
+
+// ExitBadCommandLineParameter is Windows PowerShell 5.1's exit code when its command line does not
+// parse (ConsoleHost.ExitCodeBadCommandLineParameter, 0xFFFD0000), as the DWORD WinRM reports.
+const ExitBadCommandLineParameter = 0xFFFD0000
+
+// BadEncodedCommand is powershell.exe's answer to an -EncodedCommand that is not base64: its
+// message (CommandLineParameterParserStrings.BadCommandValue) as plain text on stderr, before any
+// runspace exists, and exit code 0xFFFD0000. The usage text it then prints on stdout is left out.
+func BadEncodedCommand() (stdout, stderr []byte, exitCode int) {
+	return nil, []byte("Cannot process the command because the value specified with -EncodedCommand is not properly encoded. The value must be Base64 encoded.\r\n"),
+		ExitBadCommandLineParameter
+}
+
+func firstWord(s string) string {
+	f := strings.Fields(s)
+	if len(f) == 0 {
+		return ""
+	}
+	return f[0]
 }
 
 // isEncodedCommandFlag reports whether arg names -EncodedCommand as powershell.exe parses it: any

@@ -38,7 +38,7 @@ func FuzzParseEnvelope(f *testing.F) {
 	f.Add([]byte(`<s:Envelope xmlns:s="http://www.w3.org/2003/05/soap-envelope"><s:Header/><s:Body/></s:Envelope>`))
 	f.Add([]byte("<x"))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		if env, err := parseEnvelope(body); err == nil {
+		if env, fault := parseEnvelope(body); fault == nil {
 			_ = env.selector("ShellId")
 			_, _ = parseDuration(env.Header.OperationTimeout)
 		}

@@ -56,9 +56,13 @@ func (e *HostExecutor) Run(ctx context.Context, user string, commandLine string,
 		}
 	}
 	script, ok, err := DecodePowerShell(commandLine)
-	if !ok || err != nil {
-		return nil, []byte("'" + firstWord(commandLine) + "' is not recognized as an internal or external command,\r\noperable program or batch file.\r\n"), 1
+	if !ok {
+		return CmdNotRecognized(commandLine)
 	}
+	if err != nil {
+		return BadEncodedCommand()
+	}
+	original := script
 	tokens, err := LexPowerShell(script)
 	if err != nil {
 		// PowerShell parses the whole script first: nothing of it runs.
@@ -99,17 +103,7 @@ func (e *HostExecutor) Run(ctx context.Context, user string, commandLine string,
 	}
 	e.hv.recordForeign(e.host, PSStatements(tokens))
 	word := firstWord(strings.TrimPrefix(script, "$ErrorActionPreference = 'Stop'\n"))
-	return nil, psErrorRecord(fmt.Sprintf("The term '%s' is not recognized as the name of a cmdlet, function, script file, or operable program. "+
-		"Check the spelling of the name, or if a path was included, verify that the path is correct and try again.", word),
-		"ObjectNotFound", "CommandNotFoundException"), 1
-}
-
-func firstWord(s string) string {
-	f := strings.Fields(s)
-	if len(f) == 0 {
-		return ""
-	}
-	return f[0]
+	return nil, psCommandNotFound(original, word), 1
 }
 
 // unquote reads a single-quoted string's content in canonicalScript's spelling.
@@ -129,14 +123,50 @@ func decodeText(s string) (string, bool) {
 // psErrorRecord renders an error record the way powershell.exe writes its error stream when its
 // output is redirected: CLIXML, preceded by the progress record of its first module load.
 func psErrorRecord(message, category, errorID string) []byte {
+	return psErrorLines(message, "At line:1 char:1", "    + CategoryInfo          : "+category+": (:) [], "+errorID,
+		"    + FullyQualifiedErrorId : "+errorID)
+}
+
+// psCommandNotFound is Windows PowerShell 5.1's whole error record for a command it cannot find in
+// script: the message prefixed with the command's name, its position, the line with the name
+// underlined, the category naming the command, and exit code 1 from powershell.exe: the layout
+// of Windows PowerShell 5.1's error view as Microsoft's documentation shows its records, one CLIXML
+// Error string per line. The simulator does not wrap lines at the console's width as Windows does.
+func psCommandNotFound(script, name string) []byte {
+	lineNo, col, text := 1, 1, name
+	if at := strings.Index(script, name); at >= 0 {
+		before := script[:at]
+		lineNo = strings.Count(before, "\n") + 1
+		start := strings.LastIndex(before, "\n") + 1
+		col = len([]rune(script[start:at])) + 1
+		end := strings.IndexByte(script[at:], '\n')
+		if end < 0 {
+			end = len(script) - at
+		}
+		text = strings.TrimRight(script[start:at+end], "\r")
+	}
+	return psCommandNotFoundAt(name, text, lineNo, col)
+}
+
+func psCommandNotFoundAt(name, line string, lineNo, col int) []byte {
+	return psErrorLines(
+		fmt.Sprintf("%s : The term '%s' is not recognized as the name of a cmdlet, function, script file, or operable program. "+
+			"Check the spelling of the name, or if a path was included, verify that the path is correct and try again.", name, name),
+		fmt.Sprintf("At line:%d char:%d", lineNo, col),
+		"+ "+line,
+		"+ "+strings.Repeat(" ", col-1)+strings.Repeat("~", max(len([]rune(name)), 1)),
+		"    + CategoryInfo          : ObjectNotFound: ("+name+":String) [], CommandNotFoundException",
+		"    + FullyQualifiedErrorId : CommandNotFoundException")
+}
+
+// psErrorLines writes the lines of one error record, then the blank line PowerShell ends it with.
+func psErrorLines(lines ...string) []byte {
 	var b strings.Builder
 	b.WriteString("#< CLIXML\r\n")
 	b.WriteString(`<Objs Version="1.1.0.1" xmlns="http://schemas.microsoft.com/powershell/2004/04">`)
 	b.WriteString(`<Obj S="progress" RefId="0"><TN RefId="0"><T>System.Management.Automation.PSCustomObject</T><T>System.Object</T></TN><MS>` +
 		`<I64 N="SourceId">1</I64><PR N="Record"><AV>Preparing modules for first use.</AV><AI>0</AI><Nil /><PI>-1</PI><PC>-1</PC><T>Completed</T><SR>-1</SR><SD> </SD></PR></MS></Obj>`)
-	lines := []string{message, "At line:1 char:1", "    + CategoryInfo          : " + category + ": (:) [], " + errorID,
-		"    + FullyQualifiedErrorId : " + errorID, " "}
-	for _, l := range lines {
+	for _, l := range append(lines, " ") {
 		b.WriteString(`<S S="Error">` + clixmlEscape(l) + "_x000D__x000A_</S>")
 	}
 	b.WriteString("</Objs>")

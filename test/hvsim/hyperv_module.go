@@ -80,8 +80,7 @@ func (e *HostExecutor) call(ctx context.Context, psd1, version, function, arg st
 			"ResourceUnavailable", "Modules_ModuleWithVersionNotFound,Microsoft.PowerShell.Commands.ImportModuleCommand"), 1
 	}
 	if !manifestExports(manifest.data)[function] {
-		return nil, psErrorRecord(fmt.Sprintf("%s : The term '%s' is not recognized as the name of a cmdlet, function, script file, or operable program.", function, function),
-			"ObjectNotFound", "CommandNotFoundException"), 1
+		return nil, psCommandNotFoundAt(function, function+" -InputBase64 '"+arg+"'", 3, 1), 1
 	}
 	if f := h.takeFault(e.host, function); f != nil {
 		if f.crash {
@@ -139,8 +138,7 @@ func (e *HostExecutor) call(ctx context.Context, psd1, version, function, arg st
 	case "Stop-HFMove":
 		data, herr = h.stopMove(hh, in)
 	default:
-		return nil, psErrorRecord(fmt.Sprintf("The term '%s' is not recognized as the name of a cmdlet, function, script file, or operable program.", function),
-			"ObjectNotFound", "CommandNotFoundException"), 1
+		return nil, psCommandNotFoundAt(function, function+" -InputBase64 '"+arg+"'", 3, 1), 1
 	}
 	_ = ctx
 	return h.envelope(data, herr), nil, 0

@@ -195,14 +195,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.httpError(w, http.StatusUnsupportedMediaType, "Content-Type must be application/soap+xml")
 		return
 	}
-	env, err := parseEnvelope(body)
-	if err != nil {
-		s.httpError(w, http.StatusBadRequest, err.Error())
+	env, fault := parseEnvelope(body)
+	if fault != nil {
+		s.writeFault(w, env, *fault)
 		return
 	}
 	action, known := actionNames[env.Header.Action]
 	if !known {
-		s.httpError(w, http.StatusBadRequest, "unsupported action "+env.Header.Action)
+		s.writeFault(w, env, actionNotSupported(env.Header.Action))
 		return
 	}
 	s.mu.Lock()
@@ -231,7 +231,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if env.Header.ResourceURI != cmdResource {
-		s.httpError(w, http.StatusBadRequest, "the simulator serves only the cmd shell resource "+cmdResource)
+		s.writeFault(w, env, destinationUnreachable(env.Header.ResourceURI))
 		return
 	}
 	switch action {
@@ -250,8 +250,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// httpError answers without a SOAP body, which masterzen/winrm reports as an invalid content type
-// with the status code.
+// httpError answers without a SOAP body, for what WinRM refuses before reading the envelope (the
+// HTTP method, URL, size and media type) and for injected statuses; masterzen/winrm reports it as
+// an invalid content type with the status code.
 func (s *Server) httpError(w http.ResponseWriter, status int, msg string) {
 	s.mu.Lock()
 	s.stats.HTTPErrors++

@@ -119,15 +119,19 @@ func (e *envelope) option(name string) (string, bool) {
 	return "", false
 }
 
-func parseEnvelope(body []byte) (*envelope, error) {
+// parseEnvelope reads a request, or returns the fault WinRM answers a body that is not a SOAP 1.2
+// envelope or has no wsa:Action with (env then holds what could be read, for RelatesTo).
+func parseEnvelope(body []byte) (*envelope, *wsmanFault) {
 	var env envelope
 	dec := xml.NewDecoder(bytes.NewReader(body))
 	dec.Strict = true
 	if err := dec.Decode(&env); err != nil {
-		return nil, fmt.Errorf("not a SOAP 1.2 envelope: %w", err)
+		f := faultFor(FaultInvalidXML, "")
+		return &env, &f
 	}
 	if env.Header.Action == "" {
-		return nil, fmt.Errorf("no wsa:Action header")
+		f := faultFor(FaultHeaderRequired, "")
+		return &env, &f
 	}
 	return &env, nil
 }

@@ -76,7 +76,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, env *envelope, u
 	if b := env.Body.Shell; b != nil && strings.TrimSpace(b.IdleTimeOut) != "" {
 		d, ok := parseDuration(b.IdleTimeOut)
 		if !ok {
-			s.writeFault(w, env, faultFor(FaultSchemaValidation, fmt.Sprintf("IdleTimeOut %q is not an xs:duration.", b.IdleTimeOut)))
+			s.writeFault(w, env, schemaInvalid("rsp:IdleTimeOut"))
 			return
 		}
 		if d > 0 {
@@ -109,8 +109,12 @@ func (s *Server) command(w http.ResponseWriter, env *envelope, user string) {
 		return
 	}
 	cl := env.Body.CommandLine
-	if cl == nil || strings.TrimSpace(cl.Command) == "" {
-		s.httpError(w, http.StatusBadRequest, "Command without rsp:CommandLine/rsp:Command")
+	if cl == nil {
+		s.writeFault(w, env, schemaInvalid("rsp:CommandLine"))
+		return
+	}
+	if strings.TrimSpace(cl.Command) == "" {
+		s.writeFault(w, env, schemaInvalid("rsp:Command"))
 		return
 	}
 	line := strings.TrimSpace(cl.Command)
@@ -128,7 +132,9 @@ func (s *Server) command(w http.ResponseWriter, env *envelope, user string) {
 	s.writeSOAP(w, http.StatusOK, commandResponse(env.Header.MessageID, c.id))
 }
 
-// lookupCommand finds the command a Send, Receive or Signal names in the user's shell.
+// lookupCommand finds the command a Send, Receive or Signal names in the user's shell, or answers
+// with WinRM's fault for an unknown CommandId (an absent one included: the cmd shell has no
+// shell-level streams to read).
 func (s *Server) lookupCommand(w http.ResponseWriter, env *envelope, user, id string) (*shell, *command) {
 	sh := s.lookupShell(w, env, user)
 	if sh == nil {
@@ -138,7 +144,7 @@ func (s *Server) lookupCommand(w http.ResponseWriter, env *envelope, user, id st
 	c := sh.commands[strings.ToUpper(id)]
 	s.mu.Unlock()
 	if c == nil {
-		s.httpError(w, http.StatusBadRequest, fmt.Sprintf("no command %q in shell %s", id, sh.id))
+		s.writeFault(w, env, commandNotFound())
 		return nil, nil
 	}
 	return sh, c
@@ -146,17 +152,17 @@ func (s *Server) lookupCommand(w http.ResponseWriter, env *envelope, user, id st
 
 func (s *Server) send(w http.ResponseWriter, env *envelope, user string) {
 	if env.Body.Send == nil || len(env.Body.Send.Streams) == 0 {
-		s.httpError(w, http.StatusBadRequest, "Send without rsp:Stream")
+		s.writeFault(w, env, schemaInvalid("rsp:Stream"))
 		return
 	}
 	for _, st := range env.Body.Send.Streams {
 		if st.Name != "stdin" {
-			s.httpError(w, http.StatusBadRequest, "Send to stream "+st.Name+"; the shell's input stream is stdin")
+			s.writeFault(w, env, faultFor(FaultInvalidParameter, "The stream "+st.Name+" is not an input stream of the shell (stdin). "))
 			return
 		}
 		data, err := base64.StdEncoding.DecodeString(strings.TrimSpace(st.Data))
 		if err != nil {
-			s.httpError(w, http.StatusBadRequest, "stdin is not base64")
+			s.writeFault(w, env, schemaInvalid("rsp:Stream"))
 			return
 		}
 		_, c := s.lookupCommand(w, env, user, st.CommandID)
@@ -166,7 +172,7 @@ func (s *Server) send(w http.ResponseWriter, env *envelope, user string) {
 		s.mu.Lock()
 		if c.stdinEnded {
 			s.mu.Unlock()
-			s.httpError(w, http.StatusBadRequest, "stdin already ended")
+			s.writeFault(w, env, faultFor(FaultInvalidParameter, "The command's input stream has already ended. "))
 			return
 		}
 		c.stdin.Write(data)
@@ -201,7 +207,7 @@ func (s *Server) startLocked(c *command, user string) {
 
 func (s *Server) receive(w http.ResponseWriter, r *http.Request, env *envelope, user string) {
 	if env.Body.Receive == nil {
-		s.httpError(w, http.StatusBadRequest, "Receive without rsp:DesiredStream")
+		s.writeFault(w, env, schemaInvalid("rsp:DesiredStream"))
 		return
 	}
 	_, c := s.lookupCommand(w, env, user, env.Body.Receive.DesiredStream.CommandID)
@@ -257,7 +263,7 @@ func take(buf *[]byte, budget *int) []byte {
 
 func (s *Server) signal(w http.ResponseWriter, env *envelope, user string) {
 	if env.Body.Signal == nil {
-		s.httpError(w, http.StatusBadRequest, "Signal without rsp:Signal")
+		s.writeFault(w, env, schemaInvalid("rsp:Signal"))
 		return
 	}
 	sh, c := s.lookupCommand(w, env, user, env.Body.Signal.CommandID)
