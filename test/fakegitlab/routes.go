@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strconv"
@@ -29,9 +30,13 @@ const (
 	EndpointGetProject         = "GET /api/v4/projects/{id}"
 	EndpointListProjects       = "GET /api/v4/projects"
 	EndpointListRunnerJobs     = "GET /api/v4/runners/{id}/jobs"
+	EndpointListOwnedRunners   = "GET /api/v4/runners"
+	EndpointCurrentUser        = "GET /api/v4/user"
+	EndpointVersion            = "GET /api/v4/version"
 
-	EndpointJobRequest = "POST /api/v4/jobs/request"
-	EndpointJobUpdate  = "PUT /api/v4/jobs/{id}"
+	EndpointJobRequest   = "POST /api/v4/jobs/request"
+	EndpointJobUpdate    = "PUT /api/v4/jobs/{id}"
+	EndpointVerifyRunner = "POST /api/v4/runners/verify"
 )
 
 // handlerFunc serves an authenticated request; tok is the caller's access token.
@@ -53,11 +58,15 @@ func (s *Server) routes() {
 	s.handle(EndpointGetProject, ScopeReadAPI, s.getProject)
 	s.handle(EndpointListProjects, ScopeReadAPI, s.listProjects)
 	s.handle(EndpointListRunnerJobs, ScopeReadAPI, s.listRunnerJobs)
+	s.handle(EndpointListOwnedRunners, ScopeReadAPI, s.listOwnedRunners)
+	s.handle(EndpointCurrentUser, ScopeReadUser, s.getCurrentUser)
+	s.handle(EndpointVersion, ScopeReadUser, s.getVersion)
 
 	// The runner's endpoints authenticate with the runner or job token in the body.
 	s.handleRunner(EndpointDeleteRunnerByTok, s.deleteRunnerByToken)
 	s.handleRunner(EndpointJobRequest, s.requestJob)
 	s.handleRunner(EndpointJobUpdate, s.updateJob)
+	s.handleRunner(EndpointVerifyRunner, s.verifyRunner)
 	s.adminRoutes()
 }
 
@@ -74,8 +83,10 @@ func (s *Server) handleRunner(pattern string, h http.HandlerFunc) {
 }
 
 // handle wraps a REST endpoint with counting, injected faults, authentication (PRIVATE-TOKEN
-// or Authorization: Bearer), the per-token rate limit and the scope check. api grants every
-// scope; read_api grants every GET.
+// or Authorization: Bearer), the per-user rate limit and the scope check. api grants every
+// scope; read_api grants every GET. The refusals carry GitLab's bodies: an unknown token is
+// {"message":"401 Unauthorized"}, a revoked one OAuth's invalid_token, a missing scope OAuth's
+// insufficient_scope with the scopes that would do (docs.gitlab.com/api/rest/authentication/).
 func (s *Server) handle(pattern, scope string, h handlerFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -83,22 +94,35 @@ func (s *Server) handle(pattern, scope string, h handlerFunc) {
 		if f, ok := s.takeFault(pattern); ok && s.serveFault(w, r, f) {
 			return
 		}
-		raw := credential(r)
 		s.mu.Lock()
-		tok, known := s.tokens[raw]
+		tok, known := s.tokens[credential(r)]
 		s.mu.Unlock()
-		if !known {
+		switch {
+		case !known:
 			writeMessage(w, http.StatusUnauthorized, "401 Unauthorized")
 			return
+		case tok.revoked:
+			w.Header().Set("WWW-Authenticate", `Bearer realm="GitLab", error="invalid_token"`)
+			writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "invalid_token",
+				"error_description": "Token was revoked. You have to re-authorize from the user."})
+			return
 		}
-		if !s.spendRate(w, raw) {
+		if !s.spendRate(w, tok.user) {
 			return
 		}
 		if !tok.grants(scope, r.Method) {
+			allowed := []string{ScopeAPI}
+			if r.Method == http.MethodGet {
+				allowed = append(allowed, ScopeReadAPI)
+			}
+			if scope != ScopeAPI && scope != ScopeReadAPI {
+				allowed = append(allowed, scope)
+			}
+			w.Header().Set("WWW-Authenticate", `Bearer realm="GitLab", error="insufficient_scope"`)
 			writeJSON(w, http.StatusForbidden, map[string]any{
 				"error":             "insufficient_scope",
 				"error_description": "The request requires higher privileges than provided by the access token.",
-				"scope":             scope,
+				"scope":             strings.Join(allowed, " "),
 			})
 			return
 		}
@@ -123,21 +147,23 @@ func credential(r *http.Request) string {
 	return ""
 }
 
-// rateBucket is one token's budget for the current minute.
+// rateBucket is one user's budget for the current minute.
 type rateBucket struct {
 	observed int
 	resetAt  time.Time
 }
 
-// spendRate charges one request to the token's per-minute budget and writes GitLab's
-// RateLimit-* headers; over the limit it answers 429 "Retry later" with Retry-After.
-func (s *Server) spendRate(w http.ResponseWriter, tok string) bool {
+// spendRate charges one request to the user's per-minute budget and writes GitLab's
+// RateLimit-* headers; over the limit it answers 429 "Retry later" with Retry-After. GitLab
+// counts authenticated API requests per user, not per token
+// (docs.gitlab.com/administration/settings/user_and_ip_rate_limits/).
+func (s *Server) spendRate(w http.ResponseWriter, user int64) bool {
 	s.mu.Lock()
 	now := s.now()
-	b, ok := s.rate[tok]
+	b, ok := s.rate[user]
 	if !ok || !now.Before(b.resetAt) {
 		b = &rateBucket{resetAt: now.Add(time.Minute)}
-		s.rate[tok] = b
+		s.rate[user] = b
 	}
 	b.observed++
 	observed, reset := b.observed, b.resetAt
@@ -172,6 +198,7 @@ func retryAfter(w http.ResponseWriter, wait time.Duration) {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }
@@ -180,6 +207,39 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func writeMessage(w http.ResponseWriter, status int, message string) {
 	writeJSON(w, status, map[string]any{"message": message})
 }
+
+// serveUnrouted answers a request no endpoint serves as GitLab's API does: a path it does not
+// know is 404 {"error":"404 Not Found"}; a known path with another method is 405 with Allow
+// (docs.gitlab.com/api/rest/troubleshooting/#status-codes). ServeMux's own answer (h) only
+// tells which of the two it is.
+func serveUnrouted(w http.ResponseWriter, r *http.Request, h http.Handler) {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, r)
+	if rec.Code == http.StatusMethodNotAllowed {
+		w.Header().Set("Allow", rec.Header().Get("Allow"))
+		writeJSON(w, http.StatusMethodNotAllowed, map[string]any{"error": "405 Not Allowed"})
+		return
+	}
+	writeJSON(w, http.StatusNotFound, map[string]any{"error": "404 Not Found"})
+}
+
+// grapeBool reads a boolean parameter as GitLab's Grape API coerces it: true, True, 1, yes,
+// t, on ... and their negations; ok is false for anything else, which GitLab refuses with
+// 400 "<param> is invalid".
+func grapeBool(v string) (value, ok bool) {
+	switch strings.ToLower(v) {
+	case "1", "on", "t", "true", "y", "yes":
+		return true, true
+	case "0", "off", "f", "false", "n", "no":
+		return false, true
+	}
+	return false, false
+}
+
+// invalidParam is a parameter GitLab cannot coerce; its message is GitLab's 400 error.
+type invalidParam string
+
+func (p invalidParam) Error() string { return string(p) + " is invalid" }
 
 // writeBadRequest writes GitLab's {"error": "..."} parameter error body.
 func writeBadRequest(w http.ResponseWriter, message string) {

@@ -97,7 +97,10 @@ type jobUpdate struct {
 // updateJob is a runner reporting a job's state with the job token: running (a keep-alive),
 // success or failed. A wrong token, or a job no longer running, is 403 with Job-Status.
 func (s *Server) updateJob(w http.ResponseWriter, r *http.Request) {
-	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	id, ok := pathID(w, r, "id", "id")
+	if !ok {
+		return
+	}
 	var req jobUpdate
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
 		writeBadRequest(w, "token is missing")

@@ -16,9 +16,10 @@ import (
 )
 
 // Options configures a fake GitLab. The zero value is usable: 2,000 authenticated API requests
-// per minute per token (GitLab.com's limit), no webhooks, plain HTTP.
+// per minute per user (GitLab.com's limit), no webhooks, plain HTTP.
 type Options struct {
-	// RateLimit is the authenticated REST API budget per token per minute.
+	// RateLimit is the authenticated REST API budget per user per minute, shared by all of the
+	// user's tokens.
 	RateLimit int
 	// WebhookURL receives Job Hook deliveries when set; WebhookToken is sent as X-Gitlab-Token.
 	WebhookURL   string
@@ -33,10 +34,12 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// accessToken is a personal, group or project access token.
+// accessToken is a personal, group or project access token of one user.
 type accessToken struct {
-	scopes []string
-	admin  bool
+	scopes  []string
+	user    int64
+	admin   bool
+	revoked bool
 }
 
 // Server is a running (or ready to run) fake GitLab.
@@ -51,7 +54,8 @@ type Server struct {
 
 	mu         sync.Mutex
 	tokens     map[string]accessToken
-	rate       map[string]*rateBucket
+	users      map[int64]*User
+	rate       map[int64]*rateBucket
 	groups     map[int64]*Group
 	projects   map[int64]*Project
 	runners    map[int64]*Runner
@@ -80,7 +84,8 @@ func New(opts Options) *Server {
 		opts:     opts,
 		log:      opts.Logger,
 		tokens:   map[string]accessToken{},
-		rate:     map[string]*rateBucket{},
+		users:    map[int64]*User{},
+		rate:     map[int64]*rateBucket{},
 		groups:   map[int64]*Group{},
 		projects: map[int64]*Project{},
 		runners:  map[int64]*Runner{},
@@ -131,9 +136,14 @@ func (s *Server) CACertPEM() []byte { return s.http.CACertPEM() }
 // HTTPClient returns a client that trusts the fake's certificate (a plain client without TLS).
 func (s *Server) HTTPClient() *http.Client { return s.http.Client() }
 
-// ServeHTTP makes the fake usable as a plain http.Handler.
+// ServeHTTP makes the fake usable as a plain http.Handler. A request under /api/ that no
+// endpoint serves is answered as GitLab's API answers it (see serveUnrouted).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.log.Debug("request", "method", r.Method, "path", r.URL.Path)
+	if h, pattern := s.mux.Handler(r); pattern == "" && strings.HasPrefix(r.URL.Path, "/api/") {
+		serveUnrouted(w, r, h)
+		return
+	}
 	s.mux.ServeHTTP(w, r)
 }
 
@@ -152,29 +162,8 @@ const (
 	ScopeReadAPI      = "read_api"
 	ScopeCreateRunner = "create_runner"
 	ScopeManageRunner = "manage_runner"
+	ScopeReadUser     = "read_user"
 )
-
-// AddToken creates a personal access token (glpat-...) of a user who owns every group and
-// project, with the given scopes, and returns its value.
-func (s *Server) AddToken(scopes ...string) string { return s.addToken(false, scopes) }
-
-// AddAdminToken creates an administrator's token, which instance runners need.
-func (s *Server) AddAdminToken(scopes ...string) string { return s.addToken(true, scopes) }
-
-func (s *Server) addToken(admin bool, scopes []string) string {
-	tok := "glpat-" + randomHex(10)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.tokens[tok] = accessToken{scopes: slices.Clone(scopes), admin: admin}
-	return tok
-}
-
-// RevokeToken makes an access token unknown.
-func (s *Server) RevokeToken(tok string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.tokens, tok)
-}
 
 func (s *Server) newIDLocked() int64 {
 	s.nextID++
@@ -214,7 +203,7 @@ func (s *Server) AddProject(pathWithNamespace string) Project {
 		panic(fmt.Sprintf("fake GitLab: project %q needs a group", pathWithNamespace))
 	}
 	p := &Project{ID: s.newIDLocked(), PathWithNamespace: pathWithNamespace,
-		GroupID: s.addGroupLocked(pathWithNamespace[:i]).ID, ProtectedBranches: []string{"main"}}
+		GroupID: s.addGroupLocked(pathWithNamespace[:i]).ID, ProtectedBranches: []string{"main"}, CreatedAt: s.now()}
 	s.projects[p.ID] = p
 	return *p
 }
@@ -285,6 +274,9 @@ func (s *Server) AddRunner(r Runner) Runner {
 	r.Tags = slices.Clone(r.Tags)
 	if r.AccessLevel == "" {
 		r.AccessLevel = AccessNotProtected
+	}
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = s.now()
 	}
 	s.runners[r.ID] = &r
 	return r

@@ -55,6 +55,8 @@ type Project struct {
 	// ProtectedBranches and ProtectedTags are name patterns ("main", "release/*").
 	ProtectedBranches []string
 	ProtectedTags     []string
+	// CreatedAt orders the project listings, newest first by default.
+	CreatedAt time.Time
 }
 
 // Runner is a runner created through POST /user/runners.
@@ -72,6 +74,7 @@ type Runner struct {
 	Paused         bool
 	Locked         bool
 	ContactedAt    time.Time
+	CreatedAt      time.Time
 	// JobsRun counts jobs handed to the runner.
 	JobsRun int
 }
@@ -81,13 +84,22 @@ func (r *Runner) Online(now time.Time) bool {
 	return !r.ContactedAt.IsZero() && now.Sub(r.ContactedAt) < 2*time.Hour
 }
 
-// Status is online, offline or never_contacted.
+// staleAfter is how long GitLab waits before calling a silent runner stale.
+const staleAfter = 7 * 24 * time.Hour
+
+// Status is online, offline, stale or never_contacted, GitLab's rule: stale once the runner
+// has been silent for seven days, or was created that long ago and never contacted
+// (docs.gitlab.com/api/runners/#list-owned-runners).
 func (r *Runner) Status(now time.Time) string {
 	switch {
+	case r.ContactedAt.IsZero() && !r.CreatedAt.IsZero() && now.Sub(r.CreatedAt) >= staleAfter:
+		return "stale"
 	case r.ContactedAt.IsZero():
 		return "never_contacted"
 	case r.Online(now):
 		return "online"
+	case now.Sub(r.ContactedAt) >= staleAfter:
+		return "stale"
 	default:
 		return "offline"
 	}
