@@ -156,6 +156,11 @@ func TestHeldJobBootsNoVMUntilApproved(t *testing.T) {
 	code, err := fakegithub.PostWebhook(ctx, http.DefaultClient, url, []byte(secret), "workflow_job", fakegithub.NewDeliveryID(), []byte(waiting))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(code).To(Equal(http.StatusAccepted))
+	// GitHub's own example of such a job also comes as action "queued" with status "waiting".
+	queuedWaiting := strings.Replace(waiting, `"action": "waiting"`, `"action": "queued"`, 1)
+	code, err = fakegithub.PostWebhook(ctx, http.DefaultClient, url, []byte(secret), "workflow_job", fakegithub.NewDeliveryID(), []byte(queuedWaiting))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(code).To(Equal(http.StatusAccepted))
 	g.Consistently(func(g Gomega) {
 		g.Expect(get(g, pool).Status.QueuedJobs).To(BeZero())
 		g.Expect(poolMachines(g, pool)).To(BeEmpty(), "a job held for approval boots no VM")

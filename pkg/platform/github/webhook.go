@@ -98,6 +98,13 @@ func ParseWorkflowJob(deliveryID string, body []byte) (platform.Webhook, error) 
 		return platform.Webhook{}, fmt.Errorf("%w: workflow_job without job id or repository", platform.ErrMalformedWebhook)
 	}
 	state := platform.JobState(ev.GetAction())
+	if state == platform.JobQueued && job.GetStatus() == string(platform.JobWaiting) {
+		// GitHub's own "queued" example for a job a deployment environment holds carries
+		// workflow_job.status "waiting" (REST docs, "Webhook events and payloads", workflow_job):
+		// the job waits for its approval, maybe for hours, and no runner can take it before. It
+		// is held, not demand, until a delivery or a listing says queued.
+		state = platform.JobWaiting
+	}
 	if !state.Valid() {
 		return hook, nil
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha1" //nolint:gosec // to prove the legacy SHA-1 signature is refused
 	"encoding/hex"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,6 +95,9 @@ func TestParseWebhook(t *testing.T) {
 	}{
 		{name: "queued", event: "workflow_job", body: workflowJobPayload("queued"), wantKind: platform.WebhookJob, wantState: platform.JobQueued},
 		{name: "waiting", event: "workflow_job", body: workflowJobPayload("waiting"), wantKind: platform.WebhookJob, wantState: platform.JobWaiting},
+		{name: "queued while an environment holds it (status waiting)", event: "workflow_job",
+			body:     []byte(strings.Replace(string(workflowJobPayload("queued")), `"status": "queued"`, `"status": "waiting"`, 1)),
+			wantKind: platform.WebhookJob, wantState: platform.JobWaiting},
 		{name: "in_progress", event: "workflow_job", body: workflowJobPayload("in_progress"), wantKind: platform.WebhookJob, wantState: platform.JobInProgress},
 		{name: "completed", event: "workflow_job", body: workflowJobPayload("completed"), wantKind: platform.WebhookJob, wantState: platform.JobCompleted},
 		{name: "unknown action is ignored", event: "workflow_job", body: workflowJobPayload("requeued"), wantKind: platform.WebhookIgnored},
