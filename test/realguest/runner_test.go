@@ -48,6 +48,7 @@ func TestRunnerJobOnARealGuest(t *testing.T) {
 	if skipReason != "" {
 		t.Skip(skipReason)
 	}
+	t.Parallel() // beside the persistent VM's guest
 	g := NewWithT(t)
 	startFleet(t)
 	ctx := context.Background()
