@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The agent API (/v3) as buildkite-agent speaks it:
@@ -16,8 +17,14 @@ import (
 //	PUT  /v3/jobs/{id}/accept                                                            → job
 //	PUT  /v3/jobs/{id}/start  {started_at}                                               → 200
 //	PUT  /v3/jobs/{id}/finish {exit_status, finished_at}                                 → 200
+//	GET  /v3/jobs/{id}                                                                   → {state}
+//	POST /v3/heartbeat        {sent_at}                                                  → {sent_at, received_at}
 //	POST /v3/disconnect                                                                  → 200
 //	GET  /v3/metrics         Token <cluster agent token>                                 → agents/jobs counts per queue
+//
+// The shapes are those of buildkite-agent's api package (api/agents.go, api/pings.go,
+// api/jobs.go, api/heartbeats.go in github.com/buildkite/agent/v3), which the conformance test
+// uses as its client.
 //
 // A ping assigns the oldest scheduled job whose agent query rules the agent's tags satisfy
 // (same queue), one job at a time. A disconnecting agent hands back a job it had not started.
@@ -189,6 +196,37 @@ func (s *Server) agentFinish(w http.ResponseWriter, r *http.Request, c caller) {
 		s.enqueueJobHookLocked("job.finished", j)
 		writeJSON(w, http.StatusOK, map[string]any{"state": j.State})
 	}
+}
+
+// agentJobState answers the agent's poll of its job's state (api.Client.GetJobState), by which
+// it learns that a running job was canceled.
+func (s *Server) agentJobState(w http.ResponseWriter, r *http.Request, c caller) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j := s.jobs[r.PathValue("id")]
+	if j == nil || j.AgentID != c.agent.ID {
+		writeError(w, http.StatusNotFound, "No job found")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"state": j.State})
+}
+
+// agentHeartbeat echoes the agent's sent_at with the time it was received
+// (api.Client.Heartbeat); a disconnected agent has nothing to keep alive.
+func (s *Server) agentHeartbeat(w http.ResponseWriter, r *http.Request, c caller) {
+	var req struct {
+		SentAt string `json:"sent_at"`
+	}
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.agent.ConnectionState == "disconnected" {
+		writeError(w, http.StatusUnprocessableEntity, "Agent is not connected")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"sent_at": req.SentAt, "received_at": s.now().UTC().Format(time.RFC3339Nano)})
 }
 
 type queueCounts struct {

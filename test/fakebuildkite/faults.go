@@ -71,9 +71,10 @@ func (s *Server) serveFault(w http.ResponseWriter, r *http.Request, f Fault) boo
 		if wait == 0 {
 			wait = time.Minute
 		}
-		setRateHeaders(w, s.opts.RateLimit, 0, wait)
+		resetIn := setRateHeaders(w, s.opts.RateLimit, 0, wait)
 		if msg == "" {
-			msg = "You have exceeded your API rate limit. Please wait before making more requests."
+			writeRateLimited(w, s.opts.RateLimit, s.opts.RateLimit+1, resetIn)
+			return true
 		}
 	}
 	if msg == "" {

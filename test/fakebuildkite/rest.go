@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -249,15 +250,39 @@ func (s *Server) buildJSONLocked(b *Build) map[string]any {
 	}
 }
 
-// listBuilds lists builds newest first, filtered by state[] (or state) and branch[].
+// listBuilds lists builds newest first, of the pipeline in the path if there is one, filtered
+// as https://buildkite.com/docs/apis/rest-api/builds#list-all-builds documents: state and branch
+// each as one value (?state=passed) or Rails arrays (?state[]=scheduled&state[]=running, the
+// form go-buildkite sends), "finished" standing for passed, failed, blocked and canceled; branch
+// accepting * wildcards; commit as one value or an array.
 func (s *Server) listBuilds(w http.ResponseWriter, r *http.Request, _ caller) {
 	q := r.URL.Query()
-	states := append(q["state[]"], q["state"]...)
+	var states []string
+	for _, st := range append(q["state[]"], q["state"]...) {
+		if st == "finished" {
+			states = append(states, "passed", "failed", "blocked", "canceled")
+			continue
+		}
+		states = append(states, st)
+	}
+	branches := append(q["branch[]"], q["branch"]...)
+	commits := append(q["commit[]"], q["commit"]...)
+	pipeline := r.PathValue("pipeline")
 	s.mu.Lock()
+	if pipeline != "" && s.pipelines[pipeline] == nil {
+		s.mu.Unlock()
+		writeError(w, http.StatusNotFound, "No pipeline found")
+		return
+	}
 	var list []*Build
 	for i := len(s.builds) - 1; i >= 0; i-- {
 		b := s.builds[i]
-		if len(states) == 0 || slices.Contains(states, b.state()) {
+		switch {
+		case pipeline != "" && b.Pipeline.Slug != pipeline:
+		case len(states) > 0 && !slices.Contains(states, b.state()):
+		case len(branches) > 0 && !slices.ContainsFunc(branches, func(p string) bool { return branchMatches(p, b.Branch) }):
+		case len(commits) > 0 && !slices.Contains(commits, b.Commit):
+		default:
 			list = append(list, b)
 		}
 	}
@@ -275,10 +300,34 @@ func (s *Server) listBuilds(w http.ResponseWriter, r *http.Request, _ caller) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// branchMatches matches a branch filter, where * stands for any run of characters ("/" too).
+func branchMatches(pattern, branch string) bool {
+	parts := strings.Split(pattern, "*")
+	if len(parts) == 1 {
+		return pattern == branch
+	}
+	rest, ok := strings.CutPrefix(branch, parts[0])
+	if !ok {
+		return false
+	}
+	for _, p := range parts[1 : len(parts)-1] {
+		i := strings.Index(rest, p)
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len(p):]
+	}
+	return strings.HasSuffix(rest, parts[len(parts)-1])
+}
+
 func (s *Server) getBuild(w http.ResponseWriter, r *http.Request, _ caller) {
 	n, err := strconv.Atoi(r.PathValue("number"))
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.pipelines[r.PathValue("pipeline")] == nil {
+		writeError(w, http.StatusNotFound, "No pipeline found")
+		return
+	}
 	for _, b := range s.builds {
 		if err == nil && b.Number == n && b.Pipeline.Slug == r.PathValue("pipeline") {
 			writeJSON(w, http.StatusOK, s.buildJSONLocked(b))

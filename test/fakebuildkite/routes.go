@@ -24,6 +24,11 @@ const (
 	EndpointListBuilds         = "GET /v2/builds"
 	EndpointListOrgBuilds      = "GET /v2/organizations/{org}/builds"
 	EndpointGetBuild           = "GET /v2/organizations/{org}/pipelines/{pipeline}/builds/{number}"
+	EndpointListPipelineBuilds = "GET /v2/organizations/{org}/pipelines/{pipeline}/builds"
+	EndpointListOrganizations  = "GET /v2/organizations"
+	EndpointGetOrganization    = "GET /v2/organizations/{org}"
+	EndpointListPipelines      = "GET /v2/organizations/{org}/pipelines"
+	EndpointGetPipeline        = "GET /v2/organizations/{org}/pipelines/{pipeline}"
 
 	EndpointAgentRegister   = "POST /v3/register"
 	EndpointAgentConnect    = "POST /v3/connect"
@@ -32,6 +37,8 @@ const (
 	EndpointAgentAccept     = "PUT /v3/jobs/{id}/accept"
 	EndpointAgentStart      = "PUT /v3/jobs/{id}/start"
 	EndpointAgentFinish     = "PUT /v3/jobs/{id}/finish"
+	EndpointAgentJobState   = "GET /v3/jobs/{id}"
+	EndpointAgentHeartbeat  = "POST /v3/heartbeat"
 	EndpointMetrics         = "GET /v3/metrics"
 
 	endpointFakeJobs      = "GET /_fake/jobs"
@@ -46,6 +53,10 @@ const (
 	ScopeReadAgents    = "read_agents"
 	ScopeWriteAgents   = "write_agents"
 	ScopeReadBuilds    = "read_builds"
+	// ScopeReadOrganizations and ScopeReadPipelines guard the organization and pipeline reads
+	// (https://buildkite.com/docs/apis/managing-api-tokens).
+	ScopeReadOrganizations = "read_organizations"
+	ScopeReadPipelines     = "read_pipelines"
 )
 
 // caller is who made a request: an API token, a cluster agent token or a registered agent.
@@ -76,6 +87,11 @@ func (s *Server) routes() {
 	s.handle(EndpointListBuilds, authKind{scope: ScopeReadBuilds}, s.listBuilds)
 	s.handle(EndpointListOrgBuilds, authKind{scope: ScopeReadBuilds}, s.listBuilds)
 	s.handle(EndpointGetBuild, authKind{scope: ScopeReadBuilds}, s.getBuild)
+	s.handle(EndpointListPipelineBuilds, authKind{scope: ScopeReadBuilds}, s.listBuilds)
+	s.handle(EndpointListOrganizations, authKind{scope: ScopeReadOrganizations}, s.listOrganizations)
+	s.handle(EndpointGetOrganization, authKind{scope: ScopeReadOrganizations}, s.getOrganization)
+	s.handle(EndpointListPipelines, authKind{scope: ScopeReadPipelines}, s.listPipelines)
+	s.handle(EndpointGetPipeline, authKind{scope: ScopeReadPipelines}, s.getPipeline)
 
 	s.handle(EndpointAgentRegister, authKind{clusterToken: true}, s.agentRegister)
 	s.handle(EndpointMetrics, authKind{clusterToken: true}, s.metrics)
@@ -85,10 +101,29 @@ func (s *Server) routes() {
 	s.handle(EndpointAgentAccept, authKind{agentAccess: true}, s.agentAccept)
 	s.handle(EndpointAgentStart, authKind{agentAccess: true}, s.agentStart)
 	s.handle(EndpointAgentFinish, authKind{agentAccess: true}, s.agentFinish)
+	s.handle(EndpointAgentJobState, authKind{agentAccess: true}, s.agentJobState)
+	s.handle(EndpointAgentHeartbeat, authKind{agentAccess: true}, s.agentHeartbeat)
 
 	s.handle(endpointFakeJobs, authKind{}, s.fakeListJobs)
 	s.handle(endpointFakeCreateJob, authKind{}, s.fakeCreateJob)
 	s.handle(endpointFakeAgents, authKind{}, s.fakeListAgents)
+
+	// Everything else: the API root as documented, and a JSON 404 for any other path or method.
+	s.mux.HandleFunc("/", s.noRoute)
+}
+
+// noRoute answers requests no endpoint serves. GET / is the schema probe of
+// https://buildkite.com/docs/apis/rest-api#schema ({"message": "...", "timestamp": <unix>});
+// any other path, or a known path with another method, is a 404 in the JSON error shape of every
+// documented Buildkite error, rather than net/http's text/plain 404 or 405. The message itself
+// is not documented; clients read the status and the shape.
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	if r.URL.Path == "/" && r.Method == http.MethodGet {
+		writeJSON(w, http.StatusOK, map[string]any{"message": "🛠", "timestamp": s.now().Unix()})
+		return
+	}
+	writeError(w, http.StatusNotFound, "No route found")
 }
 
 // handle wraps an endpoint with counting, injected faults, authentication, scope checks and the
@@ -98,14 +133,6 @@ func (s *Server) handle(pattern string, auth authKind, h handlerFunc) {
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
 		s.countRequest(pattern)
 		if f, ok := s.takeFault(pattern); ok && s.serveFault(w, r, f) {
-			return
-		}
-		if org := r.PathValue("org"); org != "" && org != s.opts.Organization {
-			writeError(w, http.StatusNotFound, "No organization found")
-			return
-		}
-		if cl := r.PathValue("cluster"); cl != "" && cl != s.opts.ClusterID {
-			writeError(w, http.StatusNotFound, "No cluster found")
 			return
 		}
 		var c caller
@@ -150,6 +177,16 @@ func (s *Server) handle(pattern string, auth authKind, h handlerFunc) {
 				return
 			}
 		}
+		// Authentication comes before the organization is looked up: a bad token is 401 on any
+		// path, so an unauthenticated caller never learns which organizations exist.
+		if org := r.PathValue("org"); org != "" && org != s.opts.Organization {
+			writeError(w, http.StatusNotFound, "No organization found")
+			return
+		}
+		if cl := r.PathValue("cluster"); cl != "" && cl != s.opts.ClusterID {
+			writeError(w, http.StatusNotFound, "No cluster found")
+			return
+		}
 		h(w, r, c)
 	})
 }
@@ -173,11 +210,13 @@ func contains(list []string, v string) bool {
 // rateBucket is one API token's budget for the current minute.
 type rateBucket struct {
 	remaining int
+	used      int
 	resetAt   time.Time
 }
 
 // spendRate charges one request to the token's per-minute budget and writes the RateLimit-*
-// headers Buildkite sends; it answers 429 when the budget is spent.
+// headers Buildkite sends; it answers 429 when the budget is spent, with the body of
+// https://buildkite.com/docs/apis/rest-api/rate-limits#exceeding-the-rate-limit.
 func (s *Server) spendRate(w http.ResponseWriter, tok string) bool {
 	s.mu.Lock()
 	now := s.now()
@@ -186,27 +225,45 @@ func (s *Server) spendRate(w http.ResponseWriter, tok string) bool {
 		b = &rateBucket{remaining: s.opts.RateLimit, resetAt: now.Add(time.Minute)}
 		s.rate[tok] = b
 	}
+	b.used++
 	exhausted := b.remaining <= 0
 	if !exhausted {
 		b.remaining--
 	}
-	remaining, reset := b.remaining, b.resetAt
+	remaining, reset, used := b.remaining, b.resetAt, b.used
 	s.mu.Unlock()
-	setRateHeaders(w, s.opts.RateLimit, remaining, reset.Sub(now))
+	resetIn := setRateHeaders(w, s.opts.RateLimit, remaining, reset.Sub(now))
 	if exhausted {
-		writeError(w, http.StatusTooManyRequests, "You have exceeded your API rate limit. Please wait before making more requests.")
+		writeRateLimited(w, s.opts.RateLimit, used, resetIn)
 		return false
 	}
 	return true
 }
 
-// setRateHeaders writes Buildkite's headers: RateLimit-Reset is the seconds until the budget
-// is refilled.
-func setRateHeaders(w http.ResponseWriter, limit, remaining int, resetIn time.Duration) {
+// writeRateLimited is Buildkite's 429: which limit was exceeded, the budget, the requests
+// made in the window and the seconds until it is refilled.
+func writeRateLimited(w http.ResponseWriter, limit, current, resetIn int) {
+	writeJSON(w, http.StatusTooManyRequests, map[string]any{
+		"message": fmt.Sprintf("You have exceeded your API rate limit. Please wait %d seconds before making more requests.", resetIn),
+		"scope":   "rest",
+		"limit":   limit,
+		"current": current,
+		"reset":   resetIn,
+	})
+}
+
+// setRateHeaders writes the organization-level headers of
+// https://buildkite.com/docs/apis/rest-api/rate-limits#checking-rate-limit-details:
+// RateLimit-Scope is "rest" and RateLimit-Reset the seconds until the budget is refilled,
+// which it returns.
+func setRateHeaders(w http.ResponseWriter, limit, remaining int, resetIn time.Duration) int {
+	secs := max(int((resetIn+time.Second-1)/time.Second), 0)
 	h := w.Header()
+	h.Set("RateLimit-Scope", "rest")
 	h.Set("RateLimit-Limit", strconv.Itoa(limit))
 	h.Set("RateLimit-Remaining", strconv.Itoa(remaining))
-	h.Set("RateLimit-Reset", strconv.Itoa(max(int((resetIn+time.Second-1)/time.Second), 0)))
+	h.Set("RateLimit-Reset", strconv.Itoa(secs))
+	return secs
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -229,18 +286,20 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	return true
 }
 
-// page applies Buildkite's page/per_page parameters (default 30, at most 100) to n items and
-// sets the Link header go-buildkite follows; it returns the half-open index range to serve.
+// page applies Buildkite's page/per_page parameters (default 30, at most 100, per
+// https://buildkite.com/docs/apis/rest-api#pagination) to n items and sets the Link header
+// go-buildkite follows; it returns the half-open index range to serve. A per_page above the
+// maximum is served as 100 rather than refused: the documentation names a maximum, not an error.
 func (s *Server) page(w http.ResponseWriter, r *http.Request, n int) (int, int, bool) {
 	q := r.URL.Query()
 	perPage, page := 30, 1
 	if v := q.Get("per_page"); v != "" {
 		p, err := strconv.Atoi(v)
-		if err != nil || p < 1 || p > 100 {
-			writeError(w, http.StatusBadRequest, "per_page must be between 1 and 100")
+		if err != nil || p < 1 {
+			writeError(w, http.StatusBadRequest, "per_page must be a positive number")
 			return 0, 0, false
 		}
-		perPage = p
+		perPage = min(p, 100)
 	}
 	if v := q.Get("page"); v != "" {
 		p, err := strconv.Atoi(v)

@@ -40,9 +40,10 @@ type Options struct {
 
 // Server is a running (or ready to run) fake Buildkite.
 type Server struct {
-	opts Options
-	mux  *http.ServeMux
-	log  *slog.Logger
+	opts    Options
+	mux     *http.ServeMux
+	started time.Time // the organization's creation date
+	log     *slog.Logger
 
 	http fakeserver.HTTPServer
 
@@ -84,6 +85,7 @@ func New(opts Options) *Server {
 	}
 	s := &Server{
 		opts:         opts,
+		started:      opts.Clock(),
 		log:          opts.Logger,
 		apiTokens:    map[string][]string{},
 		rate:         map[string]*rateBucket{},

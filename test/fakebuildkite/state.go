@@ -46,6 +46,7 @@ type Agent struct {
 // Pipeline is a pipeline, created on first use.
 type Pipeline struct {
 	ID, Slug, Name, Repository string
+	CreatedAt                  time.Time
 }
 
 // Build is a build of a pipeline; its state follows from its jobs.
@@ -205,7 +206,7 @@ func (s *Server) CreateJob(pipeline string, rules []string, opts ...JobOption) J
 	defer s.mu.Unlock()
 	p := s.pipelines[pipeline]
 	if p == nil {
-		p = &Pipeline{ID: NewUUID(), Slug: pipeline, Name: pipeline, Repository: "git@github.com:" + s.opts.Organization + "/" + pipeline + ".git"}
+		p = &Pipeline{ID: NewUUID(), Slug: pipeline, Name: pipeline, Repository: "git@github.com:" + s.opts.Organization + "/" + pipeline + ".git", CreatedAt: s.now()}
 		s.pipelines[pipeline] = p
 	}
 	s.buildNumbers[pipeline]++

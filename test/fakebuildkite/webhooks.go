@@ -76,6 +76,27 @@ func (s *Server) webhookPayloadLocked(event string, j *Job) map[string]any {
 	}
 }
 
+// SendPing delivers the ping event Buildkite sends when a webhook notification service is saved
+// (https://buildkite.com/docs/apis/webhooks/pipelines#events): the service, the organization
+// and the sender, no job. It is recorded in Deliveries like the job events.
+func (s *Server) SendPing() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.opts.WebhookURL == "" {
+		return
+	}
+	org := s.organizationJSON()
+	body, _ := json.Marshal(map[string]any{
+		"event": "ping",
+		"service": map[string]any{"id": NewUUIDFrom("webhook:" + s.opts.WebhookURL), "provider": "webhook",
+			"settings": map[string]any{"url": s.opts.WebhookURL}},
+		"organization": map[string]any{"id": org["id"], "slug": org["slug"], "name": org["name"]},
+		"sender":       map[string]any{"id": "00000000-0000-4000-8000-000000000002", "name": "Buildkite"},
+	})
+	s.hooks.Push(pendingHook{url: s.opts.WebhookURL, token: s.opts.WebhookToken, signature: s.opts.WebhookSignature,
+		delivery: Delivery{Event: "ping", Payload: body}})
+}
+
 // Deliveries returns the webhooks sent so far, in order.
 func (s *Server) Deliveries() []Delivery {
 	s.mu.Lock()
