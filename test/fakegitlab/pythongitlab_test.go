@@ -13,20 +13,8 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/hyperfleet-io/hyperfleet/test/fakegitlab"
+	"github.com/hyperfleet-io/hyperfleet/test/testenv"
 )
-
-// systemPython is Debian's interpreter, the one python3-gitlab installs into; the first
-// python3 on PATH may be another without it.
-const systemPython = "/usr/bin/python3"
-
-// requirePythonGitLab fails the test when python-gitlab is not installed: the conformance it
-// checks is not optional.
-func requirePythonGitLab(t *testing.T) {
-	t.Helper()
-	if out, err := exec.Command(systemPython, "-c", "import gitlab").CombinedOutput(); err != nil {
-		t.Fatalf("install python3-gitlab (hack/prereqs.sh): %v: %s", err, out)
-	}
-}
 
 // pythonGitLabResult is what testdata/python_gitlab.py prints.
 type pythonGitLabResult struct {
@@ -64,7 +52,7 @@ type pythonGitLabResult struct {
 // runner, lists a project's jobs by scope[], and turns the fake's 401 and 404 bodies into its
 // own exceptions with GitLab's messages.
 func TestPythonGitLab(t *testing.T) {
-	requirePythonGitLab(t)
+	systemPython := testenv.RequirePython(t, "python3-gitlab", "gitlab")
 	g := NewWithT(t)
 	now := time.Unix(1_800_000_000, 0)
 	s := fakegitlab.StartForTest(t, fakegitlab.Options{TLS: true, Clock: func() time.Time { now = now.Add(time.Second); return now }})

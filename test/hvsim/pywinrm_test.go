@@ -12,11 +12,9 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-)
 
-// python is Debian's interpreter, the one python3-winrm installs into: the first python3 on PATH
-// may be another without it.
-const python = "/usr/bin/python3"
+	"github.com/hyperfleet-io/hyperfleet/test/testenv"
+)
 
 // pywinrmResult is what testdata/pywinrm_conformance.py reports for one exchange.
 type pywinrmResult struct {
@@ -33,9 +31,7 @@ type pywinrmResult struct {
 // fault of an HTTP 500 as Windows sends it.
 func TestPywinrmConformance(t *testing.T) {
 	g := NewWithT(t)
-	if out, err := exec.Command(python, "-c", "import winrm, xmltodict").CombinedOutput(); err != nil {
-		t.Fatalf("install python3-winrm (hack/prereqs.sh): %s: %v: %s", python, err, out)
-	}
+	python := testenv.RequirePython(t, "python3-winrm", "winrm", "xmltodict")
 	hv := NewHyperV(HyperVConfig{})
 	hv.AddHost("hv1", 4, 8192)
 	g.Expect(hv.InstallModule("hv1", `C:\ProgramData\HyperFleet\Modules\HyperFleetHyperV\1.0.0`, map[string][]byte{
