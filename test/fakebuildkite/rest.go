@@ -70,17 +70,7 @@ func (s *Server) createClusterToken(w http.ResponseWriter, r *http.Request, _ ca
 
 func (s *Server) listClusterTokens(w http.ResponseWriter, r *http.Request, _ caller) {
 	toks := s.ClusterTokens()
-	start, end, ok := s.page(w, r, len(toks))
-	if !ok {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]map[string]any, 0, end-start)
-	for i := start; i < end; i++ {
-		out = append(out, s.clusterTokenJSONLocked(&toks[i], false))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writePage(s, w, r, toks, func(t *ClusterToken) map[string]any { return s.clusterTokenJSONLocked(t, false) })
 }
 
 func (s *Server) getClusterToken(w http.ResponseWriter, r *http.Request, _ caller) {
@@ -138,17 +128,7 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request, _ caller) {
 			list = append(list, a)
 		}
 	}
-	start, end, ok := s.page(w, r, len(list))
-	if !ok {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]map[string]any, 0, end-start)
-	for i := start; i < end; i++ {
-		out = append(out, s.agentJSONLocked(&list[i]))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writePage(s, w, r, list, s.agentJSONLocked)
 }
 
 func (s *Server) getAgent(w http.ResponseWriter, r *http.Request, _ caller) {
@@ -287,17 +267,7 @@ func (s *Server) listBuilds(w http.ResponseWriter, r *http.Request, _ caller) {
 		}
 	}
 	s.mu.Unlock()
-	start, end, ok := s.page(w, r, len(list))
-	if !ok {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]map[string]any, 0, end-start)
-	for _, b := range list[start:end] {
-		out = append(out, s.buildJSONLocked(b))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writePage(s, w, r, list, func(b **Build) map[string]any { return s.buildJSONLocked(*b) })
 }
 
 // branchMatches matches a branch filter, where * stands for any run of characters ("/" too).

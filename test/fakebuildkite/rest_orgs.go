@@ -67,17 +67,7 @@ func (s *Server) listPipelines(w http.ResponseWriter, r *http.Request, _ caller)
 	}
 	s.mu.Unlock()
 	slices.SortFunc(list, func(a, b *Pipeline) int { return strings.Compare(a.Name, b.Name) })
-	start, end, ok := s.page(w, r, len(list))
-	if !ok {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]map[string]any, 0, end-start)
-	for _, p := range list[start:end] {
-		out = append(out, s.pipelineJSONLocked(p))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writePage(s, w, r, list, func(p **Pipeline) map[string]any { return s.pipelineJSONLocked(*p) })
 }
 
 func (s *Server) getPipeline(w http.ResponseWriter, r *http.Request, _ caller) {

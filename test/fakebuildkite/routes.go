@@ -312,3 +312,19 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request, n int) (int, int, 
 	start, end := fakeserver.LinkPage(w, r, s.URL(), n, page, perPage)
 	return start, end, true
 }
+
+// writePage answers a list request with the page of list that ?page= and ?per_page= ask for,
+// each element rendered under the server's lock, and the Link header of page.
+func writePage[T any](s *Server, w http.ResponseWriter, r *http.Request, list []T, render func(*T) map[string]any) {
+	start, end, ok := s.page(w, r, len(list))
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]map[string]any, 0, end-start)
+	for i := start; i < end; i++ {
+		out = append(out, render(&list[i]))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
