@@ -48,8 +48,9 @@ func TrustingTransport(caPEM []byte) (*http.Transport, error) {
 	return tr, nil
 }
 
-// SelfSigned makes a one-day CA certificate named commonName for addr's IP, the loopback
-// addresses and localhost; it returns the key pair and the certificate's PEM.
+// SelfSigned makes a CA certificate named commonName for addr's IP, the loopback addresses and
+// localhost, valid for ten years (a local fleet may run for days); it returns the key pair and the
+// certificate's PEM.
 func SelfSigned(addr net.Addr, commonName string) (tls.Certificate, []byte, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -59,7 +60,7 @@ func SelfSigned(addr net.Addr, commonName string) (tls.Certificate, []byte, erro
 		SerialNumber:          big.NewInt(time.Now().UnixNano()),
 		Subject:               pkix.Name{CommonName: commonName},
 		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
+		NotAfter:              time.Now().Add(10 * 365 * 24 * time.Hour),
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,

@@ -2,23 +2,18 @@ package pvesim
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/big"
 	mrand "math/rand"
 	"net"
 	"net/http"
 	"sync"
 	"time"
 
+	"github.com/hyperfleet-io/hyperfleet/test/fakeserver"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim/schema"
 )
 
@@ -171,21 +166,24 @@ func New(cfg Config) (*Simulator, error) {
 
 // Start listens on addr ("127.0.0.1:0" picks a free port) and serves HTTPS.
 func (s *Simulator) Start(addr string) error {
-	cert := s.cfg.TLSCertificate
-	if cert == nil {
-		c, caPEM, err := selfSignedCert()
-		if err != nil {
-			return err
-		}
-		cert, s.caPEM = c, caPEM
-	} else if len(cert.Certificate) > 0 {
-		s.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[len(cert.Certificate)-1]})
-	}
-	s.tlsCert = cert
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("pvesim: listen %s: %w", addr, err)
 	}
+	cert := s.cfg.TLSCertificate
+	if cert == nil {
+		// For the address it listens on too, so that a client elsewhere than on loopback (a pod
+		// on a node's bridge) verifies it.
+		c, caPEM, err := fakeserver.SelfSigned(ln.Addr(), "pvesim")
+		if err != nil {
+			_ = ln.Close()
+			return err
+		}
+		cert, s.caPEM = &c, caPEM
+	} else if len(cert.Certificate) > 0 {
+		s.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[len(cert.Certificate)-1]})
+	}
+	s.tlsCert = cert
 	s.ln = ln
 	s.base = "https://" + ln.Addr().String()
 	if s.cfg.PlainHTTP {
@@ -257,41 +255,3 @@ func (s *Simulator) Close() error {
 	return err
 }
 
-// selfSignedCert makes a CA-flagged self-signed certificate for 127.0.0.1 and localhost.
-func selfSignedCert() (*tls.Certificate, []byte, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
-	if err != nil {
-		return nil, nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: "pvesim", Organization: []string{"HyperFleet PVE simulator"}},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(10 * 365 * 24 * time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		DNSNames:              []string{"localhost"},
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, nil, err
-	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		return nil, nil, err
-	}
-	return &cert, certPEM, nil
-}
