@@ -45,8 +45,8 @@ func labels(o options, s imageSpec) map[string]string {
 
 // image assembles one platform's image from nothing: the shared base layer, the binary's layer and
 // a config that runs the binary as 65532:65532.
-func image(o options, s imageSpec, p platform, base v1.Layer, binDir string) (v1.Image, error) {
-	bin, err := binaryLayer(filepath.Join(binDir, p.OS+"_"+p.Arch, s.Command), s.Command, o.Created)
+func image(o options, s imageSpec, p platform, base v1.Layer, binary string, labels map[string]string) (v1.Image, error) {
+	bin, err := binaryLayer(binary, s.Command, o.Created)
 	if err != nil {
 		return nil, err
 	}
@@ -77,13 +77,13 @@ func image(o options, s imageSpec, p platform, base v1.Layer, binDir string) (v1
 		Env:          []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
 		WorkingDir:   "/",
 		ExposedPorts: ports,
-		Labels:       labels(o, s),
+		Labels:       labels,
 	}
 	img, err = mutate.ConfigFile(img, cf)
 	if err != nil {
 		return nil, err
 	}
-	return mutate.Annotations(img, labels(o, s)).(v1.Image), nil
+	return mutate.Annotations(img, labels).(v1.Image), nil
 }
 
 // assemble builds every image of o from the binaries in binDir and writes them under o.Out.
@@ -105,7 +105,7 @@ func assemble(o options, binDir string) ([]builtImage, error) {
 		}
 		idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 		for _, p := range o.Platforms {
-			img, err := image(o, s, p, base, binDir)
+			img, err := image(o, s, p, base, filepath.Join(binDir, p.OS+"_"+p.Arch, s.Command), labels(o, s))
 			if err != nil {
 				return nil, fmt.Errorf("%s for %s: %w", s.Name, p, err)
 			}

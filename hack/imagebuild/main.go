@@ -33,6 +33,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	images := fs.String("images", "", "comma-separated subset of manager, bootstrap-service, console (default: all)")
 	caBundle := fs.String("ca-bundle", "/etc/ssl/certs/ca-certificates.crt", "PEM CA bundle copied into the images")
 	binDir := fs.String("bin-dir", "", "use binaries already built at <dir>/<os>_<arch>/<command> instead of building them")
+	var wraps wrapFlag
+	fs.Var(&wraps, "wrap", "REF=/ENTRY=BINARY: instead of HyperFleet's images, make a prebuilt binary of another project into an image for the first platform (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -66,6 +68,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	o.Created = time.Unix(secs, 0).UTC()
 
+	if len(wraps) > 0 {
+		archives, err := wrapAll(o, wraps)
+		for _, a := range archives {
+			fmt.Fprintln(stdout, a)
+		}
+		return err
+	}
 	start := time.Now()
 	built, err := build(o, stderr)
 	if err != nil {
