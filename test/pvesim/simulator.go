@@ -254,4 +254,3 @@ func (s *Simulator) Close() error {
 	}
 	return err
 }
-
