@@ -10,12 +10,14 @@
 #   capi/{capi-manager,clusterctl,crds/,webhook/}
 #   bin/controller-gen
 #   node/{kubelet,kube-controller-manager,kube-scheduler,kube-proxy}   (NODE=1 or `hack/tools.sh --node`)
+#   capi/{kcp-manager,config/,kcp-config/,metadata.yaml}, cert-manager/{controller,webhook,cainjector,chart/}   (likewise)
 set -euo pipefail
 
 K8S_VERSION=${K8S_VERSION:-1.34.3}
 ETCD_VERSION=${ETCD_VERSION:-3.6.5}
 CAPI_VERSION=${CAPI_VERSION:-1.12.5}
 CONTROLLER_GEN_VERSION=${CONTROLLER_GEN_VERSION:-0.19.0}
+CERT_MANAGER_VERSION=${CERT_MANAGER_VERSION:-1.11.5}
 
 NODE=${NODE:-0}
 if [ "${1:-}" = --node ]; then NODE=1; shift; fi
@@ -106,6 +108,54 @@ rm -rf "$CAPI_DIR/crds" "$CAPI_DIR/webhook"; mkdir -p "$CAPI_DIR/crds" "$CAPI_DI
 cp "$src"/config/crd/bases/*.yaml "$CAPI_DIR/crds/"
 cp "$src"/config/webhook/manifests.yaml "$CAPI_DIR/webhook/"
 chmod -R u+w "$CAPI_DIR/crds" "$CAPI_DIR/webhook"
+
+# What `clusterctl init` installs besides HyperFleet, for the installed tests (test/installed) on the
+# node: Cluster API's core and kubeadm control-plane kustomizations (config/), the kubeadm
+# control-plane manager, and cert-manager, which clusterctl requires. cert-manager v1.11.5 is the
+# last release whose controller, webhook and cainjector commands live in its root module (later
+# ones keep them in sub-modules the module proxy does not serve); its go.mod has a replace
+# directive, so it is built inside its own module.
+if [ "$NODE" = 1 ]; then
+  rm -rf "$CAPI_DIR/config" "$CAPI_DIR/kcp-config"
+  cp -r "$src/config" "$CAPI_DIR/config"
+  cp -r "$src/controlplane/kubeadm/config" "$CAPI_DIR/kcp-config"
+  chmod -R u+w "$CAPI_DIR/config" "$CAPI_DIR/kcp-config"
+  cp "$src/metadata.yaml" "$CAPI_DIR/metadata.yaml"; chmod u+w "$CAPI_DIR/metadata.yaml"
+  if [ -x "$CAPI_DIR/kcp-manager" ] && [ "$(cat "$CAPI_DIR/.kcp-version" 2>/dev/null)" = "v$CAPI_VERSION" ]; then
+    log "Cluster API v$CAPI_VERSION kubeadm control-plane manager cached"
+  else
+    log "building Cluster API v$CAPI_VERSION kubeadm control-plane manager (first run only)"
+    ld="-s -w"
+    for kv in gitVersion=v$CAPI_VERSION gitMajor=1 gitMinor=$(echo "$CAPI_VERSION" | cut -d. -f2) gitTreeState=clean; do
+      ld="$ld -X sigs.k8s.io/cluster-api/version.$kv"
+    done
+    GOFLAGS= GOBIN=$BUILD/capi-gobin go install -trimpath -ldflags "$ld" "sigs.k8s.io/cluster-api/controlplane/kubeadm@v$CAPI_VERSION"
+    install -m 0755 "$BUILD/capi-gobin/kubeadm" "$CAPI_DIR/kcp-manager"
+    echo "v$CAPI_VERSION" >"$CAPI_DIR/.kcp-version"
+  fi
+
+  CM_DIR=$CACHE/cert-manager
+  cm_src=$(GOFLAGS= go env GOMODCACHE)/github.com/cert-manager/cert-manager@v$CERT_MANAGER_VERSION
+  [ -d "$cm_src" ] || (cd "$BUILD" && GOFLAGS= go mod download "github.com/cert-manager/cert-manager@v$CERT_MANAGER_VERSION")
+  if [ "$(cat "$CM_DIR/.version" 2>/dev/null)" = "v$CERT_MANAGER_VERSION" ]; then
+    log "cert-manager v$CERT_MANAGER_VERSION cached"
+  else
+    log "building cert-manager v$CERT_MANAGER_VERSION controller, webhook and cainjector (first run only, about 5 minutes)"
+    rm -rf "$CM_DIR"; mkdir -p "$CM_DIR.tmp"
+    ld="-s -w -X github.com/cert-manager/cert-manager/pkg/util.AppVersion=v$CERT_MANAGER_VERSION"
+    (cd "$cm_src" && GOFLAGS=-mod=readonly go build -trimpath -ldflags "$ld" -o "$CM_DIR.tmp/" ./cmd/controller ./cmd/webhook ./cmd/cainjector)
+    # The chart, with Chart.yaml as cert-manager's release makes it from Chart.template.yaml and the
+    # CRDs as templates behind installCRDs, as its static cert-manager.yaml is rendered.
+    cp -r "$cm_src/deploy/charts/cert-manager" "$CM_DIR.tmp/chart"; chmod -R u+w "$CM_DIR.tmp/chart"
+    sed -e "s/^version: .*/version: v$CERT_MANAGER_VERSION/" -e "s/^appVersion: .*/appVersion: v$CERT_MANAGER_VERSION/" \
+      -e 's/{{IS_PRERELEASE}}/false/' "$CM_DIR.tmp/chart/Chart.template.yaml" >"$CM_DIR.tmp/chart/Chart.yaml"
+    rm -f "$CM_DIR.tmp/chart/Chart.template.yaml" "$CM_DIR.tmp/chart/README.template.md"
+    { echo '{{- if .Values.installCRDs }}'; for f in "$cm_src"/deploy/crds/crd-*.yaml; do echo '---'; cat "$f"; done; echo '{{- end }}'; } \
+      >"$CM_DIR.tmp/chart/templates/crds.yaml"
+    echo "v$CERT_MANAGER_VERSION" >"$CM_DIR.tmp/.version"
+    mv "$CM_DIR.tmp" "$CM_DIR"
+  fi
+fi
 
 # controller-gen for deepcopy, CRDs and RBAC.
 if version_is "$BIN_DIR/controller-gen" "v$CONTROLLER_GEN_VERSION" --version; then

@@ -71,9 +71,18 @@ func run(ctx context.Context, args []string) error {
 	attestInFlight := fs.Int("attest-max-in-flight", service.DefaultMaxInFlight, "attestation requests served at once, all clients together")
 	var dnsNames, ips listFlag
 	fs.Var(&dnsNames, "dns-name", "DNS name for the service certificate (repeatable)")
-	fs.Var(&ips, "ip", "IP address for the service certificate (repeatable)")
+	fs.Var(&ips, "ip", "IP address for the service certificate (repeatable); default the comma-separated BOOTSTRAP_SERVICE_IPS")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if len(ips) == 0 {
+		// The release's ConfigMap (clusterctl variable HYPERFLEET_BOOTSTRAP_SERVICE_IPS): the
+		// addresses VMs dial when they reach the service without DNS, e.g. a NodePort's.
+		for _, s := range strings.Split(os.Getenv("BOOTSTRAP_SERVICE_IPS"), ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				ips = append(ips, s)
+			}
+		}
 	}
 	log, err := logging.New(*logLevel, os.Stderr)
 	if err != nil {

@@ -52,7 +52,7 @@ func (f *Fleet) startGitHub() error {
 	if f.GitHub, err = fakegithub.New(fakegithub.Options{Logger: log, TLS: true}); err != nil {
 		return err
 	}
-	if err := f.GitHub.Start("127.0.0.1:0"); err != nil {
+	if err := f.GitHub.Start(f.listenAddr()); err != nil {
 		return err
 	}
 	p := f.opts.Pool
@@ -92,7 +92,7 @@ func (f *Fleet) startSimulator(agentBin string) error {
 	if err != nil {
 		return err
 	}
-	if err := sim.Start("127.0.0.1:0"); err != nil {
+	if err := sim.Start(f.listenAddr()); err != nil {
 		return err
 	}
 	f.Simulator = sim
@@ -293,6 +293,15 @@ func waitListening(ctx context.Context, addr string) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// listenAddr is where the fakes of the outside world listen: loopback, or for an installed
+// HyperFleet the address its pods reach.
+func (f *Fleet) listenAddr() string {
+	if in := f.opts.Installed; in != nil {
+		return net.JoinHostPort(in.ListenIP, "0")
+	}
+	return "127.0.0.1:0"
 }
 
 func loopback(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }

@@ -82,6 +82,12 @@ type Options struct {
 	// RunnerPackage is the Go package built as the runner program VMs download; default the
 	// platform's fake runner.
 	RunnerPackage string
+	// Installed, when set, runs the fleet's outside world (the Proxmox simulator, the fake GitHub,
+	// the runner download and the VMs' agents) for a HyperFleet that runs elsewhere already — its
+	// manager and bootstrap service in pods on a real node, installed as users install it —
+	// instead of starting an API server, the manager and the bootstrap service here. GitHub, the
+	// Proxmox simulator and the builtin identity only; no console.
+	Installed *Installed
 	// OnVMEvent, if set, hears every VM boot and power-off.
 	OnVMEvent func(VMEvent)
 	// Progress, if set, hears what Start is doing.
@@ -89,6 +95,20 @@ type Options struct {
 
 	// platforms is Platform parsed.
 	platforms []string
+}
+
+// Installed is a HyperFleet installation the fleet serves (Options.Installed).
+type Installed struct {
+	// Kubeconfig is an administrator's kubeconfig of its cluster; the sample fleet is applied
+	// with it, as a person would.
+	Kubeconfig string
+	// ListenIP is where the simulator and the fake GitHub listen: an address of this machine that
+	// the installation's pods reach (a node's pod-bridge address). Their certificates name it.
+	ListenIP string
+	// WebhookURL is where the fake GitHub delivers workflow_job events (the manager's webhook
+	// Service as this machine reaches it), signed with WebhookSecret, the secret the installation's
+	// manager was given.
+	WebhookURL, WebhookSecret string
 }
 
 // Fleet is a running local fleet.
@@ -185,6 +205,15 @@ func (o *Options) defaults() error {
 	default:
 		return fmt.Errorf("hypervisor %q: want %s, %s or %s", o.Hypervisor, HypervisorProxmox, HypervisorHyperV, HypervisorBoth)
 	}
+	if in := o.Installed; in != nil {
+		switch {
+		case o.Platform != PlatformGitHub || o.Hypervisor != HypervisorProxmox || o.Identity == IdentitySPIRE || o.GuestImage != "":
+			return fmt.Errorf("a fleet for an installed HyperFleet runs GitHub on the Proxmox simulator with the builtin identity only")
+		case in.Kubeconfig == "" || in.ListenIP == "" || in.WebhookURL == "" || in.WebhookSecret == "":
+			return fmt.Errorf("a fleet for an installed HyperFleet needs its kubeconfig, a listen address, and the webhook's URL and secret")
+		}
+		o.NoConsole = true
+	}
 	switch o.Identity {
 	case "":
 		o.Identity = IdentityBuiltin
@@ -270,35 +299,16 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	}
 	f.State.Runner = f.runners[opts.platforms[0]]
 
-	progress("starting kube-apiserver and etcd")
-	if f.Env, err = testenv.Start(); err != nil {
+	if opts.Installed != nil {
+		if f.Env, err = testenv.Connect(opts.Installed.Kubeconfig); err != nil {
+			return nil, err
+		}
+		f.State.APIServer = f.Env.Config.Host
+		f.State.Kubectl = f.Env.Tools.Kubectl()
+		f.State.Kubeconfig = opts.Installed.Kubeconfig
+	} else if err := f.startControlPlane(ctx, progress); err != nil {
 		return nil, err
 	}
-	f.State.APIServer = f.Env.Config.Host
-	f.State.Kubectl = f.Env.Tools.Kubectl()
-	f.State.Kubeconfig = filepath.Join(stateDir, "kubeconfig")
-	if err := copyFile(f.Env.KubeconfigPath, f.State.Kubeconfig); err != nil {
-		return nil, err
-	}
-
-	// The manager and the bootstrap service get exactly the permissions an installation gives them,
-	// so a missing or an excess permission shows up here rather than on a user's cluster.
-	if f.Installation, err = f.Env.Install(ctx, TokenLifetime); err != nil {
-		return nil, err
-	}
-
-	progress("starting the Cluster API core manager")
-	if f.capi, err = f.Env.StartCAPIManager(ctx); err != nil {
-		return nil, err
-	}
-	// Next to the other logs: a link while it runs, a copy once the control plane's own directory
-	// goes away on stop.
-	capiLog := filepath.Join(logDir, "capi-manager.log")
-	_ = os.Symlink(f.capi.LogPath, capiLog)
-	f.stops = append(f.stops, func() {
-		_ = os.Remove(capiLog)
-		_ = copyFile(f.capi.LogPath, capiLog)
-	})
 
 	progress("starting the fake GitHub API and the Proxmox VE simulator")
 	if err := f.startGitHub(); err != nil {
@@ -327,16 +337,21 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 		}
 	}
 
-	progress("starting the bootstrap service and HyperFleet's manager")
-	if err := f.startBootstrapService(ctx, runCtx); err != nil {
-		return nil, err
-	}
 	webhookSecret, gitlabSecret, buildkiteSecret := randomHex(20), randomHex(20), randomHex(20)
 	if opts.Pool.GitHubDemand == fleetv1.GitHubDemandPolling {
 		webhookSecret = "" // no /webhooks/github route: a site no webhook can reach
 	}
-	if err := f.startManager(ctx, runCtx, webhookSecret, gitlabSecret, buildkiteSecret); err != nil {
-		return nil, err
+	if in := opts.Installed; in != nil {
+		webhookSecret = in.WebhookSecret
+		f.State.Webhook = WebhookState{URL: in.WebhookURL, Secret: in.WebhookSecret}
+	} else {
+		progress("starting the bootstrap service and HyperFleet's manager")
+		if err := f.startBootstrapService(ctx, runCtx); err != nil {
+			return nil, err
+		}
+		if err := f.startManager(ctx, runCtx, webhookSecret, gitlabSecret, buildkiteSecret); err != nil {
+			return nil, err
+		}
 	}
 	if webhookSecret != "" {
 		f.GitHub.SetWebhook(f.State.Webhook.URL, webhookSecret)
@@ -362,12 +377,51 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 			return nil, fmt.Errorf("console: %w", err)
 		}
 	}
-	go collectGarbage(runCtx, f.Env.Client, opts.Namespace, 5*time.Second)
+	if opts.Installed == nil {
+		// A real cluster's kube-controller-manager collects its own garbage.
+		go collectGarbage(runCtx, f.Env.Client, opts.Namespace, 5*time.Second)
+	}
 	f.State.StartedAt = time.Now().UTC()
 	if err := WriteState(stateDir, &f.State); err != nil {
 		return nil, err
 	}
 	return f, nil
+}
+
+// startControlPlane starts the API server with HyperFleet's shipped RBAC and Cluster API's core
+// manager, for a fleet whose HyperFleet runs here.
+func (f *Fleet) startControlPlane(ctx context.Context, progress func(string, ...any)) (err error) {
+	progress("starting kube-apiserver and etcd")
+	if f.Env, err = testenv.Start(); err != nil {
+		return err
+	}
+	f.State.APIServer = f.Env.Config.Host
+	f.State.Kubectl = f.Env.Tools.Kubectl()
+	f.State.Kubeconfig = filepath.Join(f.stateDir, "kubeconfig")
+	if err := copyFile(f.Env.KubeconfigPath, f.State.Kubeconfig); err != nil {
+		return err
+	}
+
+	// The manager and the bootstrap service get exactly the permissions an installation gives them,
+	// so a missing or an excess permission shows up here rather than on a user's cluster.
+	if f.Installation, err = f.Env.Install(ctx, TokenLifetime); err != nil {
+		return err
+	}
+
+	progress("starting the Cluster API core manager")
+	if f.capi, err = f.Env.StartCAPIManager(ctx); err != nil {
+		return err
+	}
+	// Next to the other logs: a link while it runs, a copy once the control plane's own directory
+	// goes away on stop.
+	capiLog := filepath.Join(f.State.LogDir, "capi-manager.log")
+	_ = os.Symlink(f.capi.LogPath, capiLog)
+	f.stops = append(f.stops, func() {
+		_ = os.Remove(capiLog)
+		_ = copyFile(f.capi.LogPath, capiLog)
+	})
+
+	return nil
 }
 
 // Stop ends every component, children first, and removes the state file. Logs stay.

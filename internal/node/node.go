@@ -172,6 +172,13 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	defer func() {
 		if err != nil {
 			n.logf("start failed: %v; component logs in %s", err, n.path("logs"))
+			// The tail of each log: a test's temporary directory goes with the test.
+			logs, _ := filepath.Glob(n.path("logs", "*.log"))
+			for _, l := range logs {
+				if b, rerr := os.ReadFile(l); rerr == nil && len(b) > 0 {
+					n.logf("%s (last 2 kB):\n%s", filepath.Base(l), b[max(0, len(b)-2048):])
+				}
+			}
 			_ = n.stop(false)
 		}
 	}()
@@ -335,26 +342,53 @@ func (n *Node) exited(name string) error {
 	}
 }
 
+// startEtcd starts etcd on the ports picked for it. A port picked free may be taken by another
+// process before etcd binds it (tests on a busy machine start API servers side by side): etcd
+// then exits at once, and it is started again on new ports, up to three times.
 func (n *Node) startEtcd(ctx context.Context) error {
-	client := fmt.Sprintf("http://127.0.0.1:%d", n.ports.etcd)
-	peer := fmt.Sprintf("http://127.0.0.1:%d", n.ports.etcdPeer)
-	if err := n.run("etcd", filepath.Join(n.opts.K8sBin, "etcd"),
-		"--name=node", "--data-dir="+n.path("etcd"), "--listen-client-urls="+client, "--advertise-client-urls="+client,
-		"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer, "--initial-cluster=node="+peer,
-		"--unsafe-no-fsync", "--log-level=warn"); err != nil {
-		return err
-	}
-	return n.poll(ctx, "etcd", 60*time.Second, func() error {
-		resp, err := http.Get(client + "/health")
-		if err != nil {
+	var err error
+	for attempt := 1; attempt <= 3; attempt++ {
+		if attempt > 1 {
+			n.logf("etcd exited at start (%v); trying new ports", err)
+			n.kill("etcd", time.Second)
+			if err := os.RemoveAll(n.path("etcd")); err != nil {
+				return err
+			}
+			for _, p := range []*int{&n.ports.etcd, &n.ports.etcdPeer} {
+				if *p, err = freePort(); err != nil {
+					return err
+				}
+			}
+		}
+		client := fmt.Sprintf("http://127.0.0.1:%d", n.ports.etcd)
+		peer := fmt.Sprintf("http://127.0.0.1:%d", n.ports.etcdPeer)
+		if err := n.run("etcd", filepath.Join(n.opts.K8sBin, "etcd"),
+			"--name=node", "--data-dir="+n.path("etcd"), "--listen-client-urls="+client, "--advertise-client-urls="+client,
+			"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer, "--initial-cluster=node="+peer,
+			"--unsafe-no-fsync", "--log-level=warn"); err != nil {
 			return err
 		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("etcd health %d", resp.StatusCode)
+		exited := false
+		err = n.poll(ctx, "etcd", 60*time.Second, func() error {
+			if err := n.exited("etcd"); err != nil {
+				exited = true
+				return backoffStop{err}
+			}
+			resp, err := http.Get(client + "/health")
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("etcd health %d", resp.StatusCode)
+			}
+			return nil
+		})
+		if err == nil || !exited {
+			return err
 		}
-		return nil
-	})
+	}
+	return err
 }
 
 func (n *Node) startAPIServer(ctx context.Context) error {

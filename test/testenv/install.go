@@ -120,6 +120,9 @@ func (e *Env) ServiceAccountConfig(ctx context.Context, sa types.NamespacedName,
 
 // User returns a client configuration of a new user (client certificate) in groups.
 func (e *Env) User(name string, groups ...string) (*rest.Config, error) {
+	if e.env == nil {
+		return nil, fmt.Errorf("user %s: an environment made by Connect has no client CA of its own", name)
+	}
 	u, err := e.env.ControlPlane.AddUser(envtest.User{Name: name, Groups: groups}, nil)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -171,9 +172,37 @@ func Start() (*Env, error) {
 	return e, nil
 }
 
-// Stop tears the control plane down.
+// Connect is an environment on a cluster that runs already (a real node, with HyperFleet installed
+// there), as its administrator's kubeconfig reaches it: Stop leaves the cluster running, and User,
+// which needs envtest's own CA, is not available.
+func Connect(kubeconfig string) (*Env, error) {
+	tools, err := FindTools()
+	if err != nil {
+		return nil, err
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	e := &Env{Scheme: api.NewScheme(), RepoRoot: root, Tools: tools, KubeconfigPath: kubeconfig}
+	if e.Config, err = clientcmd.BuildConfigFromFlags("", kubeconfig); err != nil {
+		return nil, err
+	}
+	if e.Client, err = client.New(e.Config, client.Options{Scheme: e.Scheme}); err != nil {
+		return nil, err
+	}
+	if e.dir, err = os.MkdirTemp("", "hyperfleet-testenv-"); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Stop tears the control plane down (of an environment Connect made, only its scratch directory).
 func (e *Env) Stop() error {
-	err := e.env.Stop()
+	var err error
+	if e.env != nil {
+		err = e.env.Stop()
+	}
 	for _, dir := range []string{e.dir, e.wrappers} {
 		if dir != "" {
 			_ = os.RemoveAll(dir)
