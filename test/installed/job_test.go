@@ -6,6 +6,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,85 +27,195 @@ const (
 	webhookNodePort   = "30090"
 )
 
+var (
+	fleetOnce sync.Once
+	// fleet is the outside world of the jobs' tests, once for the package; TestMain stops it.
+	fleet    *devfleet.Fleet
+	fleetErr string
+	// fleetDir keeps the fleet's state and logs (the simulator's, each VM's agent's and runner's).
+	fleetDir = filepath.Join(os.TempDir(), fmt.Sprintf("hf-installed-fleet-%d", os.Getpid()))
+)
+
+// exposeAsNodePorts gives the bootstrap service and the webhook receiver NodePort Services of
+// their own beside the release's, selecting the same pods: what a user who exposes them this way
+// would do, as Services of the user's own outlive `clusterctl delete` and `clusterctl upgrade`,
+// which replace the release's.
+func exposeAsNodePorts(t *testing.T) {
+	t.Helper()
+	service := func(name, component, targetPort, nodePort string) string {
+		return fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata:
+  name: %s
+  namespace: %s
+spec:
+  type: NodePort
+  selector:
+    app.kubernetes.io/name: hyperfleet
+    app.kubernetes.io/component: %s
+  ports:
+  - port: %s
+    targetPort: %s
+    nodePort: %s
+`, name, systemNS, component, nodePort, targetPort, nodePort)
+	}
+	kubectl(t, []byte(service("vm-bootstrap", "bootstrap-service", "https", bootstrapNodePort)+"---\n"+
+		service("ci-webhooks", "manager", "webhook", webhookNodePort)), "apply", "-f", "-")
+}
+
+// installedFleet exposes the release that `clusterctl init` installed to the CI platform and the
+// VMs, and starts their world, once for the package: the webhook Secret created and the manager
+// restarted (as docs/install.md tells a user who adds it after installing), the bootstrap service
+// and the webhook receiver exposed as NodePorts, the Proxmox simulator and the fake GitHub on this machine
+// at the node's bridge address (where the pods reach them), and the sample runner fleet (a pool of
+// none to three) applied with an administrator's kubeconfig, as a person would.
+func installedFleet(t *testing.T) *devfleet.Fleet {
+	t.Helper()
+	installRelease(t)
+	fleetOnce.Do(func() {
+		ok := t.Run("fleet", func(t *testing.T) {
+			g := NewWithT(t)
+			gw := theNode.Gateway.String()
+			secret := randomHex(t, 20)
+			kubectl(t, nil, "-n", systemNS, "create", "secret", "generic", "hyperfleet-github-webhook", "--from-literal=secret="+secret)
+			kubectl(t, nil, "-n", systemNS, "rollout", "restart", "deployment", "hyperfleet-controller-manager")
+			kubectl(t, nil, "-n", systemNS, "rollout", "status", "deployment", "hyperfleet-controller-manager", "--timeout=180s")
+			exposeAsNodePorts(t)
+			expectLeaseHeld(t, systemNS, time.Time{})
+
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			start := time.Now()
+			var err error
+			fleet, err = devfleet.Start(ctx, devfleet.Options{
+				StateDir: fleetDir, Namespace: "runners",
+				Pool:        devfleet.PoolOptions{Min: 0, Max: 3},
+				JobDuration: 2 * time.Second,
+				Installed: &devfleet.Installed{
+					Kubeconfig: theNode.AdminKubeconfig, ListenIP: gw,
+					WebhookURL:    "http://" + net.JoinHostPort(gw, webhookNodePort) + "/webhooks/github",
+					WebhookSecret: secret,
+				},
+				Progress: func(s string) { t.Log(s) },
+			})
+			g.Expect(err).NotTo(HaveOccurred())
+			t.Logf("the outside world up and the runner fleet applied in %.1fs", time.Since(start).Seconds())
+			// The fleet's Cluster is provisioned by the pods' controllers (Cluster API's and HyperFleet's).
+			g.Eventually(func() string {
+				return kubectl(t, nil, "-n", "runners", "get", "hypervisorcluster", devfleet.HypervisorClusterName, "-o",
+					`jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+			}, 3*time.Minute, 2*time.Second).Should(Equal("True"), "the manager in its pod reaches the Proxmox simulator")
+		})
+		if !ok {
+			fleetErr = "starting the runner fleet failed"
+		}
+	})
+	if fleetErr != "" {
+		t.Fatal(fleetErr)
+	}
+	return fleet
+}
+
+// stopFleet stops the jobs' world if a test started it (TestMain, before the node stops).
+func stopFleet() {
+	if fleet != nil {
+		fleet.Stop()
+	}
+	_ = os.RemoveAll(fleetDir)
+}
+
 // TestOneJobThroughThePods runs one GitHub Actions job end to end through the release that
-// `clusterctl init` installed, every HyperFleet process in its pod: the Proxmox simulator and the
-// fake GitHub run on this machine at the node's bridge address (where the pods reach them), the
-// runner fleet is applied with kubectl's credentials as a person would, the fake GitHub's signed
+// `clusterctl init` installed, every HyperFleet process in its pod: the fake GitHub's signed
 // workflow_job webhook reaches the manager's receiver through its Service, the manager clones a
 // VM on the simulator, the VM's agent attests to the bootstrap service through its Service and
 // runs the job, the VM powers off and is destroyed, and the pool returns to its floor of none.
 func TestOneJobThroughThePods(t *testing.T) {
-	g := NewWithT(t)
-	installRelease(t)
-	gw := theNode.Gateway.String()
-
-	// The webhook receiver turns on when its Secret exists (config/manager/manager.yaml): create
-	// it and restart the manager, as docs/install.md tells a user who adds it after installing.
-	secret := randomHex(t, 20)
-	kubectl(t, nil, "-n", systemNS, "create", "secret", "generic", "hyperfleet-github-webhook", "--from-literal=secret="+secret)
-	kubectl(t, nil, "-n", systemNS, "rollout", "restart", "deployment", "hyperfleet-controller-manager")
-	kubectl(t, nil, "-n", systemNS, "rollout", "status", "deployment", "hyperfleet-controller-manager", "--timeout=180s")
-	nodePort := func(service, port, name string) {
-		kubectl(t, nil, "-n", systemNS, "patch", "service", service, "--type=merge", "-p", fmt.Sprintf(
-			`{"spec":{"type":"NodePort","ports":[{"name":%q,"port":%s,"targetPort":%q,"protocol":"TCP","nodePort":%s}]}}`,
-			name, port, name, map[string]string{"https": bootstrapNodePort, "webhook": webhookNodePort}[name]))
-	}
-	nodePort("hyperfleet-bootstrap-service", "8443", "https")
-	nodePort("hyperfleet-webhook-receiver", "9090", "webhook")
-	expectLeaseHeld(t, systemNS, time.Time{})
-
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
+	f := installedFleet(t)
 	start := time.Now()
-	fleet, err := devfleet.Start(ctx, devfleet.Options{
-		StateDir: t.TempDir(), Namespace: "runners",
-		Pool:        devfleet.PoolOptions{Min: 0, Max: 2},
-		JobDuration: 2 * time.Second,
-		Installed: &devfleet.Installed{
-			Kubeconfig: theNode.AdminKubeconfig, ListenIP: gw,
-			WebhookURL:    "http://" + net.JoinHostPort(gw, webhookNodePort) + "/webhooks/github",
-			WebhookSecret: secret,
-		},
-		Progress: func(s string) { t.Log(s) },
+	jobs := runJobs(t, f, 1, nil)
+	t.Logf("job queued to completed in %.1fs on runner %s", jobs[0].CompletedAt.Sub(*jobs[0].CreatedAt).Seconds(), *jobs[0].RunnerName)
+	expectFloor(t, f)
+	t.Logf("its VM destroyed and the pool at its floor %.1fs after the job was queued", time.Since(start).Seconds())
+}
+
+// TestJobsSurviveThePodsFaults queues a burst of jobs and, while their VMs are cloned and attest,
+// deletes the manager's pod and one of the bootstrap service's: the Deployments replace them,
+// every job runs exactly once and succeeds, and every VM goes: none leaked, none duplicated (a
+// duplicate would idle as a registered runner and keep the pool above its floor).
+func TestJobsSurviveThePodsFaults(t *testing.T) {
+	f := installedFleet(t)
+	g := NewWithT(t)
+	start := time.Now()
+	runJobs(t, f, 6, func() {
+		// As soon as the first VM exists: the burst is being served.
+		g.Eventually(func(g Gomega) {
+			vms, err := devfleet.ListVMs(context.Background(), &f.State)
+			g.Expect(err).NotTo(HaveOccurred())
+			owned, _ := devfleet.SplitVMs(vms)
+			g.Expect(owned).NotTo(BeEmpty())
+		}, 2*time.Minute, 200*time.Millisecond).Should(Succeed())
+		manager := expectLeaseHeld(t, systemNS, time.Time{})
+		bootstrap := strings.Fields(kubectl(t, nil, "-n", systemNS, "get", "pods", "-l", "app.kubernetes.io/component=bootstrap-service",
+			"-o", "jsonpath={.items[*].metadata.name}"))
+		g.Expect(bootstrap).NotTo(BeEmpty())
+		kubectl(t, nil, "-n", systemNS, "delete", "pod", manager, bootstrap[0], "--wait=false")
+		t.Logf("deleted the manager's pod %s and the bootstrap service's %s %.1fs into the burst", manager, bootstrap[0], time.Since(start).Seconds())
 	})
-	g.Expect(err).NotTo(HaveOccurred())
-	defer fleet.Stop()
-	t.Logf("the outside world up and the runner fleet applied in %.1fs", time.Since(start).Seconds())
+	t.Logf("6 jobs queued to all completed in %.1fs across the faults", time.Since(start).Seconds())
+	expectFloor(t, f)
+	expectAllReady(t, systemNS, time.Time{})
+}
 
-	// The fleet's Cluster is provisioned by the pods' controllers (Cluster API's and HyperFleet's).
-	g.Eventually(func() string {
-		return kubectl(t, nil, "-n", "runners", "get", "hypervisorcluster", devfleet.HypervisorClusterName, "-o",
-			`jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
-	}, 3*time.Minute, 2*time.Second).Should(Equal("True"), "the manager in its pod reaches the Proxmox simulator")
-
-	start = time.Now()
-	created, err := devfleet.CreateJobs(ctx, &fleet.State, devfleet.JobRequest{Count: 1, Labels: devfleet.DefaultLabels})
+// runJobs queues n jobs of the sample pool's labels, calls during (if set) once they are queued,
+// and waits until every one has completed successfully, taken once by one runner.
+func runJobs(t *testing.T, f *devfleet.Fleet, n int, during func()) []devfleet.Job {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	created, err := devfleet.CreateJobs(ctx, &f.State, devfleet.JobRequest{Count: n, Labels: devfleet.DefaultLabels, Name: t.Name()})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(created).To(HaveLen(1))
-	var job devfleet.Job
+	g.Expect(created).To(HaveLen(n))
+	ids := map[int64]bool{}
+	for _, j := range created {
+		ids[j.ID] = true
+	}
+	if during != nil {
+		during()
+	}
+	var mine []devfleet.Job
 	g.Eventually(func(g Gomega) {
-		jobs, err := devfleet.ListJobs(ctx, &fleet.State)
+		all, err := devfleet.ListJobs(ctx, &f.State)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(jobs).To(HaveLen(1))
-		job = jobs[0]
-		g.Expect(job.Status).To(Equal("completed"))
-	}, 5*time.Minute, 2*time.Second).Should(Succeed(), "the job runs on a VM the pods made")
-	ran := time.Since(start)
-	g.Expect(job.Conclusion).NotTo(BeNil())
-	g.Expect(*job.Conclusion).To(Equal("success"))
-	g.Expect(job.Acquisitions).To(Equal(1), "one runner took the job, once")
-	g.Expect(job.RunnerName).NotTo(BeNil())
+		mine = mine[:0]
+		for _, j := range all {
+			if ids[j.ID] {
+				mine = append(mine, j)
+			}
+		}
+		g.Expect(mine).To(HaveLen(n))
+		for _, j := range mine {
+			g.Expect(j.Status).To(Equal("completed"), "job %d", j.ID)
+		}
+	}, 6*time.Minute, 2*time.Second).Should(Succeed(), "every job runs on a VM the pods made")
+	for _, j := range mine {
+		g.Expect(j.Conclusion).NotTo(BeNil())
+		g.Expect(*j.Conclusion).To(Equal("success"), "job %d", j.ID)
+		g.Expect(j.Acquisitions).To(Equal(1), "job %d taken by one runner, once", j.ID)
+		g.Expect(j.RunnerName).NotTo(BeNil())
+	}
+	return mine
+}
 
-	// The VM goes once it powers off, and the pool returns to its floor: no Machine, no VM.
-	g.Eventually(func(g Gomega) {
-		vms, err := devfleet.ListVMs(ctx, &fleet.State)
+// expectFloor waits until the pool is back at its floor of none: no Machine, no VM of HyperFleet's.
+func expectFloor(t *testing.T, f *devfleet.Fleet) {
+	t.Helper()
+	NewWithT(t).Eventually(func(g Gomega) {
+		vms, err := devfleet.ListVMs(context.Background(), &f.State)
 		g.Expect(err).NotTo(HaveOccurred())
 		owned, _ := devfleet.SplitVMs(vms)
-		g.Expect(owned).To(BeEmpty(), "the job's VM is destroyed")
+		g.Expect(owned).To(BeEmpty(), "every job's VM is destroyed")
 		g.Expect(kubectl(t, nil, "-n", "runners", "get", "machines", "-o", "name")).To(BeEmpty())
 	}, 3*time.Minute, 2*time.Second).Should(Succeed())
-	t.Logf("job queued to completed in %.1fs on runner %s; its VM destroyed and the pool at its floor %.1fs after the job was queued",
-		ran.Seconds(), *job.RunnerName, time.Since(start).Seconds())
 }
 
 func randomHex(t *testing.T, n int) string {

@@ -113,6 +113,7 @@ func run(m *testing.M) int {
 		}
 	}
 	fmt.Printf("installed: %d images imported in %.1fs\n", len(thirdImages)+len(images), time.Since(start).Seconds())
+	defer stopFleet()
 	return m.Run()
 }
 

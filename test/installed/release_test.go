@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -77,12 +76,7 @@ func installRelease(t *testing.T) {
 	installOnce.Do(func() {
 		ok := t.Run("clusterctl-init", func(t *testing.T) {
 			start := time.Now()
-			// VMs reach the bootstrap service on a NodePort of the node's address (job_test.go),
-			// which its certificate must name; runners' VMs go soon after they power off.
-			clusterctlInit(t, localRepository(t, third, t.TempDir()),
-				"HYPERFLEET_BOOTSTRAP_SERVICE_URL=https://"+net.JoinHostPort(theNode.Gateway.String(), bootstrapNodePort),
-				"HYPERFLEET_BOOTSTRAP_SERVICE_IPS="+theNode.Gateway.String(),
-				"HYPERFLEET_SWEEP_INTERVAL=5s")
+			clusterctlInit(t, localRepository(t, third, t.TempDir()), releaseVariables()...)
 			t.Logf("clusterctl init: cert-manager issuing and every provider Available %.1fs after it started", time.Since(start).Seconds())
 		})
 		if !ok {
