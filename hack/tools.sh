@@ -89,16 +89,17 @@ if [ "$NODE" = 1 ]; then
 fi
 
 # Cluster API core manager and clusterctl.
+# Link-time version of every Cluster API binary built here, as its release stamps it.
+capi_ld="-s -w"
+for kv in gitVersion=v$CAPI_VERSION gitMajor=1 gitMinor=$(echo "$CAPI_VERSION" | cut -d. -f2) gitTreeState=clean; do
+  capi_ld="$capi_ld -X sigs.k8s.io/cluster-api/version.$kv"
+done
 if version_is "$CAPI_DIR/clusterctl" "v$CAPI_VERSION" version && [ -x "$CAPI_DIR/capi-manager" ]; then
   log "Cluster API v$CAPI_VERSION cached"
 else
   log "building Cluster API v$CAPI_VERSION manager and clusterctl (first run only)"
-  ld="-s -w"
-  for kv in gitVersion=v$CAPI_VERSION gitMajor=1 gitMinor=$(echo "$CAPI_VERSION" | cut -d. -f2) gitTreeState=clean; do
-    ld="$ld -X sigs.k8s.io/cluster-api/version.$kv"
-  done
-  GOFLAGS= GOBIN=$BUILD/capi-gobin go install -trimpath -ldflags "$ld" "sigs.k8s.io/cluster-api@v$CAPI_VERSION"
-  GOFLAGS= GOBIN=$BUILD/capi-gobin go install -trimpath -ldflags "$ld" "sigs.k8s.io/cluster-api/cmd/clusterctl@v$CAPI_VERSION"
+  GOFLAGS= GOBIN=$BUILD/capi-gobin go install -trimpath -ldflags "$capi_ld" "sigs.k8s.io/cluster-api@v$CAPI_VERSION"
+  GOFLAGS= GOBIN=$BUILD/capi-gobin go install -trimpath -ldflags "$capi_ld" "sigs.k8s.io/cluster-api/cmd/clusterctl@v$CAPI_VERSION"
   install -m 0755 "$BUILD/capi-gobin/cluster-api" "$CAPI_DIR/capi-manager"
   install -m 0755 "$BUILD/capi-gobin/clusterctl" "$CAPI_DIR/clusterctl"
 fi
@@ -125,11 +126,7 @@ if [ "$NODE" = 1 ]; then
     log "Cluster API v$CAPI_VERSION kubeadm control-plane manager cached"
   else
     log "building Cluster API v$CAPI_VERSION kubeadm control-plane manager (first run only)"
-    ld="-s -w"
-    for kv in gitVersion=v$CAPI_VERSION gitMajor=1 gitMinor=$(echo "$CAPI_VERSION" | cut -d. -f2) gitTreeState=clean; do
-      ld="$ld -X sigs.k8s.io/cluster-api/version.$kv"
-    done
-    GOFLAGS= GOBIN=$BUILD/capi-gobin go install -trimpath -ldflags "$ld" "sigs.k8s.io/cluster-api/controlplane/kubeadm@v$CAPI_VERSION"
+    GOFLAGS= GOBIN=$BUILD/capi-gobin go install -trimpath -ldflags "$capi_ld" "sigs.k8s.io/cluster-api/controlplane/kubeadm@v$CAPI_VERSION"
     install -m 0755 "$BUILD/capi-gobin/kubeadm" "$CAPI_DIR/kcp-manager"
     echo "v$CAPI_VERSION" >"$CAPI_DIR/.kcp-version"
   fi
