@@ -148,12 +148,7 @@ func TestJobsSurviveThePodsFaults(t *testing.T) {
 	start := time.Now()
 	runJobs(t, f, 6, func() {
 		// As soon as the first VM exists: the burst is being served.
-		g.Eventually(func(g Gomega) {
-			vms, err := devfleet.ListVMs(context.Background(), &f.State)
-			g.Expect(err).NotTo(HaveOccurred())
-			owned, _ := devfleet.SplitVMs(vms)
-			g.Expect(owned).NotTo(BeEmpty())
-		}, 2*time.Minute, 200*time.Millisecond).Should(Succeed())
+		waitFirstVM(t, f)
 		manager := expectLeaseHeld(t, systemNS, time.Time{})
 		bootstrap := strings.Fields(kubectl(t, nil, "-n", systemNS, "get", "pods", "-l", "app.kubernetes.io/component=bootstrap-service",
 			"-o", "jsonpath={.items[*].metadata.name}"))
@@ -225,4 +220,15 @@ func randomHex(t *testing.T, n int) string {
 		t.Fatal(err)
 	}
 	return hex.EncodeToString(b)
+}
+
+// waitFirstVM waits until HyperFleet has a VM on the simulator: a burst is being served.
+func waitFirstVM(t *testing.T, f *devfleet.Fleet) {
+	t.Helper()
+	NewWithT(t).Eventually(func(g Gomega) {
+		vms, err := devfleet.ListVMs(context.Background(), &f.State)
+		g.Expect(err).NotTo(HaveOccurred())
+		owned, _ := devfleet.SplitVMs(vms)
+		g.Expect(owned).NotTo(BeEmpty())
+	}, 2*time.Minute, 200*time.Millisecond).Should(Succeed())
 }

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-
-	"github.com/hyperfleet-io/hyperfleet/internal/devfleet"
 )
 
 // previousVersion is what the upgrade test calls the release it upgrades from: the commit before
@@ -63,12 +61,7 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 
 	start = time.Now()
 	runJobs(t, f, 4, func() {
-		NewWithT(t).Eventually(func(g Gomega) {
-			vms, err := devfleet.ListVMs(context.Background(), &f.State)
-			g.Expect(err).NotTo(HaveOccurred())
-			owned, _ := devfleet.SplitVMs(vms)
-			g.Expect(owned).NotTo(BeEmpty())
-		}, 2*time.Minute, 200*time.Millisecond).Should(Succeed())
+		waitFirstVM(t, f)
 		up := time.Now()
 		out := clusterctl("upgrade", "apply", "--infrastructure", "hyperfleet:v0.1.0", "--bootstrap", "hyperfleet:v0.1.0",
 			"--wait-providers", "--wait-provider-timeout", "300")
