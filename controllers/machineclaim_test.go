@@ -157,9 +157,6 @@ func TestHypervisorClusterReasons(t *testing.T) {
 			infrav1.HypervisorClusterUnreachableReason, "127.0.0.1:1"},
 		{"insecure is visible", func(hc *infrav1.HypervisorCluster) { hc.Spec.CABundleRef = nil; hc.Spec.InsecureSkipTLSVerify = true },
 			infrav1.HypervisorClusterInsecureReason, "TLS verification is disabled"},
-		{"snippets delivery refused, not ignored", func(hc *infrav1.HypervisorCluster) {
-			hc.Spec.Proxmox.CloudInitDelivery, hc.Spec.Proxmox.SnippetsStorage = infrav1.CloudInitSnippets, "local"
-		}, infrav1.HypervisorClusterUnsupportedSettingReason, "Snippets is not supported yet"},
 		{"allowed nodes all unknown", func(hc *infrav1.HypervisorCluster) { hc.Spec.AllowedNodes = []string{"elsewhere"} },
 			infrav1.HypervisorClusterNoNodesReason, "elsewhere"},
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -65,6 +66,9 @@ type RunnerPoolReconciler struct {
 	deregistrations deregisterBackoff
 	// holds remembers each pool's rate limit or paused repair until a cached pool shows it.
 	holds platformHolds
+	// repaired holds the UIDs of the pools this process has repaired: the first repair of each
+	// pool after a start runs at once, whenever the last one was (see reconcileRepair).
+	repaired sync.Map
 }
 
 // poolScope is what one reconcile of a RunnerPool works with.

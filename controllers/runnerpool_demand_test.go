@@ -408,3 +408,34 @@ func TestRepairPausesToKeepTheBudgetReserve(t *testing.T) {
 	g.Consistently(func() int { return gh.Requests(fakegithub.EndpointWorkflowRunJobs) }, 5*time.Second, 250*time.Millisecond).
 		Should(Equal(listed), "no listing before the budget is renewed, at one repair a second")
 }
+
+// TestRepairRunsWhenTheManagerStarts: deliveries sent while no manager received them (an upgrade,
+// a crash) are not redelivered. A manager's first repair of each pool runs as it starts, however
+// recent the last one was, instead of a repair interval later.
+func TestRepairRunsWhenTheManagerStarts(t *testing.T) {
+	g := NewWithT(t)
+	sim := pvesim.StartForTest(t, pvesim.Config{})
+	gh := fakegithub.StartForTest(t, fakegithub.Options{TLS: true})
+	hour := func(c *config.Manager) { c.RepairInterval = time.Hour }
+	stop := startManagerWith(t, hour)
+	ns := newNamespace(t)
+	pool := githubPool(t, ns, "restarts", 4, sim, gh)
+	var first time.Time
+	g.Eventually(func(g Gomega) {
+		got := get(g, pool)
+		g.Expect(got.Status.LastRepairTime).NotTo(BeNil(), "the first manager repairs as it starts")
+		first = got.Status.LastRepairTime.Time
+	}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
+
+	// While no manager runs, two jobs are queued and their deliveries are lost.
+	stop()
+	for range 2 {
+		gh.CreateJob("restarts/app", []string{"self-hosted", "linux"}, fakegithub.WithoutQueuedWebhook())
+	}
+	startManagerWith(t, hour)
+	g.Eventually(func(g Gomega) {
+		got := get(g, pool)
+		g.Expect(got.Status.QueuedJobs).To(Equal(int32(2)), "conditions: %+v", got.Status.Conditions)
+		g.Expect(got.Status.LastRepairTime.Time).To(BeTemporally(">", first))
+	}, 30*time.Second, 200*time.Millisecond).Should(Succeed(), "the new manager repairs at once, not an hour after the last repair")
+}

@@ -34,7 +34,11 @@ const retryAtPrefix = "RetryAt="
 // are not redelivered by every platform, so queued jobs whose webhook was lost are added, jobs
 // that are no longer queued are dropped, and jobs a delivery called running or done that the
 // platform lists as queued are queued again (demand.Store.Repair): the listing wins over any
-// delivery, which whoever holds the receiver's secret can forge. It also deregisters offline runners of this pool
+// delivery, which whoever holds the receiver's secret can forge. A process's first repair of
+// each pool runs at once, however recent status.lastRepairTime: deliveries sent while no manager
+// received them (an upgrade, a crash, a lost lease) are not redelivered, and the jobs they
+// would have moved on stay queued in the ledger, holding idle runners, until a repair drops them.
+// It also deregisters offline runners of this pool
 // that no Machine backs. While the platform rate-limits the pool (PlatformRateLimited) nothing is
 // sent to it until the time it named: reconciles in between only size on the ledger.
 func (r *RunnerPoolReconciler) reconcileRepair(ctx context.Context, s *poolScope) (ctrl.Result, error) {
@@ -46,7 +50,7 @@ func (r *RunnerPoolReconciler) reconcileRepair(ctx context.Context, s *poolScope
 		return ctrl.Result{}, nil
 	}
 	last := s.pool.Status.LastRepairTime
-	if last != nil && time.Since(last.Time) < r.repairInterval() {
+	if _, since := r.repaired.Load(s.pool.UID); since && last != nil && time.Since(last.Time) < r.repairInterval() {
 		return ctrl.Result{}, nil
 	}
 	if wait := r.holds.remaining(s.pool.UID, time.Now()); wait > 0 {
@@ -114,6 +118,7 @@ func (r *RunnerPoolReconciler) reconcileRepair(ctx context.Context, s *poolScope
 	s.pool.Status.PlatformRetryTime = nil
 	s.pool.Status.RepairResumeTime = nil
 	s.pool.Status.LastRepairTime = &metav1.Time{Time: time.Now()}
+	r.repaired.Store(s.pool.UID, struct{}{})
 	return ctrl.Result{}, nil
 }
 

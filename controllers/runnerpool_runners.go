@@ -155,29 +155,27 @@ func (r *RunnerPoolReconciler) createRunnerNamed(ctx context.Context, pool *flee
 		labels[fleetv1.RunnerTargetLabel] = target.name
 	}
 	poolRef := metav1.OwnerReference{APIVersion: fleetv1.GroupVersion.String(), Kind: "RunnerPool", Name: pool.Name, UID: pool.UID}
-	meta := func(extra map[string]string) metav1.ObjectMeta {
-		l := map[string]string{}
-		for k, v := range extra {
-			l[k] = v
-		}
-		for k, v := range labels {
-			l[k] = v
-		}
-		return metav1.ObjectMeta{Name: name, Namespace: pool.Namespace, Labels: l, OwnerReferences: []metav1.OwnerReference{poolRef}}
+	// Each object carries its template's labels and annotations, then the pool's (as a
+	// MachineSet copies its template's onto its Machines), then the labels HyperFleet relies on.
+	meta := func(template clusterv1.ObjectMeta) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: pool.Namespace,
+			Labels:          mergeInto(mergeInto(map[string]string{}, template.Labels), labels),
+			Annotations:     mergeInto(mergeInto(nil, template.Annotations), pool.Spec.Template.ObjectMeta.Annotations),
+			OwnerReferences: []metav1.OwnerReference{poolRef}}
 	}
 
 	config := &bootstrapv1.BootstrapConfig{
-		ObjectMeta: meta(bct.Spec.Template.ObjectMeta.Labels),
+		ObjectMeta: meta(bct.Spec.Template.ObjectMeta),
 		Spec:       bct.Spec.Template.Spec,
 	}
 	claim := &infrav1.MachineClaim{
-		ObjectMeta: meta(mct.Spec.Template.ObjectMeta.Labels),
+		ObjectMeta: meta(mct.Spec.Template.ObjectMeta),
 		Spec:       mct.Spec.Template.Spec,
 	}
 	if warm {
 		markWarm(config, claim)
 	}
-	machineMeta := meta(nil)
+	machineMeta := meta(clusterv1.ObjectMeta{})
 	machineMeta.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(pool, fleetv1.GroupVersion.WithKind("RunnerPool"))}
 	machine := &clusterv1.Machine{
 		ObjectMeta: machineMeta,

@@ -77,8 +77,18 @@ func TestRunnerPoolScalesWithDemand(t *testing.T) {
 	runnerTemplates(t, ns)
 	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github-app", Namespace: ns},
 		StringData: map[string]string{"app-id": "1", "private-key": "not used here"}})).To(Succeed())
+	// The templates' and the pool's metadata reach each runner's objects, the pool's over the templates'.
+	mct := get(g, &infrav1.MachineClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "runner", Namespace: ns}})
+	mct.Spec.Template.ObjectMeta = clusterv1.ObjectMeta{Labels: map[string]string{"disk": "ssd"},
+		Annotations: map[string]string{"example.com/from": "claim-template", "example.com/owner": "templates"}}
+	g.Expect(env.Client.Update(ctx, mct)).To(Succeed())
+	bct := get(g, &bootstrapv1.BootstrapConfigTemplate{ObjectMeta: metav1.ObjectMeta{Name: "runner", Namespace: ns}})
+	bct.Spec.Template.ObjectMeta = clusterv1.ObjectMeta{Annotations: map[string]string{"example.com/from": "config-template"}}
+	g.Expect(env.Client.Update(ctx, bct)).To(Succeed())
 	pool := builder.NewRunnerPool("linux", ns).WithCluster("fleet").WithBounds(1, 4).WithLabels("linux", "x64").
 		WithTemplates("runner", "runner").Build()
+	pool.Spec.Template.ObjectMeta = clusterv1.ObjectMeta{Labels: map[string]string{"team": "ci"},
+		Annotations: map[string]string{"example.com/owner": "team-ci", "cluster.x-k8s.io/exclude-node-draining": ""}}
 	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
 
 	g.Eventually(func(g Gomega) {
@@ -87,9 +97,19 @@ func TestRunnerPoolScalesWithDemand(t *testing.T) {
 		m := ms[0]
 		g.Expect(m.Spec.ClusterName).To(Equal("fleet"))
 		g.Expect(metav1.IsControlledBy(&m, get(g, pool))).To(BeTrue())
-		g.Expect(get(g, &infrav1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: ns}}).Labels).
-			To(HaveKeyWithValue(fleetv1.RunnerPoolNameLabel, "linux"))
-		g.Expect(get(g, &bootstrapv1.BootstrapConfig{ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: ns}})).NotTo(BeNil())
+		g.Expect(m.Labels).To(HaveKeyWithValue("team", "ci"))
+		g.Expect(m.Annotations).To(HaveKeyWithValue("example.com/owner", "team-ci"))
+		g.Expect(m.Annotations).To(HaveKeyWithValue("cluster.x-k8s.io/exclude-node-draining", ""))
+		g.Expect(m.Annotations).NotTo(HaveKey("example.com/from"), "a Machine has no template of its own")
+		claim := get(g, &infrav1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: ns}})
+		g.Expect(claim.Labels).To(HaveKeyWithValue(fleetv1.RunnerPoolNameLabel, "linux"))
+		g.Expect(claim.Labels).To(HaveKeyWithValue("team", "ci"))
+		g.Expect(claim.Labels).To(HaveKeyWithValue("disk", "ssd"))
+		g.Expect(claim.Annotations).To(HaveKeyWithValue("example.com/from", "claim-template"))
+		g.Expect(claim.Annotations).To(HaveKeyWithValue("example.com/owner", "team-ci"), "the pool's over the template's")
+		config := get(g, &bootstrapv1.BootstrapConfig{ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: ns}})
+		g.Expect(config.Annotations).To(HaveKeyWithValue("example.com/from", "config-template"))
+		g.Expect(config.Labels).To(HaveKeyWithValue("team", "ci"))
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 
 	// kubectl get runnerpools shows 0, not a blank, for counts that are zero.

@@ -12,7 +12,11 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -144,7 +148,62 @@ func newNamespace(t *testing.T) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))[:min(len(t.Name()), 40)] + "-"}}
 	NewWithT(t).Expect(env.Client.Create(context.Background(), ns)).To(Succeed())
+	t.Cleanup(func() { clearNamespace(t, ns.Name) })
 	return ns.Name
+}
+
+// clearedGroups are the API groups whose objects drive reconciles: HyperFleet's and Cluster API's.
+var clearedGroups = map[string]bool{
+	"hyperfleet.io": true, "infrastructure.cluster.x-k8s.io": true, "bootstrap.cluster.x-k8s.io": true,
+	"cluster.x-k8s.io": true, "controlplane.cluster.x-k8s.io": true,
+}
+
+// clearNamespace deletes every object of clearedGroups' kinds in ns once its test ends, with its
+// finalizers removed so that nothing waits on a simulator. The API server has no namespace or
+// garbage collector, and every later test's manager (and the shared Cluster API manager) watches
+// every namespace: leftovers would be reconciled against simulators long stopped for the rest of
+// the package's run, costing CPU and calls in every later test. Pools and Clusters go first, so
+// that nothing makes new objects while the rest are deleted.
+func clearNamespace(t *testing.T, ns string) {
+	ctx := context.Background()
+	var ordered []schema.GroupKind
+	for gvk := range env.Client.Scheme().AllKnownTypes() {
+		if gk := gvk.GroupKind(); clearedGroups[gk.Group] && !strings.HasSuffix(gk.Kind, "List") && !slices.Contains(ordered, gk) {
+			ordered = append(ordered, gk)
+		}
+	}
+	first := map[string]bool{"RunnerPool": true, "VMPool": true, "MachineDeployment": true, "MachineSet": true,
+		"MachinePool": true, "Cluster": true, "MachineHealthCheck": true}
+	slices.SortFunc(ordered, func(a, b schema.GroupKind) int {
+		if first[a.Kind] != first[b.Kind] {
+			if first[a.Kind] {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.String(), b.String())
+	})
+	for _, gk := range ordered {
+		m, err := env.Client.RESTMapper().RESTMapping(gk)
+		if err != nil || m.Scope.Name() != meta.RESTScopeNameNamespace {
+			continue // not served by this API server, or cluster-scoped
+		}
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(m.GroupVersionKind.GroupVersion().WithKind(gk.Kind + "List"))
+		if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+			t.Logf("clearing %s: listing %s: %v", ns, gk, err)
+			continue
+		}
+		for i := range list.Items {
+			o := &list.Items[i]
+			if len(o.GetFinalizers()) > 0 {
+				_ = env.Client.Patch(ctx, o, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+			}
+			if err := env.Client.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+				t.Logf("clearing %s: deleting %s %s: %v", ns, gk, o.GetName(), err)
+			}
+		}
+	}
 }
 
 // proxmoxCluster creates the credentials, CA bundle and HypervisorCluster for sim.

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -183,6 +184,27 @@ func TestAgentPowersOffWhenCredentialsAreRefused(t *testing.T) {
 	g.Expect(out).To(ContainSubstring("CredentialsRefused"))
 	g.Expect(v.poweredOff()).To(BeTrue(), out)
 	g.Expect(v.gh.Runners()).To(BeEmpty())
+}
+
+// TestAgentOnTheWrongArchitecturePowersOff: a pool whose template is of another architecture than
+// its BootstrapConfig's runner.arch fails at the first boot: the agent powers the VM off before it
+// spends the join token, and no runner registers.
+func TestAgentOnTheWrongArchitecturePowersOff(t *testing.T) {
+	g := NewWithT(t)
+	other := map[string]string{"amd64": "arm64", "arm64": "x64"}[runtime.GOARCH]
+	if other == "" {
+		t.Skipf("no runner.arch names an architecture other than %s", runtime.GOARCH)
+	}
+	v := newVM(t, bootstrapv1.RunnerSpec{Arch: other})
+	installFakeRunner(t, filepath.Join(v.dir, "actions-runner"))
+	out, err := v.boot(t)
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(out).To(ContainSubstring("runner.arch is " + other))
+	g.Expect(v.poweredOff()).To(BeTrue(), out)
+	g.Expect(v.gh.Runners()).To(BeEmpty())
+	cfg := bootstraptest.Get(t, env.Client, v.machine.Config)
+	g.Expect(cfg.Status.JoinToken).NotTo(BeNil())
+	g.Expect(cfg.Status.JoinToken.RedeemedTime).To(BeNil(), "the join token is not spent")
 }
 
 func installFakeRunner(t *testing.T, dir string) {

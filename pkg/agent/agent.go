@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"time"
 
@@ -101,6 +102,10 @@ func (a *Agent) Run(ctx context.Context) (Outcome, error) {
 }
 
 func (a *Agent) live(ctx context.Context) (Outcome, error) {
+	if err := checkGuest(a.cfg.Runner, runtime.GOOS, runtime.GOARCH); err != nil {
+		// Before the join token is spent: the VM is of no use to the pool, and it powers off.
+		return OutcomeFailed, err
+	}
 	creds, err := a.attest(ctx)
 	a.cfg.JoinToken = "" // single use: of no value now, keep it nowhere
 	a.scrubJoinToken()

@@ -23,7 +23,6 @@ const (
 	DefaultConfigPath         = protocol.DefaultConfigPath
 	DefaultRunnerDir          = protocol.DefaultRunnerDir
 	DefaultRunScript          = protocol.DefaultRunScript
-	DefaultConfigScript       = protocol.DefaultConfigScript
 	DefaultIdleTimeout        = protocol.DefaultIdleTimeout
 	DefaultJobStartedGlob     = protocol.DefaultJobStartedGlob
 	AttestationJoinToken      = protocol.AttestationJoinToken

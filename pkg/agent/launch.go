@@ -64,6 +64,24 @@ var ErrPlatformMismatch = errors.New("runner config is for another CI platform")
 //     <idle seconds> --name <runner> --tags <tags> --build-path <dir>/builds, with
 //     BUILDKITE_AGENT_TOKEN and BUILDKITE_AGENT_ENDPOINT in the environment, and SSL_CERT_FILE
 //     when the config carries a CA bundle.
+//
+// ErrWrongGuest: the runner's BootstrapConfig names an OS or architecture the guest is not of.
+var ErrWrongGuest = errors.New("the guest is not of the runner's os or arch")
+
+// goarch names each runner.arch as Go names architectures.
+var goarch = map[string]string{"x64": "amd64", "arm64": "arm64"}
+
+// checkGuest checks the runner's os and arch (empty: any) against the guest's, as Go names them.
+func checkGuest(r protocol.RunnerSetup, goos, arch string) error {
+	if r.OS != "" && r.OS != goos {
+		return fmt.Errorf("%w: runner.os is %s, this guest runs %s", ErrWrongGuest, r.OS, goos)
+	}
+	if r.Arch != "" && goarch[r.Arch] != arch {
+		return fmt.Errorf("%w: runner.arch is %s, this guest is %s: the pool's template does not match its BootstrapConfig", ErrWrongGuest, r.Arch, arch)
+	}
+	return nil
+}
+
 func runnerLaunch(r protocol.RunnerSetup, rc protocol.RunnerConfig) (launch, error) {
 	platform := rc.Platform
 	if platform == "" {

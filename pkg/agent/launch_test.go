@@ -102,3 +102,16 @@ func TestLaunchRefusesAnotherPlatformsConfig(t *testing.T) {
 	_, err = protocol.ParseAgentConfig([]byte("serviceURL: s\ntrustDomain: td\ncaBundle: x\nrunner:\n  platform: jenkins\n"))
 	g.Expect(err).To(MatchError(ContainSubstring(`runner.platform "jenkins"`)))
 }
+
+// TestCheckGuest: a runner's os and arch, when set, must be the guest's; x64 is Go's amd64.
+func TestCheckGuest(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(checkGuest(protocol.RunnerSetup{}, "linux", "arm64")).To(Succeed())
+	g.Expect(checkGuest(protocol.RunnerSetup{OS: "linux", Arch: "x64"}, "linux", "amd64")).To(Succeed())
+	g.Expect(checkGuest(protocol.RunnerSetup{Arch: "arm64"}, "linux", "arm64")).To(Succeed())
+	err := checkGuest(protocol.RunnerSetup{Arch: "x64"}, "linux", "arm64")
+	g.Expect(err).To(MatchError(ErrWrongGuest))
+	g.Expect(err.Error()).To(ContainSubstring("runner.arch is x64, this guest is arm64"))
+	g.Expect(checkGuest(protocol.RunnerSetup{Arch: "arm64"}, "linux", "amd64")).To(MatchError(ErrWrongGuest))
+	g.Expect(checkGuest(protocol.RunnerSetup{OS: "linux"}, "windows", "amd64")).To(MatchError(ErrWrongGuest))
+}

@@ -118,7 +118,7 @@ func AgentConfig(in Input) *protocol.AgentConfig {
 		Runner: protocol.RunnerSetup{
 			Platform: in.Platform, Labels: in.Labels, OS: r.OS, Arch: r.Arch,
 			DownloadURL: r.DownloadURL, SHA256: r.SHA256,
-			Directory: r.Directory, ConfigScript: r.ConfigScript, RunScript: r.RunScript, User: r.User,
+			Directory: r.Directory, RunScript: r.RunScript, User: r.User,
 		},
 		PowerOffCommand: in.Spec.Agent.PowerOffCommand,
 	}

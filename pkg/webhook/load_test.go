@@ -155,7 +155,14 @@ func TestOneSourceIsThrottled(t *testing.T) {
 		_ = resp.Body.Close()
 		g.Expect(resp.StatusCode).To(Equal(http.StatusTooManyRequests))
 		g.Expect(resp.Header.Get("Retry-After")).NotTo(BeEmpty())
-	}).WithTimeout(5 * time.Second).Should(Succeed())
+	}).WithTimeout(15*time.Second).Should(Succeed(), func() string {
+		// If the held requests were answered, their answers and the counters say why.
+		answers := make([]int, len(held))
+		for i, c := range held {
+			answers[i] = read(c, 100*time.Millisecond)
+		}
+		return fmt.Sprintf("held requests' answers %v (%d = still held); receiver %+v", answers, stillHeld, receiver.Stats())
+	})
 	g.Expect(receiver.Stats().Throttled).To(BeNumerically(">=", 1))
 
 	for _, c := range held {

@@ -204,13 +204,20 @@ func runJobs(t *testing.T, f *devfleet.Fleet, n int, during func()) []devfleet.J
 // expectFloor waits until the pool is back at its floor of none: no Machine, no VM of HyperFleet's.
 func expectFloor(t *testing.T, f *devfleet.Fleet) {
 	t.Helper()
+	start, last := time.Now(), ""
 	NewWithT(t).Eventually(func(g Gomega) {
 		vms, err := devfleet.ListVMs(context.Background(), &f.State)
 		g.Expect(err).NotTo(HaveOccurred())
 		owned, _ := devfleet.SplitVMs(vms)
+		machines := kubectl(t, nil, "-n", "runners", "get", "machines", "-o", "name")
+		if now := fmt.Sprintf("%d VMs, machines %q", len(owned), machines); now != last {
+			t.Logf("floor: %s after %.1fs", now, time.Since(start).Seconds())
+			last = now
+		}
 		g.Expect(owned).To(BeEmpty(), "every job's VM is destroyed")
-		g.Expect(kubectl(t, nil, "-n", "runners", "get", "machines", "-o", "name")).To(BeEmpty())
+		g.Expect(machines).To(BeEmpty())
 	}, 3*time.Minute, 2*time.Second).Should(Succeed())
+	t.Logf("pool at its floor %.1fs after the jobs completed", time.Since(start).Seconds())
 }
 
 func randomHex(t *testing.T, n int) string {

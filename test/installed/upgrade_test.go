@@ -96,6 +96,9 @@ func releaseVariables() []string {
 		"HYPERFLEET_BOOTSTRAP_SERVICE_URL=https://" + theNode.Gateway.String() + ":" + bootstrapNodePort,
 		"HYPERFLEET_BOOTSTRAP_SERVICE_IPS=" + theNode.Gateway.String(),
 		"HYPERFLEET_SWEEP_INTERVAL=5s",
+		// A small fleet's repair interval: jobs whose deliveries were lost while the manager's pod
+		// was replaced are dropped from the ledger within seconds, not a minute.
+		"HYPERFLEET_REPAIR_INTERVAL=15s",
 	}
 }
 

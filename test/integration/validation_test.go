@@ -60,10 +60,27 @@ func TestValidationRules(t *testing.T) {
 			message: "retryMaxSeconds must not be below retryInitialSeconds",
 		},
 		{
-			name: "HypervisorCluster snippets without storage",
+			name: "HypervisorCluster snippets delivery",
 			obj: builder.NewHypervisorCluster("snip", ns).WithProxmox(infrav1.ProxmoxClusterParameters{
 				CloudInitDelivery: infrav1.CloudInitSnippets}).Build(),
-			message: "cloudInitDelivery Snippets needs snippetsStorage",
+			message: "cloudInitDelivery Snippets is not supported: Proxmox VE's API cannot upload snippets",
+		},
+		{
+			name: "HypervisorCluster snippets storage",
+			obj: builder.NewHypervisorCluster("snipstore", ns).WithProxmox(infrav1.ProxmoxClusterParameters{
+				SnippetsStorage: "local"}).Build(),
+			message: "snippetsStorage is not used",
+		},
+		{
+			name: "valid HypervisorCluster with ISO delivery",
+			obj: builder.NewHypervisorCluster("iso", ns).WithProxmox(infrav1.ProxmoxClusterParameters{
+				CloudInitDelivery: infrav1.CloudInitISO, ISOStorage: "local"}).Build(),
+		},
+		{
+			name: "Hyper-V HypervisorCluster naming a failover cluster",
+			obj: withProvider(builder.NewHypervisorCluster("hv-fc", ns).WithEndpoint("https://hv1.example.com:5986/wsman").Build(),
+				infrav1.ProviderHyperV, nil, &infrav1.HyperVClusterParameters{FailoverCluster: "fc1"}),
+			message: "failoverCluster is not supported yet",
 		},
 		{
 			name:    "HypervisorCluster bad node name",
@@ -191,6 +208,23 @@ func TestValidationRules(t *testing.T) {
 			message: "spec.tags[0]",
 		},
 		{name: "valid RunnerPool", obj: builder.NewRunnerPool("ok", ns).Build()},
+		{
+			name: "valid RunnerPool with annotations for its runners",
+			obj: func() *fleetv1.RunnerPool {
+				p := builder.NewRunnerPool("annotated", ns).Build()
+				p.Spec.Template.ObjectMeta.Annotations = map[string]string{"example.com/team": "ci", "cluster.x-k8s.io/exclude-node-draining": ""}
+				return p
+			}(),
+		},
+		{
+			name: "RunnerPool annotation under HyperFleet's own prefix",
+			obj: func() *fleetv1.RunnerPool {
+				p := builder.NewRunnerPool("reserved", ns).Build()
+				p.Spec.Template.ObjectMeta.Annotations = map[string]string{"example.com/team": "ci", "infrastructure.cluster.x-k8s.io/warm": "held"}
+				return p
+			}(),
+			message: "template.metadata.annotations cannot use HyperFleet's own prefixes",
+		},
 		{
 			name:    "RunnerPool min above max",
 			obj:     builder.NewRunnerPool("minmax", ns).WithBounds(5, 2).Build(),
@@ -326,6 +360,12 @@ func TestValidationRules(t *testing.T) {
 			message: "agentEndpoint is http://",
 		},
 		{name: "valid BootstrapConfig", obj: builder.NewBootstrapConfig("ok", ns).Build()},
+		{name: "valid BootstrapConfig for arm64 Linux", obj: builder.NewBootstrapConfig("arm", ns).WithRunner(bootstrapv1.RunnerSpec{OS: "linux", Arch: "arm64"}).Build()},
+		{
+			name:    "BootstrapConfig for a Windows runner",
+			obj:     builder.NewBootstrapConfig("windows", ns).WithRunner(bootstrapv1.RunnerSpec{OS: "windows"}).Build(),
+			message: `spec.runner.os: Unsupported value: "windows"`,
+		},
 		{
 			name: "BootstrapConfig SPIRE without server",
 			obj: builder.NewBootstrapConfig("spire", ns).WithAttestation(bootstrapv1.AttestationSpec{

@@ -83,12 +83,15 @@ type AttestationSpec struct {
 
 // RunnerSpec describes how the in-VM agent installs and runs the CI runner.
 type RunnerSpec struct {
-	// os of the runner package. Default linux.
+	// os of the runner's VM. Only linux: the agent runs on Linux guests (Windows and macOS
+	// runners are not supported yet).
 	// +optional
-	// +kubebuilder:validation:Enum=linux;windows;osx
+	// +kubebuilder:validation:Enum=linux
 	OS string `json:"os,omitempty"`
 
-	// arch of the runner package. Default x64.
+	// arch of the runner's VM: x64 or arm64. When set, the agent checks it against the guest's
+	// architecture before it attests and powers the VM off if they differ, so a pool whose template
+	// is of another architecture fails at once instead of running jobs on the wrong machine.
 	// +optional
 	// +kubebuilder:validation:Enum=x64;arm64
 	Arch string `json:"arch,omitempty"`
@@ -108,11 +111,6 @@ type RunnerSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Directory string `json:"directory,omitempty"`
-
-	// configScript is the runner's configuration script, relative to directory. Default config.sh.
-	// +optional
-	// +kubebuilder:validation:MaxLength=1024
-	ConfigScript string `json:"configScript,omitempty"`
 
 	// runScript is the runner's run script, relative to directory. Default run.sh.
 	// +optional

@@ -75,8 +75,10 @@ type RunnerTarget struct {
 // RunnerMachineTemplate is what each runner is built from.
 // +kubebuilder:validation:XValidation:rule="has(self.infrastructureRef) != has(self.targets)",message="set exactly one of template.infrastructureRef (one HypervisorCluster, through spec.clusterName) or template.targets (several)"
 // +kubebuilder:validation:XValidation:rule="!has(self.targets) || !has(self.failureDomain)",message="failureDomain names a node of one HypervisorCluster and cannot be used with targets"
+// +kubebuilder:validation:XValidation:rule="!has(self.metadata) || !has(self.metadata.annotations) || self.metadata.annotations.all(k, !k.startsWith('hyperfleet.io/') && !k.startsWith('infrastructure.cluster.x-k8s.io/') && !k.startsWith('bootstrap.cluster.x-k8s.io/'))",message="template.metadata.annotations cannot use HyperFleet's own prefixes (hyperfleet.io/, infrastructure.cluster.x-k8s.io/, bootstrap.cluster.x-k8s.io/): HyperFleet sets those annotations itself on each runner's objects"
 type RunnerMachineTemplate struct {
-	// metadata is applied to the pool's Machines.
+	// metadata's labels and annotations are applied to each runner's Machine, MachineClaim and
+	// BootstrapConfig, over those of the MachineClaimTemplate and BootstrapConfigTemplate.
 	// +optional
 	ObjectMeta clusterv1.ObjectMeta `json:"metadata,omitempty,omitzero"`
 

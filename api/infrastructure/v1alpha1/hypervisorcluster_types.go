@@ -109,19 +109,22 @@ type HypervisorClusterSpec struct {
 
 // ProxmoxClusterParameters are Proxmox VE specific settings.
 // +kubebuilder:validation:XValidation:rule="!has(self.vmidRange) || self.vmidRange.start <= self.vmidRange.end",message="vmidRange.start must not be greater than vmidRange.end"
-// +kubebuilder:validation:XValidation:rule="!has(self.cloudInitDelivery) || self.cloudInitDelivery != 'Snippets' || has(self.snippetsStorage)",message="cloudInitDelivery Snippets needs snippetsStorage"
+// +kubebuilder:validation:XValidation:rule="!has(self.cloudInitDelivery) || self.cloudInitDelivery == 'ISO'",message="cloudInitDelivery Snippets is not supported: Proxmox VE's API cannot upload snippets, so HyperFleet delivers cloud-init data on a NoCloud ISO; leave cloudInitDelivery unset or ISO"
+// +kubebuilder:validation:XValidation:rule="!has(self.snippetsStorage)",message="snippetsStorage is not used: HyperFleet delivers cloud-init data on a NoCloud ISO written to isoStorage; remove snippetsStorage"
 type ProxmoxClusterParameters struct {
 	// isoStorage is the storage that receives NoCloud cloud-init ISOs. Default local.
 	// +optional
 	// +kubebuilder:validation:Pattern=`^[a-zA-Z][a-zA-Z0-9\-_.]*$`
 	ISOStorage string `json:"isoStorage,omitempty"`
 
-	// snippetsStorage is a snippets-enabled storage HyperFleet may write to, for cloudInitDelivery Snippets.
+	// snippetsStorage is refused: snippets cannot be uploaded through Proxmox VE's API. Kept so
+	// that objects naming it are refused with a reason rather than pruned.
 	// +optional
 	// +kubebuilder:validation:Pattern=`^[a-zA-Z][a-zA-Z0-9\-_.]*$`
 	SnippetsStorage string `json:"snippetsStorage,omitempty"`
 
-	// cloudInitDelivery chooses the cloud-init data source of the VMs. Default ISO.
+	// cloudInitDelivery chooses the cloud-init data source of the VMs: ISO (the default and the
+	// only one supported; Snippets is refused at admission).
 	// +optional
 	CloudInitDelivery CloudInitDelivery `json:"cloudInitDelivery,omitempty"`
 
@@ -178,10 +181,11 @@ type HyperVClusterParameters struct {
 	// +optional
 	Auth HyperVAuth `json:"auth,omitempty"`
 
-	// failoverCluster names the Windows failover cluster the hosts belong to, if any.
+	// failoverCluster is refused: HyperFleet does not yet make its VMs failover-cluster roles
+	// (highly available VMs). List the cluster's nodes in hosts; each VM runs on one of them.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([A-Za-z0-9.-]{0,61}[A-Za-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="false",message="failoverCluster is not supported yet: HyperFleet does not make its VMs failover-cluster roles; list the cluster's nodes in hosts and remove failoverCluster"
 	FailoverCluster string `json:"failoverCluster,omitempty"`
 
 	// vmPath holds the VMs' configuration files.

@@ -16,7 +16,6 @@ const DefaultConfigPath = "/etc/hyperfleet/agent.yaml"
 const (
 	DefaultRunnerDir      = "/opt/actions-runner"
 	DefaultRunScript      = "run.sh"
-	DefaultConfigScript   = "config.sh"
 	DefaultIdleTimeout    = 15 * time.Minute
 	DefaultJobStartedGlob = "_diag/Worker_*.log"
 )
@@ -102,15 +101,18 @@ type RunnerSetup struct {
 	Platform string `json:"platform,omitempty"`
 	// Labels the runner registers with (informational: the one-time config carries them).
 	Labels []string `json:"labels,omitempty"`
-	OS     string   `json:"os,omitempty"`
-	Arch   string   `json:"arch,omitempty"`
+	// OS is linux; Arch (x64 or arm64), when set, must be the guest's: the agent checks it first.
+	OS   string `json:"os,omitempty"`
+	Arch string `json:"arch,omitempty"`
 	// DownloadURL and SHA256 of the runner tarball; the download is skipped when RunScript exists.
 	DownloadURL string `json:"downloadURL,omitempty"`
 	SHA256      string `json:"sha256,omitempty"`
 	// Directory the runner is unpacked into and runs from.
-	Directory    string `json:"directory,omitempty"`
+	Directory string `json:"directory,omitempty"`
+	RunScript string `json:"runScript,omitempty"`
+	// ConfigScript is read and ignored: services before v0.1 wrote it, and the configuration is
+	// parsed strictly. No platform's one-job runner runs a configuration script.
 	ConfigScript string `json:"configScript,omitempty"`
-	RunScript    string `json:"runScript,omitempty"`
 	// User runs the runner when the agent runs as root; empty means the agent's own user.
 	User string `json:"user,omitempty"`
 	// IdleTimeout powers the VM off when no job started within it.
@@ -166,9 +168,6 @@ func (c *AgentConfig) defaults() {
 	}
 	if r.RunScript == "" {
 		r.RunScript = d.RunScript
-	}
-	if r.ConfigScript == "" {
-		r.ConfigScript = DefaultConfigScript
 	}
 	if r.IdleTimeout.Duration == 0 {
 		r.IdleTimeout.Duration = DefaultIdleTimeout
