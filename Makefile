@@ -65,7 +65,7 @@ test: tools verify-generated lint ## Everything CI runs: generated files, lint, 
 	go test -p $(TEST_PARALLEL) -count=1 -timeout 30m $(GO_TEST_FLAGS) ./...
 
 .PHONY: test-unit
-test-unit: ## Tests that need no API server.
+test-unit: ## Tests that need no API server (packages whose tests all need one say "skipped in -short mode").
 	go test -short -count=1 $(GO_TEST_FLAGS) ./...
 
 .PHONY: test-integration

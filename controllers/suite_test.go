@@ -50,6 +50,7 @@ func startCAPI(t *testing.T) {
 }
 
 func TestMain(m *testing.M) {
+	testenv.ExitIfShort("an API server and the manager")
 	log, _ := logging.New(os.Getenv("LOG_LEVEL"), os.Stderr)
 	if os.Getenv("LOG_LEVEL") == "" {
 		log, _ = logging.New("ERROR", os.Stderr)

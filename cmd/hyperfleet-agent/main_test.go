@@ -42,6 +42,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	testenv.ExitIfShort("an API server and the bootstrap service")
 	code, err := run(m)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

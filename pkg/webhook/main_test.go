@@ -40,6 +40,7 @@ func TestMain(m *testing.M) {
 	if fuzzing() {
 		os.Exit(m.Run()) // the fuzz target needs no API server; its workers start often
 	}
+	testenv.ExitIfShort("an API server")
 	var err error
 	if env, err = testenv.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, err)

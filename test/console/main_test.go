@@ -69,6 +69,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	testenv.ExitIfShort("an API server and a browser")
 	level := os.Getenv("LOG_LEVEL")
 	if level == "" {
 		level = "ERROR"

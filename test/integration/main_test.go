@@ -11,6 +11,7 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
+	testenv.ExitIfShort("an API server")
 	var err error
 	if env, err = testenv.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, err)

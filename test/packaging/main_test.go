@@ -26,6 +26,7 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
+	testenv.ExitIfShort("an API server")
 	ctrl.SetLogger(logr.Discard())
 	var err error
 	if env, err = testenv.Start(); err != nil {

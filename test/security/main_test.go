@@ -27,6 +27,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	testenv.ExitIfShort("an API server and the local fleet")
 	level := os.Getenv("LOG_LEVEL")
 	if level == "" {
 		level = "ERROR"

@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 // TestControlPlaneDiesWithTheTestProcess kills a process that started a control plane the way a
 // test timeout or Ctrl-C does, and checks etcd and kube-apiserver do not outlive it.
 func TestControlPlaneDiesWithTheTestProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an API server")
+	}
 	if _, err := exec.LookPath("setpriv"); err != nil {
 		t.Skip("setpriv (util-linux) is not installed: the control plane cannot be tied to the test process")
 	}

@@ -35,6 +35,7 @@ var env *testenv.Env
 var td = spiffeid.RequireTrustDomainFromString("hyperfleet.test")
 
 func TestMain(m *testing.M) {
+	testenv.ExitIfShort("an API server")
 	var err error
 	if env, err = testenv.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
