@@ -13,7 +13,8 @@ const chartNS = "hf-chart"
 
 // TestChartRunsInRealPods installs the Helm chart with its defaults into a fresh namespace that
 // enforces the restricted Pod Security Standard: the manager and both bootstrap services Ready,
-// the manager holding its lease there; then uninstalls it.
+// the manager holding its lease there; upgrades it with a changed setting, which rolls the pods and
+// hands the lease to the new manager; then uninstalls it.
 func TestChartRunsInRealPods(t *testing.T) {
 	g := NewWithT(t)
 	helm := filepath.Join(toolsCache, "bin", "helm")
@@ -28,6 +29,21 @@ func TestChartRunsInRealPods(t *testing.T) {
 	expectAllReady(t, chartNS, time.Time{})
 	expectLeaseHeld(t, chartNS, start)
 	t.Logf("helm install: every pod Ready and the lease held %.1fs later", time.Since(start).Seconds())
+	before := expectLeaseHeld(t, chartNS, start)
+
+	// A changed setting rolls the pods that read it (the chart's config checksum), and the new
+	// manager takes the lease over.
+	start = time.Now()
+	out, err = exec.Command(helm, "upgrade", "hf", filepath.Join(repoRoot, "charts", "hyperfleet"), "--reuse-values",
+		"--set", "manager.logLevel=DEBUG", "--wait", "--timeout", "3m",
+		"--namespace", chartNS, "--kubeconfig", theNode.AdminKubeconfig).CombinedOutput()
+	g.Expect(err).NotTo(HaveOccurred(), "helm upgrade: %s", out)
+	g.Expect(kubectl(t, nil, "-n", chartNS, "get", "configmap", "-l", "app.kubernetes.io/instance=hf", "-o",
+		"jsonpath={.items[*].data.LOG_LEVEL}")).To(ContainSubstring("DEBUG"))
+	g.Eventually(func() string { return expectLeaseHeld(t, chartNS, start) }, 3*time.Minute, time.Second).
+		ShouldNot(Equal(before), "a new manager pod, reading the new setting, holds the lease")
+	expectAllReady(t, chartNS, time.Time{})
+	t.Logf("helm upgrade: the pods rolled and the new manager held the lease %.1fs later", time.Since(start).Seconds())
 
 	out, err = exec.Command(helm, "uninstall", "hf", "--namespace", chartNS, "--kubeconfig", theNode.AdminKubeconfig, "--wait").CombinedOutput()
 	g.Expect(err).NotTo(HaveOccurred(), "helm uninstall: %s", out)

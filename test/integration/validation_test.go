@@ -373,6 +373,17 @@ func TestValidationRules(t *testing.T) {
 			message: "provider SPIRE needs spireServerAddress",
 		},
 		{
+			name: "BootstrapConfig SPIRE with TPM",
+			obj: builder.NewBootstrapConfig("spiretpm", ns).WithAttestation(bootstrapv1.AttestationSpec{
+				Provider: bootstrapv1.IdentitySPIRE, Method: bootstrapv1.AttestationTPM, SPIREServerAddress: "spire-server.spire:8081"}).Build(),
+			message: "method TPM works with provider Builtin only",
+		},
+		{
+			name: "valid BootstrapConfig with Builtin TPM attestation",
+			obj: builder.NewBootstrapConfig("tpm", ns).WithAttestation(bootstrapv1.AttestationSpec{
+				Provider: bootstrapv1.IdentityBuiltin, Method: bootstrapv1.AttestationTPM}).Build(),
+		},
+		{
 			name:    "BootstrapConfig plain-http bootstrap service",
 			obj:     builder.NewBootstrapConfig("http", ns).WithServiceURL("http://bootstrap:8443").Build(),
 			message: "bootstrapServiceURL must be an https:// URL",

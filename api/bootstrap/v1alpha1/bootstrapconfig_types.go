@@ -49,6 +49,7 @@ const (
 
 // AttestationSpec chooses how the VM is identified.
 // +kubebuilder:validation:XValidation:rule="!has(self.provider) || self.provider != 'SPIRE' || has(self.spireServerAddress)",message="provider SPIRE needs spireServerAddress"
+// +kubebuilder:validation:XValidation:rule="!has(self.provider) || self.provider != 'SPIRE' || !has(self.method) || self.method != 'TPM'",message="method TPM works with provider Builtin only: SPIRE attests VMs with join tokens here (SPIRE's own TPM node attestor is not wired); use Builtin/TPM or SPIRE/JoinToken"
 type AttestationSpec struct {
 	// method of attestation. Default JoinToken.
 	// +optional
