@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
-	"github.com/hyperfleet-io/hyperfleet/pkg/admission"
+	"github.com/hyperfleet-io/hyperfleet/pkg/capacity"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 )
 
@@ -128,7 +128,7 @@ func (r *MachineClaimReconciler) reconcileDeleteVM(ctx context.Context, s *claim
 		// Take the delete slot before reading the VM: a claim that waited for it after its read
 		// would read the VM again at every wake-up. (A persistent VM's graceful stop may take
 		// long, and holds no slot while it lasts.)
-		if res, err := r.acquireSlot(ctx, s, admission.OpDelete); err != nil || !res.IsZero() {
+		if res, err := r.acquireSlot(ctx, s, capacity.OpDelete); err != nil || !res.IsZero() {
 			return res, err
 		}
 	}
@@ -159,7 +159,7 @@ func (r *MachineClaimReconciler) reconcileDeleteVM(ctx context.Context, s *claim
 		}
 		return r.reconcileGracefulStop(ctx, s, vm)
 	case vm.State != hypervisor.PowerStateStopped:
-		if res, err := r.acquireSlot(ctx, s, admission.OpDelete); err != nil || !res.IsZero() {
+		if res, err := r.acquireSlot(ctx, s, capacity.OpDelete); err != nil || !res.IsZero() {
 			return res, err
 		}
 		// The read above, of this reconcile, proved the VM ours: it is not read again.
@@ -169,7 +169,7 @@ func (r *MachineClaimReconciler) reconcileDeleteVM(ctx context.Context, s *claim
 		}
 		return r.recordTask(s, opStop, ref.Node, task)
 	}
-	if res, err := r.acquireSlot(ctx, s, admission.OpDelete); err != nil || !res.IsZero() {
+	if res, err := r.acquireSlot(ctx, s, capacity.OpDelete); err != nil || !res.IsZero() {
 		return res, err
 	}
 	task, err := s.provider.DeleteSeen(ctx, vm)

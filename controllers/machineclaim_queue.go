@@ -15,19 +15,19 @@ import (
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
-	"github.com/hyperfleet-io/hyperfleet/pkg/admission"
+	"github.com/hyperfleet-io/hyperfleet/pkg/capacity"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 	"github.com/hyperfleet-io/hyperfleet/pkg/metrics"
 )
 
-// ClaimQueues keeps each HypervisorCluster within spec.limits: the admission queues of the
+// ClaimQueues keeps each HypervisorCluster within spec.limits: the capacity queues (pkg/capacity) of the
 // manager, shared by the MachineClaim controller (which waits for slots and gives them back) and
 // the HypervisorCluster controller (which reports capacity freed). They live in the leader's
 // memory; a new leader rebuilds them from the claims' status.task, so tasks in flight keep
 // their slots.
 type ClaimQueues struct {
 	client client.Client
-	set    admission.Set
+	set    capacity.Set
 	// wakeups reconciles a claim whose turn came; the MachineClaim controller watches it.
 	wakeups chan event.TypedGenericEvent[*infrav1.MachineClaim]
 	mu      sync.Mutex
@@ -52,15 +52,15 @@ func NewClaimQueues(c client.Client) *ClaimQueues {
 
 func clusterKey(hc *infrav1.HypervisorCluster) string { return hc.Namespace + "/" + hc.Name }
 
-func limitsOf(hc *infrav1.HypervisorCluster) admission.Limits {
+func limitsOf(hc *infrav1.HypervisorCluster) capacity.Limits {
 	l := hc.Spec.Limits
-	return admission.Limits{ClonesPerHost: int(l.ClonesPerHost), TasksPerStorage: int(l.TasksPerStorage), DeletesPerHost: int(l.DeletesPerHost)}
+	return capacity.Limits{ClonesPerHost: int(l.ClonesPerHost), TasksPerStorage: int(l.TasksPerStorage), DeletesPerHost: int(l.DeletesPerHost)}
 }
 
 // queue returns hc's queue; the first use records the tasks its claims have in flight.
-func (q *ClaimQueues) queue(ctx context.Context, hc *infrav1.HypervisorCluster) (*admission.Queue, error) {
+func (q *ClaimQueues) queue(ctx context.Context, hc *infrav1.HypervisorCluster) (*capacity.Queue, error) {
 	key := clusterKey(hc)
-	aq, grants, err := q.set.For(key, limitsOf(hc), func(aq *admission.Queue) error {
+	aq, grants, err := q.set.For(key, limitsOf(hc), func(aq *capacity.Queue) error {
 		claims := &infrav1.MachineClaimList{}
 		if err := q.client.List(ctx, claims, client.InNamespace(hc.Namespace),
 			client.MatchingLabels{infrav1.HypervisorClusterNameLabel: hc.Name}); err != nil {
@@ -82,14 +82,14 @@ func (q *ClaimQueues) queue(ctx context.Context, hc *infrav1.HypervisorCluster) 
 }
 
 // slotOperation is the slot a claim's recorded task holds, if any.
-func slotOperation(c *infrav1.MachineClaim) (admission.Operation, bool) {
+func slotOperation(c *infrav1.MachineClaim) (capacity.Operation, bool) {
 	if t := c.Status.Task; t != nil {
 		switch t.Operation {
 		case opClone:
-			return admission.OpClone, true
+			return capacity.OpClone, true
 		case opStop, opDelete:
 			if !c.DeletionTimestamp.IsZero() {
-				return admission.OpDelete, true
+				return capacity.OpDelete, true
 			}
 		}
 	}
@@ -98,15 +98,15 @@ func slotOperation(c *infrav1.MachineClaim) (admission.Operation, bool) {
 
 // slotRequest is c asking for a slot for op: fair across its pool (a RunnerPool's runners, or a
 // VMPool's VMs, share one turn; a standalone claim takes its namespace's), oldest claim first.
-func slotRequest(c *infrav1.MachineClaim, op admission.Operation) admission.Request {
+func slotRequest(c *infrav1.MachineClaim, op capacity.Operation) capacity.Request {
 	pool := "namespace/" + c.Namespace
 	if p := c.Labels[fleetv1.RunnerPoolNameLabel]; p != "" {
 		pool = "runnerpool/" + c.Namespace + "/" + p
 	} else if p := c.Labels[fleetv1.VMPoolNameLabel]; p != "" {
 		pool = "vmpool/" + c.Namespace + "/" + p
 	}
-	r := admission.Request{Key: c.Namespace + "/" + c.Name, Pool: pool, Op: op, Host: c.Status.Node, Created: c.CreationTimestamp.Time}
-	if op == admission.OpClone || op == admission.OpDelete {
+	r := capacity.Request{Key: c.Namespace + "/" + c.Name, Pool: pool, Op: op, Host: c.Status.Node, Created: c.CreationTimestamp.Time}
+	if op == capacity.OpClone || op == capacity.OpDelete {
 		r.Storage = vmStorage(c)
 	}
 	return r
@@ -126,7 +126,7 @@ func vmStorage(c *infrav1.MachineClaim) string {
 }
 
 // wake reconciles the claims whose turn came and records how long they waited.
-func (q *ClaimQueues) wake(cluster string, grants []admission.Grant) {
+func (q *ClaimQueues) wake(cluster string, grants []capacity.Grant) {
 	for _, g := range grants {
 		metrics.ObserveQueueWait(cluster, string(g.Op), g.Waited)
 		ns, name, _ := strings.Cut(g.Key, "/")
@@ -141,15 +141,15 @@ func (q *ClaimQueues) wake(cluster string, grants []admission.Grant) {
 }
 
 // record publishes the cluster's queue metrics.
-func (q *ClaimQueues) record(cluster string, aq *admission.Queue) {
+func (q *ClaimQueues) record(cluster string, aq *capacity.Queue) {
 	st := aq.Stats()
-	capacity := 0
+	waitingCapacity := 0
 	for _, n := range st.WaitingForCapacity {
-		capacity += n
+		waitingCapacity += n
 	}
 	metrics.SetQueue(cluster,
-		map[string]int{"clone": st.Waiting[admission.OpClone], "delete": st.Waiting[admission.OpDelete], "capacity": capacity},
-		map[string]int{"clone": st.InFlight[admission.OpClone], "delete": st.InFlight[admission.OpDelete]})
+		map[string]int{"clone": st.Waiting[capacity.OpClone], "delete": st.Waiting[capacity.OpDelete], "capacity": waitingCapacity},
+		map[string]int{"clone": st.InFlight[capacity.OpClone], "delete": st.InFlight[capacity.OpDelete]})
 }
 
 // Forget drops a deleted cluster's queue.
@@ -165,7 +165,7 @@ func (q *ClaimQueues) Forget(hc *infrav1.HypervisorCluster) {
 // acquireSlot asks for the slot op needs before the claim calls the hypervisor. It returns a
 // non-zero result while the claim waits: a wait is not a failure, so nothing backs off, and the
 // claim is woken when its turn comes (the requeue is only a safety net).
-func (r *MachineClaimReconciler) acquireSlot(ctx context.Context, s *claimScope, op admission.Operation) (ctrl.Result, error) {
+func (r *MachineClaimReconciler) acquireSlot(ctx context.Context, s *claimScope, op capacity.Operation) (ctrl.Result, error) {
 	if r.Queues == nil || s.hc == nil {
 		return ctrl.Result{}, nil
 	}
@@ -184,7 +184,7 @@ func (r *MachineClaimReconciler) acquireSlot(ctx context.Context, s *claimScope,
 	}
 	l := aq.Limits()
 	msg := fmt.Sprintf("waiting for a clone slot on %s (limits: %d clones per host, %d clones and destroys per storage)", req.Host, l.ClonesPerHost, l.TasksPerStorage)
-	if op == admission.OpDelete {
+	if op == capacity.OpDelete {
 		msg = fmt.Sprintf("waiting for a delete slot on %s (limits: %d deletes per host, %d clones and destroys per storage)", req.Host, l.DeletesPerHost, l.TasksPerStorage)
 	}
 	if wait := aq.ThrottledFor(); wait > 0 {
@@ -242,7 +242,7 @@ func (r *MachineClaimReconciler) settleSlots(s *claimScope) {
 	case needed:
 		// A task this process did not start through the queue (a restart adopted it).
 		aq.Hold(slotRequest(s.claim, op))
-	case aq.Holds(key, admission.OpClone) || aq.Holds(key, admission.OpDelete):
+	case aq.Holds(key, capacity.OpClone) || aq.Holds(key, capacity.OpDelete):
 		r.Queues.wake(clusterKey(s.hc), aq.Release(key))
 	}
 	r.Queues.record(clusterKey(s.hc), aq)
@@ -271,7 +271,7 @@ func (r *MachineClaimReconciler) awaitCapacityTurn(ctx context.Context, s *claim
 	if err != nil {
 		return ctrl.Result{}, false, err
 	}
-	if may, waited := aq.MayPlaceAfterWait(slotRequest(s.claim, admission.OpCapacity), r.capacityRecheck()); may {
+	if may, waited := aq.MayPlaceAfterWait(slotRequest(s.claim, capacity.OpCapacity), r.capacityRecheck()); may {
 		return ctrl.Result{}, waited, nil
 	}
 	setVMCondition(s.claim, metav1.ConditionFalse, infrav1.NoCapacityReason,
@@ -290,7 +290,7 @@ func (r *MachineClaimReconciler) noCapacity(ctx context.Context, s *claimScope, 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	aq.NoCapacity(slotRequest(s.claim, admission.OpCapacity))
+	aq.NoCapacity(slotRequest(s.claim, capacity.OpCapacity))
 	setVMCondition(s.claim, metav1.ConditionFalse, infrav1.NoCapacityReason, msg+"; waiting until a VM of the cluster is removed")
 	r.Queues.record(clusterKey(s.hc), aq)
 	return ctrl.Result{RequeueAfter: r.capacityRecheck()}, nil
@@ -401,7 +401,7 @@ func (q *ClaimQueues) addPlacements(hc *infrav1.HypervisorCluster, self string, 
 	}
 }
 
-func waitingForCapacity(aq *admission.Queue) int {
+func waitingForCapacity(aq *capacity.Queue) int {
 	n := 0
 	for _, k := range aq.Stats().WaitingForCapacity {
 		n += k

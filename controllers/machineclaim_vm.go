@@ -13,7 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
-	"github.com/hyperfleet-io/hyperfleet/pkg/admission"
+	"github.com/hyperfleet-io/hyperfleet/pkg/capacity"
 	"github.com/hyperfleet-io/hyperfleet/pkg/cloudinit"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 	"github.com/hyperfleet-io/hyperfleet/pkg/lifecycle"
@@ -178,7 +178,7 @@ func (r *MachineClaimReconciler) reconcileClone(ctx context.Context, s *claimSco
 			return r.adoptVM(ctx, s)
 		}
 	}
-	if res, err := r.acquireSlot(ctx, s, admission.OpClone); err != nil || !res.IsZero() {
+	if res, err := r.acquireSlot(ctx, s, capacity.OpClone); err != nil || !res.IsZero() {
 		return res, err
 	}
 	ref := vmRef(c)

@@ -29,7 +29,7 @@ type HypervisorClusterLimits struct {
 	DeletesPerHost int32 `json:"deletesPerHost,omitempty"`
 }
 
-// MachineClaim VMProvisioned reasons of the admission queue. None of them is a failure: the claim
+// MachineClaim VMProvisioned reasons of the capacity queue. None of them is a failure: the claim
 // waits its turn without backoff and is woken when it comes.
 const (
 	// WaitingForSlotReason: the clone or delete waits for a slot of spec.limits.
