@@ -66,7 +66,8 @@ type RunnerPoolReconciler struct {
 	deregistrations deregisterBackoff
 	// holds remembers each pool's rate limit or paused repair until a cached pool shows it.
 	holds platformHolds
-	// repaired holds the UIDs of the pools this process has repaired: the first repair of each
+	// repaired holds, by name, the UID of each pool this process has repaired (forgotten when the
+	// pool is gone): the first repair of each
 	// pool after a start runs at once, whenever the last one was (see reconcileRepair).
 	repaired sync.Map
 }
@@ -109,6 +110,9 @@ func (r *RunnerPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	log := ctrl.LoggerFrom(ctx)
 	pool := &fleetv1.RunnerPool{}
 	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.repaired.Delete(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	s := &poolScope{pool: pool}

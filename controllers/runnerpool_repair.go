@@ -50,7 +50,7 @@ func (r *RunnerPoolReconciler) reconcileRepair(ctx context.Context, s *poolScope
 		return ctrl.Result{}, nil
 	}
 	last := s.pool.Status.LastRepairTime
-	if _, since := r.repaired.Load(s.pool.UID); since && last != nil && time.Since(last.Time) < r.repairInterval() {
+	if uid, ok := r.repaired.Load(client.ObjectKeyFromObject(s.pool)); ok && uid == s.pool.UID && last != nil && time.Since(last.Time) < r.repairInterval() {
 		return ctrl.Result{}, nil
 	}
 	if wait := r.holds.remaining(s.pool.UID, time.Now()); wait > 0 {
@@ -118,7 +118,7 @@ func (r *RunnerPoolReconciler) reconcileRepair(ctx context.Context, s *poolScope
 	s.pool.Status.PlatformRetryTime = nil
 	s.pool.Status.RepairResumeTime = nil
 	s.pool.Status.LastRepairTime = &metav1.Time{Time: time.Now()}
-	r.repaired.Store(s.pool.UID, struct{}{})
+	r.repaired.Store(client.ObjectKeyFromObject(s.pool), s.pool.UID)
 	return ctrl.Result{}, nil
 }
 
