@@ -1,5 +1,5 @@
-// Command manager runs HyperFleet's controllers: HypervisorCluster, MachineClaim(Template),
-// BootstrapConfig and RunnerPool, with metrics and health probes.
+// Command manager runs HyperFleet's controllers (every kind's, docs/packages.md lists them), the
+// webhook receiver of the CI platforms, metrics and health probes.
 package main
 
 import (
