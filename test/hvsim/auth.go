@@ -14,8 +14,10 @@ import (
 // does for WinRM, so later requests on it need no Authorization header.
 type connState struct {
 	mu        sync.Mutex
-	challenge []byte // the NTLM server challenge awaiting an AUTHENTICATE message
-	user      string // the user NTLM authenticated on this connection
+	challenge []byte       // the NTLM server challenge awaiting an AUTHENTICATE message
+	offered   uint32       // the flags the challenge offered
+	user      string       // the user NTLM authenticated on this connection
+	session   *ntlmSession // its sealing state, when SEAL was negotiated
 }
 
 type connKey struct{}
@@ -65,7 +67,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) string {
 		}
 		switch ntlmMessageType(msg) {
 		case 1:
-			challenge, err := s.ntlmChallenge(cs)
+			challenge, err := s.ntlmChallenge(cs, msg)
 			if err != nil {
 				break
 			}

@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/md5"
 	"crypto/rand"
+	"crypto/rc4" //nolint:staticcheck // NTLM seals with RC4 by definition (MS-NLMP 3.4.3).
 	"encoding/binary"
 	"strings"
 	"time"
@@ -20,8 +21,8 @@ import (
 
 const ntlmTargetName = "HVSIM"
 
-// Negotiate flags (MS-NLMP 2.2.2.5) the challenge offers. Neither LM_KEY nor KEY_EXCH: NTLMv2 only
-// and no session key exchange, since WinRM over HTTPS does not seal messages.
+// Negotiate flags (MS-NLMP 2.2.2.5) the challenge always offers: NTLMv2 only, never LM_KEY. SIGN,
+// SEAL and KEY_EXCH (auth_seal.go) are offered to a client whose NEGOTIATE asks for them.
 const (
 	flagUnicode        = 1 << 0
 	flagRequestTarget  = 1 << 2
@@ -60,8 +61,14 @@ func fromUTF16le(b []byte) string {
 	return string(utf16.Decode(units))
 }
 
-// ntlmChallenge builds a CHALLENGE message and remembers its server challenge on the connection.
-func (s *Server) ntlmChallenge(cs *connState) ([]byte, error) {
+// ntlmChallenge answers a NEGOTIATE message with a CHALLENGE and remembers its server challenge
+// and the flags it offered on the connection.
+func (s *Server) ntlmChallenge(cs *connState, negotiate []byte) ([]byte, error) {
+	offered := uint32(flagUnicode | flagRequestTarget | flagNTLM | flagAlwaysSign | flagTargetDomain |
+		flagExtendedSecure | flagTargetInfo | flag128 | flag56)
+	if len(negotiate) >= 16 {
+		offered |= binary.LittleEndian.Uint32(negotiate[12:]) & (flagSign | flagSeal | flagKeyExch)
+	}
 	challenge := make([]byte, 8)
 	if _, err := rand.Read(challenge); err != nil {
 		return nil, err
@@ -87,8 +94,7 @@ func (s *Server) ntlmChallenge(cs *connState) ([]byte, error) {
 	m.Write(ntlmSignature)
 	_ = binary.Write(&m, binary.LittleEndian, uint32(2))
 	varField(&m, len(target), header)
-	_ = binary.Write(&m, binary.LittleEndian, uint32(flagUnicode|flagRequestTarget|flagNTLM|flagAlwaysSign|
-		flagTargetDomain|flagExtendedSecure|flagTargetInfo|flag128|flag56))
+	_ = binary.Write(&m, binary.LittleEndian, offered)
 	m.Write(challenge)
 	m.Write(make([]byte, 8))
 	varField(&m, info.Len(), header+len(target))
@@ -96,8 +102,8 @@ func (s *Server) ntlmChallenge(cs *connState) ([]byte, error) {
 	m.Write(info.Bytes())
 
 	cs.mu.Lock()
-	cs.challenge = challenge
-	cs.user = ""
+	cs.challenge, cs.offered = challenge, offered
+	cs.user, cs.session = "", nil
 	cs.mu.Unlock()
 	return m.Bytes(), nil
 }
@@ -125,7 +131,7 @@ func readVarField(msg []byte, at int) ([]byte, bool) {
 // which it consumes whatever the outcome.
 func (s *Server) ntlmAuthenticate(cs *connState, msg []byte) (string, bool) {
 	cs.mu.Lock()
-	challenge := cs.challenge
+	challenge, offered := cs.challenge, cs.offered
 	cs.challenge = nil
 	cs.mu.Unlock()
 	if challenge == nil || len(msg) < 64 {
@@ -154,8 +160,25 @@ func (s *Server) ntlmAuthenticate(cs *connState, msg []byte) (string, bool) {
 	if !hmac.Equal(proof, ntResp[:16]) {
 		return "", false
 	}
+	// The session keys (MS-NLMP 3.3.2, 3.4.5): NTLMv2's session base key is the key exchange key;
+	// with KEY_EXCH the client chose the exported session key and sent it sealed with that key.
+	var session *ntlmSession
+	negotiated := flags & offered
+	if negotiated&flagSeal != 0 {
+		exported := hmacMD5(v2Hash, proof)
+		if negotiated&flagKeyExch != 0 {
+			encrypted, ok := readVarField(msg, 52)
+			if !ok || len(encrypted) != 16 {
+				return "", false
+			}
+			c, _ := rc4.NewCipher(exported)
+			exported = make([]byte, 16)
+			c.XORKeyStream(exported, encrypted)
+		}
+		session = newNTLMSession(exported, negotiated&flagKeyExch != 0)
+	}
 	cs.mu.Lock()
-	cs.user = user
+	cs.user, cs.session = user, session
 	cs.mu.Unlock()
 	return user, true
 }

@@ -10,13 +10,22 @@
 // refused credentials are an HTTP 401 without a body. pywinrm, a client HyperFleet did not write,
 // checks this in TestPywinrmConformance.
 //
+// NTLM message encryption (MS-WSMV 2.2.9.1.1, what WinRM requires over HTTP by default and what
+// pywinrm's message_encryption sends): after an NTLMv2 authentication that negotiated SEAL (and
+// KEY_EXCH, as the client asks), each request is multipart/encrypted, protocol
+// application/HTTP-SPNEGO-session-encrypted; the simulator unseals it and verifies its signature
+// and sequence number with the client-to-server keys (MS-NLMP 3.4), and seals its answer, faults
+// included, with the server-to-client keys. A message that does not verify, or one on a
+// connection without such a session, is refused with HTTP 400. The empty POST a client sends to
+// set its context up is answered 200 with no body. TestPywinrmMessageEncryption runs pywinrm's
+// whole exchange this way over plain HTTP.
+//
 // What the simulator deliberately does not implement, and how it refuses it:
-//   - Message encryption (MS-WSMV 2.2.9.1, multipart/encrypted sealed with the NTLM or Kerberos
-//     session keys, what pywinrm's message_encryption sends over HTTP): HTTP 415, as any content
-//     type other than application/soap+xml. Clients must use HTTPS, or message_encryption='never'.
 //   - Kerberos, CredSSP and certificate authentication: HTTP 401 offering only Negotiate (NTLM)
-//     and Basic. NTLMv1 and NTLM channel binding checks are not done either (v1 is refused, the
-//     binding is ignored).
+//     and Basic. NTLMv1, NTLM channel binding and the AUTHENTICATE message's MIC are not checked
+//     (v1 is refused; the binding and the MIC are ignored). Kerberos and CredSSP message
+//     encryption are therefore not served either. Windows' refusal of unencrypted messages over
+//     HTTP (AllowUnencrypted=false) is not simulated: plain SOAP over HTTP is served.
 //   - Resources other than the cmd shell (WMI/CIM, PowerShell remoting's PSRP shells, the config
 //     resources): the a:DestinationUnreachable fault. Actions other than Create, Command, Send,
 //     Receive, Signal and Delete (Get, Put, Enumerate, Connect, Reconnect, Disconnect ...): the

@@ -1,6 +1,7 @@
 package hvsim
 
 import (
+	"encoding/binary"
 	"testing"
 
 	"github.com/Azure/go-ntlmssp"
@@ -11,7 +12,9 @@ import (
 func FuzzNTLMAuthenticate(f *testing.F) {
 	s := &Server{opts: Options{Users: map[string]string{testUser: testPassword}}}
 	cs := &connState{}
-	challenge, err := s.ntlmChallenge(cs)
+	// A NEGOTIATE asking for sealing: the key exchange is parsed too.
+	negotiate := binary.LittleEndian.AppendUint32(append([]byte("NTLMSSP\x00"), 1, 0, 0, 0), flagSign|flagSeal|flagKeyExch)
+	challenge, err := s.ntlmChallenge(cs, negotiate)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -24,7 +27,7 @@ func FuzzNTLMAuthenticate(f *testing.F) {
 	f.Add([]byte("NTLMSSP\x00\x03\x00\x00\x00"))
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		cs := &connState{}
-		if _, err := s.ntlmChallenge(cs); err != nil {
+		if _, err := s.ntlmChallenge(cs, negotiate); err != nil {
 			t.Fatal(err)
 		}
 		if user, ok := s.ntlmAuthenticate(cs, msg); ok {

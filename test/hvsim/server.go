@@ -191,7 +191,37 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if user == "" {
 		return
 	}
-	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(ct), "application/soap+xml") {
+	ct := r.Header.Get("Content-Type")
+	switch {
+	case len(body) == 0:
+		// The empty POST a client sends to set up its security context before it encrypts
+		// (pywinrm's setup_encryption): accepted with an empty 200, as Windows answers it.
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(http.StatusOK)
+		return
+	case isEncrypted(ct):
+		cs, _ := r.Context().Value(connKey{}).(*connState)
+		var sess *ntlmSession
+		if cs != nil {
+			cs.mu.Lock()
+			sess = cs.session
+			cs.mu.Unlock()
+		}
+		if sess == nil {
+			s.httpError(w, http.StatusBadRequest, "no NTLM session that negotiated sealing on this connection")
+			return
+		}
+		plain, err := openEncrypted(sess, body)
+		if err != nil {
+			s.httpError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		body, ct = plain, "application/soap+xml;charset=UTF-8"
+		sw := newSealingWriter(w, sess)
+		defer sw.finish()
+		w = sw
+	}
+	if !strings.HasPrefix(strings.ToLower(ct), "application/soap+xml") {
 		s.httpError(w, http.StatusUnsupportedMediaType, "Content-Type must be application/soap+xml")
 		return
 	}
