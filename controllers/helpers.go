@@ -8,6 +8,8 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 )
 
 func klogRef(o client.Object) klog.ObjectRef { return klog.KObj(o) }
@@ -26,7 +28,7 @@ type conditionObject interface {
 func mirrorCondition(obj conditionObject, from, to string) {
 	c := conditions.Get(obj, from)
 	if c == nil {
-		conditions.Set(obj, metav1.Condition{Type: to, Status: metav1.ConditionUnknown, Reason: "Pending",
+		conditions.Set(obj, metav1.Condition{Type: to, Status: metav1.ConditionUnknown, Reason: fleetv1.PendingReason,
 			Message: "waiting for the first reconcile"})
 		return
 	}

@@ -155,14 +155,14 @@ func (r *RunnerPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 func (r *RunnerPoolReconciler) reconcileNormal(ctx context.Context, s *poolScope) (ctrl.Result, error) {
 	if s.cluster == nil {
 		conditions.Set(s.pool, metav1.Condition{Type: fleetv1.ReadyCondition, Status: metav1.ConditionFalse,
-			Reason: "ClusterNotFound", Message: fmt.Sprintf("Cluster %s not found", s.pool.Spec.ClusterName)})
+			Reason: fleetv1.ClusterNotFoundReason, Message: fmt.Sprintf("Cluster %s not found", s.pool.Spec.ClusterName)})
 		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
 	}
 	if !s.cluster.DeletionTimestamp.IsZero() {
 		// Cluster API waits for the Cluster's worker Machines to go but leaves owned ones to their
 		// owner, as it does for a MachineSet's: remove them all, and create none.
 		conditions.Set(s.pool, metav1.Condition{Type: fleetv1.ReadyCondition, Status: metav1.ConditionFalse,
-			Reason: "ClusterDeleting", Message: fmt.Sprintf("Cluster %s is being deleted; removing every runner", s.cluster.Name)})
+			Reason: fleetv1.ClusterDeletingReason, Message: fmt.Sprintf("Cluster %s is being deleted; removing every runner", s.cluster.Name)})
 		if _, err := r.deleteAllMachines(ctx, s); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -286,7 +286,7 @@ func (r *RunnerPoolReconciler) reconcileDelete(ctx context.Context, s *poolScope
 	}
 	if left > 0 {
 		conditions.Set(s.pool, metav1.Condition{Type: fleetv1.ReadyCondition, Status: metav1.ConditionFalse,
-			Reason: "Deleting", Message: fmt.Sprintf("waiting for %d Machine(s) to be deleted", left)})
+			Reason: fleetv1.PoolDeletingReason, Message: fmt.Sprintf("waiting for %d Machine(s) to be deleted", left)})
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
 	}
 	if r.Claims != nil {

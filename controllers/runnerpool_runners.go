@@ -224,7 +224,7 @@ func sparesJobs(reason scaling.Reason) bool {
 func (r *RunnerPoolReconciler) templateError(s *poolScope, kind, name string, err error) error {
 	if apierrors.IsNotFound(err) {
 		conditions.Set(s.pool, metav1.Condition{Type: fleetv1.ReadyCondition, Status: metav1.ConditionFalse,
-			Reason: "TemplateNotFound", Message: fmt.Sprintf("%s %s not found", kind, name)})
+			Reason: fleetv1.PoolTemplateNotFoundReason, Message: fmt.Sprintf("%s %s not found", kind, name)})
 	}
 	return fmt.Errorf("reading %s %s: %w", kind, name, err)
 }

@@ -63,7 +63,7 @@ func (r *RunnerPoolReconciler) updateStatus(s *poolScope) {
 			Reason: fleetv1.ScaledReason})
 	}
 	if c := conditions.Get(p, fleetv1.ReadyCondition); c != nil && c.Status == metav1.ConditionFalse &&
-		(c.Reason == "TemplateNotFound" && s.plan.Create > 0 || c.Reason == "ClusterNotFound" || c.Reason == "ClusterDeleting" ||
+		(c.Reason == fleetv1.PoolTemplateNotFoundReason && s.plan.Create > 0 || c.Reason == fleetv1.ClusterNotFoundReason || c.Reason == fleetv1.ClusterDeletingReason ||
 			c.Reason == fleetv1.NoTargetAvailableReason && replicas < st.DesiredReplicas) {
 		return // keep the condition that stopped creation
 	}

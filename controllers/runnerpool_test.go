@@ -175,7 +175,7 @@ func TestClusterDeletionRemovesTheFleet(t *testing.T) {
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "HypervisorCluster released last")
 	}, 90*time.Second, 500*time.Millisecond).Should(Succeed())
 	g.Eventually(func(g Gomega) {
-		g.Expect(conditions.GetReason(get(g, pool), fleetv1.ReadyCondition)).To(Equal("ClusterNotFound"))
+		g.Expect(conditions.GetReason(get(g, pool), fleetv1.ReadyCondition)).To(Equal(fleetv1.ClusterNotFoundReason))
 	}, 10*time.Second, 200*time.Millisecond).Should(Succeed(), "the pool says why it has no runners")
 }
 

@@ -19,6 +19,17 @@ const (
 	// http:// (spec.platform.*.allowInsecureHTTP): credentials and tokens travel in clear text.
 	InsecureTransportCondition = "InsecureTransport"
 
+	// ClusterNotFoundReason (Ready False): spec.clusterName names no Cluster.
+	ClusterNotFoundReason = "ClusterNotFound"
+	// ClusterDeletingReason (Ready False): the Cluster is being deleted; every runner is removed.
+	ClusterDeletingReason = "ClusterDeleting"
+	// PoolDeletingReason (Ready False): the pool is being deleted, waiting for its Machines to go.
+	PoolDeletingReason = "Deleting"
+	// PoolTemplateNotFoundReason (Ready False): a template the pool names does not exist.
+	PoolTemplateNotFoundReason = "TemplateNotFound"
+	// PendingReason (Unknown): no reconcile has set the condition yet.
+	PendingReason = "Pending"
+
 	ScaledReason             = "Scaled"
 	ScalingUpReason          = "ScalingUp"
 	ScalingDownReason        = "ScalingDown"
