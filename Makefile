@@ -63,21 +63,11 @@ lint: vet ## Static checks: gofmt and go vet.
 .PHONY: test
 # The longest packages first: go test starts packages in the order it is given them (each once),
 # so the two lanes of a two-core machine finish together instead of one waiting on a long tail.
-TEST_LONGEST := ./controllers ./test/realguest ./test/packaging ./test/e2e ./test/console \
+TEST_LONGEST := ./controllers ./test/installed ./test/realguest ./test/packaging ./test/e2e ./test/console \
 	./hack/imagebuild ./test/scale ./test/e2e/mixedplatforms
 
-# test/installed runs from the start beside the other packages, in a go test of its own: it mostly
-# waits on a real node's pods. Its output follows theirs. internal/node shares that node's lock, so
-# the other go test runs it last, after test/installed has let the node go.
 test: tools verify-generated lint ## Everything CI runs: generated files, lint, unit, integration (envtest) and e2e tests.
-	@log=$$(mktemp); rc=0; irc=0; \
-	pkgs=$$(go list ./... | grep -v -e '/test/installed$$' -e '/internal/node$$'); \
-	echo "go test -count=1 -timeout 30m $(GO_TEST_FLAGS) ./test/installed (beside the rest; its output follows)"; \
-	go test -count=1 -timeout 30m $(GO_TEST_FLAGS) ./test/installed > "$$log" 2>&1 & installed=$$!; \
-	echo "go test -p $(TEST_PARALLEL) -count=1 -timeout 30m $(GO_TEST_FLAGS) $(TEST_LONGEST) <every other package> ./internal/node"; \
-	go test -p $(TEST_PARALLEL) -count=1 -timeout 30m $(GO_TEST_FLAGS) $(TEST_LONGEST) $$pkgs ./internal/node || rc=$$?; \
-	wait $$installed || irc=$$?; cat "$$log"; rm -f "$$log"; \
-	[ $$rc -eq 0 ] && [ $$irc -eq 0 ]
+	go test -p $(TEST_PARALLEL) -count=1 -timeout 30m $(GO_TEST_FLAGS) $(TEST_LONGEST) ./...
 
 .PHONY: test-unit
 test-unit: ## Tests that need no API server (packages whose tests all need one say "skipped in -short mode").
