@@ -132,41 +132,6 @@ func previousRelease(t *testing.T) aRelease {
 	}
 	last := git("log", "-1", "--format=%H", "--", "config/crd")
 	old := git("rev-parse", last+"^")
-	// The previous release's manifests and images depend only on its commit and on today's image
-	// builder (reproducible builds): kept under the toolchain cache's sibling releases/, they are
-	// built once per pair, not at every run.
-	cached := filepath.Join(filepath.Dir(toolsCache), "releases", old[:12]+"-"+git("rev-parse", "HEAD:hack/imagebuild")[:12])
-	rel := aRelease{commit: old, manifest: filepath.Join(cached, "release")}
-	images := filepath.Join(cached, "images")
-	if _, err := os.Stat(cached); err != nil {
-		buildPreviousRelease(t, old, git("log", "-1", "--format=%ct", old), cached)
-	} else {
-		t.Logf("the previous release's manifests and images reused from %s", cached)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	for _, name := range []string{"manager", "bootstrap-service"} {
-		if err := theNode.ImportImage(ctx, filepath.Join(images, fmt.Sprintf("%s-linux-%s.tar", name, goarch()))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return rel
-}
-
-// buildPreviousRelease renders the manifests of commit old (as v0.0.9) and builds its images with
-// today's hack/imagebuild, into dir/release and dir/images, made whole or not at all.
-func buildPreviousRelease(t *testing.T, old, epoch, dir string) {
-	t.Helper()
-	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".building-")
-	if err != nil {
-		if err = os.MkdirAll(filepath.Dir(dir), 0o755); err == nil {
-			tmp, err = os.MkdirTemp(filepath.Dir(dir), ".building-")
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	defer func() { _ = os.RemoveAll(tmp) }()
 	src := filepath.Join(t.TempDir(), "src")
 	if err := os.MkdirAll(src, 0o755); err != nil {
 		t.Fatal(err)
@@ -175,15 +140,18 @@ func buildPreviousRelease(t *testing.T, old, epoch, dir string) {
 	if out, err := archive.CombinedOutput(); err != nil {
 		t.Fatalf("extracting %s: %v: %s", old, err, out)
 	}
-	render := exec.Command("make", "-C", src, "release-manifests", "RELEASE_DIR="+filepath.Join(tmp, "release"), "RELEASE_TAG="+previousVersion)
+	rel := aRelease{commit: old, manifest: filepath.Join(t.TempDir(), "release")}
+	render := exec.Command("make", "-C", src, "release-manifests", "RELEASE_DIR="+rel.manifest, "RELEASE_TAG="+previousVersion)
 	render.Env = append(os.Environ(), "IMG=ghcr.io/hyperfleet-io/hyperfleet:"+previousVersion,
 		"BOOTSTRAP_IMG=ghcr.io/hyperfleet-io/hyperfleet-bootstrap-service:"+previousVersion)
 	if out, err := render.CombinedOutput(); err != nil {
 		t.Fatalf("the previous release's manifests: %v: %s", err, out)
 	}
+	out := filepath.Join(t.TempDir(), "images")
 	start := time.Now()
-	build := exec.Command("go", "run", "./hack/imagebuild", "-root", src, "-out", filepath.Join(tmp, "images"), "-platforms", "linux/"+goarch(),
-		"-images", "manager,bootstrap-service", "-version", previousVersion, "-revision", old, "-source-date-epoch", epoch)
+	build := exec.Command("go", "run", "./hack/imagebuild", "-root", src, "-out", out, "-platforms", "linux/"+goarch(),
+		"-images", "manager,bootstrap-service", "-version", previousVersion, "-revision", old,
+		"-source-date-epoch", git("log", "-1", "--format=%ct", old))
 	build.Dir = repoRoot
 	var stderr bytes.Buffer
 	build.Stderr = &stderr
@@ -191,9 +159,14 @@ func buildPreviousRelease(t *testing.T, old, epoch, dir string) {
 		t.Fatalf("the previous release's images: %v: %s", err, stderr.String())
 	}
 	t.Logf("the previous release's images built in %.1fs", time.Since(start).Seconds())
-	if err := os.Rename(tmp, dir); err != nil && !os.IsExist(err) {
-		t.Fatal(err)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for _, name := range []string{"manager", "bootstrap-service"} {
+		if err := theNode.ImportImage(ctx, filepath.Join(out, fmt.Sprintf("%s-linux-%s.tar", name, goarch()))); err != nil {
+			t.Fatal(err)
+		}
 	}
+	return rel
 }
 
 // addPreviousRelease puts rel into the local repository at repo as previousVersion, with a
