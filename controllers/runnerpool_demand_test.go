@@ -429,6 +429,9 @@ func TestRepairRunsWhenTheManagerStarts(t *testing.T) {
 
 	// While no manager runs, two jobs are queued and their deliveries are lost.
 	stop()
+	// status.lastRepairTime is written at a second's precision: start the next manager in a later
+	// second than the first repair, or its repair could not be told from the first.
+	time.Sleep(time.Until(first.Truncate(time.Second).Add(time.Second)))
 	for range 2 {
 		gh.CreateJob("restarts/app", []string{"self-hosted", "linux"}, fakegithub.WithoutQueuedWebhook())
 	}
