@@ -49,7 +49,7 @@ func (f *Fleet) startGitHub() error {
 	if err != nil {
 		return err
 	}
-	if f.GitHub, err = fakegithub.New(fakegithub.Options{Logger: log, TLS: true}); err != nil {
+	if f.GitHub, err = fakegithub.New(fakegithub.Options{Logger: log, TLS: true, RecordJITConfigs: true}); err != nil {
 		return err
 	}
 	if err := f.GitHub.Start(f.listenAddr()); err != nil {

@@ -32,6 +32,7 @@ const (
 	EndpointWorkflowRuns       = "GET /repos/{owner}/{repo}/actions/runs"
 	EndpointWorkflowRunJobs    = "GET /repos/{owner}/{repo}/actions/runs/{id}/jobs"
 	EndpointRateLimit          = "GET /rate_limit"
+	EndpointRunnerToken        = "POST " + runnerTokenPath + "{clientId}"
 	endpointFakeRunnerOnline   = "POST /_fake/runner/online"
 	endpointFakeRunnerAcquire  = "POST /_fake/runner/acquire"
 	endpointFakeRunnerComplete = "POST /_fake/runner/complete"
@@ -75,6 +76,7 @@ func (s *Server) routes() {
 	s.handle(EndpointWorkflowRuns, authInstallation, s.listWorkflowRuns)
 	s.handle(EndpointWorkflowRunJobs, authInstallation, s.listWorkflowRunJobs)
 
+	s.handle(EndpointRunnerToken, authNone, s.runnerAccessToken)
 	s.handle(endpointFakeRunnerOnline, authNone, s.fakeRunnerOnline)
 	s.handle(endpointFakeRunnerAcquire, authNone, s.fakeRunnerAcquire)
 	s.handle(endpointFakeRunnerComplete, authNone, s.fakeRunnerComplete)
@@ -82,6 +84,15 @@ func (s *Server) routes() {
 	s.handle(endpointFakeJobs, authNone, s.fakeListJobs)
 	s.handle(endpointFakeCreateJob, authNone, s.fakeCreateJob)
 	s.handle(endpointFakeRunners, authNone, s.fakeListRunners)
+
+	// Anything else, a path the fake does not serve or a method a served path does not take, is
+	// answered as GitHub answers it.
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		writeJSON(w, http.StatusNotFound, map[string]string{
+			"message": "Not Found", "documentation_url": "https://docs.github.com/rest", "status": "404",
+		})
+	})
 }
 
 // handle wraps an endpoint with what every GitHub response has: counting, injected faults,

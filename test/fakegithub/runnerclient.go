@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hyperfleet-io/hyperfleet/test/fakeserver"
@@ -17,12 +19,15 @@ import (
 // ErrNoJob is returned by RunnerClient.Acquire when no queued job matches the runner.
 var ErrNoJob = errors.New("no queued job matches the runner")
 
-// RunnerClient speaks the /_fake/ runner protocol with a JIT config issued by the fake: it is
-// what a fake runner binary (or HyperFleet's agent in fake mode) uses in place of run.sh.
+// RunnerClient speaks the runner protocol with a JIT config issued by the fake: it is what a fake
+// runner binary (or HyperFleet's agent in fake mode) uses in place of run.sh. It authenticates as
+// actions/runner does, with a client assertion signed by the config's key, on its first call.
 type RunnerClient struct {
 	Config     JITConfig
-	encoded    string
 	httpClient *http.Client
+
+	mu    sync.Mutex
+	token string
 }
 
 // NewRunnerClient decodes an encoded_jit_config; httpClient may be nil.
@@ -39,7 +44,43 @@ func NewRunnerClient(encodedJITConfig string, httpClient *http.Client) (*RunnerC
 			}
 		}
 	}
-	return &RunnerClient{Config: cfg, encoded: encodedJITConfig, httpClient: httpClient}, nil
+	return &RunnerClient{Config: cfg, httpClient: httpClient}, nil
+}
+
+// accessToken returns the runner's access token, exchanging a client assertion for one first.
+func (c *RunnerClient) accessToken(ctx context.Context) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.token != "" {
+		return c.token, nil
+	}
+	assertion, err := c.Config.ClientAssertion(time.Now())
+	if err != nil {
+		return "", err
+	}
+	form := url.Values{"grant_type": {"client_credentials"}, "client_assertion_type": {clientAssertionJWT}, "client_assertion": {assertion}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.Config.Credentials.Data["authorizationUrl"], strings.NewReader(form.Encode()))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := c.httpClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("runner %s: access token: %s: %s", c.Config.RunnerName(), resp.Status, bytes.TrimSpace(data))
+	}
+	var out struct {
+		AccessToken string `json:"access_token"`
+	}
+	if err := json.Unmarshal(data, &out); err != nil || out.AccessToken == "" {
+		return "", fmt.Errorf("runner %s: access token: no access_token in %q", c.Config.RunnerName(), data)
+	}
+	c.token = out.AccessToken
+	return c.token, nil
 }
 
 // Online marks the runner online.
@@ -111,14 +152,17 @@ func (c *RunnerClient) giveUp(ctx context.Context) error {
 }
 
 func (c *RunnerClient) call(ctx context.Context, verb string, req runnerRequest, out any) (int, error) {
-	req.JITConfig = c.encoded
+	token, err := c.accessToken(ctx)
+	if err != nil {
+		return 0, err
+	}
 	body, _ := json.Marshal(req)
-	url := strings.TrimRight(c.Config.URL, "/") + "/_fake/runner/" + verb
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.Config.BaseURL()+"/_fake/runner/"+verb, bytes.NewReader(body))
 	if err != nil {
 		return 0, err
 	}
 	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Authorization", "Bearer "+token)
 	resp, err := c.httpClient.Do(hreq)
 	if err != nil {
 		return 0, err
@@ -126,7 +170,7 @@ func (c *RunnerClient) call(ctx context.Context, verb string, req runnerRequest,
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode >= 300 {
-		return resp.StatusCode, fmt.Errorf("runner %s %s: %s: %s", c.Config.RunnerName, verb, resp.Status, bytes.TrimSpace(data))
+		return resp.StatusCode, fmt.Errorf("runner %s %s: %s: %s", c.Config.RunnerName(), verb, resp.Status, bytes.TrimSpace(data))
 	}
 	if out != nil && resp.StatusCode != http.StatusNoContent {
 		if err := json.Unmarshal(data, out); err != nil {

@@ -4,24 +4,41 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"time"
+
+	"github.com/golang-jwt/jwt/v4"
 )
 
 // The runner protocol lets a fake runner do with its JIT config what the real runner does with
-// GitHub's: come online, take one job, finish it, and disappear. Every request is a POST with a
-// JSON body carrying the encoded config:
+// GitHub's: authenticate with the key in its config, come online, take one job, finish it, and
+// disappear. The runner first exchanges a client assertion (a JWT signed with the key in its
+// .credentials_rsaparams) for an access token at the authorizationUrl of its .credentials, as
+// actions/runner does (OAuth 2.0 client credentials with a jwt-bearer assertion, RFC 7523):
 //
-//	POST /_fake/runner/online   {"jit_config": "..."}                 200 {"runner": {...}}
-//	POST /_fake/runner/acquire  {"jit_config": "..."}                 200 {"job": {...}} | 204 none queued
-//	POST /_fake/runner/complete {"jit_config": "...", "job_id": N,
-//	                             "conclusion": "success"}             200 {"job": {...}}
-//	POST /_fake/runner/offline  {"jit_config": "..."}                 204
+//	POST /_services/vstoken/_apis/oauth2/token/{clientId}
+//	     grant_type=client_credentials&client_assertion_type=urn:ietf:params:oauth:client-assertion-type:jwt-bearer
+//	     &client_assertion=<JWT>                                   200 {"access_token", "token_type", "expires_in"}
+//
+// A bad grant type or assertion type answers 400 {"error": "unsupported_grant_type" |
+// "invalid_request"}; an assertion that is not signed by the runner's key, names another client,
+// is for another audience or has expired answers 401 {"error": "invalid_client"}. A new token
+// replaces the runner's previous one.
+//
+// Then every call is a POST with "Authorization: Bearer <access token>" (the fake's stand-in for
+// the Actions broker and run service, which it does not implement):
+//
+//	POST /_fake/runner/online   {}                                  200 {"runner": {...}}
+//	POST /_fake/runner/acquire  {}                                  200 {"job": {...}} | 204 none queued
+//	POST /_fake/runner/complete {"job_id": N, "conclusion": "success"} 200 {"job": {...}}
+//	POST /_fake/runner/offline  {}                                  204
 //
 // acquire hands out the oldest queued job the runner may run (same repository, or any
 // repository of its organization) whose labels are all among the runner's labels, ignoring case;
 // the job turns in_progress and the runner busy. complete turns it completed and deletes the
 // runner, as GitHub deletes an ephemeral runner after its job. offline deletes an idle runner.
-// A runner acquires at most one job: a second acquire answers 409. A config whose runner was
-// deleted answers 404; a forged token 401. Each job transition sends its webhook when configured.
+// A runner acquires at most one job: a second acquire answers 409. A token that no registered
+// runner holds (never issued, replaced, or its runner deleted) answers 401. Each job transition
+// sends its webhook when configured.
 //
 // Helpers for tests and the binary, without authentication:
 //
@@ -29,29 +46,86 @@ import (
 //	POST /_fake/jobs     {"repository": "o/r", "labels": [...], "name": "build"}  201 job
 //	GET  /_fake/runners  200 [runner...] (with "scope")
 
+// runnerTokenPath is where runners exchange client assertions for access tokens; the client ID
+// follows it.
+const runnerTokenPath = "/_services/vstoken/_apis/oauth2/token/"
+
 type runnerRequest struct {
-	JITConfig  string `json:"jit_config"`
 	JobID      int64  `json:"job_id"`
 	Conclusion string `json:"conclusion"`
 }
 
+func writeOAuthError(w http.ResponseWriter, status int, code, description string) {
+	writeJSON(w, status, map[string]string{"error": code, "error_description": description})
+}
+
+// runnerAccessToken verifies a runner's client assertion and issues its access token.
+func (s *Server) runnerAccessToken(w http.ResponseWriter, r *http.Request, _ int64) {
+	if err := r.ParseForm(); err != nil {
+		writeOAuthError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		return
+	}
+	switch {
+	case r.PostForm.Get("grant_type") != "client_credentials":
+		writeOAuthError(w, http.StatusBadRequest, "unsupported_grant_type", "grant_type must be client_credentials")
+		return
+	case r.PostForm.Get("client_assertion_type") != clientAssertionJWT:
+		writeOAuthError(w, http.StatusBadRequest, "invalid_request", "client_assertion_type must be "+clientAssertionJWT)
+		return
+	}
+	clientID := r.PathValue("clientId")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var rn *Runner
+	for _, c := range s.runners {
+		if c.clientID == clientID {
+			rn = c
+			break
+		}
+	}
+	if rn == nil {
+		writeOAuthError(w, http.StatusUnauthorized, "invalid_client", "no runner is registered with this client ID")
+		return
+	}
+	claims := &jwt.RegisteredClaims{}
+	parser := jwt.Parser{ValidMethods: []string{"RS256"}, SkipClaimsValidation: true}
+	if _, err := parser.ParseWithClaims(r.PostForm.Get("client_assertion"), claims, func(*jwt.Token) (any, error) {
+		return rn.key, nil
+	}); err != nil {
+		writeOAuthError(w, http.StatusUnauthorized, "invalid_client", "client assertion: "+err.Error())
+		return
+	}
+	now := s.now()
+	switch {
+	case claims.Issuer != clientID || claims.Subject != clientID:
+		writeOAuthError(w, http.StatusUnauthorized, "invalid_client", "the assertion's iss and sub must be the client ID")
+		return
+	case !claims.VerifyAudience(s.URL()+runnerTokenPath+clientID, true):
+		writeOAuthError(w, http.StatusUnauthorized, "invalid_client", "the assertion's aud must be the token endpoint")
+		return
+	case claims.ExpiresAt == nil || !claims.ExpiresAt.After(now):
+		writeOAuthError(w, http.StatusUnauthorized, "invalid_client", "the assertion has expired")
+		return
+	case claims.NotBefore != nil && claims.NotBefore.After(now.Add(time.Minute)):
+		writeOAuthError(w, http.StatusUnauthorized, "invalid_client", "the assertion is not valid yet")
+		return
+	}
+	rn.accessToken = randomHex(20)
+	writeJSON(w, http.StatusOK, map[string]any{"access_token": rn.accessToken, "token_type": "bearer", "expires_in": 3600})
+}
+
 // runnerFromRequestLocked authenticates a runner-protocol call; the caller holds s.mu.
-func (s *Server) runnerFromRequestLocked(w http.ResponseWriter, req runnerRequest) (*Runner, bool) {
-	cfg, err := DecodeJITConfig(req.JITConfig)
-	if err != nil {
-		writeError(w, http.StatusUnauthorized, err.Error())
-		return nil, false
+func (s *Server) runnerFromRequestLocked(w http.ResponseWriter, r *http.Request) (*Runner, bool) {
+	token := bearer(r)
+	if token != "" {
+		for _, rn := range s.runners {
+			if rn.accessToken == token {
+				return rn, true
+			}
+		}
 	}
-	rn, ok := s.runners[cfg.RunnerID]
-	if !ok {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("runner %d is not registered", cfg.RunnerID))
-		return nil, false
-	}
-	if rn.token != cfg.Token {
-		writeError(w, http.StatusUnauthorized, "Bad credentials")
-		return nil, false
-	}
-	return rn, true
+	writeError(w, http.StatusUnauthorized, "Bad credentials")
+	return nil, false
 }
 
 func (s *Server) runnerCall(w http.ResponseWriter, r *http.Request, fn func(*Runner, runnerRequest)) {
@@ -61,7 +135,7 @@ func (s *Server) runnerCall(w http.ResponseWriter, r *http.Request, fn func(*Run
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if rn, ok := s.runnerFromRequestLocked(w, req); ok {
+	if rn, ok := s.runnerFromRequestLocked(w, r); ok {
 		fn(rn, req)
 	}
 }

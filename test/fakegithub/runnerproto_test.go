@@ -3,17 +3,21 @@ package fakegithub_test
 import (
 	"context"
 	"crypto/hmac"
+	"crypto/rand"
+	"crypto/rsa"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v4"
 	. "github.com/onsi/gomega"
 
 	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
@@ -81,14 +85,18 @@ func TestRunnerProtocolRules(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring("409")), "a JIT runner runs one job")
 	g.Expect(runner.Offline(ctx)).To(MatchError(ContainSubstring("409")), "busy runners cannot leave")
 
+	// A config whose key is not the one GitHub issued for the runner cannot get its token.
 	cfg, _ := fakegithub.DecodeJITConfig(encoded)
-	cfg.Token = "forged"
-	forged, _ := fakegithub.NewRunnerClient(fakegithub.EncodeJITConfig(cfg), nil)
-	g.Expect(forged.Online(ctx)).To(MatchError(ContainSubstring("401")))
+	cfg.Key, err = rsa.GenerateKey(rand.Reader, 2048)
+	g.Expect(err).NotTo(HaveOccurred())
+	forgedConfig, err := fakegithub.EncodeJITConfig(cfg)
+	g.Expect(err).NotTo(HaveOccurred())
+	forged, _ := fakegithub.NewRunnerClient(forgedConfig, nil)
+	g.Expect(forged.Online(ctx)).To(MatchError(And(ContainSubstring("401"), ContainSubstring("invalid_client"))))
 
 	g.Expect(runner.Complete(ctx, second.ID, "success")).To(MatchError(ContainSubstring("409")), "not its job")
 	g.Expect(runner.Complete(ctx, first.ID, "failure")).To(Succeed())
-	g.Expect(runner.Online(ctx)).To(MatchError(ContainSubstring("404")), "ephemeral runner deleted after its job")
+	g.Expect(runner.Online(ctx)).To(MatchError(ContainSubstring("401")), "ephemeral runner deleted after its job: its token is gone with it")
 
 	done, _ := fake.Job(first.ID)
 	g.Expect(done).To(And(HaveField("Status", fakegithub.JobCompleted), HaveField("Conclusion", "failure"), HaveField("Acquisitions", 1)))
@@ -96,6 +104,82 @@ func TestRunnerProtocolRules(t *testing.T) {
 	g.Expect(fake.VerifyEachJobRanOnce()).To(MatchError(ContainSubstring("acquired 0 times")), "the second job never ran")
 	g.Expect(fake.CancelJob(second.ID)).To(Succeed())
 	g.Expect(fake.VerifyEachJobRanOnce()).To(Succeed(), "cancelled jobs are exempt")
+}
+
+// TestRunnerTokenExchangeIsActionsRunners: a runner gets its access token as actions/runner does,
+// with a client assertion signed by the key of its own JIT config; each wrong form of the
+// exchange is refused with OAuth's error codes, and one runner's key cannot get another's token.
+func TestRunnerTokenExchangeIsActionsRunners(t *testing.T) {
+	fake := fakegithub.StartForTest(t, fakegithub.Options{})
+	token := installationToken(t, fake, "acme")
+	mine, err := fakegithub.DecodeJITConfig(registerRunner(t, fake, token, "acme/api", "mine", "linux"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := fakegithub.DecodeJITConfig(registerRunner(t, fake, token, "acme/api", "theirs", "linux"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	sign := func(cfg fakegithub.JITConfig, mutate func(*jwt.RegisteredClaims)) string {
+		id := cfg.Credentials.Data["clientId"]
+		c := jwt.RegisteredClaims{Issuer: id, Subject: id, Audience: jwt.ClaimStrings{cfg.Credentials.Data["authorizationUrl"]},
+			IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(5 * time.Minute))}
+		if mutate != nil {
+			mutate(&c)
+		}
+		s, err := jwt.NewWithClaims(jwt.SigningMethodRS256, c).SignedString(cfg.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	good, err := mine.ClientAssertion(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const jwtBearer = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+	tests := []struct {
+		name        string
+		url         string
+		grant, kind string
+		assertion   string
+		status      int
+		error       string
+	}{
+		{name: "the runner's own assertion", url: mine.Credentials.Data["authorizationUrl"], grant: "client_credentials", kind: jwtBearer, assertion: good, status: http.StatusOK},
+		{name: "another grant type", url: mine.Credentials.Data["authorizationUrl"], grant: "password", kind: jwtBearer, assertion: good, status: http.StatusBadRequest, error: "unsupported_grant_type"},
+		{name: "another assertion type", url: mine.Credentials.Data["authorizationUrl"], grant: "client_credentials", kind: "urn:x:saml", assertion: good, status: http.StatusBadRequest, error: "invalid_request"},
+		{name: "one runner's key for another's client ID", url: theirs.Credentials.Data["authorizationUrl"], grant: "client_credentials", kind: jwtBearer,
+			assertion: sign(mine, func(c *jwt.RegisteredClaims) {
+				id := theirs.Credentials.Data["clientId"]
+				c.Issuer, c.Subject, c.Audience = id, id, jwt.ClaimStrings{theirs.Credentials.Data["authorizationUrl"]}
+			}), status: http.StatusUnauthorized, error: "invalid_client"},
+		{name: "its own assertion at another runner's endpoint", url: theirs.Credentials.Data["authorizationUrl"], grant: "client_credentials", kind: jwtBearer, assertion: good, status: http.StatusUnauthorized, error: "invalid_client"},
+		{name: "another audience", url: mine.Credentials.Data["authorizationUrl"], grant: "client_credentials", kind: jwtBearer,
+			assertion: sign(mine, func(c *jwt.RegisteredClaims) { c.Audience = jwt.ClaimStrings{"https://elsewhere.example/token"} }), status: http.StatusUnauthorized, error: "invalid_client"},
+		{name: "expired", url: mine.Credentials.Data["authorizationUrl"], grant: "client_credentials", kind: jwtBearer,
+			assertion: sign(mine, func(c *jwt.RegisteredClaims) { c.ExpiresAt = jwt.NewNumericDate(now.Add(-time.Minute)) }), status: http.StatusUnauthorized, error: "invalid_client"},
+		{name: "unsigned", url: mine.Credentials.Data["authorizationUrl"], grant: "client_credentials", kind: jwtBearer,
+			assertion: strings.Join(strings.Split(good, ".")[:2], ".") + ".", status: http.StatusUnauthorized, error: "invalid_client"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			form := url.Values{"grant_type": {tt.grant}, "client_assertion_type": {tt.kind}, "client_assertion": {tt.assertion}}
+			resp, err := http.PostForm(tt.url, form)
+			g.Expect(err).NotTo(HaveOccurred())
+			defer resp.Body.Close()
+			var body map[string]any
+			g.Expect(json.NewDecoder(resp.Body).Decode(&body)).To(Succeed())
+			g.Expect(resp.StatusCode).To(Equal(tt.status), "%v", body)
+			if tt.error != "" {
+				g.Expect(body).To(HaveKeyWithValue("error", tt.error))
+				return
+			}
+			g.Expect(body).To(And(HaveKeyWithValue("access_token", Not(BeEmpty())), HaveKeyWithValue("expires_in", BeNumerically(">", 0))))
+		})
+	}
 }
 
 func TestManyRunnersRaceForJobsEachRunsOnce(t *testing.T) {

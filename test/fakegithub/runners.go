@@ -1,6 +1,7 @@
 package fakegithub
 
 import (
+	"crypto/rsa"
 	"fmt"
 	"net/http"
 	"sort"
@@ -76,6 +77,11 @@ func (s *Server) generateJITConfig(w http.ResponseWriter, r *http.Request, insta
 		writeValidation(w, "runner_group_id", "invalid")
 		return
 	}
+	key, err := s.runnerKey()
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
 	s.mu.Lock()
 	if wait := s.jitThrottleLocked(installationID); wait > 0 {
 		s.mu.Unlock()
@@ -93,16 +99,55 @@ func (s *Server) generateJITConfig(w http.ResponseWriter, r *http.Request, insta
 	rn := &Runner{
 		ID: s.newID("runner"), Name: req.Name, Scope: scope, Labels: dedupeFold(req.Labels),
 		RunnerGroupID: req.RunnerGroupID, WorkFolder: req.WorkFolder, Status: RunnerOffline,
-		CreatedAt: s.now(), token: randomHex(20),
+		CreatedAt: s.now(), clientID: randomHex(16), key: &key.PublicKey,
+	}
+	workFolder := rn.WorkFolder
+	if workFolder == "" {
+		workFolder = "_work"
+	}
+	encoded, err := EncodeJITConfig(JITConfig{
+		Settings: RunnerSettings{
+			AgentID: rn.ID, AgentName: rn.Name, PoolID: rn.RunnerGroupID, PoolName: runnerGroupName(rn.RunnerGroupID),
+			ServerURL: s.URL() + pipelinesPath, GitHubURL: s.URL() + "/" + scope, WorkFolder: workFolder, Ephemeral: true,
+		},
+		Credentials: CredentialData{Scheme: "OAuth", Data: map[string]string{
+			"clientId": rn.clientID, "authorizationUrl": s.URL() + runnerTokenPath + rn.clientID, "requireFipsCryptography": "True",
+		}},
+		Key: key, CA: string(s.CACertPEM()),
+	})
+	if err != nil {
+		s.mu.Unlock()
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
 	}
 	s.runners[rn.ID] = rn
-	body := map[string]any{"runner": s.runnerJSONLocked(rn)}
-	body["encoded_jit_config"] = EncodeJITConfig(JITConfig{
-		RunnerID: rn.ID, RunnerName: rn.Name, Scope: scope, URL: s.URL(), Token: rn.token, Labels: rn.Labels,
-		CA: string(s.CACertPEM()),
-	})
+	if s.opts.RecordJITConfigs {
+		if s.issued == nil {
+			s.issued = map[int64]string{}
+		}
+		s.issued[rn.ID] = encoded
+	}
+	body := map[string]any{"runner": s.runnerJSONLocked(rn), "encoded_jit_config": encoded}
 	s.mu.Unlock()
 	writeJSON(w, http.StatusCreated, body)
+}
+
+// runnerGroupName names a runner group as GitHub names the one every account has.
+func runnerGroupName(id int64) string {
+	if id == 1 {
+		return "Default"
+	}
+	return fmt.Sprintf("group-%d", id)
+}
+
+// runnerKey is a new runner's RSA key: its own, or the one every runner shares when
+// Options.SharedRunnerKey is set.
+func (s *Server) runnerKey() (*rsa.PrivateKey, error) {
+	if !s.opts.SharedRunnerKey {
+		return newRunnerKey()
+	}
+	s.sharedKeyOnce.Do(func() { s.sharedKey, s.sharedKeyErr = newRunnerKey() })
+	return s.sharedKey, s.sharedKeyErr
 }
 
 func writeValidation(w http.ResponseWriter, field, code string) {
@@ -233,4 +278,13 @@ func (s *Server) JITRefusals() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.jitRefused
+}
+
+// IssuedJITConfig is the encoded_jit_config issued for a runner, kept after the runner is gone
+// when Options.RecordJITConfigs is set.
+func (s *Server) IssuedJITConfig(runnerID int64) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.issued[runnerID]
+	return c, ok
 }

@@ -3,6 +3,7 @@ package fakegithub_test
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -52,8 +53,11 @@ func TestGenerateJITConfig(t *testing.T) {
 				HaveKeyWithValue("busy", false), HaveKeyWithValue("labels", HaveEach(HaveKeyWithValue("type", "custom"))))))
 			cfg, err := fakegithub.DecodeJITConfig(body["encoded_jit_config"].(string))
 			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(cfg.RunnerName).To(Equal(tt.body["name"]))
-			g.Expect(cfg.URL).To(Equal(fake.URL()))
+			g.Expect(cfg.RunnerName()).To(Equal(tt.body["name"]))
+			g.Expect(cfg.BaseURL()).To(Equal(fake.URL()))
+			g.Expect(cfg.Settings).To(And(HaveField("Ephemeral", true), HaveField("PoolName", "Default"), HaveField("WorkFolder", "_work")))
+			g.Expect(cfg.Scope()).To(Equal(strings.TrimPrefix(strings.TrimPrefix(tt.path, "/repos/"), "/orgs/")))
+			g.Expect(cfg.Key.N.BitLen()).To(Equal(2048), "a runner's own 2048-bit RSA key, as actions/runner makes")
 		})
 	}
 	g := NewWithT(t)
@@ -93,12 +97,12 @@ func TestRemoveRunner(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	url := func(id int64) string { return fmt.Sprintf("%s/repos/acme/api/actions/runners/%d", fake.URL(), id) }
 
-	g.Expect(call(t, http.MethodGet, url(busy.RunnerID), "token "+token, nil).json(t)).To(And(
+	g.Expect(call(t, http.MethodGet, url(busy.RunnerID()), "token "+token, nil).json(t)).To(And(
 		HaveKeyWithValue("busy", true), HaveKeyWithValue("status", "online")))
-	g.Expect(call(t, http.MethodDelete, url(busy.RunnerID), "token "+token, nil).status).To(Equal(http.StatusUnprocessableEntity))
-	g.Expect(call(t, http.MethodDelete, url(idle.RunnerID), "token "+token, nil).status).To(Equal(http.StatusNoContent))
-	g.Expect(call(t, http.MethodDelete, url(idle.RunnerID), "token "+token, nil).status).To(Equal(http.StatusNotFound))
-	g.Expect(call(t, http.MethodGet, fmt.Sprintf("%s/orgs/acme/actions/runners/%d", fake.URL(), busy.RunnerID), "token "+token, nil).status).
+	g.Expect(call(t, http.MethodDelete, url(busy.RunnerID()), "token "+token, nil).status).To(Equal(http.StatusUnprocessableEntity))
+	g.Expect(call(t, http.MethodDelete, url(idle.RunnerID()), "token "+token, nil).status).To(Equal(http.StatusNoContent))
+	g.Expect(call(t, http.MethodDelete, url(idle.RunnerID()), "token "+token, nil).status).To(Equal(http.StatusNotFound))
+	g.Expect(call(t, http.MethodGet, fmt.Sprintf("%s/orgs/acme/actions/runners/%d", fake.URL(), busy.RunnerID()), "token "+token, nil).status).
 		To(Equal(http.StatusNotFound), "a repository runner is not in the organization scope")
 	g.Expect(fake.Runners()).To(ConsistOf(HaveField("Name", "busy")))
 }

@@ -46,6 +46,13 @@ type Options struct {
 	Clock func() time.Time
 	// Logger receives one line per request at debug level; default discards.
 	Logger *slog.Logger
+	// SharedRunnerKey gives every runner's JIT config the same RSA key instead of a new 2048-bit
+	// key each (about 80 ms of CPU per runner): for load runs that register thousands of runners.
+	// Each client assertion is still verified, and names its runner by its own client ID.
+	SharedRunnerKey bool
+	// RecordJITConfigs keeps every encoded_jit_config the fake issued, after its runner is gone
+	// too (IssuedJITConfig), for tests that look for it where it should not be.
+	RecordJITConfigs bool
 }
 
 // Server is a running (or ready to run) fake GitHub API.
@@ -78,6 +85,11 @@ type Server struct {
 	// jitTimes are the recent JIT config creations per installation; jitRefused counts refusals.
 	jitTimes   map[int64][]time.Time
 	jitRefused int
+
+	issued        map[int64]string // encoded JIT configs by runner ID, with RecordJITConfigs
+	sharedKeyOnce sync.Once
+	sharedKey     *rsa.PrivateKey
+	sharedKeyErr  error
 }
 
 // New creates a fake GitHub without listening yet.

@@ -1,6 +1,7 @@
 package fakegithub
 
 import (
+	"crypto/rsa"
 	"fmt"
 	"sort"
 	"strings"
@@ -49,7 +50,9 @@ type Runner struct {
 	Busy          bool
 	JobID         int64 // the job this runner acquired, 0 if none
 	CreatedAt     time.Time
-	token         string // authenticates the runner protocol; carried in the JIT config
+	clientID      string         // the OAuth client ID in the runner's .credentials
+	key           *rsa.PublicKey // verifies the runner's client assertions
+	accessToken   string         // authenticates the runner protocol; issued for a client assertion
 }
 
 // Installation is one installation of the fake App on an account (organization).
@@ -94,7 +97,7 @@ func cloneJob(j *Job) Job {
 func cloneRunner(r *Runner) Runner {
 	c := *r
 	c.Labels = append([]string(nil), r.Labels...)
-	c.token = ""
+	c.accessToken, c.key = "", nil
 	return c
 }
 

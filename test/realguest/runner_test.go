@@ -9,7 +9,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -188,26 +187,31 @@ func caCertificate(g *WithT) []byte { return caSecret(g).Data["tls.crt"] }
 
 // scanDisk reads the guest's disk and fails on any secret of the loop found on it. The join token
 // may remain (cloud-init keeps its own copies of the user-data, and freed blocks keep what the
-// agent scrubbed), because it was redeemed; it is reported.
+// agent scrubbed), because it was redeemed; it is reported. So may the runner's own credentials,
+// which actions/runner writes into its directory (.credentials_rsaparams holds its private key),
+// because GitHub deleted the ephemeral runner with its job: they are reported, and shown to get
+// no token.
 func scanDisk(t *testing.T, g *WithT, overlay, joinToken string, job fakegithub.Job) {
 	t.Helper()
 	raw := rawDisk(t, overlay, t.TempDir())
+	encoded, ok := fleet.GitHub.IssuedJITConfig(job.RunnerID)
+	g.Expect(ok).To(BeTrue(), "the fake GitHub kept the JIT config it issued for runner %d", job.RunnerID)
+	runnerConfig := jitConfigForms(g, encoded)
 	forbidden := []secret{
-		jitConfigForms(job),
 		pemAndDER("the bootstrap CA's private key", caSecret(g).Data["tls.key"]),
 		pemAndDER("the GitHub App's private key", fleet.GitHub.AppKeyPEM()),
 	}
 	// The bootstrap data carries the agent's configuration base64-encoded: so do cloud-init's
 	// copies of it.
 	tokenSecret := secret{name: "the join token", forms: append([][]byte{[]byte(joinToken)}, base64Forms([]byte(joinToken))...)}
-	hits := scanRanges(t, raw, nil, append([]secret{tokenSecret}, forbidden...))
+	hits := scanRanges(t, raw, nil, append([]secret{tokenSecret, runnerConfig}, forbidden...))
 	// Keys the agent generated never leave its memory: no private key of any kind is in what the
 	// guest wrote (the template's own files are not the guest's doing).
 	written := guestWritten(t, overlay)
 	for name, h := range scanRanges(t, raw, written, []secret{privateKeyMarkers}) {
 		hits[name] = h
 	}
-	attributeFiles(t, raw, append([]secret{tokenSecret, privateKeyMarkers}, forbidden...), hits)
+	attributeFiles(t, raw, append([]secret{tokenSecret, runnerConfig, privateKeyMarkers}, forbidden...), hits)
 	var written64 int64
 	for _, r := range written {
 		written64 += r[1] - r[0]
@@ -216,6 +220,10 @@ func scanDisk(t *testing.T, g *WithT, overlay, joinToken string, job fakegithub.
 	if h := hits[tokenSecret.name]; h != nil {
 		t.Logf("the redeemed join token is on the disk %s", h)
 	}
+	if h := hits[runnerConfig.name]; h != nil {
+		t.Logf("the deleted runner's credentials are on the disk %s", h)
+	}
+	expectRunnerCredentialsWorthless(g, encoded)
 	for _, s := range append(forbidden, privateKeyMarkers) {
 		if h := hits[s.name]; h != nil {
 			t.Errorf("%s is on the guest's disk: %s", s.name, h)
@@ -223,17 +231,28 @@ func scanDisk(t *testing.T, g *WithT, overlay, joinToken string, job fakegithub.
 	}
 }
 
-// jitConfigForms are the forms the runner's JIT config (its registration with the CI platform)
-// takes: the fake GitHub's JSON, whose runner token only the runner knows, starts with fields the
-// test knows, and that start is stable in base64 too.
-func jitConfigForms(job fakegithub.Job) secret {
-	prefix := fmt.Sprintf(`{"runner_id":%d,"runner_name":%q,"scope":%q,"url":%q,"token":"`,
-		job.RunnerID, job.RunnerName, devfleet.DefaultOrganization, fleet.GitHub.URL())
-	whole := len(prefix) / 3 * 3
-	return secret{name: "the runner's JIT config", forms: [][]byte{
-		[]byte(prefix),
-		[]byte(base64.StdEncoding.EncodeToString([]byte(prefix[:whole]))),
+// jitConfigForms are the forms the runner's JIT config takes on a disk: the encoded config itself
+// (a stretch of its middle, unique to it), and the runner's RSA private exponent as the runner's
+// .credentials_rsaparams file holds it (base64) and as raw bytes.
+func jitConfigForms(g *WithT, encoded string) secret {
+	cfg, err := fakegithub.DecodeJITConfig(encoded)
+	g.Expect(err).NotTo(HaveOccurred())
+	d := cfg.Key.D.Bytes()
+	mid := len(encoded) / 2
+	return secret{name: "the runner's JIT config and key", forms: [][]byte{
+		[]byte(encoded[mid : mid+64]),
+		[]byte(base64.StdEncoding.EncodeToString(d)[:64]),
+		d,
 	}}
+}
+
+// expectRunnerCredentialsWorthless plays whoever found the runner's credentials on the disk:
+// the ephemeral runner was deleted with its job, so its key gets no token.
+func expectRunnerCredentialsWorthless(g *WithT, encoded string) {
+	c, err := fakegithub.NewRunnerClient(encoded, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c.Online(context.Background())).To(MatchError(And(ContainSubstring("401"), ContainSubstring("invalid_client"))),
+		"a deleted runner's key gets no access token")
 }
 
 // pemAndDER are a PEM private key's forms: its PEM body lines, its DER and, for an EC key, the

@@ -200,7 +200,7 @@ func (h *harness) startGitHub() error {
 		return err
 	}
 	window := time.Duration(float64(time.Minute) / h.opts.model.ScaleFactor())
-	if h.github, err = fakegithub.New(fakegithub.Options{Logger: log, TLS: true,
+	if h.github, err = fakegithub.New(fakegithub.Options{Logger: log, TLS: true, SharedRunnerKey: true,
 		JITPerWindow: h.opts.jitPerWindow, JITWindow: window, RateLimit: h.opts.githubHourlyBudget}); err != nil {
 		return err
 	}

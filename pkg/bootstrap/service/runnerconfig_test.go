@@ -36,10 +36,16 @@ func TestRunnerConfigIsIssuedOnceToItsOwnMachine(t *testing.T) {
 	g.Expect(rcA.RunnerName).To(Equal("vm-a"))
 	jit, err := fakegithub.DecodeJITConfig(rcA.JITConfig)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(jit.RunnerName).To(Equal("vm-a"), "VM A's config registers VM A's runner, never B's")
-	g.Expect(jit.Scope).To(Equal(h.fleet.Repo))
-	g.Expect(jit.Labels).To(ContainElements("linux", "hyperfleet", "self-hosted"))
-	g.Expect(jit.Labels).To(ContainElement(HavePrefix("hyperfleet-pool-")), "the runner carries its pool's mark")
+	g.Expect(jit.RunnerName()).To(Equal("vm-a"), "VM A's config registers VM A's runner, never B's")
+	g.Expect(jit.Scope()).To(Equal(h.fleet.Repo))
+	var labels []string
+	for _, r := range h.gh.Runners() {
+		if r.ID == jit.RunnerID() {
+			labels = r.Labels
+		}
+	}
+	g.Expect(labels).To(ContainElements("linux", "hyperfleet", "self-hosted"))
+	g.Expect(labels).To(ContainElement(HavePrefix("hyperfleet-pool-")), "the runner carries its pool's mark")
 
 	cfgA := bootstraptest.Get(t, env.Client, a.Config)
 	g.Expect(cfgA.Status.AttestedTime).NotTo(BeNil())

@@ -48,8 +48,8 @@ func TestJITConfigRegistersRunnerInScope(t *testing.T) {
 			g.Expect(runners[0].RunnerGroupID).To(Equal(int64(1)))
 			jit, err := fakegithub.DecodeJITConfig(encoded)
 			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(jit.RunnerID).To(Equal(id))
-			g.Expect(jit.RunnerName).To(Equal("hf-pool-a-1"))
+			g.Expect(jit.RunnerID()).To(Equal(id))
+			g.Expect(jit.RunnerName()).To(Equal("hf-pool-a-1"))
 		})
 	}
 }

@@ -1,7 +1,8 @@
 // Command guestrunner stands in for the GitHub Actions runner's run.sh inside a real guest, as
 // test/fakerunner does for the process "guests": started with --jitconfig from the fake GitHub
 // API, it comes online, takes one job, writes the worker log the real runner writes (the agent's
-// "job started" signal), completes the job and exits; on SIGTERM it goes offline and exits. The
+// "job started" signal), completes the job and exits, leaving the config's files in its
+// directory as the real runner does; on SIGTERM it goes offline and exits. The
 // fake GitHub listens on the host's loopback, which a guest reaches only at the address the
 // Proxmox simulator forwards to it: connections to 127.0.0.1 go there instead, still verified
 // against the fake's certificate for 127.0.0.1.
@@ -45,6 +46,18 @@ func run(ctx context.Context, jit string) error {
 	cfg, err := fakegithub.DecodeJITConfig(jit)
 	if err != nil {
 		return err
+	}
+	// actions/runner writes the config's files (.runner, .credentials, .credentials_rsaparams)
+	// into its directory and reads them from there: so does this stand-in, so that what a real
+	// runner leaves on the guest's disk is there for the test to find.
+	files, err := fakegithub.JITConfigFiles(jit)
+	if err != nil {
+		return err
+	}
+	for name, b := range files {
+		if err := os.WriteFile(name, b, 0o600); err != nil {
+			return err
+		}
 	}
 	roots := x509.NewCertPool()
 	if !roots.AppendCertsFromPEM([]byte(cfg.CA)) {
