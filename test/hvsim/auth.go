@@ -16,6 +16,7 @@ type connState struct {
 	mu        sync.Mutex
 	challenge []byte       // the NTLM server challenge awaiting an AUTHENTICATE message
 	offered   uint32       // the flags the challenge offered
+	messages  []byte       // the NEGOTIATE and CHALLENGE messages, which an AUTHENTICATE's MIC covers
 	user      string       // the user NTLM authenticated on this connection
 	session   *ntlmSession // its sealing state, when SEAL was negotiated
 }

@@ -103,6 +103,7 @@ func (s *Server) ntlmChallenge(cs *connState, negotiate []byte) ([]byte, error) 
 
 	cs.mu.Lock()
 	cs.challenge, cs.offered = challenge, offered
+	cs.messages = append(bytes.Clone(negotiate), m.Bytes()...)
 	cs.user, cs.session = "", nil
 	cs.mu.Unlock()
 	return m.Bytes(), nil
@@ -131,8 +132,8 @@ func readVarField(msg []byte, at int) ([]byte, bool) {
 // which it consumes whatever the outcome.
 func (s *Server) ntlmAuthenticate(cs *connState, msg []byte) (string, bool) {
 	cs.mu.Lock()
-	challenge, offered := cs.challenge, cs.offered
-	cs.challenge = nil
+	challenge, offered, messages := cs.challenge, cs.offered, cs.messages
+	cs.challenge, cs.messages = nil, nil
 	cs.mu.Unlock()
 	if challenge == nil || len(msg) < 64 {
 		return "", false
@@ -162,25 +163,62 @@ func (s *Server) ntlmAuthenticate(cs *connState, msg []byte) (string, bool) {
 	}
 	// The session keys (MS-NLMP 3.3.2, 3.4.5): NTLMv2's session base key is the key exchange key;
 	// with KEY_EXCH the client chose the exported session key and sent it sealed with that key.
-	var session *ntlmSession
 	negotiated := flags & offered
-	if negotiated&flagSeal != 0 {
-		exported := hmacMD5(v2Hash, proof)
-		if negotiated&flagKeyExch != 0 {
-			encrypted, ok := readVarField(msg, 52)
-			if !ok || len(encrypted) != 16 {
-				return "", false
-			}
-			c, _ := rc4.NewCipher(exported)
-			exported = make([]byte, 16)
-			c.XORKeyStream(exported, encrypted)
+	exported := hmacMD5(v2Hash, proof)
+	if negotiated&flagKeyExch != 0 {
+		encrypted, ok := readVarField(msg, 52)
+		if !ok || len(encrypted) != 16 {
+			return "", false
 		}
+		c, _ := rc4.NewCipher(exported)
+		exported = make([]byte, 16)
+		c.XORKeyStream(exported, encrypted)
+	}
+	// A client that says so in its response's MsvAvFlags (MS-NLMP 2.2.2.1) put a MIC in the
+	// AUTHENTICATE: the HMAC-MD5 under the exported session key of all three messages, the MIC
+	// field zeroed (3.1.5.1.2). It binds the flags the client asked for to the authentication, so a
+	// man in the middle who stripped SEAL from the NEGOTIATE is caught; a wrong MIC is refused.
+	if avFlags(ntResp[16+28:])&avFlagMIC != 0 {
+		if len(msg) < micOffset+16 {
+			return "", false
+		}
+		zeroed := bytes.Clone(msg)
+		clear(zeroed[micOffset : micOffset+16])
+		if !hmac.Equal(hmacMD5(exported, messages, zeroed), msg[micOffset:micOffset+16]) {
+			return "", false
+		}
+	}
+	var session *ntlmSession
+	if negotiated&flagSeal != 0 {
 		session = newNTLMSession(exported, negotiated&flagKeyExch != 0)
 	}
 	cs.mu.Lock()
 	cs.user, cs.session = user, session
 	cs.mu.Unlock()
 	return user, true
+}
+
+// micOffset is where an AUTHENTICATE message carries its MIC: after the fixed fields and the
+// 8-byte Version (MS-NLMP 2.2.1.3).
+const micOffset = 72
+
+// avFlagMIC is MsvAvFlags' bit saying the AUTHENTICATE carries a MIC.
+const avFlagMIC = 0x2
+
+// avFlags returns the MsvAvFlags value in an NTLMv2 response's AV_PAIR list, 0 when absent or
+// malformed.
+func avFlags(pairs []byte) uint32 {
+	for len(pairs) >= 4 {
+		id, n := binary.LittleEndian.Uint16(pairs), int(binary.LittleEndian.Uint16(pairs[2:]))
+		if id == 0 || len(pairs) < 4+n {
+			return 0
+		}
+		if id == 6 && n == 4 {
+			return binary.LittleEndian.Uint32(pairs[4:])
+		}
+		pairs = pairs[4+n:]
+	}
+	return 0
 }
 
 func hmacMD5(key []byte, data ...[]byte) []byte {

@@ -22,8 +22,9 @@
 //
 // What the simulator deliberately does not implement, and how it refuses it:
 //   - Kerberos, CredSSP and certificate authentication: HTTP 401 offering only Negotiate (NTLM)
-//     and Basic. NTLMv1, NTLM channel binding and the AUTHENTICATE message's MIC are not checked
-//     (v1 is refused; the binding and the MIC are ignored). Kerberos and CredSSP message
+//     and Basic. NTLMv1 is refused and NTLM channel binding is ignored. (The AUTHENTICATE
+//     message's MIC is checked when the client says it sent one, as pywinrm's NTLM does;
+//     go-ntlmssp sends none.) Kerberos and CredSSP message
 //     encryption are therefore not served either. Windows' refusal of unencrypted messages over
 //     HTTP (AllowUnencrypted=false) is not simulated: plain SOAP over HTTP is served.
 //   - Resources other than the cmd shell (WMI/CIM, PowerShell remoting's PSRP shells, the config
