@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -71,6 +72,11 @@ type Authenticator struct {
 func NewAuthenticator(ctx context.Context, s Settings, httpClient *http.Client) (*Authenticator, error) {
 	if httpClient == nil {
 		httpClient = &http.Client{Timeout: 15 * time.Second}
+		if s.IssuerRoots != nil {
+			tr := http.DefaultTransport.(*http.Transport).Clone()
+			tr.TLSClientConfig = &tls.Config{RootCAs: s.IssuerRoots, MinVersion: tls.VersionTLS12}
+			httpClient.Transport = tr
+		}
 	}
 	ctx = oidc.ClientContext(ctx, httpClient)
 	provider, err := oidc.NewProvider(ctx, s.IssuerURL)

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/url"
@@ -62,6 +63,11 @@ type Settings struct {
 	InventoryRefreshInterval time.Duration
 	// LogLevel (LOG_LEVEL) is DEBUG, INFO, WARN or ERROR.
 	LogLevel string
+	// IssuerCAFile (OIDC_ISSUER_CA_FILE) is a PEM bundle of CA certificates trusted, beside the
+	// system's, for the identity provider's TLS: an IdP on a private CA (Keycloak, ADFS, Dex
+	// inside the company). IssuerRoots is the system pool plus that bundle; nil when unset.
+	IssuerCAFile string
+	IssuerRoots  *x509.CertPool
 }
 
 // LoadSettings reads Settings from getenv and the secret files it names.
@@ -109,6 +115,13 @@ func LoadSettings(getenv func(string) string) (Settings, error) {
 	case "false":
 	default:
 		errs = append(errs, fmt.Errorf("CONSOLE_INSECURE_COOKIES %q: want true or false", v))
+	}
+	if s.IssuerCAFile = get("OIDC_ISSUER_CA_FILE", ""); s.IssuerCAFile != "" {
+		if roots, err := issuerRoots(s.IssuerCAFile); err != nil {
+			errs = append(errs, err)
+		} else {
+			s.IssuerRoots = roots
+		}
 	}
 	secret, err := os.ReadFile(s.ClientSecretFile)
 	if err != nil {
@@ -177,3 +190,19 @@ func (s Settings) sessionRevocationsKey() (client.ObjectKey, bool) {
 
 // RedirectURL is where the identity provider sends a browser back to.
 func (s Settings) RedirectURL() string { return s.PublicURL + "/oidc/callback" }
+
+// issuerRoots is the system's CA pool plus the PEM certificates in file.
+func issuerRoots(file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("OIDC_ISSUER_CA_FILE: %w", err)
+	}
+	roots, err := x509.SystemCertPool()
+	if err != nil || roots == nil {
+		roots = x509.NewCertPool()
+	}
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("OIDC_ISSUER_CA_FILE %s: no PEM certificate in it", file)
+	}
+	return roots, nil
+}

@@ -1,6 +1,13 @@
 package console
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,7 +25,9 @@ func TestLoadSettings(t *testing.T) {
 	secret := filepath.Join(dir, "client-secret")
 	key := filepath.Join(dir, "session-key")
 	short := filepath.Join(dir, "short-key")
-	for path, data := range map[string]string{secret: "s3cret\n", key: strings.Repeat("k", 32), short: "tooshort"} {
+	ca := filepath.Join(dir, "issuer-ca.pem")
+	notPEM := filepath.Join(dir, "not-a-ca.pem")
+	for path, data := range map[string]string{secret: "s3cret\n", key: strings.Repeat("k", 32), short: "tooshort", ca: string(testCAPEM(t)), notPEM: "hello"} {
 		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -45,6 +54,9 @@ func TestLoadSettings(t *testing.T) {
 		{name: "read-only role equal to the role", change: map[string]string{"OIDC_READ_ONLY_ROLE_NAME": "HyperFleet.Operator"}, wantErr: "must differ"},
 		{name: "list of signed-out sessions", change: map[string]string{"SESSION_REVOCATIONS": "hyperfleet-system/hyperfleet-console-sessions"}},
 		{name: "list of signed-out sessions without a namespace", change: map[string]string{"SESSION_REVOCATIONS": "hyperfleet-console-sessions"}, wantErr: "namespace/name"},
+		{name: "an issuer on a private CA", change: map[string]string{"OIDC_ISSUER_CA_FILE": ca}},
+		{name: "an issuer CA file without a certificate", change: map[string]string{"OIDC_ISSUER_CA_FILE": notPEM}, wantErr: "no PEM certificate"},
+		{name: "an issuer CA file that is not there", change: map[string]string{"OIDC_ISSUER_CA_FILE": filepath.Join(dir, "nope.pem")}, wantErr: "OIDC_ISSUER_CA_FILE"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -66,6 +78,7 @@ func TestLoadSettings(t *testing.T) {
 			g.Expect(s.InventoryRefreshInterval).To(Equal(15 * time.Second))
 			g.Expect(s.RedirectURL()).To(HaveSuffix("/oidc/callback"))
 			g.Expect(s.RedirectURL()).NotTo(ContainSubstring("//oidc"))
+			g.Expect(s.IssuerRoots != nil).To(Equal(s.IssuerCAFile != ""), "a CA file gives the OIDC client its roots")
 		})
 	}
 	t.Run("claims and prefixes", func(t *testing.T) {
@@ -187,4 +200,21 @@ func TestLatencyOf(t *testing.T) {
 	}
 	g.Expect(latencyOf(jobs, now)).To(Equal(PoolLatency{OldestQueued: 90 * time.Second, PickupMedian: 10 * time.Second, Running: 3}))
 	g.Expect(latencyOf(map[int64]demand.Record{}, now)).To(Equal(PoolLatency{}))
+}
+
+// testCAPEM is a self-signed CA certificate in PEM.
+func testCAPEM(t *testing.T) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "issuer CA"},
+		NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }

@@ -3,7 +3,6 @@ package console
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,52 +15,14 @@ import (
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/console"
+	headless "github.com/hyperfleet-io/hyperfleet/test/browser"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
 	"github.com/hyperfleet-io/hyperfleet/test/fakeoidc"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 )
 
-// chromium finds Debian's Chromium (CHROMIUM overrides the path). Without it the browser test is
-// skipped on a workstation and fails in CI, which installs it (hack/prereqs.sh).
-func chromium(t *testing.T) string {
-	t.Helper()
-	path := os.Getenv("CHROMIUM")
-	if path == "" {
-		path = "/usr/bin/chromium"
-	}
-	if _, err := exec.LookPath(path); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("Chromium not found at %s: hack/prereqs.sh installs it", path)
-		}
-		t.Skipf("Chromium not found at %s (apt-get install chromium)", path)
-	}
-	return path
-}
-
 // newBrowserContext starts headless Chromium with a fresh profile, until the test ends.
-func newBrowserContext(t *testing.T) context.Context {
-	t.Helper()
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromium(t)),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("hide-scrollbars", true),
-		chromedp.Flag("force-color-profile", "srgb"),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1440, 900),
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancel(); cancelAlloc() })
-	return ctx
-}
+func newBrowserContext(t *testing.T) context.Context { return headless.NewContext(t) }
 
 // screenshots keeps the browser's screenshots: in CONSOLE_ARTIFACTS when set, else in the test's
 // temporary directory.

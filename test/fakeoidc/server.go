@@ -13,6 +13,8 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+
+	"github.com/hyperfleet-io/hyperfleet/test/fakeserver"
 )
 
 // User is a person who can sign in.
@@ -50,6 +52,9 @@ type Options struct {
 	TokenLifetime time.Duration
 	// Addr to listen on; default 127.0.0.1:0.
 	Addr string
+	// TLS serves HTTPS with a generated self-signed certificate for Addr's IP (see CACertPEM), as
+	// an identity provider on a company's private CA does.
+	TLS bool
 }
 
 // Server is a running issuer.
@@ -60,6 +65,7 @@ type Server struct {
 	listener net.Listener
 	srv      *http.Server
 	issuer   string
+	caPEM    []byte
 
 	mu    sync.Mutex
 	codes map[string]*grant
@@ -92,12 +98,12 @@ func Start(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := net.Listen("tcp", opts.Addr)
+	l, url, caPEM, err := fakeserver.Listen(opts.Addr, opts.TLS, "fakeoidc")
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, key: key, keyID: randomString(8), listener: l,
-		issuer: "http://" + l.Addr().String(), codes: map[string]*grant{}, redeemed: map[string]bool{}}
+	s := &Server{opts: opts, key: key, keyID: randomString(8), listener: l, caPEM: caPEM,
+		issuer: url, codes: map[string]*grant{}, redeemed: map[string]bool{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/openid-configuration", s.discovery)
 	mux.HandleFunc("GET /keys", s.jwks)
@@ -111,6 +117,9 @@ func Start(opts Options) (*Server, error) {
 
 // Issuer is the issuer URL (also the discovery base).
 func (s *Server) Issuer() string { return s.issuer }
+
+// CACertPEM is the certificate clients trust with Options.TLS; nil without.
+func (s *Server) CACertPEM() []byte { return s.caPEM }
 
 // Close stops the issuer.
 func (s *Server) Close() error { return s.srv.Close() }

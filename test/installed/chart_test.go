@@ -11,25 +11,33 @@ import (
 
 const chartNS = "hf-chart"
 
-// TestChartRunsInRealPods installs the Helm chart with its defaults into a fresh namespace that
-// enforces the restricted Pod Security Standard: the manager and both bootstrap services Ready,
-// the manager holding its lease there; upgrades it with a changed setting, which rolls the pods and
-// hands the lease to the new manager; then uninstalls it.
+// TestChartRunsInRealPods installs the Helm chart into a fresh namespace that enforces the
+// restricted Pod Security Standard, with its defaults and the console enabled against an
+// identity provider on a private CA: the manager, both bootstrap services and the console Ready,
+// the manager holding its lease there, and a person signing in to the console with a browser;
+// upgrades it with a changed setting, which rolls the pods and hands the lease to the new
+// manager; then uninstalls it.
 func TestChartRunsInRealPods(t *testing.T) {
 	g := NewWithT(t)
 	helm := filepath.Join(toolsCache, "bin", "helm")
 	kubectl(t, nil, "apply", "--server-side", "-f", filepath.Join(tools.CAPIDir, "crds"))
 	kubectl(t, nil, "create", "namespace", chartNS)
 	kubectl(t, nil, "label", "namespace", chartNS, "pod-security.kubernetes.io/enforce=restricted")
+	console := startConsoleWorld(t)
 	start := time.Now()
-	out, err := exec.Command(helm, "install", "hf", filepath.Join(repoRoot, "charts", "hyperfleet"),
-		"--namespace", chartNS, "--kubeconfig", theNode.AdminKubeconfig).CombinedOutput()
+	out, err := exec.Command(helm, append([]string{"install", "hf", filepath.Join(repoRoot, "charts", "hyperfleet"),
+		"--namespace", chartNS, "--kubeconfig", theNode.AdminKubeconfig}, console.helmValues(t)...)...).CombinedOutput()
 	g.Expect(err).NotTo(HaveOccurred(), "helm install: %s", out)
 	kubectl(t, nil, "-n", chartNS, "wait", "--for=condition=Available", "deployment", "--all", "--timeout=180s")
-	expectAllReady(t, chartNS, time.Time{})
+	expectPodsReady(t, chartNS, time.Time{}, 4, "the manager, two bootstrap services and the console")
 	expectLeaseHeld(t, chartNS, start)
 	t.Logf("helm install: every pod Ready and the lease held %.1fs later", time.Since(start).Seconds())
 	before := expectLeaseHeld(t, chartNS, start)
+
+	start = time.Now()
+	exposeConsole(t, chartNS, "hf")
+	console.signIn(t)
+	t.Logf("console: signed in with a browser through the chart's console Service in %.1fs", time.Since(start).Seconds())
 
 	// A changed setting rolls the pods that read it (the chart's config checksum), and the new
 	// manager takes the lease over.
@@ -42,7 +50,7 @@ func TestChartRunsInRealPods(t *testing.T) {
 		"jsonpath={.items[*].data.LOG_LEVEL}")).To(ContainSubstring("DEBUG"))
 	g.Eventually(func() string { return expectLeaseHeld(t, chartNS, start) }, 3*time.Minute, time.Second).
 		ShouldNot(Equal(before), "a new manager pod, reading the new setting, holds the lease")
-	expectAllReady(t, chartNS, time.Time{})
+	expectPodsReady(t, chartNS, time.Time{}, 4, "the manager, two bootstrap services and the console")
 	t.Logf("helm upgrade: the pods rolled and the new manager held the lease %.1fs later", time.Since(start).Seconds())
 
 	out, err = exec.Command(helm, "uninstall", "hf", "--namespace", chartNS, "--kubeconfig", theNode.AdminKubeconfig, "--wait").CombinedOutput()

@@ -94,6 +94,12 @@ func installRelease(t *testing.T) {
 // keeps saying Ready until the kubelet has looked again, and that stale answer does not count.
 func expectAllReady(t *testing.T, ns string, since time.Time) {
 	t.Helper()
+	expectPodsReady(t, ns, since, 3, "the manager and two bootstrap services")
+}
+
+// expectPodsReady is expectAllReady for a namespace of n pods (what names them).
+func expectPodsReady(t *testing.T, ns string, since time.Time, n int, what string) {
+	t.Helper()
 	g := NewWithT(t)
 	g.Eventually(func(g Gomega) {
 		var pods struct {
@@ -114,7 +120,7 @@ func expectAllReady(t *testing.T, ns string, since time.Time) {
 			}
 		}
 		g.Expect(json.Unmarshal([]byte(kubectl(t, nil, "-n", ns, "get", "pods", "-o", "json")), &pods)).To(Succeed())
-		g.Expect(pods.Items).To(HaveLen(3), "the manager and two bootstrap services")
+		g.Expect(pods.Items).To(HaveLen(n), what)
 		for _, p := range pods.Items {
 			ready := false
 			for _, c := range p.Status.Conditions {
