@@ -63,11 +63,24 @@ lint: vet ## Static checks: gofmt and go vet.
 .PHONY: test
 # The longest packages first: go test starts packages in the order it is given them (each once),
 # so the two lanes of a two-core machine finish together instead of one waiting on a long tail.
-TEST_LONGEST := ./controllers ./test/installed ./test/realguest ./test/packaging ./test/e2e ./test/console \
+TEST_LONGEST := ./controllers ./test/realguest ./test/packaging ./test/e2e ./test/console \
 	./hack/imagebuild ./test/scale ./test/e2e/mixedplatforms
+# test/installed mostly waits on a Kubernetes node's pods: it runs in a go test of its own beside
+# the others, its output printed after theirs. internal/node, which needs the same node (a lock),
+# comes last in the others' run.
+TEST_BESIDE := ./test/installed
+TEST_LAST := ./internal/node
 
 test: tools verify-generated lint ## Everything CI runs: generated files, lint, unit, integration (envtest) and e2e tests.
-	go test -p $(TEST_PARALLEL) -count=1 -timeout 30m $(GO_TEST_FLAGS) $(TEST_LONGEST) ./...
+	@log=$$(mktemp); rc=0; \
+	go test -count=1 -timeout 30m $(GO_TEST_FLAGS) $(TEST_BESIDE) > $$log 2>&1 & beside=$$!; \
+	trap 'kill $$beside 2>/dev/null; rm -f $$log' INT TERM; \
+	others=$$(go list ./... | grep -v $(foreach p,$(TEST_BESIDE) $(TEST_LAST),-e '/$(p:./%=%)$$')); \
+	echo "go test -p $(TEST_PARALLEL) -count=1 -timeout 30m $(GO_TEST_FLAGS) $(TEST_LONGEST) <the other packages> $(TEST_LAST)  (and $(TEST_BESIDE) beside them)"; \
+	go test -p $(TEST_PARALLEL) -count=1 -timeout 30m $(GO_TEST_FLAGS) $(TEST_LONGEST) $$others $(TEST_LAST) || rc=$$?; \
+	wait $$beside || rc=$$?; \
+	echo "--- $(TEST_BESIDE), run beside the others:"; cat $$log; rm -f $$log; \
+	exit $$rc
 
 .PHONY: test-unit
 test-unit: ## Tests that need no API server (packages whose tests all need one say "skipped in -short mode").

@@ -28,7 +28,7 @@ func TestChartRunsInRealPods(t *testing.T) {
 	out, err := exec.Command(helm, append([]string{"install", "hf", filepath.Join(repoRoot, "charts", "hyperfleet"),
 		"--namespace", chartNS, "--kubeconfig", theNode.AdminKubeconfig}, console.helmValues(t)...)...).CombinedOutput()
 	g.Expect(err).NotTo(HaveOccurred(), "helm install: %s", out)
-	kubectl(t, nil, "-n", chartNS, "wait", "--for=condition=Available", "deployment", "--all", "--timeout=180s")
+	waitAvailable(t, chartNS, 3*time.Minute)
 	expectPodsReady(t, chartNS, time.Time{}, 4, "the manager, two bootstrap services and the console")
 	expectLeaseHeld(t, chartNS, start)
 	t.Logf("helm install: every pod Ready and the lease held %.1fs later", time.Since(start).Seconds())

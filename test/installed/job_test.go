@@ -42,8 +42,18 @@ var (
 // which replace the release's.
 func exposeAsNodePorts(t *testing.T) {
 	t.Helper()
-	service := func(name, component, targetPort, nodePort string) string {
-		return fmt.Sprintf(`apiVersion: v1
+	kubectl(t, []byte(nodePortService("vm-bootstrap", systemNS, "", "bootstrap-service", "https", bootstrapNodePort)+"---\n"+
+		nodePortService("ci-webhooks", systemNS, "", "manager", "webhook", webhookNodePort)), "apply", "-f", "-")
+}
+
+// nodePortService is a NodePort Service of its own selecting one component's pods of an
+// installation (of a Helm release's instance, when set), on the port named targetPort.
+func nodePortService(name, namespace, instance, component, targetPort, nodePort string) string {
+	selector := "    app.kubernetes.io/name: hyperfleet\n    app.kubernetes.io/component: " + component + "\n"
+	if instance != "" {
+		selector += "    app.kubernetes.io/instance: " + instance + "\n"
+	}
+	return fmt.Sprintf(`apiVersion: v1
 kind: Service
 metadata:
   name: %s
@@ -51,16 +61,11 @@ metadata:
 spec:
   type: NodePort
   selector:
-    app.kubernetes.io/name: hyperfleet
-    app.kubernetes.io/component: %s
-  ports:
+%s  ports:
   - port: %s
     targetPort: %s
     nodePort: %s
-`, name, systemNS, component, nodePort, targetPort, nodePort)
-	}
-	kubectl(t, []byte(service("vm-bootstrap", "bootstrap-service", "https", bootstrapNodePort)+"---\n"+
-		service("ci-webhooks", "manager", "webhook", webhookNodePort)), "apply", "-f", "-")
+`, name, namespace, selector, nodePort, targetPort, nodePort)
 }
 
 // installedFleet exposes the release that `clusterctl init` installed to the CI platform and the

@@ -17,6 +17,7 @@ import (
 // The node, the images and the release every test of the package shares.
 var (
 	theNode  *node.Node
+	nodeDir  string // the node's files: its components' and pods' logs among them
 	tools    testenv.Tools
 	repoRoot string
 	release  string // directory of `make release-manifests`' output
@@ -92,8 +93,9 @@ func run(m *testing.M) int {
 		nodeBin = filepath.Join(toolsCache, "node")
 	}
 	start = time.Now()
+	nodeDir = filepath.Join(work, "node")
 	theNode, err = node.Start(ctx, node.Options{
-		Dir: filepath.Join(work, "node"), K8sBin: tools.Assets, NodeBin: nodeBin, RepoRoot: repoRoot, Log: os.Stdout,
+		Dir: nodeDir, K8sBin: tools.Assets, NodeBin: nodeBin, RepoRoot: repoRoot, Log: os.Stdout,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "installed:", err)
