@@ -4,7 +4,8 @@
 # against a software TPM and fail, not skip, without it), chromium (the console's browser test
 # drives Debian's Chromium; it fails in CI without it), make/git (the build itself), and what the
 # runner template (hack/template.sh) and the real-guest tests need: debootstrap, qemu-utils,
-# extlinux with syslinux-common and fdisk to build the image, qemu-system-x86 and socat to boot it;
+# extlinux with syslinux-common, fdisk, dosfstools and mtools to build the image, qemu-system-x86,
+# socat and ovmf (UEFI firmware with Secure Boot, for the Hyper-V generation 2 guest) to boot it;
 # what the test node (internal/node) runs on: containerd, runc, the CNI plugins and iptables;
 # and the clients nobody here wrote that the simulators' conformance tests drive: Python's WinRM
 # client (python3-winrm) and python-gitlab (python3-gitlab).
@@ -27,6 +28,9 @@ declare -A pkgs=(
   [qemu-system-x86_64]="qemu-system-x86"
   [extlinux]="extlinux syslinux-common"
   [sfdisk]="fdisk"
+  [mkfs.fat]="dosfstools"
+  [mcopy]="mtools"
+  [/usr/share/OVMF/OVMF_CODE_4M.secboot.fd]="ovmf"
   [socat]="socat"
   [containerd]="containerd"
   [runc]="runc"
@@ -36,8 +40,8 @@ declare -A pkgs=(
   [/usr/lib/python3/dist-packages/gitlab]="python3-gitlab"
 )
 missing=()
-for cmd in gcc swtpm swtpm_setup git make chromium debootstrap qemu-img qemu-system-x86_64 extlinux sfdisk socat \
-  containerd runc iptables /usr/lib/cni/bridge /usr/lib/python3/dist-packages/winrm /usr/lib/python3/dist-packages/gitlab; do
+for cmd in gcc swtpm swtpm_setup git make chromium debootstrap qemu-img qemu-system-x86_64 extlinux sfdisk mkfs.fat mcopy socat \
+  /usr/share/OVMF/OVMF_CODE_4M.secboot.fd containerd runc iptables /usr/lib/cni/bridge /usr/lib/python3/dist-packages/winrm /usr/lib/python3/dist-packages/gitlab; do
   case $cmd in
   /*) [ -e "$cmd" ] || missing+=(${pkgs[$cmd]}) ;;
   *) command -v "$cmd" >/dev/null 2>&1 || missing+=(${pkgs[$cmd]}) ;;

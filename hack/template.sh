@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Builds HyperFleet's runner template: a Debian 12 (bookworm) guest made with debootstrap from
-# Debian's packages alone (kernel, systemd, udev, cloud-init, the QEMU guest agent, ifupdown with
-# a DHCP client), the HyperFleet agent built static from this checkout at
-# /usr/local/bin/hyperfleet-agent, and extlinux as its bootloader, so it boots from its own disk
-# as Proxmox VE (SeaBIOS) and Hyper-V (generation 1) boot it. Cloud-init reads NoCloud only
+# Debian's packages alone (kernel, systemd, udev, cloud-init, the QEMU guest agent, Hyper-V's KVP
+# daemon, ifupdown with a DHCP client), the HyperFleet agent built static from this checkout at
+# /usr/local/bin/hyperfleet-agent, and two bootloaders, so it boots from its own disk whichever
+# firmware starts it: extlinux in the root partition for a BIOS (Proxmox VE's SeaBIOS, Hyper-V
+# generation 1), and on an EFI system partition Debian's signed shim and GRUB for UEFI with Secure
+# Boot (Hyper-V generation 2 with the MicrosoftUEFICertificateAuthority template, Proxmox's OVMF,
+# vSphere's EFI). Debian's kernel is signed, so Secure Boot stays on. Cloud-init reads NoCloud only
 # (the seed ISO HyperFleet attaches); nothing in the image holds a credential. The agent's systemd
 # unit is not in the image: the bootstrap data HyperFleet renders writes it and starts it.
 #
@@ -18,7 +21,7 @@
 # Exit status 3 means this machine cannot build the image (not root, a tool or loop devices
 # missing), 1 any other failure.
 # Needs root (debootstrap, a loop device and a mount) and Debian's debootstrap, qemu-utils,
-# extlinux, syslinux-common and fdisk (hack/prereqs.sh installs them). The Debian mirror is the
+# extlinux, syslinux-common, fdisk, dosfstools and mtools (hack/prereqs.sh installs them). The Debian mirror is the
 # one this machine's apt uses; DEBIAN_MIRROR overrides it. GUEST_DISK_SIZE (default 4G) is the
 # image's virtual disk size: clones can be grown, and cloud-init grows the root partition to fit.
 set -euo pipefail
@@ -33,15 +36,16 @@ NAME=hyperfleet-runner-debian12
 # agent's service waits for the virtio port udev announces. cloud-guest-utils: growpart, so the
 # root partition grows with a resized disk.
 # dbus: systemd-logind, which turns the ACPI power button (a shutdown without the guest agent)
-# into a power-off.
-PACKAGES=linux-image-amd64,systemd-sysv,udev,kmod,dbus,cloud-init,python3-cffi-backend,qemu-guest-agent,ifupdown,isc-dhcp-client,ca-certificates,cloud-guest-utils,fdisk
+# into a power-off. hyperv-daemons: the KVP daemon, through which Hyper-V learns the guest's
+# addresses (its services start only on Hyper-V's VMBus).
+PACKAGES=linux-image-amd64,systemd-sysv,udev,kmod,dbus,cloud-init,python3-cffi-backend,qemu-guest-agent,hyperv-daemons,ifupdown,isc-dhcp-client,ca-certificates,cloud-guest-utils,fdisk
 
 force=0 check=0
 for arg in "$@"; do
   case $arg in
     --force) force=1 ;;
     --check) check=1 ;;
-    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "template.sh: unknown argument $arg (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -69,8 +73,8 @@ fi
 [ "$check" -eq 1 ] && exit 1
 
 [ "$(id -u)" -eq 0 ] || cannot "building the image needs root (debootstrap, a loop device, a mount); run it as root or with sudo"
-for cmd in debootstrap qemu-img extlinux sfdisk mkfs.ext4 losetup; do
-  command -v "$cmd" >/dev/null || cannot "$cmd is missing; run hack/prereqs.sh (or: apt-get install debootstrap qemu-utils extlinux syslinux-common fdisk)"
+for cmd in debootstrap qemu-img extlinux sfdisk mkfs.ext4 losetup mkfs.fat mcopy; do
+  command -v "$cmd" >/dev/null || cannot "$cmd is missing; run hack/prereqs.sh (or: apt-get install debootstrap qemu-utils extlinux syslinux-common fdisk dosfstools mtools)"
 done
 mbr=/usr/lib/syslinux/mbr/mbr.bin
 [ -f "$mbr" ] || cannot "$mbr is missing; apt-get install syslinux-common"
@@ -96,14 +100,16 @@ cleanup() {
 trap cleanup EXIT
 start=$(date +%s)
 
-# One MBR partition from 1 MiB, marked bootable: what SeaBIOS and Hyper-V generation 1 boot.
+# Two MBR partitions: the EFI system partition (1-64 MiB, FAT32), which UEFI firmware boots, and
+# the root file system after it, marked bootable, whose extlinux the MBR's code starts on a BIOS.
+# The root partition is last, so cloud-init's growpart can grow it into a resized disk.
 raw=$work/disk.raw
 truncate -s "$DISK_SIZE" "$raw"
-printf 'label: dos\nstart=2048, type=83, bootable\n' | sfdisk -q "$raw"
+printf 'label: dos\nstart=2048, size=129024, type=ef\nstart=131072, type=83, bootable\n' | sfdisk -q "$raw"
 dd if="$mbr" of="$raw" bs=440 count=1 conv=notrunc status=none
-part_bytes=$(( $(stat -c %s "$raw") - 1048576 ))
+part_bytes=$(( $(stat -c %s "$raw") - 67108864 ))
 # The partition alone on a loop device: partition device nodes need udev, an offset does not.
-loop=$(losetup --find --show --offset 1048576 --sizelimit "$part_bytes" "$raw") \
+loop=$(losetup --find --show --offset 67108864 --sizelimit "$part_bytes" "$raw") \
   || die "no free loop device (losetup --find failed)"
 # extlinux cannot read ext4's 64bit layout.
 mkfs.ext4 -q -L hyperfleet-root -O ^64bit "$loop"
@@ -161,6 +167,36 @@ LABEL debian
   APPEND root=UUID=$uuid ro console=tty0 console=ttyS0,115200n8
 EOF
 extlinux --install "$rootfs/boot/extlinux" >/dev/null 2>&1 || die "extlinux --install failed"
+
+# UEFI: Debian's signed shim and GRUB, from the suite's own archive (fetched inside the guest's
+# root, so their versions are the suite's, then dropped with apt's lists), at the removable-media
+# path every firmware tries on a disk it has no boot entry for (a fresh clone has none). The
+# signed GRUB reads its configuration from /EFI/debian on the partition it was loaded from.
+log "adding the UEFI bootloader (shim and GRUB, signed)"
+had_resolv=0; [ -e "$rootfs/etc/resolv.conf" ] && had_resolv=1
+[ "$had_resolv" -eq 1 ] || cp /etc/resolv.conf "$rootfs/etc/resolv.conf"
+chroot "$rootfs" sh -ec 'apt-get -qq update && mkdir -p /tmp/efi && cd /tmp/efi && apt-get -qq download shim-signed grub-efi-amd64-signed shim-helpers-amd64-signed && for d in *.deb; do dpkg-deb -x "$d" x; done' \
+  >>"$work/debootstrap.log" 2>&1 || { tail -20 "$work/debootstrap.log" >&2; die "fetching Debian's signed shim and GRUB failed"; }
+[ "$had_resolv" -eq 1 ] || rm -f "$rootfs/etc/resolv.conf"
+efi=$rootfs/tmp/efi/x
+cat > "$work/grub.cfg" <<EOF
+set default=0
+set timeout=0
+search --no-floppy --fs-uuid --set=root $uuid
+menuentry debian {
+  linux /boot/$kernel root=UUID=$uuid ro console=tty0 console=ttyS0,115200n8
+  initrd /boot/$initrd
+}
+EOF
+esp=$work/esp.img
+truncate -s 63M "$esp"
+mkfs.fat -F 32 -n EFI "$esp" >/dev/null
+mmd -i "$esp" ::/EFI ::/EFI/BOOT ::/EFI/debian
+mcopy -i "$esp" "$efi/usr/lib/shim/shimx64.efi.signed" ::/EFI/BOOT/BOOTX64.EFI
+mcopy -i "$esp" "$efi/usr/lib/shim/mmx64.efi.signed" ::/EFI/BOOT/mmx64.efi
+mcopy -i "$esp" "$efi/usr/lib/grub/x86_64-efi-signed/grubx64.efi.signed" ::/EFI/BOOT/grubx64.efi
+mcopy -i "$esp" "$work/grub.cfg" ::/EFI/debian/grub.cfg
+dd if="$esp" of="$raw" bs=1M seek=1 conv=notrunc status=none
 
 # Nothing the guest does not need: package caches and lists, logs of the build.
 chroot "$rootfs" apt-get clean

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -12,11 +13,13 @@ import (
 	"time"
 
 	"github.com/hyperfleet-io/hyperfleet/test/hvsim"
+	"github.com/hyperfleet-io/hyperfleet/test/qemuguest"
 )
 
 // executorFlags registers the simulated Hyper-V host this endpoint stands for and returns its
 // constructor: one host with CPUs, memory, a switch and a template disk, answering the Hyper-V
-// provider's scripts; --boot-command runs for every VM that starts, with its seed's NoCloud files.
+// provider's scripts; --boot-command runs for every VM that starts, with its seed's NoCloud files, or
+// --boot=qemu boots each VM as a real generation 2 guest from --guest-image (test/qemuguest).
 func executorFlags(fs *flag.FlagSet) func(*slog.Logger) (hvsim.Executor, error) {
 	host := fs.String("host", "hv1", "name of the simulated Hyper-V host behind this endpoint")
 	cpus := fs.Int("cpus", 16, "the host's logical processors")
@@ -24,13 +27,39 @@ func executorFlags(fs *flag.FlagSet) func(*slog.Logger) (hvsim.Executor, error) 
 	vSwitch := fs.String("switch", hvsim.HyperVSwitch, "the host's virtual switch")
 	templateDisk := fs.String("template-disk", hvsim.HyperVTemplateDisk, "a template VHDX on the host (\"\" for none)")
 	quirks := fs.Bool("ps51-quirks", true, "answer with Windows PowerShell 5.1's unforced shapes (unwrapped one-element arrays, /Date(ms)/)")
-	bootCommand := fs.String("boot-command", "", "run this with sh -c when a VM starts; the VM powers off when it exits")
+	bootCommand := fs.String("boot-command", "", "run this with sh -c when a VM starts; the VM powers off when it exits (--boot=process)")
+	boot := fs.String("boot", "process", "what a VM start runs: process (--boot-command, if given) or qemu (a real generation 2 guest from --guest-image)")
+	guestImage := fs.String("guest-image", "", "template image (qcow2, or the .vhdx made from it) every QEMU guest boots from a differencing overlay (--boot=qemu)")
+	guestDir := fs.String("guest-dir", "", "directory for QEMU guests' disks, seeds, sockets and console logs (default: temporary)")
+	var forwards multiFlag
+	fs.Var(&forwards, "guest-forward", "PORT=HOST:PORT: QEMU guests reach HOST:PORT at "+qemuguest.ForwardIP+":PORT (repeatable)")
 	return func(log *slog.Logger) (hvsim.Executor, error) {
 		cfg := hvsim.HyperVConfig{PS51Quirks: *quirks, Logger: log}
-		if *bootCommand != "" {
-			cfg.BootHook = commandHook(*bootCommand, log)
+		switch *boot {
+		case "process":
+			if *bootCommand != "" {
+				cfg.BootHook = commandHook(*bootCommand, log)
+			}
+		case "qemu":
+			if *guestImage == "" {
+				return nil, errors.New("--boot=qemu needs --guest-image (hack/template.sh builds one)")
+			}
+			g := &qemuguest.Config{Image: *guestImage, Dir: *guestDir}
+			for _, f := range forwards {
+				fwd, err := qemuguest.ParseForward(f)
+				if err != nil {
+					return nil, fmt.Errorf("--guest-forward %w", err)
+				}
+				g.Forwards = append(g.Forwards, fwd)
+			}
+			cfg.Guest = g
+		default:
+			return nil, fmt.Errorf("--boot %q: want process or qemu", *boot)
 		}
 		hv := hvsim.NewHyperV(cfg)
+		if err := hv.GuestErr(); err != nil {
+			return nil, err
+		}
 		hv.AddHost(*host, *cpus, *memoryMiB, *vSwitch)
 		if *templateDisk != "" {
 			if err := hv.AddTemplateDisk(*host, *templateDisk, 20); err != nil {

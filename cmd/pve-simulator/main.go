@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
+	"github.com/hyperfleet-io/hyperfleet/test/qemuguest"
 )
 
 // defaultToken is used when no --token is given, and printed at start.
@@ -128,12 +129,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		g := &pvesim.QEMUGuest{Image: *guestImage, Dir: *guestDir}
 		for _, f := range forwards {
-			port, target, ok := strings.Cut(f, "=")
-			n, err := strconv.Atoi(port)
-			if !ok || err != nil || n < 1 || n > 65535 || target == "" {
-				return fmt.Errorf("--guest-forward %q: want PORT=HOST:PORT", f)
+			fwd, err := qemuguest.ParseForward(f)
+			if err != nil {
+				return fmt.Errorf("--guest-forward %w", err)
 			}
-			g.Forwards = append(g.Forwards, pvesim.GuestForward{Port: n, Target: target})
+			g.Forwards = append(g.Forwards, fwd)
 		}
 		cfg.Guest = g
 	default:

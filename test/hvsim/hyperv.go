@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/hyperfleet-io/hyperfleet/test/qemuguest"
 )
 
 // HyperV is the simulated Hyper-V side of the WS-Man simulator: hosts with their VMs, virtual
@@ -33,6 +35,10 @@ type HyperV struct {
 
 	// foreign holds, by host, the statements of every script that was none of HyperFleet's.
 	foreign map[string][]string
+
+	// guests is the QEMU backend (HyperVConfig.Guest); guestErr why it could not start.
+	guests   *qemuguest.Host
+	guestErr error
 }
 
 // HyperVConfig configures the simulated hosts.
@@ -40,6 +46,10 @@ type HyperVConfig struct {
 	// BootHook, when set, runs when a VM starts, with the user-data of the seed ISO in its DVD
 	// drive; when it returns the guest powers off.
 	BootHook HyperVBootHook
+	// Guest, when set, boots every VM as a real guest under QEMU instead of calling BootHook: a
+	// generation 2 VM with UEFI and Secure Boot, its disk an overlay of Guest.Image (the runner
+	// template, qcow2 or the .vhdx made from it), the seed ISO in its DVD drive (hyperv_qemu.go).
+	Guest *qemuguest.Config
 	// PS51Quirks makes answers take the shapes Windows PowerShell 5.1 gives values that are not
 	// forced by the script: one-element arrays unwrapped to their element, empty arrays as null,
 	// dates as "/Date(ms)/". HyperFleet's decoder must read both forms.
@@ -130,8 +140,19 @@ func NewHyperV(cfg HyperVConfig) *HyperV {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &HyperV{cfg: cfg, log: log, hosts: map[string]*hvHost{}, boots: map[string]*hvBootRun{}, calls: map[string]int{}, foreign: map[string][]string{}, moveFaults: map[string]string{}}
+	h := &HyperV{cfg: cfg, log: log, hosts: map[string]*hvHost{}, boots: map[string]*hvBootRun{}, calls: map[string]int{}, foreign: map[string][]string{}, moveFaults: map[string]string{}}
+	if cfg.Guest != nil {
+		// A backend that cannot run refuses every start with the reason (GuestErr says it first).
+		h.guests, h.guestErr = qemuguest.New(*cfg.Guest)
+		if h.guestErr == nil {
+			h.guestErr = qemuguest.CheckFirmware(qemuguest.UEFISecureBoot)
+		}
+	}
+	return h
 }
+
+// GuestErr is why the QEMU backend (HyperVConfig.Guest) cannot boot guests here, if it cannot.
+func (h *HyperV) GuestErr() error { return h.guestErr }
 
 // AddHost adds a host with cpus logical processors, memoryMiB of memory and the given switches.
 func (h *HyperV) AddHost(name string, cpus int, memoryMiB int64, switches ...string) {
@@ -343,6 +364,9 @@ func (h *HyperV) Close() {
 	}
 	h.mu.Unlock()
 	h.wg.Wait()
+	if h.guests != nil {
+		h.guests.Close()
+	}
 }
 
 func (h *HyperV) withHost(host string, fn func(*hvHost) error) error {

@@ -32,22 +32,29 @@ type HyperVBootVM struct {
 type hvBootRun struct {
 	cancel context.CancelFunc
 	boot   int
+	// shutdown asks a QEMU guest to shut down (nil: the hook's guest, whose shutdown is cancel).
+	shutdown func()
 }
 
-// startBoot runs the boot hook for a VM that just started. Called with h.mu held.
+// startBoot runs the boot hook, or under the QEMU backend a real guest, for a VM that just
+// started. Called with h.mu held.
 func (h *HyperV) startBoot(hh *hvHost, vm *hvVM) {
 	hook := h.cfg.BootHook
-	if hook == nil || h.closed {
+	if (hook == nil && h.guests == nil) || h.closed {
 		return
 	}
 	b := HyperVBootVM{ID: vm.id, Host: hh.name, Name: vm.name, IP: vm.ip}
 	if len(vm.adapters) > 0 {
 		b.MAC = vm.adapters[0].mac
 	}
+	var seed []byte
 	for _, d := range vm.dvds {
 		f := hh.files[key(d)]
 		if d == "" || f == nil {
 			continue
+		}
+		if h.guests != nil && seed == nil {
+			seed = f.data // a real guest reads whatever the drive holds
 		}
 		files, err := readNoCloudISO(f.data)
 		if err != nil {
@@ -63,6 +70,9 @@ func (h *HyperV) startBoot(hh *hvHost, vm *hvVM) {
 		old.cancel()
 	}
 	run := &hvBootRun{cancel: cancel, boot: vm.boot}
+	if h.guests != nil {
+		hook, run.shutdown = h.qemuBoot(hh, vm, seed)
+	}
 	h.boots[vm.id] = run
 	host, id, boot := hh.name, vm.id, vm.boot
 	b.PowerOff = func() { h.guestPowerOff(host, id, boot) }

@@ -385,10 +385,17 @@ func (h *HyperV) startVM(hh *hvHost, in hvInput) (any, *hvError) {
 		if hh.memory-hh.usedMemory() < vm.memory {
 			return nil, refuse("Busy", "'%s' failed to start. Not enough memory in the system to start the virtual machine %s.", vm.name, vm.name)
 		}
+		if h.guestErr != nil {
+			return nil, refuse("Busy", "'%s' failed to start: %v", vm.name, h.guestErr)
+		}
 		vm.state, vm.started = hvRunning, time.Now()
 		vm.boot++
-		h.ipSeq++
-		vm.ip = fmt.Sprintf("10.77.%d.%d", h.ipSeq/250, h.ipSeq%250+2)
+		if h.guests == nil {
+			h.ipSeq++
+			vm.ip = fmt.Sprintf("10.77.%d.%d", h.ipSeq/250, h.ipSeq%250+2)
+		} else {
+			vm.ip = "" // the guest reports its own, once its agent runs
+		}
 		h.startBoot(hh, vm)
 	}
 	return map[string]any{"VM": h.vmJSON(vm)}, nil
@@ -415,7 +422,11 @@ func (h *HyperV) stopVM(hh *hvHost, in hvInput) (any, *hvError) {
 		if b := h.boots[vm.id]; b != nil && b.boot == vm.boot {
 			// The guest shuts down; its boot hook ends and the VM turns off (guestPowerOff).
 			vm.state = hvStopping
-			b.cancel()
+			if b.shutdown != nil {
+				b.shutdown()
+			} else {
+				b.cancel()
+			}
 		} else {
 			h.powerOff(vm)
 		}
@@ -470,6 +481,9 @@ func (h *HyperV) removeVM(hh *hvHost, in hvInput) (any, *hvError) {
 		}
 	}
 	delete(hh.vms, vm.id)
+	if h.guests != nil {
+		h.guests.Forget(guestID(vm))
+	}
 	for _, f := range files {
 		delete(hh.files, key(f))
 	}

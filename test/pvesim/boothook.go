@@ -5,7 +5,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
-	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,10 +49,9 @@ func (s *Simulator) startBoot(vm *vmState) {
 	hook := s.cfg.BootHook
 	var qvm *qemuVM
 	if s.qemu != nil {
-		dir := s.qemu.vmDir(vm.vmid)
-		qvm = &qemuVM{dir: dir, qmp: filepath.Join(dir, "qmp.sock"), qga: filepath.Join(dir, "qga.sock")}
-		mac := netMAC(vm.conf["net0"])
-		hook = s.qemu.qemuBoot(vm.vmid, s.seedISO(vm), mac, agentEnabled(vm), qvm, func(msg string, args ...any) { s.log.Info(msg, args...) })
+		qmp, qga := s.qemu.Sockets(strconv.Itoa(vm.vmid))
+		qvm = &qemuVM{qmp: qmp, qga: qga}
+		hook = s.qemuBoot(vm.vmid, s.seedISO(vm), netMAC(vm.conf["net0"]), agentEnabled(vm))
 	}
 	if hook == nil {
 		return

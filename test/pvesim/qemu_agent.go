@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"strings"
 	"time"
+
+	"github.com/hyperfleet-io/hyperfleet/test/qemuguest"
 )
 
 // qgaTimeout bounds one guest agent exchange, as qemu-server's agent commands are bounded.
@@ -41,7 +43,7 @@ func (s *Simulator) qgaCall(rq *request, command string, args any) (json.RawMess
 	}
 	ctx, cancel := context.WithTimeout(rq.r.Context(), qgaTimeout)
 	defer cancel()
-	out, err := qgaCommand(ctx, socket, command, args)
+	out, err := qemuguest.QGA(ctx, socket, command, args)
 	if err != nil {
 		return nil, errf("%s", err.Error())
 	}

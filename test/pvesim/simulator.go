@@ -15,6 +15,7 @@ import (
 
 	"github.com/hyperfleet-io/hyperfleet/test/fakeserver"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim/schema"
+	"github.com/hyperfleet-io/hyperfleet/test/qemuguest"
 )
 
 // Config configures a Simulator. The zero value is usable: default inventory,
@@ -94,7 +95,7 @@ type Simulator struct {
 	// load is the load model's runtime; nil when the model is off.
 	load *loadState
 	// qemu is the QEMU backend's runtime; nil unless Config.Guest is set.
-	qemu *qemuState
+	qemu *qemuguest.Host
 
 	tlsCert *tls.Certificate
 	caPEM   []byte
@@ -146,7 +147,7 @@ func New(cfg Config) (*Simulator, error) {
 		s.load = newLoadState(cfg.Load, cfg.Seed)
 	}
 	if cfg.Guest != nil {
-		if s.qemu, err = newQEMUState(*cfg.Guest); err != nil {
+		if s.qemu, err = qemuguest.New(*cfg.Guest); err != nil {
 			return nil, err
 		}
 	}
@@ -250,7 +251,7 @@ func (s *Simulator) Close() error {
 	}
 	s.wg.Wait()
 	if s.qemu != nil {
-		s.qemu.close()
+		s.qemu.Close()
 	}
 	return err
 }

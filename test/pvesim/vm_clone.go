@@ -358,7 +358,7 @@ func (s *Simulator) destroyVM(vm *vmState, purgeUnreferenced bool) {
 		delete(s.boots, vm.vmid)
 	}
 	if s.qemu != nil {
-		s.qemu.forget(vm.vmid)
+		s.qemu.Forget(strconv.Itoa(vm.vmid))
 	}
 	delete(s.vms, vm.vmid)
 }

@@ -3,6 +3,7 @@ package realguest
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -165,10 +167,14 @@ func attributeFiles(t *testing.T, raw string, secrets []secret, hits map[string]
 		return
 	}
 	dir := t.TempDir()
-	// The template's one partition starts at 1 MiB (hack/template.sh).
+	offset, err := rootPartitionOffset(raw)
+	if err != nil {
+		t.Logf("cannot find the root partition to name the files: %v", err)
+		return
+	}
 	// Writable, so that mounting replays the journal (on this copy): the files as the guest left
 	// them, not as the last checkpoint did.
-	loop, err := exec.Command("losetup", "--find", "--show", "--offset", "1048576", raw).Output()
+	loop, err := exec.Command("losetup", "--find", "--show", "--offset", strconv.FormatInt(offset, 10), raw).Output()
 	if err != nil {
 		t.Logf("no loop device to name the files: %v", err)
 		return
@@ -209,4 +215,28 @@ func attributeFiles(t *testing.T, raw string, secrets []secret, hits map[string]
 
 func (h *hit) String() string {
 	return fmt.Sprintf("%d times in the raw disk (in freed blocks too, where more than in files); in files %v", len(h.offsets), h.files)
+}
+
+// rootPartitionOffset is the byte offset of the raw image's Linux partition (MBR type 0x83), the
+// root file system hack/template.sh puts after the EFI system partition.
+func rootPartitionOffset(raw string) (int64, error) {
+	f, err := os.Open(raw)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = f.Close() }()
+	mbr := make([]byte, 512)
+	if _, err := io.ReadFull(f, mbr); err != nil {
+		return 0, err
+	}
+	if mbr[510] != 0x55 || mbr[511] != 0xaa {
+		return 0, errors.New("no MBR partition table")
+	}
+	for i := 0; i < 4; i++ {
+		e := mbr[446+16*i : 446+16*(i+1)]
+		if e[4] == 0x83 {
+			return int64(binary.LittleEndian.Uint32(e[8:12])) * 512, nil
+		}
+	}
+	return 0, errors.New("no Linux partition in the MBR")
 }

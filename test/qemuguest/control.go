@@ -1,4 +1,4 @@
-package pvesim
+package qemuguest
 
 import (
 	"bufio"
@@ -10,12 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 )
 
-// qmpCommand runs one QMP command on a QEMU monitor socket: the greeting, qmp_capabilities, then
+// QMP runs one QMP command on a QEMU monitor socket: the greeting, qmp_capabilities, then
 // the command, whose "return" it gives back.
-func qmpCommand(ctx context.Context, socket, command string, args any) (json.RawMessage, error) {
+func QMP(ctx context.Context, socket, command string, args any) (json.RawMessage, error) {
 	conn, err := dialUnix(ctx, socket)
 	if err != nil {
 		return nil, err
@@ -70,17 +71,18 @@ func qmpExchange(conn net.Conn, r *bufio.Reader, command string, args any) (json
 	}
 }
 
-// errAgentNotRunning is qemu-server's answer when the guest agent does not respond.
-var errAgentNotRunning = errors.New("QEMU guest agent is not running")
+// ErrAgentNotRunning is what QGA returns when the guest agent does not answer (qemu-server's words
+// for it).
+var ErrAgentNotRunning = errors.New("QEMU guest agent is not running")
 
-// qgaCommand runs one command on the guest's qemu-guest-agent through its virtio-serial chardev.
+// QGA runs one command on the guest's qemu-guest-agent through its virtio-serial chardev.
 // The channel is a byte stream that may hold a previous client's leftovers, so every exchange
 // starts with guest-sync-delimited, as qemu-server does: the agent answers it after a 0xFF byte,
 // and everything before is discarded.
-func qgaCommand(ctx context.Context, socket, command string, args any) (json.RawMessage, error) {
+func QGA(ctx context.Context, socket, command string, args any) (json.RawMessage, error) {
 	conn, err := dialUnix(ctx, socket)
 	if err != nil {
-		return nil, errAgentNotRunning
+		return nil, ErrAgentNotRunning
 	}
 	defer func() { _ = conn.Close() }()
 	deadline, ok := ctx.Deadline()
@@ -93,19 +95,19 @@ func qgaCommand(ctx context.Context, socket, command string, args any) (json.Raw
 	id := int64(binary.BigEndian.Uint32(idb[:]) >> 1)
 	// 0xFF first tells the agent to drop any partial command it holds.
 	if _, err := conn.Write([]byte{0xff}); err != nil {
-		return nil, errAgentNotRunning
+		return nil, ErrAgentNotRunning
 	}
 	if err := json.NewEncoder(conn).Encode(map[string]any{"execute": "guest-sync-delimited", "arguments": map[string]any{"id": id}}); err != nil {
-		return nil, errAgentNotRunning
+		return nil, ErrAgentNotRunning
 	}
 	r := bufio.NewReader(conn)
 	for {
 		if _, err := r.ReadBytes(0xff); err != nil {
-			return nil, errAgentNotRunning
+			return nil, ErrAgentNotRunning
 		}
 		line, err := r.ReadBytes('\n')
 		if err != nil {
-			return nil, errAgentNotRunning
+			return nil, ErrAgentNotRunning
 		}
 		var sync struct {
 			Return int64 `json:"return"`
@@ -119,7 +121,7 @@ func qgaCommand(ctx context.Context, socket, command string, args any) (json.Raw
 		req["arguments"] = args
 	}
 	if err := json.NewEncoder(conn).Encode(req); err != nil {
-		return nil, errAgentNotRunning
+		return nil, ErrAgentNotRunning
 	}
 	line, err := r.ReadBytes('\n')
 	if err != nil {
@@ -144,4 +146,35 @@ func qgaCommand(ctx context.Context, socket, command string, args any) (json.Raw
 func dialUnix(ctx context.Context, socket string) (net.Conn, error) {
 	var d net.Dialer
 	return d.DialContext(ctx, "unix", socket)
+}
+
+// IPv4Addresses asks the guest agent for the guest's IPv4 addresses (guest-network-get-interfaces),
+// loopback left out.
+func IPv4Addresses(ctx context.Context, qga string) ([]string, error) {
+	out, err := QGA(ctx, qga, "guest-network-get-interfaces", nil)
+	if err != nil {
+		return nil, err
+	}
+	var ifaces []struct {
+		Name        string `json:"name"`
+		IPAddresses []struct {
+			Type    string `json:"ip-address-type"`
+			Address string `json:"ip-address"`
+		} `json:"ip-addresses"`
+	}
+	if err := json.Unmarshal(out, &ifaces); err != nil {
+		return nil, fmt.Errorf("guest-network-get-interfaces: %w", err)
+	}
+	var addrs []string
+	for _, i := range ifaces {
+		if i.Name == "lo" {
+			continue
+		}
+		for _, a := range i.IPAddresses {
+			if a.Type == "ipv4" && !strings.HasPrefix(a.Address, "127.") {
+				addrs = append(addrs, a.Address)
+			}
+		}
+	}
+	return addrs, nil
 }
