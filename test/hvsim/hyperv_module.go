@@ -388,6 +388,11 @@ func (h *HyperV) startVM(hh *hvHost, in hvInput) (any, *hvError) {
 		if h.guestErr != nil {
 			return nil, refuse("Busy", "'%s' failed to start: %v", vm.name, h.guestErr)
 		}
+		if h.guests != nil {
+			if _, err := guestFirmware(vm); err != nil {
+				return nil, refuse("Invalid", "'%s' failed to start: %v", vm.name, err)
+			}
+		}
 		vm.state, vm.started = hvRunning, time.Now()
 		vm.boot++
 		if h.guests == nil {

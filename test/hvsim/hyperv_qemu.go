@@ -23,22 +23,28 @@ import (
 // under the kernel's limit for a Unix socket's path).
 func guestID(vm *hvVM) string { return vm.id[:8] }
 
-// guestFirmware is how a VM's generation and secure boot template start it.
-func guestFirmware(vm *hvVM) qemuguest.Firmware {
+// guestFirmware is how a VM's generation and secure boot template start it. OVMF's store of
+// Microsoft's keys trusts both Microsoft CAs, so only the template that trusts the UEFI CA (the one
+// Linux shims are signed by) has an equivalent here: the others (MicrosoftWindows trusts Windows'
+// CA alone) are refused rather than booted where Hyper-V would refuse the shim.
+func guestFirmware(vm *hvVM) (qemuguest.Firmware, error) {
 	switch {
 	case vm.generation == 1:
-		return qemuguest.BIOS
+		return qemuguest.BIOS, nil
 	case vm.secureBoot == "Off":
-		return qemuguest.UEFI
+		return qemuguest.UEFI, nil
+	case vm.secureBoot == "" || vm.secureBoot == "MicrosoftUEFICertificateAuthority":
+		return qemuguest.UEFISecureBoot, nil
 	default:
-		return qemuguest.UEFISecureBoot
+		return 0, fmt.Errorf("the QEMU backend has no firmware with only the keys of the secure boot template %s", vm.secureBoot)
 	}
 }
 
 // qemuBoot is the boot hook of a VM under the QEMU backend. Called with h.mu held.
 func (h *HyperV) qemuBoot(hh *hvHost, vm *hvVM, seed []byte) (HyperVBootHook, func()) {
 	id, host, vmID, boot := guestID(vm), hh.name, vm.id, vm.boot
-	m := qemuguest.Machine{Firmware: guestFirmware(vm), Seed: seed, SeedBus: qemuguest.SeedSCSI, Agent: true}
+	firmware, _ := guestFirmware(vm) // startVM refused the VM if it has none
+	m := qemuguest.Machine{Firmware: firmware, Seed: seed, SeedBus: qemuguest.SeedSCSI, Agent: true}
 	if len(vm.adapters) > 0 {
 		m.MAC = colonMAC(vm.adapters[0].mac)
 	}
