@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -65,7 +66,11 @@ func mountImage(t *testing.T, image string) string {
 	if out, err := exec.Command("qemu-img", "convert", "-O", "raw", image, raw).CombinedOutput(); err != nil {
 		t.Fatalf("qemu-img convert: %v: %s", err, out)
 	}
-	loop, err := exec.Command("losetup", "--find", "--show", "--offset", "1048576", raw).Output()
+	offset, err := rootPartitionOffset(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop, err := exec.Command("losetup", "--find", "--show", "--offset", strconv.FormatInt(offset, 10), raw).Output()
 	if err != nil {
 		t.Skipf("no loop device to mount the image: %v", err)
 	}
