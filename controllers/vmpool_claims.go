@@ -47,7 +47,13 @@ func (r *VMPoolReconciler) reconcileClaims(ctx context.Context, s *vmPoolScope) 
 			Updated:  s.hash != "" && c.Labels[fleetv1.VMPoolTemplateHashLabel] == s.hash,
 			Deleting: !c.DeletionTimestamp.IsZero(),
 		}
-		if ready := conditions.Get(c, infrav1.ReadyCondition); ready != nil && ready.Status == metav1.ConditionTrue && !vm.Deleting {
+		// The claim's controller patches its conditions and the rest of its status in two
+		// requests; a claim read between them says Ready with the phase it had before. Only a
+		// claim whose phase agrees is counted, so the pool never reports a VM available while
+		// listing it as provisioning (its status patch is an event that reconciles the pool again).
+		phase := c.Status.Phase
+		settled := phase == infrav1.MachineClaimPhaseRunning || phase == infrav1.MachineClaimPhaseReady
+		if ready := conditions.Get(c, infrav1.ReadyCondition); ready != nil && ready.Status == metav1.ConditionTrue && !vm.Deleting && settled {
 			vm.Ready = true
 			availableAt := ready.LastTransitionTime.Add(minReady)
 			if vm.Available = !now.Before(availableAt); !vm.Available {
