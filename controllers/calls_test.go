@@ -66,8 +66,8 @@ func TestCallsPerVMEndToEnd(t *testing.T) {
 		BootDelay: 10 * time.Second / callsTimeScale,
 		BootHook:  attestingGuest(ns, 15*time.Second/callsTimeScale, jobsDone),
 	})
-	startManager(t, testTiming{sweep: time.Second, orphanGrace: 2 * time.Second,
-		taskPoll: 2 * time.Second / callsTimeScale, providerTaskPoll: 200 * time.Millisecond / callsTimeScale})
+	startManager(t, testTiming{Sweep: time.Second, OrphanGrace: 2 * time.Second,
+		TaskPoll: 2 * time.Second / callsTimeScale, ProviderTaskPoll: 200 * time.Millisecond / callsTimeScale})
 	cluster := capiFleet(t, ns, sim)
 	hc := &infrav1.HypervisorCluster{}
 	hc.Namespace, hc.Name = ns, "pve"

@@ -27,8 +27,8 @@ func TestGUIDProviderClaimLifecycle(t *testing.T) {
 	fake := newGUIDProvider(hypervisor.Template{Ref: hypervisor.VMRef{Node: "hv1", ID: guidTemplate}, Name: "ubuntu-2404",
 		Cores: 2, MemoryMiB: 1024, DiskGiB: 20, BootDisk: "boot"})
 	fake.loseCloneAnswers = 1
-	startManager(t, testTiming{sweep: time.Second, orphanGrace: time.Hour,
-		providers: map[infrav1.ProviderType]connection.ProviderBuilder{infrav1.ProviderHyperV: fake.Builder()}})
+	startManager(t, testTiming{Sweep: time.Second, OrphanGrace: time.Hour,
+		Providers: map[infrav1.ProviderType]connection.ProviderBuilder{infrav1.ProviderHyperV: fake.Builder()}})
 	ns := newNamespace(t)
 	hc := builder.NewHypervisorCluster("hv", ns).WithEndpoint("https://127.0.0.1:5986/wsman").Build()
 	hc.Spec.Provider = infrav1.ProviderHyperV
@@ -71,8 +71,8 @@ func TestClaimForAnotherProviderIsRefused(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	fake := newGUIDProvider(hypervisor.Template{Ref: hypervisor.VMRef{Node: "hv1", ID: guidTemplate}, Name: "ubuntu-2404", MemoryMiB: 1024})
-	startManager(t, testTiming{sweep: time.Second, orphanGrace: time.Hour,
-		providers: map[infrav1.ProviderType]connection.ProviderBuilder{infrav1.ProviderHyperV: fake.Builder()}})
+	startManager(t, testTiming{Sweep: time.Second, OrphanGrace: time.Hour,
+		Providers: map[infrav1.ProviderType]connection.ProviderBuilder{infrav1.ProviderHyperV: fake.Builder()}})
 	ns := newNamespace(t)
 	hc := builder.NewHypervisorCluster("hv", ns).WithEndpoint("https://127.0.0.1:5986/wsman").Build()
 	hc.Spec.Provider = infrav1.ProviderHyperV

@@ -92,7 +92,7 @@ func TestHostDrainRespectsAntiAffinity(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	sim := pvesim.StartForTest(t, drainInventory())
-	startManager(t, testTiming{sweep: 300 * time.Millisecond, orphanGrace: time.Second})
+	startManager(t, testTiming{Sweep: 300 * time.Millisecond, OrphanGrace: time.Second})
 	ns := newNamespace(t)
 	proxmoxCluster(t, ns, "pve", sim)
 

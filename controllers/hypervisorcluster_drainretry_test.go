@@ -26,7 +26,7 @@ func drainOneVM(t *testing.T, fault pvesim.Fault) (string, *pvesim.Simulator, *i
 	t.Helper()
 	g := NewWithT(t)
 	sim := pvesim.StartForTest(t, drainInventory())
-	startManager(t, testTiming{sweep: 300 * time.Millisecond, orphanGrace: time.Second})
+	startManager(t, testTiming{Sweep: 300 * time.Millisecond, OrphanGrace: time.Second})
 	ns := newNamespace(t)
 	proxmoxCluster(t, ns, "pve", sim, func(hc *infrav1.HypervisorCluster) {
 		hc.Spec.DrainPolicy = &infrav1.DrainPolicy{MaxAttempts: 3, RetryInitialSeconds: 2, RetryMaxSeconds: 4}

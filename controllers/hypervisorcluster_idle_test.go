@@ -19,7 +19,7 @@ import (
 func TestIdleHypervisorClusterSweepsOncePerInterval(t *testing.T) {
 	g := NewWithT(t)
 	sim := pvesim.StartForTest(t, pvesim.Config{})
-	startManager(t, testTiming{sweep: time.Second, orphanGrace: 2 * time.Second})
+	startManager(t, testTiming{Sweep: time.Second, OrphanGrace: 2 * time.Second})
 	ns := newNamespace(t)
 	hc := proxmoxCluster(t, ns, "pve", sim, func(hc *infrav1.HypervisorCluster) {
 		hc.Spec.HealthCheckInterval = &metav1.Duration{Duration: time.Second}

@@ -48,7 +48,7 @@ func TestTwoInstallationsShareOneProxmox(t *testing.T) {
 	prod, staging := installation{"prod", env}, installation{"staging", second}
 	claims := map[string]*infrav1.MachineClaim{}
 	for _, inst := range []installation{prod, staging} {
-		startManagerOn(t, inst.env, nil, testTiming{sweep: 500 * time.Millisecond, orphanGrace: time.Second})
+		startManagerOn(t, inst.env, nil, testTiming{Sweep: 500 * time.Millisecond, OrphanGrace: time.Second})
 		c := inst.client()
 		g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 		g.Expect(c.Create(ctx, &corev1.Secret{
@@ -177,7 +177,7 @@ func TestUpgradeAdoptsLegacyVMs(t *testing.T) {
 	legacyMarks(t, sim, 1501, ns, "pve", "runner-1", "9c4a1f0e-0000-4000-8000-other0install")
 	twinBefore, _ := sim.VM(1501)
 
-	startManager(t, testTiming{sweep: 500 * time.Millisecond, orphanGrace: time.Second})
+	startManager(t, testTiming{Sweep: 500 * time.Millisecond, OrphanGrace: time.Second})
 
 	g.Eventually(func(g Gomega) {
 		got := get(g, claim)
@@ -218,7 +218,7 @@ func TestPlainHTTPIsReportedOnEveryConnect(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	sim := pvesim.StartForTest(t, pvesim.Config{PlainHTTP: true})
-	startManager(t, testTiming{sweep: 300 * time.Millisecond, orphanGrace: time.Minute})
+	startManager(t, testTiming{Sweep: 300 * time.Millisecond, OrphanGrace: time.Minute})
 	ns := newNamespace(t)
 	g.Expect(env.Client.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "pve-credentials", Namespace: ns},

@@ -23,7 +23,7 @@ func TestRunnerPlacementUsesTheHealthChecksNodes(t *testing.T) {
 	ctx := context.Background()
 	sim := pvesim.StartForTest(t, pvesim.Config{Inventory: runnerCopies()})
 	// Health checks a minute apart: the first one runs at once, the next after the test.
-	startManager(t, testTiming{sweep: time.Minute, orphanGrace: time.Minute})
+	startManager(t, testTiming{Sweep: time.Minute, OrphanGrace: time.Minute})
 	ns := newNamespace(t)
 	hc := proxmoxCluster(t, ns, "pve", sim)
 	g.Eventually(func(g Gomega) {

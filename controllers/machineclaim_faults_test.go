@@ -149,7 +149,7 @@ func TestHungTaskDoesNotBlockDeletion(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	sim := pvesim.StartForTest(t, pvesim.Config{})
-	startManager(t, testTiming{sweep: time.Second, orphanGrace: time.Minute, taskDeadline: 2 * time.Second})
+	startManager(t, testTiming{Sweep: time.Second, OrphanGrace: time.Minute, TaskDeadline: 2 * time.Second})
 	ns := newNamespace(t)
 	proxmoxCluster(t, ns, "pve", sim)
 	claims := createClaims(t, ns, 1)

@@ -26,7 +26,7 @@ import (
 // returning once its VM runs.
 func persistentVM(t *testing.T, strategy infrav1.RunStrategy, mutate ...func(*builder.MachineClaimBuilder)) (*infrav1.MachineClaim, *pvesim.Simulator) {
 	t.Helper()
-	return persistentVMWith(t, testTiming{sweep: 300 * time.Millisecond, orphanGrace: time.Second}, strategy, mutate...)
+	return persistentVMWith(t, testTiming{Sweep: 300 * time.Millisecond, OrphanGrace: time.Second}, strategy, mutate...)
 }
 
 // persistentVMWith is persistentVM with the manager's timing (and clock) chosen by the test.
@@ -339,7 +339,7 @@ func TestPersistentMachineUnderClusterAPI(t *testing.T) {
 	ctx := context.Background()
 	startCAPI(t)
 	sim := pvesim.StartForTest(t, pvesim.Config{})
-	startManager(t, testTiming{sweep: 300 * time.Millisecond, orphanGrace: time.Second})
+	startManager(t, testTiming{Sweep: 300 * time.Millisecond, OrphanGrace: time.Second})
 	ns := newNamespace(t)
 	capiFleet(t, ns, sim)
 	bootstrapSecret(t, ns, "db-0-bootstrap", userData)

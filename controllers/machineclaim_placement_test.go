@@ -68,7 +68,7 @@ func TestPersistentPlacementHostSelector(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	sim := pvesim.StartForTest(t, templateOnEveryHost())
-	startManager(t, testTiming{sweep: 300 * time.Millisecond, orphanGrace: time.Second})
+	startManager(t, testTiming{Sweep: 300 * time.Millisecond, OrphanGrace: time.Second})
 	ns := newNamespace(t)
 	proxmoxCluster(t, ns, "pve", sim, labelledHosts)
 
@@ -124,7 +124,7 @@ func TestPCIDevicesSteerPlacement(t *testing.T) {
 	cfg := templateOnEveryHost()
 	cfg.Inventory.PCIMappings = []pvesim.PCIMappingSpec{{ID: "gpu", Nodes: []string{"pve2"}}}
 	sim := pvesim.StartForTest(t, cfg)
-	startManager(t, testTiming{sweep: 300 * time.Millisecond, orphanGrace: time.Second})
+	startManager(t, testTiming{Sweep: 300 * time.Millisecond, OrphanGrace: time.Second})
 	ns := newNamespace(t)
 	proxmoxCluster(t, ns, "pve", sim)
 

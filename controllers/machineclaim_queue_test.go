@@ -193,7 +193,7 @@ func TestClaimsWaitingForCapacityStartWhenAVMGoes(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	sim := pvesim.StartForTest(t, pvesim.Config{Inventory: smallCluster()})
-	startManagerWith(t, nil, testTiming{sweep: time.Second, orphanGrace: 2 * time.Second, capacityRecheck: 10 * time.Minute})
+	startManagerWith(t, nil, testTiming{Sweep: time.Second, OrphanGrace: 2 * time.Second, CapacityRecheck: 10 * time.Minute})
 	ns := newNamespace(t)
 	capiFleet(t, ns, sim)
 	// RunnerPool a has no runners of its own (replicas 0): its status counts the claims labelled

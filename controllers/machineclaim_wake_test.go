@@ -25,7 +25,7 @@ func TestSweepStatusWakesNoClaim(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	sim := pvesim.StartForTest(t, pvesim.Config{})
-	startManager(t, testTiming{sweep: 300 * time.Millisecond, orphanGrace: time.Minute})
+	startManager(t, testTiming{Sweep: 300 * time.Millisecond, OrphanGrace: time.Minute})
 	ns := newNamespace(t)
 	hc := proxmoxCluster(t, ns, "pve", sim)
 	g.Eventually(func(g Gomega) {

@@ -27,7 +27,7 @@ func newMigration(name, ns, claim, target string) *fleetv1.MachineMigration {
 func migratableVM(t *testing.T) (*infrav1.MachineClaim, *pvesim.Simulator) {
 	inv := pvesim.DefaultInventory()
 	inv.Storages = append(inv.Storages, pvesim.StorageSpec{Name: "ceph", Type: "rbd", Content: []string{"images"}, Shared: true, TotalGiB: 1024})
-	claim, sim := persistentVMIn(t, pvesim.Config{Inventory: inv}, testTiming{sweep: 300 * time.Millisecond, orphanGrace: time.Second}, infrav1.RunStrategyAlways)
+	claim, sim := persistentVMIn(t, pvesim.Config{Inventory: inv}, testTiming{Sweep: 300 * time.Millisecond, OrphanGrace: time.Second}, infrav1.RunStrategyAlways)
 	NewWithT(t).Eventually(func(g Gomega) infrav1.MachineClaimPhase { return get(g, claim).Status.Phase }, 30*time.Second, 100*time.Millisecond).
 		Should(Equal(infrav1.MachineClaimPhaseRunning))
 	return claim, sim

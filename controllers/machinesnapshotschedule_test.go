@@ -60,7 +60,7 @@ func TestSnapshotScheduleRetention(t *testing.T) {
 		return time.Date(first.Year(), first.Month(), first.Day()+i, 2, 0, 0, 0, berlin)
 	}
 	clk := clocktesting.NewFakeClock(now)
-	claim, sim := persistentVMWith(t, testTiming{sweep: 300 * time.Millisecond, orphanGrace: time.Second, clock: clk}, infrav1.RunStrategyAlways)
+	claim, sim := persistentVMWith(t, testTiming{Sweep: 300 * time.Millisecond, OrphanGrace: time.Second, Clock: clk}, infrav1.RunStrategyAlways)
 	vmid := vmidOf(claim.Status.VMID)
 
 	sched := &fleetv1.MachineSnapshotSchedule{

@@ -30,7 +30,7 @@ func TestRunnerNameTakenByAnotherObject(t *testing.T) {
 			startCAPI(t)
 			sim := pvesim.StartForTest(t, pvesim.Config{})
 			var calls atomic.Int32
-			startManager(t, testTiming{sweep: time.Second, orphanGrace: 2 * time.Second, runnerName: func(pool string) string {
+			startManager(t, testTiming{Sweep: time.Second, OrphanGrace: 2 * time.Second, RunnerName: func(pool string) string {
 				if calls.Add(1) == 1 {
 					return pool + "-taken"
 				}

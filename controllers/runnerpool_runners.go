@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -159,8 +160,8 @@ func (r *RunnerPoolReconciler) createRunnerNamed(ctx context.Context, pool *flee
 	// MachineSet copies its template's onto its Machines), then the labels HyperFleet relies on.
 	meta := func(template clusterv1.ObjectMeta) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: name, Namespace: pool.Namespace,
-			Labels:          mergeInto(mergeInto(map[string]string{}, template.Labels), labels),
-			Annotations:     mergeInto(mergeInto(nil, template.Annotations), pool.Spec.Template.ObjectMeta.Annotations),
+			Labels:          merged(map[string]string{}, template.Labels, labels),
+			Annotations:     merged(nil, template.Annotations, pool.Spec.Template.ObjectMeta.Annotations),
 			OwnerReferences: []metav1.OwnerReference{poolRef}}
 	}
 
@@ -410,4 +411,19 @@ func policyOf(p *fleetv1.RunnerPool) scaling.Policy {
 	}
 	pol.Warm, pol.WarmMaxAge = int(p.Spec.WarmReplicas), warmMaxAge(p)
 	return pol
+}
+
+// merged copies each of more into base, later maps winning, and returns base (made only when
+// something is copied into a nil base).
+func merged(base map[string]string, more ...map[string]string) map[string]string {
+	for _, m := range more {
+		if len(m) == 0 {
+			continue
+		}
+		if base == nil {
+			base = map[string]string{}
+		}
+		maps.Copy(base, m)
+	}
+	return base
 }

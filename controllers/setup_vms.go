@@ -4,6 +4,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
+	"github.com/hyperfleet-io/hyperfleet/controllers/vmpool"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
 )
 
@@ -38,7 +39,7 @@ func setupVMControllers(mgr ctrl.Manager, registry *connection.Registry, opts Op
 	if err := migrations.SetupWithManager(mgr, copts); err != nil {
 		return err
 	}
-	if err := (&VMPoolReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("vmpool-controller")}).SetupWithManager(mgr, copts); err != nil {
+	if err := (&vmpool.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("vmpool-controller")}).SetupWithManager(mgr, copts); err != nil {
 		return err
 	}
 	schedules := &MachineSnapshotScheduleReconciler{

@@ -1,274 +1,36 @@
 package controllers_test
 
 import (
-	"context"
-	"fmt"
-	"os"
-	"slices"
-	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/clock"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
-	"github.com/hyperfleet-io/hyperfleet/controllers"
-	"github.com/hyperfleet-io/hyperfleet/pkg/config"
-	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
-	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/proxmox"
-	"github.com/hyperfleet-io/hyperfleet/pkg/logging"
-	"github.com/hyperfleet-io/hyperfleet/pkg/manager"
-	"github.com/hyperfleet-io/hyperfleet/test/builder"
-	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
+	"github.com/hyperfleet-io/hyperfleet/controllers/controllertest"
 	"github.com/hyperfleet-io/hyperfleet/test/testenv"
 )
 
-var (
-	env       *testenv.Env
-	capiOnce  sync.Once
-	capiMgr   *testenv.CAPIManager
-	capiError error
-)
+// The package's tests use controllertest's harness under the short names they were written with.
+var env *testenv.Env
 
-// startCAPI runs the real Cluster API core manager for the rest of the package's tests.
-func startCAPI(t *testing.T) {
-	t.Helper()
-	capiOnce.Do(func() { capiMgr, capiError = env.StartCAPIManager(context.Background()) })
-	if capiError != nil {
-		t.Fatalf("Cluster API manager: %v", capiError)
-	}
-}
+type testTiming = controllertest.Timing
 
 func TestMain(m *testing.M) {
-	testenv.ExitIfShort("an API server and the manager")
-	log, _ := logging.New(os.Getenv("LOG_LEVEL"), os.Stderr)
-	if os.Getenv("LOG_LEVEL") == "" {
-		log, _ = logging.New("ERROR", os.Stderr)
-	}
-	ctrl.SetLogger(log)
-	var err error
-	if env, err = testenv.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if capiMgr != nil {
-		capiMgr.Stop()
-	}
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping envtest:", err)
-	}
-	os.Exit(code)
+	controllertest.Main(m, "an API server and the manager", func(e *testenv.Env) { env = e })
 }
 
-// testTiming makes the controllers fast enough for tests: sweeps every second, tasks polled often.
-type testTiming struct {
-	sweep       time.Duration
-	orphanGrace time.Duration
-	// runnerName, if set, names the RunnerPools' new runners instead of the random generator.
-	runnerName func(pool string) string
-	// taskDeadline, when set, bounds a deleting claim's wait for one task.
-	taskDeadline time.Duration
-	// clock, when set, tells snapshot schedules the time.
-	clock clock.PassiveClock
-	// providers are extra provider builders (the in-memory GUID provider).
-	providers map[infrav1.ProviderType]connection.ProviderBuilder
-	// taskPoll and providerTaskPoll, when set, replace the tests' fast task polls (100 ms in the
-	// controllers, 20 ms inside the provider): a run against the load model scales them with it.
-	taskPoll, providerTaskPoll time.Duration
-	// capacityRecheck, when set, is how long a claim waiting for capacity waits for a wake-up.
-	capacityRecheck time.Duration
-}
+var (
+	startCAPI         = controllertest.StartCAPI
+	startManager      = controllertest.StartManager
+	startManagerWith  = controllertest.StartManagerWith
+	startManagerOn    = controllertest.StartManagerOn
+	newNamespace      = controllertest.NewNamespace
+	proxmoxCluster    = controllertest.ProxmoxCluster
+	bootstrapSecret   = controllertest.BootstrapSecret
+	ownedVMs          = controllertest.OwnedVMs
+	foreignVMs        = controllertest.ForeignVMs
+	keyOf             = controllertest.KeyOf
+	credentialsSecret = controllertest.CredentialsSecret
+)
 
-// startManager runs HyperFleet's manager, as the binary would, until the test ends or stop is called.
-func startManager(t *testing.T, timing ...testTiming) (stop func()) {
-	t.Helper()
-	return startManagerWith(t, nil, timing...)
-}
-
-// startManagerWith is startManager with a chance to change the manager's configuration.
-func startManagerWith(t *testing.T, mutate func(*config.Manager), timing ...testTiming) (stop func()) {
-	t.Helper()
-	return startManagerOn(t, env, mutate, timing...)
-}
-
-// startManagerOn runs HyperFleet's manager against e's API server: a second management cluster
-// gets its own installation this way.
-func startManagerOn(t *testing.T, e *testenv.Env, mutate func(*config.Manager), timing ...testTiming) (stop func()) {
-	t.Helper()
-	tm := testTiming{sweep: time.Second, orphanGrace: 2 * time.Second}
-	if len(timing) > 0 {
-		tm = timing[0]
-	}
-	cfg := &config.Manager{
-		MetricsBindAddress: "0", HealthProbeBindAddress: "0", Concurrency: 4,
-		SyncPeriod: time.Minute, SweepInterval: tm.sweep, OrphanGracePeriod: tm.orphanGrace,
-		ProviderTimeout: 5 * time.Second, LeaderElectionID: "hyperfleet-test",
-		BootstrapCASecret: "default/hyperfleet-bootstrap-ca", TrustDomain: "hyperfleet.local",
-		BootstrapServiceURL: "https://127.0.0.1:8443", RepairInterval: time.Hour,
-		WorkloadReaderServiceAccount: "default/hyperfleet-workload-reader",
-		WebhookBindAddress:           "0",
-	}
-	if mutate != nil {
-		mutate(cfg)
-	}
-	mgr, err := manager.New(context.Background(), e.Config, cfg, func(o *controllers.Options) {
-		o.TaskPollInterval = 100 * time.Millisecond
-		o.TaskDeadline = tm.taskDeadline
-		o.SkipNameValidation = true
-		o.TemplateCheckInterval = time.Second
-		o.RunnerName = tm.runnerName
-		o.Clock = tm.clock
-		o.ProviderTaskPollInterval = 20 * time.Millisecond
-		o.Providers = tm.providers
-		o.CapacityRecheck = tm.capacityRecheck
-		if tm.taskPoll > 0 {
-			o.TaskPollInterval = tm.taskPoll
-		}
-		if tm.providerTaskPoll > 0 {
-			o.ProviderTaskPollInterval = tm.providerTaskPoll
-		}
-	})
-	if err != nil {
-		t.Fatalf("manager: %v", err)
-	}
-	return testenv.RunManager(t, mgr)
-}
-
-func newNamespace(t *testing.T) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))[:min(len(t.Name()), 40)] + "-"}}
-	NewWithT(t).Expect(env.Client.Create(context.Background(), ns)).To(Succeed())
-	t.Cleanup(func() { clearNamespace(t, ns.Name) })
-	return ns.Name
-}
-
-// clearedGroups are the API groups whose objects drive reconciles: HyperFleet's and Cluster API's.
-var clearedGroups = map[string]bool{
-	"hyperfleet.io": true, "infrastructure.cluster.x-k8s.io": true, "bootstrap.cluster.x-k8s.io": true,
-	"cluster.x-k8s.io": true, "controlplane.cluster.x-k8s.io": true,
-}
-
-// clearNamespace deletes every object of clearedGroups' kinds in ns once its test ends, with its
-// finalizers removed so that nothing waits on a simulator. The API server has no namespace or
-// garbage collector, and every later test's manager (and the shared Cluster API manager) watches
-// every namespace: leftovers would be reconciled against simulators long stopped for the rest of
-// the package's run, costing CPU and calls in every later test. Pools and Clusters go first, so
-// that nothing makes new objects while the rest are deleted.
-func clearNamespace(t *testing.T, ns string) {
-	ctx := context.Background()
-	var ordered []schema.GroupKind
-	for gvk := range env.Client.Scheme().AllKnownTypes() {
-		if gk := gvk.GroupKind(); clearedGroups[gk.Group] && !strings.HasSuffix(gk.Kind, "List") && !slices.Contains(ordered, gk) {
-			ordered = append(ordered, gk)
-		}
-	}
-	first := map[string]bool{"RunnerPool": true, "VMPool": true, "MachineDeployment": true, "MachineSet": true,
-		"MachinePool": true, "Cluster": true, "MachineHealthCheck": true}
-	slices.SortFunc(ordered, func(a, b schema.GroupKind) int {
-		if first[a.Kind] != first[b.Kind] {
-			if first[a.Kind] {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a.String(), b.String())
-	})
-	for _, gk := range ordered {
-		m, err := env.Client.RESTMapper().RESTMapping(gk)
-		if err != nil || m.Scope.Name() != meta.RESTScopeNameNamespace {
-			continue // not served by this API server, or cluster-scoped
-		}
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(m.GroupVersionKind.GroupVersion().WithKind(gk.Kind + "List"))
-		if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
-			t.Logf("clearing %s: listing %s: %v", ns, gk, err)
-			continue
-		}
-		for i := range list.Items {
-			o := &list.Items[i]
-			if len(o.GetFinalizers()) > 0 {
-				_ = env.Client.Patch(ctx, o, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
-			}
-			if err := env.Client.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
-				t.Logf("clearing %s: deleting %s %s: %v", ns, gk, o.GetName(), err)
-			}
-		}
-	}
-}
-
-// proxmoxCluster creates the credentials, CA bundle and HypervisorCluster for sim.
-func proxmoxCluster(t *testing.T, ns, name string, sim *pvesim.Simulator, mutate ...func(*infrav1.HypervisorCluster)) *infrav1.HypervisorCluster {
-	t.Helper()
-	g := NewWithT(t)
-	ctx := context.Background()
-	g.Expect(env.Client.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name + "-credentials", Namespace: ns},
-		StringData: map[string]string{connection.KeyTokenID: pvesim.TestTokenID, connection.KeyTokenSecret: pvesim.TestTokenSecret},
-	})).To(Succeed())
-	g.Expect(env.Client.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name + "-ca", Namespace: ns},
-		Data:       map[string][]byte{"ca.crt": sim.CACertPEM()},
-	})).To(Succeed())
-	hc := builder.NewHypervisorCluster(name, ns).
-		WithEndpoint(strings.TrimSuffix(sim.URL(), "/api2/json")).
-		WithCABundle(name+"-ca", "").
-		WithProxmox(infrav1.ProxmoxClusterParameters{VMIDRange: &infrav1.VMIDRange{Start: 1000, End: 1999}}).
-		Build()
-	for _, m := range mutate {
-		m(hc)
-	}
-	g.Expect(env.Client.Create(ctx, hc)).To(Succeed())
-	return hc
-}
-
-func bootstrapSecret(t *testing.T, ns, name, userData string) {
-	t.Helper()
-	NewWithT(t).Expect(env.Client.Create(context.Background(), &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Data:       map[string][]byte{"value": []byte(userData), "format": []byte("cloud-config")},
-	})).To(Succeed())
-}
-
-func get[T client.Object](g Gomega, obj T) T {
-	g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)).To(Succeed())
-	return obj
-}
-
-// ownedVMs returns the simulator's VMs carrying HyperFleet's tag.
-func ownedVMs(sim *pvesim.Simulator) []pvesim.VM {
-	var out []pvesim.VM
-	for _, vm := range sim.VMs() {
-		if slices.Contains(vm.Tags, proxmox.TagManaged) || strings.Contains(vm.Description, "hyperfleet") {
-			out = append(out, vm)
-		}
-	}
-	return out
-}
-
-func foreignVMs(sim *pvesim.Simulator) map[int]pvesim.VM {
-	out := map[int]pvesim.VM{}
-	for _, vm := range sim.VMs() {
-		if !slices.Contains(vm.Tags, proxmox.TagManaged) && !strings.Contains(vm.Description, "hyperfleet") {
-			out[vm.VMID] = vm
-		}
-	}
-	return out
-}
-
-func keyOf(o client.Object) client.ObjectKey { return client.ObjectKeyFromObject(o) }
-
-func credentialsSecret(g Gomega, hc *infrav1.HypervisorCluster) *corev1.Secret {
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hc.Namespace, Name: hc.Spec.CredentialsRef.Name}}
-	return get(g, s)
-}
+func get[T client.Object](g Gomega, obj T) T { return controllertest.Get(g, obj) }

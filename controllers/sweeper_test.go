@@ -25,7 +25,7 @@ func TestIncompleteListingRetiresNothing(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	sim := pvesim.StartForTest(t, pvesim.Config{})
-	startManager(t, testTiming{sweep: 300 * time.Millisecond, orphanGrace: time.Second})
+	startManager(t, testTiming{Sweep: 300 * time.Millisecond, OrphanGrace: time.Second})
 	ns := newNamespace(t)
 	proxmoxCluster(t, ns, "pve", sim)
 	claim := builder.NewMachineClaim("runner-0", ns).WithHypervisorCluster("pve").Build()
@@ -70,7 +70,7 @@ func busyMarkedRunner(t *testing.T, max int32) (pool *fleetv1.RunnerPool, name s
 	// the claim to its Machine and hands it the bootstrap data, the claim controller provisions.
 	startCAPI(t)
 	sim := pvesim.StartForTest(t, pvesim.Config{})
-	startManager(t, testTiming{sweep: 300 * time.Millisecond, orphanGrace: time.Second})
+	startManager(t, testTiming{Sweep: 300 * time.Millisecond, OrphanGrace: time.Second})
 	ns := newNamespace(t)
 	pool = githubPool(t, ns, "sweeps", max, sim, gh)
 	got := get(g, pool)

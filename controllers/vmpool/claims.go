@@ -1,4 +1,4 @@
-package controllers
+package vmpool
 
 import (
 	"context"
@@ -25,7 +25,7 @@ const vmPoolFieldOwner = client.FieldOwner("vmpool-controller")
 
 // reconcileClaims reads the pool's claims and how far each VM got. Only claims the pool controls
 // count: a claim that merely carries the pool's label is someone else's and is never touched.
-func (r *VMPoolReconciler) reconcileClaims(ctx context.Context, s *vmPoolScope) (ctrl.Result, error) {
+func (r *Reconciler) reconcileClaims(ctx context.Context, s *vmPoolScope) (ctrl.Result, error) {
 	list := &infrav1.MachineClaimList{}
 	if err := r.Client.List(ctx, list, client.InNamespace(s.pool.Namespace),
 		client.MatchingLabels{fleetv1.VMPoolNameLabel: s.pool.Name}); err != nil {
@@ -68,7 +68,7 @@ func (r *VMPoolReconciler) reconcileClaims(ctx context.Context, s *vmPoolScope) 
 
 // reconcileMetadata applies template.metadata to the claims in place: labels and annotations the
 // template adds or changes reach every claim without replacing its VM (ones the template drops stay).
-func (r *VMPoolReconciler) reconcileMetadata(ctx context.Context, s *vmPoolScope) (ctrl.Result, error) {
+func (r *Reconciler) reconcileMetadata(ctx context.Context, s *vmPoolScope) (ctrl.Result, error) {
 	meta := s.pool.Spec.Template.ObjectMeta
 	for _, c := range s.claims {
 		if !c.DeletionTimestamp.IsZero() || (containsAll(c.Labels, meta.Labels) && containsAll(c.Annotations, meta.Annotations)) {
@@ -105,7 +105,7 @@ func mergeInto(dst, src map[string]string) map[string]string {
 }
 
 // reconcileRollout creates and deletes claims as pkg/vmpool's plan says.
-func (r *VMPoolReconciler) reconcileRollout(ctx context.Context, s *vmPoolScope) (ctrl.Result, error) {
+func (r *Reconciler) reconcileRollout(ctx context.Context, s *vmPoolScope) (ctrl.Result, error) {
 	p := s.pool
 	replicas := int(ptr.Deref(p.Spec.Replicas, 1))
 	strategy, err := vmpool.ResolveStrategy(p.Spec.Strategy, replicas)
@@ -159,7 +159,7 @@ const vmPoolNameAttempts = 3
 
 // createClaim creates one claim from the current template, named <pool>-<hash>-<random>. A name
 // someone else's object holds is given up for another (the claim is created, never applied over it).
-func (r *VMPoolReconciler) createClaim(ctx context.Context, s *vmPoolScope) (string, error) {
+func (r *Reconciler) createClaim(ctx context.Context, s *vmPoolScope) (string, error) {
 	p := s.pool
 	for range vmPoolNameAttempts {
 		c := &infrav1.MachineClaim{
@@ -188,7 +188,7 @@ func (r *VMPoolReconciler) createClaim(ctx context.Context, s *vmPoolScope) (str
 
 // waitForCache waits until the cache holds the created claims and shows the deleted ones deleting
 // or gone.
-func (r *VMPoolReconciler) waitForCache(ctx context.Context, ns string, created, deleted []string) error {
+func (r *Reconciler) waitForCache(ctx context.Context, ns string, created, deleted []string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	seen := func(name string, wantDeleted bool) (bool, error) {

@@ -1,4 +1,4 @@
-package controllers
+package vmpool
 
 import (
 	"context"
@@ -21,7 +21,7 @@ const vmPoolAutoscaleInterval = 15 * time.Second
 // reconcileAutoscaling sizes the pool from its VMs' use when spec.autoscaling is set: it sets
 // spec.replicas (written with the pool by the deferred patch) as pkg/vmpool's Autoscale decides,
 // and keeps the decision's history in status.autoscaling.
-func (r *VMPoolReconciler) reconcileAutoscaling(ctx context.Context, s *vmPoolScope) (ctrl.Result, error) {
+func (r *Reconciler) reconcileAutoscaling(ctx context.Context, s *vmPoolScope) (ctrl.Result, error) {
 	p := s.pool
 	if p.Spec.Autoscaling == nil {
 		p.Status.Autoscaling = nil

@@ -1,4 +1,4 @@
-package controllers_test
+package vmpool_test
 
 import (
 	"context"
@@ -21,17 +21,20 @@ import (
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/controllertest"
 	"github.com/hyperfleet-io/hyperfleet/pkg/metrics"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 )
+
+func TestMain(m *testing.M) { controllertest.Main(m, "an API server and the manager") }
 
 // vmPoolEnv starts a simulator, a manager and a HypervisorCluster for a pool test.
 func vmPoolEnv(t *testing.T) (string, *pvesim.Simulator) {
 	t.Helper()
 	sim := pvesim.StartForTest(t, pvesim.Config{})
-	startManager(t, testTiming{sweep: 300 * time.Millisecond, orphanGrace: time.Second})
-	ns := newNamespace(t)
-	proxmoxCluster(t, ns, "pve", sim)
+	controllertest.StartManager(t, controllertest.Timing{Sweep: 300 * time.Millisecond, OrphanGrace: time.Second})
+	ns := controllertest.NewNamespace(t)
+	controllertest.ProxmoxCluster(t, ns, "pve", sim)
 	return ns, sim
 }
 
@@ -66,7 +69,7 @@ type poolSample struct {
 // samplePool reads the pool's claims (controlled by it) straight from the API server.
 func samplePool(g Gomega, pool *fleetv1.VMPool, hash string) poolSample {
 	list := &infrav1.MachineClaimList{}
-	g.Expect(env.Client.List(context.Background(), list, client.InNamespace(pool.Namespace),
+	g.Expect(controllertest.Env.Client.List(context.Background(), list, client.InNamespace(pool.Namespace),
 		client.MatchingLabels{fleetv1.VMPoolNameLabel: pool.Name})).To(Succeed())
 	var s poolSample
 	for i := range list.Items {
@@ -110,7 +113,7 @@ func watchPool(t *testing.T, pool *fleetv1.VMPool, sim *pvesim.Simulator, hash f
 			case <-time.After(20 * time.Millisecond):
 			}
 			s := samplePool(g, pool, hash())
-			if msg := check(s, len(ownedVMs(sim))); msg != "" {
+			if msg := check(s, len(controllertest.OwnedVMs(sim))); msg != "" {
 				mu.Lock()
 				if failure == "" {
 					failure = msg
@@ -139,7 +142,7 @@ func waitPoolSettled(t *testing.T, pool *fleetv1.VMPool, replicas int32) *fleetv
 	g := NewWithT(t)
 	got := &fleetv1.VMPool{}
 	g.Eventually(func(g Gomega) {
-		g.Expect(env.Client.Get(context.Background(), keyOf(pool), got)).To(Succeed())
+		g.Expect(controllertest.Env.Client.Get(context.Background(), controllertest.KeyOf(pool), got)).To(Succeed())
 		g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
 		g.Expect(got.Status.AvailableReplicas).To(Equal(replicas))
 		g.Expect(got.Status.UpdatedReplicas).To(Equal(replicas))
@@ -162,7 +165,7 @@ func TestVMPoolRollingUpdateNeverDropsBelowMinAvailable(t *testing.T) {
 	ns, sim := vmPoolEnv(t)
 	pool := webPool(ns, "web", 3)
 	pool.Spec.MinReadySeconds = 1
-	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Create(ctx, pool)).To(Succeed())
 	settled := waitPoolSettled(t, pool, 3)
 	oldHash := settled.Status.TemplateHash
 	g.Expect(settled.Status.Selector).To(Equal("app=web"))
@@ -191,11 +194,11 @@ func TestVMPoolRollingUpdateNeverDropsBelowMinAvailable(t *testing.T) {
 	updatePool(t, pool, func(p *fleetv1.VMPool) {
 		p.Spec.Template.Spec.Cores = 2
 	})
-	g.Eventually(func() string { return get(g, pool).Status.TemplateHash }, 10*time.Second, 20*time.Millisecond).ShouldNot(Equal(oldHash))
+	g.Eventually(func() string { return controllertest.Get(g, pool).Status.TemplateHash }, 10*time.Second, 20*time.Millisecond).ShouldNot(Equal(oldHash))
 	hashMu.Lock()
-	newHash = get(g, pool).Status.TemplateHash
+	newHash = controllertest.Get(g, pool).Status.TemplateHash
 	hashMu.Unlock()
-	g.Eventually(func() string { return conditions.GetReason(get(g, pool), fleetv1.ProgressingCondition) }, 10*time.Second, 20*time.Millisecond).
+	g.Eventually(func() string { return conditions.GetReason(controllertest.Get(g, pool), fleetv1.ProgressingCondition) }, 10*time.Second, 20*time.Millisecond).
 		Should(Equal(fleetv1.VMPoolRollingUpdateReason))
 	done := waitPoolSettled(t, pool, 3)
 	samples := stop()
@@ -204,7 +207,7 @@ func TestVMPoolRollingUpdateNeverDropsBelowMinAvailable(t *testing.T) {
 	for _, vm := range done.Status.VMs {
 		g.Expect(vm.Name).To(HavePrefix("web-" + newHash + "-"))
 	}
-	vms := ownedVMs(sim)
+	vms := controllertest.OwnedVMs(sim)
 	g.Expect(vms).To(HaveLen(3))
 	for _, vm := range vms {
 		g.Expect(vm.Config).To(HaveKeyWithValue("cores", "2"), "VM %d is made from the new template", vm.VMID)
@@ -220,7 +223,7 @@ func TestVMPoolRecreate(t *testing.T) {
 	ns, sim := vmPoolEnv(t)
 	pool := webPool(ns, "db", 2)
 	pool.Spec.Strategy = fleetv1.VMPoolStrategy{Type: fleetv1.RecreateVMPoolStrategy}
-	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Create(ctx, pool)).To(Succeed())
 	before := waitPoolSettled(t, pool, 2)
 	oldHash := before.Status.TemplateHash
 
@@ -231,7 +234,7 @@ func TestVMPoolRecreate(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		for _, vm := range before.Status.VMs {
 			c := &infrav1.MachineClaim{}
-			g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: vm.Name}, c)).To(Succeed())
+			g.Expect(controllertest.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: vm.Name}, c)).To(Succeed())
 			g.Expect(c.Labels).To(HaveKeyWithValue("tier", "data"))
 		}
 	}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
@@ -258,12 +261,12 @@ func TestVMPoolRecreate(t *testing.T) {
 	updatePool(t, pool, func(p *fleetv1.VMPool) {
 		p.Spec.Template.Spec.MemoryMiB = 1024
 	})
-	g.Eventually(func() string { return conditions.GetReason(get(g, pool), fleetv1.ProgressingCondition) }, 10*time.Second, 20*time.Millisecond).
+	g.Eventually(func() string { return conditions.GetReason(controllertest.Get(g, pool), fleetv1.ProgressingCondition) }, 10*time.Second, 20*time.Millisecond).
 		Should(Equal(fleetv1.VMPoolRecreatingReason))
 	done := waitPoolSettled(t, pool, 2)
 	stop()
 	g.Expect(done.Status.TemplateHash).NotTo(Equal(oldHash))
-	for _, vm := range ownedVMs(sim) {
+	for _, vm := range controllertest.OwnedVMs(sim) {
 		g.Expect(vm.Config).To(HaveKeyWithValue("memory", "1024"))
 	}
 }
@@ -282,26 +285,26 @@ func TestVMPoolScaleSubresource(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "not-yours", Namespace: ns, Labels: map[string]string{fleetv1.VMPoolNameLabel: "api", "app": "api"}},
 		Spec:       infrav1.MachineClaimSpec{Template: infrav1.TemplateSource{ID: "9000"}},
 	}
-	g.Expect(env.Client.Create(ctx, intruder)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Create(ctx, intruder)).To(Succeed())
 
 	pool := webPool(ns, "api", 1)
-	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Create(ctx, pool)).To(Succeed())
 	first := waitPoolSettled(t, pool, 1).Status.VMs[0].Name
 	// Creation times have a resolution of one second: let the next VMs be newer.
-	time.Sleep(time.Until(get(g, &infrav1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: first}}).CreationTimestamp.Add(1100 * time.Millisecond)))
+	time.Sleep(time.Until(controllertest.Get(g, &infrav1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: first}}).CreationTimestamp.Add(1100 * time.Millisecond)))
 
 	scale := &autoscalingv1.Scale{}
-	g.Expect(env.Client.SubResource("scale").Get(ctx, pool, scale)).To(Succeed())
+	g.Expect(controllertest.Env.Client.SubResource("scale").Get(ctx, pool, scale)).To(Succeed())
 	g.Expect(scale.Spec.Replicas).To(Equal(int32(1)))
 	g.Expect(scale.Status.Replicas).To(Equal(int32(1)))
 	g.Expect(scale.Status.Selector).To(Equal("app=api"))
 
 	scaleVMPool(g, pool, 3)
 	settled := waitPoolSettled(t, pool, 3)
-	g.Expect(ownedVMs(sim)).To(HaveLen(3))
+	g.Expect(controllertest.OwnedVMs(sim)).To(HaveLen(3))
 	g.Eventually(func(g Gomega) {
 		s := &autoscalingv1.Scale{}
-		g.Expect(env.Client.SubResource("scale").Get(ctx, pool, s)).To(Succeed())
+		g.Expect(controllertest.Env.Client.SubResource("scale").Get(ctx, pool, s)).To(Succeed())
 		g.Expect(s.Status.Replicas).To(Equal(int32(3)))
 	}, 10*time.Second, 100*time.Millisecond).Should(Succeed())
 
@@ -317,16 +320,16 @@ func TestVMPoolScaleSubresource(t *testing.T) {
 	scaleVMPool(g, pool, 1)
 	down := waitPoolSettled(t, pool, 1)
 	g.Expect(down.Status.VMs[0].Name).To(Equal(first))
-	g.Eventually(func() int { return len(ownedVMs(sim)) }, 20*time.Second, 100*time.Millisecond).Should(Equal(1))
-	g.Expect(get(g, intruder).DeletionTimestamp.IsZero()).To(BeTrue(), "the intruder's claim is not the pool's to scale down")
+	g.Eventually(func() int { return len(controllertest.OwnedVMs(sim)) }, 20*time.Second, 100*time.Millisecond).Should(Equal(1))
+	g.Expect(controllertest.Get(g, intruder).DeletionTimestamp.IsZero()).To(BeTrue(), "the intruder's claim is not the pool's to scale down")
 
-	g.Expect(env.Client.Delete(ctx, pool)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Delete(ctx, pool)).To(Succeed())
 	g.Eventually(func() bool {
-		return apierrors.IsNotFound(env.Client.Get(ctx, keyOf(pool), &fleetv1.VMPool{}))
+		return apierrors.IsNotFound(controllertest.Env.Client.Get(ctx, controllertest.KeyOf(pool), &fleetv1.VMPool{}))
 	}, 30*time.Second, 100*time.Millisecond).Should(BeTrue(), "the pool goes once its claims are gone")
-	g.Expect(ownedVMs(sim)).To(BeEmpty(), "deleting the pool destroys its VMs")
+	g.Expect(controllertest.OwnedVMs(sim)).To(BeEmpty(), "deleting the pool destroys its VMs")
 	g.Expect(metrics.VMPoolReplicas.DeletePartialMatch(prometheus.Labels{"namespace": ns, "pool": "api"})).To(BeZero(), "a deleted pool's series are removed")
-	g.Expect(get(g, intruder).DeletionTimestamp.IsZero()).To(BeTrue(), "the intruder's claim is not the pool's to delete")
+	g.Expect(controllertest.Get(g, intruder).DeletionTimestamp.IsZero()).To(BeTrue(), "the intruder's claim is not the pool's to delete")
 }
 
 // scaleVMPool sets the pool's replicas through /scale as the HorizontalPodAutoscaler does: it reads
@@ -335,11 +338,11 @@ func TestVMPoolScaleSubresource(t *testing.T) {
 func scaleVMPool(g Gomega, pool *fleetv1.VMPool, replicas int32) {
 	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		scale := &autoscalingv1.Scale{}
-		if err := env.Client.SubResource("scale").Get(context.Background(), pool, scale); err != nil {
+		if err := controllertest.Env.Client.SubResource("scale").Get(context.Background(), pool, scale); err != nil {
 			return err
 		}
 		scale.Spec.Replicas = replicas
-		return env.Client.SubResource("scale").Update(context.Background(), pool, client.WithSubResourceBody(scale))
+		return controllertest.Env.Client.SubResource("scale").Update(context.Background(), pool, client.WithSubResourceBody(scale))
 	})).To(Succeed())
 }
 
@@ -351,8 +354,8 @@ func TestVMPoolSelectorMustMatchTemplate(t *testing.T) {
 	ns, _ := vmPoolEnv(t)
 	pool := webPool(ns, "odd", 1)
 	pool.Spec.Selector = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: metav1.LabelSelectorOpIn, Values: []string{"other"}}}}
-	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
-	g.Eventually(func() string { return conditions.GetReason(get(g, pool), fleetv1.ReadyCondition) }, 10*time.Second, 50*time.Millisecond).
+	g.Expect(controllertest.Env.Client.Create(ctx, pool)).To(Succeed())
+	g.Eventually(func() string { return conditions.GetReason(controllertest.Get(g, pool), fleetv1.ReadyCondition) }, 10*time.Second, 50*time.Millisecond).
 		Should(Equal(fleetv1.VMPoolSelectorMismatchReason))
 	g.Consistently(func() int { return samplePool(g, pool, "").existing }, time.Second, 100*time.Millisecond).Should(BeZero())
 }
@@ -373,24 +376,24 @@ func TestVMPoolAutoscaling(t *testing.T) {
 	pool.Spec.Autoscaling = &fleetv1.VMPoolAutoscaling{MinReplicas: ptr.To[int32](1), MaxReplicas: 3,
 		TargetMemoryUtilizationPercent: ptr.To[int32](20),
 		Behavior:                       &fleetv1.VMPoolScalingBehavior{ScaleDown: &fleetv1.VMPoolScalingRules{StabilizationWindowSeconds: ptr.To[int32](0)}}}
-	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Create(ctx, pool)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		got := get(g, pool)
+		got := controllertest.Get(g, pool)
 		g.Expect(got.Spec.Replicas).To(Equal(ptr.To[int32](3)))
 		g.Expect(got.Status.Autoscaling).NotTo(BeNil())
 		g.Expect(got.Status.Autoscaling.CurrentMemoryUtilizationPercent).To(Equal(ptr.To[int32](33)))
 		g.Expect(got.Status.Autoscaling.LastScaleTime).NotTo(BeNil())
 	}, 50*time.Second, 100*time.Millisecond).Should(Succeed())
 	first := waitPoolSettled(t, pool, 3)
-	g.Expect(ownedVMs(sim)).To(HaveLen(3))
+	g.Expect(controllertest.OwnedVMs(sim)).To(HaveLen(3))
 
 	updatePool(t, pool, func(p *fleetv1.VMPool) {
 		p.Spec.Autoscaling.TargetMemoryUtilizationPercent = ptr.To[int32](90)
 	})
-	g.Eventually(func() *int32 { return get(g, pool).Spec.Replicas }, 30*time.Second, 100*time.Millisecond).Should(Equal(ptr.To[int32](1)))
+	g.Eventually(func() *int32 { return controllertest.Get(g, pool).Spec.Replicas }, 30*time.Second, 100*time.Millisecond).Should(Equal(ptr.To[int32](1)))
 	settled := waitPoolSettled(t, pool, 1)
 	g.Expect(first.Status.VMs).To(ContainElement(HaveField("Name", settled.Status.VMs[0].Name)))
-	g.Eventually(func() int { return len(ownedVMs(sim)) }, 20*time.Second, 100*time.Millisecond).Should(Equal(1))
+	g.Eventually(func() int { return len(controllertest.OwnedVMs(sim)) }, 20*time.Second, 100*time.Millisecond).Should(Equal(1))
 }
 
 // updatePool changes the pool, retrying on conflicts with the controller's writes.
@@ -398,11 +401,11 @@ func updatePool(t *testing.T, pool *fleetv1.VMPool, mutate func(*fleetv1.VMPool)
 	t.Helper()
 	NewWithT(t).Eventually(func() error {
 		p := &fleetv1.VMPool{}
-		if err := env.Client.Get(context.Background(), keyOf(pool), p); err != nil {
+		if err := controllertest.Env.Client.Get(context.Background(), controllertest.KeyOf(pool), p); err != nil {
 			return err
 		}
 		mutate(p)
-		return env.Client.Update(context.Background(), p)
+		return controllertest.Env.Client.Update(context.Background(), p)
 	}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
 }
 
@@ -416,23 +419,23 @@ func TestVMPoolProgressDeadline(t *testing.T) {
 	ns, _ := vmPoolEnv(t)
 	pool := webPool(ns, "web", 1)
 	pool.Spec.ProgressDeadlineSeconds = ptr.To[int32](3)
-	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Create(ctx, pool)).To(Succeed())
 	waitPoolSettled(t, pool, 1)
 
 	edit := func(mutate func(*fleetv1.VMPool)) {
 		g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			got := &fleetv1.VMPool{}
-			if err := env.Client.Get(ctx, keyOf(pool), got); err != nil {
+			if err := controllertest.Env.Client.Get(ctx, controllertest.KeyOf(pool), got); err != nil {
 				return err
 			}
 			mutate(got)
-			return env.Client.Update(ctx, got)
+			return controllertest.Env.Client.Update(ctx, got)
 		})).To(Succeed())
 	}
 	edit(func(p *fleetv1.VMPool) { p.Spec.Template.Spec.Template = infrav1.TemplateSource{ID: "9999"} })
 	asked := time.Now()
 	g.Eventually(func(g Gomega) {
-		got := get(g, pool)
+		got := controllertest.Get(g, pool)
 		g.Expect(conditions.GetReason(got, fleetv1.ProgressingCondition)).To(Equal(fleetv1.VMPoolProgressDeadlineExceededReason))
 		g.Expect(conditions.IsFalse(got, fleetv1.ProgressingCondition)).To(BeTrue())
 		g.Expect(conditions.GetMessage(got, fleetv1.ProgressingCondition)).To(HavePrefix("no progress for 3s: "))
@@ -442,7 +445,7 @@ func TestVMPoolProgressDeadline(t *testing.T) {
 	g.Expect(time.Since(asked)).To(BeNumerically(">=", 2*time.Second), "not before the deadline")
 	g.Eventually(func(g Gomega) {
 		events := &corev1.EventList{}
-		g.Expect(env.Client.List(ctx, events, client.InNamespace(ns))).To(Succeed())
+		g.Expect(controllertest.Env.Client.List(ctx, events, client.InNamespace(ns))).To(Succeed())
 		var reasons []string
 		for _, e := range events.Items {
 			if e.InvolvedObject.Kind == "VMPool" && e.Type == corev1.EventTypeWarning {

@@ -1,4 +1,4 @@
-package controllers
+package vmpool
 
 import (
 	"context"
@@ -33,7 +33,7 @@ func TestVMPoolCountsAClaimReadyOnlyWhenItsPhaseAgrees(t *testing.T) {
 	claim.Status.Conditions = []metav1.Condition{{Type: infrav1.ReadyCondition, Status: metav1.ConditionTrue,
 		Reason: infrav1.VMRunningReason, LastTransitionTime: metav1.NewTime(now.Add(-10 * time.Second))}}
 	c := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(claim).WithStatusSubresource(claim).Build()
-	r := &VMPoolReconciler{Client: c, Now: func() time.Time { return now }}
+	r := &Reconciler{Client: c, Now: func() time.Time { return now }}
 
 	s := &vmPoolScope{pool: pool}
 	_, err := r.reconcileClaims(context.Background(), s)

@@ -1,4 +1,4 @@
-package controllers
+package vmpool
 
 import (
 	"fmt"
@@ -18,7 +18,7 @@ import (
 )
 
 // updateStatus reports the pool's VMs, its Ready and Progressing conditions and its metrics.
-func (r *VMPoolReconciler) updateStatus(s *vmPoolScope) {
+func (r *Reconciler) updateStatus(s *vmPoolScope) {
 	p := s.pool
 	st := &p.Status
 	if !s.listed {
@@ -103,7 +103,7 @@ func (r *VMPoolReconciler) updateStatus(s *vmPoolScope) {
 // not moved for spec.progressDeadlineSeconds, turns Progressing False with reason
 // ProgressDeadlineExceeded (once, with a Warning Event), as a Deployment's controller does. The
 // rollout itself goes on: the condition is for people and alerts.
-func (r *VMPoolReconciler) judgeProgress(s *vmPoolScope, c vmpool.Counts, progress *metav1.Condition) {
+func (r *Reconciler) judgeProgress(s *vmPoolScope, c vmpool.Counts, progress *metav1.Condition) {
 	p, now := s.pool, r.now()
 	if st := &p.Status; st.LastProgressTime == nil || vmpool.Progressed(s.before, vmpool.ProgressOf(s.hash, c)) {
 		st.LastProgressTime = &metav1.Time{Time: now}

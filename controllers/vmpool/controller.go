@@ -1,4 +1,4 @@
-package controllers
+package vmpool
 
 import (
 	"context"
@@ -29,9 +29,9 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/vmpool"
 )
 
-// VMPoolReconciler keeps a VMPool's persistent MachineClaims: as many as spec.replicas, made from
+// Reconciler keeps a VMPool's persistent MachineClaims: as many as spec.replicas, made from
 // the current template, replacing outdated ones as spec.strategy says (the plan is pkg/vmpool's).
-type VMPoolReconciler struct {
+type Reconciler struct {
 	Client   client.Client
 	Recorder record.EventRecorder
 	// Now tells the time (minReadySeconds, autoscaling); nil is time.Now. Tests pass a fake clock's.
@@ -64,7 +64,7 @@ type vmPoolScope struct {
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // Reconcile brings one VMPool's claims to its spec.
-func (r *VMPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
 	pool := &fleetv1.VMPool{}
 	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -128,7 +128,7 @@ func (r *VMPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 
 // poolCluster is the Cluster owning the HypervisorCluster the pool's template names, nil when
 // there is none.
-func (r *VMPoolReconciler) poolCluster(ctx context.Context, pool *fleetv1.VMPool) (*clusterv1.Cluster, error) {
+func (r *Reconciler) poolCluster(ctx context.Context, pool *fleetv1.VMPool) (*clusterv1.Cluster, error) {
 	hc := &infrav1.HypervisorCluster{}
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: pool.Spec.Template.Spec.HypervisorClusterName}, hc)
 	if apierrors.IsNotFound(err) {
@@ -146,7 +146,7 @@ func (r *VMPoolReconciler) poolCluster(ctx context.Context, pool *fleetv1.VMPool
 
 // reconcileSelector checks that the selector selects what the template stamps out, as a
 // ReplicaSet's must; a pool whose claims its selector would not find creates none.
-func (r *VMPoolReconciler) reconcileSelector(_ context.Context, s *vmPoolScope) (ctrl.Result, error) {
+func (r *Reconciler) reconcileSelector(_ context.Context, s *vmPoolScope) (ctrl.Result, error) {
 	p := s.pool
 	sel, err := metav1.LabelSelectorAsSelector(&p.Spec.Selector)
 	if err == nil && sel.Empty() {
@@ -172,7 +172,7 @@ func (r *VMPoolReconciler) reconcileSelector(_ context.Context, s *vmPoolScope) 
 	return ctrl.Result{}, nil
 }
 
-func (r *VMPoolReconciler) reconcileDelete(ctx context.Context, s *vmPoolScope) (ctrl.Result, error) {
+func (r *Reconciler) reconcileDelete(ctx context.Context, s *vmPoolScope) (ctrl.Result, error) {
 	if _, err := r.reconcileClaims(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -195,7 +195,7 @@ func (r *VMPoolReconciler) reconcileDelete(ctx context.Context, s *vmPoolScope) 
 	return ctrl.Result{}, nil
 }
 
-func (r *VMPoolReconciler) now() time.Time {
+func (r *Reconciler) now() time.Time {
 	if r.Now != nil {
 		return r.Now()
 	}
@@ -203,7 +203,7 @@ func (r *VMPoolReconciler) now() time.Time {
 }
 
 // SetupWithManager registers the controller: it owns the pool's MachineClaims.
-func (r *VMPoolReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&fleetv1.VMPool{}).
 		WithOptions(opts).
