@@ -58,7 +58,7 @@ func TestHyperVSnapshotRestoreDelete(t *testing.T) {
 	claim, sim := persistentHyperVVM(t, hvsim.HyperVConfig{MergeDuration: 2 * time.Second}, "hv1")
 	host, id := claim.Status.Node, claim.Status.VMID
 
-	snap := newSnapshot("before-upgrade", claim.Namespace, claim.Name)
+	snap := builder.NewMachineSnapshot("before-upgrade", claim.Namespace, claim.Name)
 	snap.Spec.WithMemory = true
 	g.Expect(env.Client.Create(ctx, snap)).To(Succeed())
 	g.Eventually(func(g Gomega) {
@@ -71,7 +71,7 @@ func TestHyperVSnapshotRestoreDelete(t *testing.T) {
 	name := get(g, snap).Status.SnapshotName
 	g.Expect(sim.Checkpoints(host, id)).To(ConsistOf(And(HaveField("Name", name), HaveField("Kind", "Standard"), HaveField("Memory", true))))
 
-	restore := newRestore("back", claim.Namespace, claim.Name, snap.Name)
+	restore := builder.NewMachineSnapshotRestore("back", claim.Namespace, claim.Name, snap.Name)
 	g.Expect(env.Client.Create(ctx, restore)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		got := get(g, restore)

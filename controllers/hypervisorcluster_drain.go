@@ -29,6 +29,7 @@ import (
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/fresh"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
 	"github.com/hyperfleet-io/hyperfleet/pkg/placement"
 	"github.com/hyperfleet-io/hyperfleet/pkg/tracing"
@@ -93,7 +94,7 @@ func (r *HostDrainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	// fresh read.
 	base := hc.DeepCopy()
 	defer func() {
-		stale, err := patchStatusFresh(ctx, r.Client, hc, base)
+		stale, err := fresh.PatchStatus(ctx, r.Client, hc, base)
 		switch {
 		case err != nil:
 			reterr = kerrors.NewAggregate([]error{reterr, err})

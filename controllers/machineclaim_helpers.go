@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/claimvm"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 	"github.com/hyperfleet-io/hyperfleet/pkg/placement"
 )
@@ -136,9 +137,8 @@ func vmIDOfProviderID(id string) string {
 	return id[strings.LastIndex(id, "/")+1:]
 }
 
-func vmRef(c *infrav1.MachineClaim) hypervisor.VMRef {
-	return hypervisor.VMRef{Node: c.Status.Node, ID: c.Status.VMID}
-}
+// vmRef is where the claim's VM is.
+func vmRef(c *infrav1.MachineClaim) hypervisor.VMRef { return claimvm.Ref(c) }
 
 // vmName is the VM's name in the hypervisor: the claim's name, which Cluster API keeps unique.
 func vmName(c *infrav1.MachineClaim) string { return c.Name }

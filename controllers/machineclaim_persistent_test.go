@@ -22,52 +22,6 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 )
 
-// persistentVM starts a manager and a simulator and provisions a standalone persistent claim,
-// returning once its VM runs.
-func persistentVM(t *testing.T, strategy infrav1.RunStrategy, mutate ...func(*builder.MachineClaimBuilder)) (*infrav1.MachineClaim, *pvesim.Simulator) {
-	t.Helper()
-	return persistentVMWith(t, testTiming{Sweep: 300 * time.Millisecond, OrphanGrace: time.Second}, strategy, mutate...)
-}
-
-// persistentVMWith is persistentVM with the manager's timing (and clock) chosen by the test.
-func persistentVMWith(t *testing.T, tm testTiming, strategy infrav1.RunStrategy, mutate ...func(*builder.MachineClaimBuilder)) (*infrav1.MachineClaim, *pvesim.Simulator) {
-	t.Helper()
-	return persistentVMIn(t, pvesim.Config{}, tm, strategy, mutate...)
-}
-
-// persistentVMIn is persistentVMWith on a simulator configured by the test.
-func persistentVMIn(t *testing.T, cfg pvesim.Config, tm testTiming, strategy infrav1.RunStrategy, mutate ...func(*builder.MachineClaimBuilder)) (*infrav1.MachineClaim, *pvesim.Simulator) {
-	t.Helper()
-	g := NewWithT(t)
-	sim := pvesim.StartForTest(t, cfg)
-	startManager(t, tm)
-	ns := newNamespace(t)
-	proxmoxCluster(t, ns, "pve", sim)
-	b := builder.NewMachineClaim("db-0", ns).WithHypervisorCluster("pve").WithPersistent(strategy)
-	for _, m := range mutate {
-		m(b)
-	}
-	claim := b.Build()
-	g.Expect(env.Client.Create(context.Background(), claim)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		got := get(g, claim)
-		g.Expect(got.Status.VMID).NotTo(BeZero())
-		g.Expect(got.Status.Initialization).NotTo(BeNil())
-	}, 90*time.Second, 100*time.Millisecond).Should(Succeed())
-	return claim, sim
-}
-
-// vmStatus is the simulator's power state of the claim's VM, "gone" when it does not exist.
-func vmStatus(sim *pvesim.Simulator, claim *infrav1.MachineClaim) func() string {
-	return func() string {
-		vm, ok := sim.VM(vmidOf(claim.Status.VMID))
-		if !ok {
-			return "gone"
-		}
-		return vm.Status
-	}
-}
-
 // personStops stops (or shuts down) the VM from the hypervisor side, through the API as a person
 // or another tool would.
 func personStops(t *testing.T, sim *pvesim.Simulator, claim *infrav1.MachineClaim, shutdown bool) {
@@ -85,17 +39,6 @@ func personStops(t *testing.T, sim *pvesim.Simulator, claim *infrav1.MachineClai
 	}
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(vmStatus(sim, claim), 10*time.Second, 10*time.Millisecond).Should(Equal("stopped"))
-}
-
-// staysOff asserts the claim's VM stays stopped and the claim (and its VM) stay, for a few sweeps.
-func staysOff(t *testing.T, sim *pvesim.Simulator, claim *infrav1.MachineClaim, why string) {
-	t.Helper()
-	NewWithT(t).Consistently(func(g Gomega) {
-		got := &infrav1.MachineClaim{}
-		g.Expect(env.Client.Get(context.Background(), keyOf(claim), got)).To(Succeed(), why)
-		g.Expect(got.DeletionTimestamp.IsZero()).To(BeTrue(), why+": the sweep never deletes a persistent claim")
-		g.Expect(vmStatus(sim, claim)()).To(Equal("stopped"), why)
-	}, 3*time.Second, 100*time.Millisecond).Should(Succeed())
 }
 
 // setRunStrategy changes the claim's run strategy, as a person editing it would.

@@ -26,6 +26,8 @@ import (
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/claimvm"
+	"github.com/hyperfleet-io/hyperfleet/controllers/fresh"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 	"github.com/hyperfleet-io/hyperfleet/pkg/placement"
@@ -109,22 +111,22 @@ func setMigrationState(m *fleetv1.MachineMigration, phase fleetv1.MachineMigrati
 }
 
 func (r *MachineMigrationReconciler) reconcileMigration(ctx context.Context, m *fleetv1.MachineMigration) (ctrl.Result, error) {
-	vm, err := resolveClaimProvider(ctx, r.Client, r.Registry, m.Namespace, m.Spec.MachineClaimName)
-	var nr *notReady
+	vm, err := claimvm.ResolveProvider(ctx, r.Client, r.Registry, m.Namespace, m.Spec.MachineClaimName)
+	var nr *claimvm.NotReady
 	switch {
 	case errors.As(err, &nr):
 		if m.Status.Task != nil {
 			// The task runs on; its outcome is read once the claim's hypervisor answers again.
-			setMigrationState(m, fleetv1.MachineMigrationPhaseRunning, fleetv1.MigrationWaitingReason, nr.message)
+			setMigrationState(m, fleetv1.MachineMigrationPhaseRunning, fleetv1.MigrationWaitingReason, nr.Message)
 		} else {
-			setMigrationState(m, fleetv1.MachineMigrationPhasePending, fleetv1.MigrationWaitingReason, nr.message)
+			setMigrationState(m, fleetv1.MachineMigrationPhasePending, fleetv1.MigrationWaitingReason, nr.Message)
 		}
 		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
 	case err != nil:
 		return ctrl.Result{}, err
 	}
-	claim := vm.claim
-	if err := setOwnerClaim(r.Client, m, claim); err != nil {
+	claim := vm.Claim
+	if err := claimvm.SetOwner(r.Client, m, claim); err != nil {
 		return ctrl.Result{}, err
 	}
 	if m.Status.Task == nil {
@@ -132,9 +134,9 @@ func (r *MachineMigrationReconciler) reconcileMigration(ctx context.Context, m *
 			return r.fail(ctx, m, fleetv1.MigrationForbiddenReason, msg)
 		}
 	}
-	migrator, ok := vm.provider.(hypervisor.Migrator)
+	migrator, ok := vm.Provider.(hypervisor.Migrator)
 	if !ok {
-		return r.fail(ctx, m, fleetv1.MigrationsUnsupportedReason, fmt.Sprintf("HypervisorCluster %s's provider cannot migrate VMs", vm.hc.Name))
+		return r.fail(ctx, m, fleetv1.MigrationsUnsupportedReason, fmt.Sprintf("HypervisorCluster %s's provider cannot migrate VMs", vm.HC.Name))
 	}
 	if holder := claim.Annotations[infrav1.MigrationInProgressAnnotation]; holder != m.Name {
 		if m.Status.StartTime != nil {
@@ -152,7 +154,7 @@ func (r *MachineMigrationReconciler) reconcileMigration(ctx context.Context, m *
 		}
 		// Only from a fresh read of this migration: a stale one, from before it ended and let the
 		// claim go (a synchronous provider refuses a move at once), would hold the claim for ever.
-		if stale, err := patchStatusFresh(ctx, r.Client, m, m.DeepCopy()); err != nil || stale {
+		if stale, err := fresh.PatchStatus(ctx, r.Client, m, m.DeepCopy()); err != nil || stale {
 			return ctrl.Result{RequeueAfter: time.Millisecond}, err
 		}
 		// Hold the claim first: its run strategy must not start or stop the VM mid-move.
@@ -173,7 +175,7 @@ func (r *MachineMigrationReconciler) reconcileMigration(ctx context.Context, m *
 	// A move starts only from a fresh read: a stale one, older than the task an earlier reconcile
 	// recorded, would start the move again (or, once it is over, find the VM gone from its source
 	// and fail a migration that succeeded).
-	if stale, err := patchStatusFresh(ctx, r.Client, m, m.DeepCopy()); err != nil || stale {
+	if stale, err := fresh.PatchStatus(ctx, r.Client, m, m.DeepCopy()); err != nil || stale {
 		return ctrl.Result{RequeueAfter: time.Millisecond}, err
 	}
 	return r.startMigration(ctx, m, vm, migrator)
@@ -195,8 +197,8 @@ func migrationRefusal(claim *infrav1.MachineClaim, m *fleetv1.MachineMigration) 
 }
 
 // startMigration chooses the target and starts the hypervisor's migration task.
-func (r *MachineMigrationReconciler) startMigration(ctx context.Context, m *fleetv1.MachineMigration, vm *claimVM, migrator hypervisor.Migrator) (ctrl.Result, error) {
-	state, err := vm.provider.VM(ctx, vm.ref())
+func (r *MachineMigrationReconciler) startMigration(ctx context.Context, m *fleetv1.MachineMigration, vm *claimvm.VM, migrator hypervisor.Migrator) (ctrl.Result, error) {
+	state, err := vm.Provider.VM(ctx, vm.Ref())
 	if err != nil {
 		if !hypervisor.IsRetryable(err) {
 			return r.fail(ctx, m, fleetv1.MigrationFailedReason, "reading the VM: "+err.Error())
@@ -208,20 +210,20 @@ func (r *MachineMigrationReconciler) startMigration(ctx context.Context, m *flee
 		setMigrationState(m, fleetv1.MachineMigrationPhaseScheduling, fleetv1.MigrationWaitingReason, fmt.Sprintf("VM %s is locked (%s)", state.Ref, state.Lock))
 		return ctrl.Result{RequeueAfter: r.poll()}, nil
 	}
-	m.Status.VMID, m.Status.SourceHost = vm.vmID(), state.Ref.Node
+	m.Status.VMID, m.Status.SourceHost = vm.ID(), state.Ref.Node
 	target := m.Spec.Target
 	if target == fleetv1.MigrationTargetAny {
 		target = ""
 	}
-	if slices.Contains(vm.hc.Spec.HostsInMaintenance(), target) {
-		return r.fail(ctx, m, fleetv1.NoTargetHostReason, fmt.Sprintf("host %s is in maintenance (HypervisorCluster %s)", target, vm.hc.Name))
+	if slices.Contains(vm.HC.Spec.HostsInMaintenance(), target) {
+		return r.fail(ctx, m, fleetv1.NoTargetHostReason, fmt.Sprintf("host %s is in maintenance (HypervisorCluster %s)", target, vm.HC.Name))
 	}
 	if target, err = chooseMigrationTarget(ctx, r.Client, vm, state.Ref.Node, target); err != nil {
 		return r.fail(ctx, m, fleetv1.NoTargetHostReason, err.Error())
 	}
 	m.Status.TargetHost = target
 	online := m.Spec.IsOnline() && state.State == hypervisor.PowerStateRunning
-	task, err := migrator.Migrate(ctx, vm.ref(), hypervisor.MigrateSpec{Target: target, Online: m.Spec.IsOnline(), WithLocalDisks: m.Spec.WithLocalDisks})
+	task, err := migrator.Migrate(ctx, vm.Ref(), hypervisor.MigrateSpec{Target: target, Online: m.Spec.IsOnline(), WithLocalDisks: m.Spec.WithLocalDisks})
 	if err != nil {
 		if hypervisor.IsRetryable(err) {
 			setMigrationState(m, fleetv1.MachineMigrationPhaseScheduling, hypervisor.Reason(err), "starting the migration: "+err.Error())
@@ -247,8 +249,8 @@ func (r *MachineMigrationReconciler) startMigration(ctx context.Context, m *flee
 // hosts the hypervisor would move the VM to (when it can say) and the HypervisorCluster's
 // allowedNodes, never the source or a host in maintenance. A named host that is the source or
 // that the hypervisor does not list is left to the hypervisor to refuse in its own words.
-func chooseMigrationTarget(ctx context.Context, c client.Client, vm *claimVM, source, target string) (string, error) {
-	nodes, err := vm.provider.Nodes(ctx)
+func chooseMigrationTarget(ctx context.Context, c client.Client, vm *claimvm.VM, source, target string) (string, error) {
+	nodes, err := vm.Provider.Nodes(ctx)
 	if err != nil {
 		return "", fmt.Errorf("listing hosts: %w", err)
 	}
@@ -256,27 +258,27 @@ func chooseMigrationTarget(ctx context.Context, c client.Client, vm *claimVM, so
 		return target, nil
 	}
 	var hypervisorAllows []string
-	if checker, ok := vm.provider.(hypervisor.MigrationChecker); ok && target == "" {
-		mg, err := checker.CheckMigration(ctx, vm.ref())
+	if checker, ok := vm.Provider.(hypervisor.MigrationChecker); ok && target == "" {
+		mg, err := checker.CheckMigration(ctx, vm.Ref())
 		if err != nil {
-			return "", fmt.Errorf("asking where VM %s can go: %w", vm.ref(), err)
+			return "", fmt.Errorf("asking where VM %s can go: %w", vm.Ref(), err)
 		}
 		hypervisorAllows = mg.AllowedHosts
 	}
-	policy, err := placementPolicy(vm.claim, claimMemoryMiB(vm.claim))
+	policy, err := placementPolicy(vm.Claim, claimMemoryMiB(vm.Claim))
 	if err != nil {
 		return "", err
 	}
-	claims, err := clusterClaims(ctx, c, vm.claim.Namespace, vm.hc.Name)
+	claims, err := clusterClaims(ctx, c, vm.Claim.Namespace, vm.HC.Name)
 	if err != nil {
 		return "", err
 	}
-	lacking, err := pciReasons(ctx, nil, vm.provider, vm.claim, nodes)
+	lacking, err := pciReasons(ctx, nil, vm.Provider, vm.Claim, nodes)
 	if err != nil {
 		return "", fmt.Errorf("listing PCI resource mappings: %w", err)
 	}
 	var hosts []placement.Host
-	for _, h := range placementHosts(vm.hc, nodes, reservedBy(claims, vm.claim.UID)) {
+	for _, h := range placementHosts(vm.HC, nodes, reservedBy(claims, vm.Claim.UID)) {
 		switch {
 		case target != "" && h.Name != target:
 			continue
@@ -290,9 +292,9 @@ func chooseMigrationTarget(ctx context.Context, c client.Client, vm *claimVM, so
 		}
 		hosts = append(hosts, h)
 	}
-	chosen, err := placement.ChooseHost(hosts, placedVMs(claims), vm.claim.Name, policy)
+	chosen, err := placement.ChooseHost(hosts, placedVMs(claims), vm.Claim.Name, policy)
 	if err != nil {
-		return "", fmt.Errorf("VM %s: %w", vm.ref(), err)
+		return "", fmt.Errorf("VM %s: %w", vm.Ref(), err)
 	}
 	return chosen, nil
 }
@@ -306,8 +308,8 @@ func claimMemoryMiB(c *infrav1.MachineClaim) int {
 }
 
 // followTask polls the migration task; once it ends well the claim learns its VM's new host.
-func (r *MachineMigrationReconciler) followTask(ctx context.Context, m *fleetv1.MachineMigration, vm *claimVM, t *fleetv1.MigrationTask) (ctrl.Result, error) {
-	st, err := vm.provider.TaskStatus(ctx, t.Node, hypervisor.TaskID(t.ID))
+func (r *MachineMigrationReconciler) followTask(ctx context.Context, m *fleetv1.MachineMigration, vm *claimvm.VM, t *fleetv1.MigrationTask) (ctrl.Result, error) {
+	st, err := vm.Provider.TaskStatus(ctx, t.Node, hypervisor.TaskID(t.ID))
 	switch {
 	case err != nil:
 		setMigrationState(m, fleetv1.MachineMigrationPhaseRunning, hypervisor.Reason(err), "polling the migration task: "+err.Error())
@@ -324,7 +326,7 @@ func (r *MachineMigrationReconciler) followTask(ctx context.Context, m *fleetv1.
 	if m.Status.Progress != nil {
 		m.Status.Progress = ptr.To(int32(100))
 	}
-	if err := r.recordHost(ctx, vm.claim, m.Status.TargetHost); err != nil {
+	if err := r.recordHost(ctx, vm.Claim, m.Status.TargetHost); err != nil {
 		return ctrl.Result{}, err
 	}
 	if err := r.releaseClaim(ctx, m); err != nil {
@@ -370,24 +372,24 @@ func (r *MachineMigrationReconciler) fail(ctx context.Context, m *fleetv1.Machin
 // VM ended up, and hands the claim back.
 func (r *MachineMigrationReconciler) reconcileDelete(ctx context.Context, m *fleetv1.MachineMigration) (ctrl.Result, error) {
 	if t := m.Status.Task; t != nil {
-		vm, err := resolveClaimProvider(ctx, r.Client, r.Registry, m.Namespace, m.Spec.MachineClaimName)
-		var nr *notReady
+		vm, err := claimvm.ResolveProvider(ctx, r.Client, r.Registry, m.Namespace, m.Spec.MachineClaimName)
+		var nr *claimvm.NotReady
 		switch {
 		case errors.As(err, &nr):
-			if vm != nil && vm.hcGone || nr.reason == fleetv1.SourceNotFoundReason {
+			if vm != nil && vm.HCGone || nr.Reason == fleetv1.SourceNotFoundReason {
 				break // nothing left to cancel against
 			}
-			setMigrationState(m, fleetv1.MachineMigrationPhaseRunning, fleetv1.MigrationCancellingReason, "cannot cancel yet: "+nr.message)
+			setMigrationState(m, fleetv1.MachineMigrationPhaseRunning, fleetv1.MigrationCancellingReason, "cannot cancel yet: "+nr.Message)
 			return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
 		case err != nil:
 			return ctrl.Result{}, err
 		default:
-			st, err := vm.provider.TaskStatus(ctx, t.Node, hypervisor.TaskID(t.ID))
+			st, err := vm.Provider.TaskStatus(ctx, t.Node, hypervisor.TaskID(t.ID))
 			if err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
 				return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
 			}
 			if err == nil && !st.Done {
-				if migrator, ok := vm.provider.(hypervisor.Migrator); ok {
+				if migrator, ok := vm.Provider.(hypervisor.Migrator); ok {
 					if err := migrator.CancelTask(ctx, t.Node, hypervisor.TaskID(t.ID)); err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
 						ctrl.LoggerFrom(ctx).Info("cancelling the migration task failed", "task", t.ID, "error", err.Error())
 					}
@@ -397,7 +399,7 @@ func (r *MachineMigrationReconciler) reconcileDelete(ctx context.Context, m *fle
 			}
 			if err == nil && st.Err == nil {
 				// It finished before it could be stopped: the VM is on the target.
-				if err := r.recordHost(ctx, vm.claim, m.Status.TargetHost); err != nil {
+				if err := r.recordHost(ctx, vm.Claim, m.Status.TargetHost); err != nil {
 					return ctrl.Result{}, err
 				}
 			}

@@ -4,6 +4,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
+	"github.com/hyperfleet-io/hyperfleet/controllers/machinesnapshot"
+	"github.com/hyperfleet-io/hyperfleet/controllers/machinesnapshotrestore"
+	"github.com/hyperfleet-io/hyperfleet/controllers/machinesnapshotschedule"
 	"github.com/hyperfleet-io/hyperfleet/controllers/vmpool"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
 )
@@ -11,7 +14,7 @@ import (
 // setupVMControllers registers the controllers of long-lived VMs' request objects: snapshots,
 // restores, snapshot schedules and migrations, and of VM pools.
 func setupVMControllers(mgr ctrl.Manager, registry *connection.Registry, opts Options, copts controller.Options) error {
-	snapshots := &MachineSnapshotReconciler{
+	snapshots := &machinesnapshot.Reconciler{
 		Client:       mgr.GetClient(),
 		Recorder:     mgr.GetEventRecorderFor("machinesnapshot-controller"),
 		Registry:     registry,
@@ -20,7 +23,7 @@ func setupVMControllers(mgr ctrl.Manager, registry *connection.Registry, opts Op
 	if err := snapshots.SetupWithManager(mgr, copts); err != nil {
 		return err
 	}
-	restores := &MachineSnapshotRestoreReconciler{
+	restores := &machinesnapshotrestore.Reconciler{
 		Client:       mgr.GetClient(),
 		Recorder:     mgr.GetEventRecorderFor("machinesnapshotrestore-controller"),
 		Registry:     registry,
@@ -42,7 +45,7 @@ func setupVMControllers(mgr ctrl.Manager, registry *connection.Registry, opts Op
 	if err := (&vmpool.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("vmpool-controller")}).SetupWithManager(mgr, copts); err != nil {
 		return err
 	}
-	schedules := &MachineSnapshotScheduleReconciler{
+	schedules := &machinesnapshotschedule.Reconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorderFor("machinesnapshotschedule-controller"),
 		Clock:    opts.Clock,

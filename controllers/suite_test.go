@@ -31,6 +31,13 @@ var (
 	foreignVMs        = controllertest.ForeignVMs
 	keyOf             = controllertest.KeyOf
 	credentialsSecret = controllertest.CredentialsSecret
+	persistentVM      = controllertest.PersistentVM
+	persistentVMWith  = controllertest.PersistentVMWith
+	persistentVMIn    = controllertest.PersistentVMIn
+	vmStatus          = controllertest.VMStatus
+	staysOff          = controllertest.StaysOff
+	vmidOf            = controllertest.VMIDOf
+	idOf              = controllertest.IDOf
 )
 
 func get[T client.Object](g Gomega, obj T) T { return controllertest.Get(g, obj) }

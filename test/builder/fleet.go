@@ -137,3 +137,15 @@ func (b *RunnerPoolBuilder) WithTargets(targets ...fleetv1.RunnerTarget) *Runner
 	b.obj.Spec.Template.Targets = targets
 	return b
 }
+
+// NewMachineSnapshot is a MachineSnapshot of the MachineClaim claim.
+func NewMachineSnapshot(name, ns, claim string) *fleetv1.MachineSnapshot {
+	return &fleetv1.MachineSnapshot{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: fleetv1.MachineSnapshotSpec{Source: fleetv1.MachineSnapshotSource{MachineClaimName: claim}}}
+}
+
+// NewMachineSnapshotRestore restores the MachineClaim claim to its MachineSnapshot snapshot.
+func NewMachineSnapshotRestore(name, ns, claim, snapshot string) *fleetv1.MachineSnapshotRestore {
+	return &fleetv1.MachineSnapshotRestore{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: fleetv1.MachineSnapshotRestoreSpec{Target: fleetv1.MachineSnapshotSource{MachineClaimName: claim}, MachineSnapshotName: snapshot}}
+}

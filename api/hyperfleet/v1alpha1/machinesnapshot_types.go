@@ -88,6 +88,14 @@ type SnapshotTask struct {
 	StartTime metav1.Time `json:"startTime"`
 }
 
+// The operations a SnapshotTask records.
+const (
+	SnapshotOperationSnapshot       = "Snapshot"
+	SnapshotOperationDeleteSnapshot = "DeleteSnapshot"
+	SnapshotOperationStop           = "Stop"
+	SnapshotOperationRollback       = "Rollback"
+)
+
 // MachineSnapshotStatus is what HyperFleet observed.
 type MachineSnapshotStatus struct {
 	// phase: InProgress, Succeeded, Failed or Deleting.

@@ -1,4 +1,4 @@
-package controllers_test
+package machinesnapshotschedule_test
 
 import (
 	"context"
@@ -16,25 +16,28 @@ import (
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/controllertest"
 )
+
+func TestMain(m *testing.M) { controllertest.Main(m, "an API server and the manager") }
 
 // poke wakes the schedule's controller after the fake clock moved, as the passing of real time
 // would.
 func poke(t *testing.T, sched *fleetv1.MachineSnapshotSchedule, n int) {
 	t.Helper()
 	g := NewWithT(t)
-	got := get(g, sched)
+	got := controllertest.Get(g, sched)
 	p := client.MergeFrom(got.DeepCopy())
 	if got.Annotations == nil {
 		got.Annotations = map[string]string{}
 	}
 	got.Annotations["test.hyperfleet.io/poke"] = fmt.Sprint(n)
-	g.Expect(env.Client.Patch(context.Background(), got, p)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Patch(context.Background(), got, p)).To(Succeed())
 }
 
 func scheduleSnapshots(g Gomega, sched *fleetv1.MachineSnapshotSchedule) []fleetv1.MachineSnapshot {
 	list := &fleetv1.MachineSnapshotList{}
-	g.Expect(env.Client.List(context.Background(), list, client.InNamespace(sched.Namespace),
+	g.Expect(controllertest.Env.Client.List(context.Background(), list, client.InNamespace(sched.Namespace),
 		client.MatchingLabels{fleetv1.MachineSnapshotScheduleLabel: sched.Name})).To(Succeed())
 	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
 	return list.Items
@@ -60,8 +63,8 @@ func TestSnapshotScheduleRetention(t *testing.T) {
 		return time.Date(first.Year(), first.Month(), first.Day()+i, 2, 0, 0, 0, berlin)
 	}
 	clk := clocktesting.NewFakeClock(now)
-	claim, sim := persistentVMWith(t, testTiming{Sweep: 300 * time.Millisecond, OrphanGrace: time.Second, Clock: clk}, infrav1.RunStrategyAlways)
-	vmid := vmidOf(claim.Status.VMID)
+	claim, sim := controllertest.PersistentVMWith(t, controllertest.Timing{Sweep: 300 * time.Millisecond, OrphanGrace: time.Second, Clock: clk}, infrav1.RunStrategyAlways)
+	vmid := controllertest.VMIDOf(claim.Status.VMID)
 
 	sched := &fleetv1.MachineSnapshotSchedule{
 		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: claim.Namespace},
@@ -71,9 +74,9 @@ func TestSnapshotScheduleRetention(t *testing.T) {
 			Retention: &fleetv1.SnapshotRetention{Count: ptr.To[int32](3)},
 		},
 	}
-	g.Expect(env.Client.Create(ctx, sched)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Create(ctx, sched)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		got := get(g, sched)
+		got := controllertest.Get(g, sched)
 		g.Expect(got.Status.NextRunTime).NotTo(BeNil())
 		g.Expect(got.Status.NextRunTime.Time.Equal(night(0))).To(BeTrue(), "next %v", got.Status.NextRunTime)
 		g.Expect(conditions.GetReason(got, fleetv1.ReadyCondition)).To(Equal(fleetv1.ScheduleActiveReason))
@@ -86,7 +89,7 @@ func TestSnapshotScheduleRetention(t *testing.T) {
 		want := fmt.Sprintf("nightly-%s", night(i).UTC().Format("20060102-1504"))
 		g.Eventually(func(g Gomega) {
 			snap := &fleetv1.MachineSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: sched.Namespace, Name: want}}
-			g.Expect(get(g, snap).Status.Phase).To(Equal(fleetv1.MachineSnapshotPhaseSucceeded))
+			g.Expect(controllertest.Get(g, snap).Status.Phase).To(Equal(fleetv1.MachineSnapshotPhaseSucceeded))
 		}, 30*time.Second, 100*time.Millisecond).Should(Succeed(), "night %d", i)
 	}
 
@@ -103,21 +106,21 @@ func TestSnapshotScheduleRetention(t *testing.T) {
 		g.Expect(names).To(Equal(kept))
 		vm, _ := sim.VM(vmid)
 		g.Expect(vm.Snapshots).To(ConsistOf(onVM), "the pruned snapshots are gone from the hypervisor too")
-		got := get(g, sched)
+		got := controllertest.Get(g, sched)
 		g.Expect(got.Status.Snapshots).To(Equal(int32(3)))
 		g.Expect(got.Status.LastRunTime.Time.Equal(night(4))).To(BeTrue())
 		g.Expect(got.Status.LastSnapshotName).To(Equal(kept[2]))
 		g.Expect(got.Status.NextRunTime.Time.Equal(night(5))).To(BeTrue())
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 
-	got := get(g, sched)
+	got := controllertest.Get(g, sched)
 	p := client.MergeFrom(got.DeepCopy())
 	got.Spec.Paused = true
-	g.Expect(env.Client.Patch(ctx, got, p)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Patch(ctx, got, p)).To(Succeed())
 	clk.SetTime(night(6).Add(time.Minute))
 	poke(t, sched, 6)
 	g.Eventually(func(g Gomega) {
-		got := get(g, sched)
+		got := controllertest.Get(g, sched)
 		g.Expect(conditions.GetReason(got, fleetv1.ReadyCondition)).To(Equal(fleetv1.SchedulePausedReason))
 		g.Expect(got.Status.NextRunTime).To(BeNil())
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
@@ -130,9 +133,9 @@ func TestSnapshotScheduleRetention(t *testing.T) {
 		Spec: fleetv1.MachineSnapshotScheduleSpec{Source: fleetv1.MachineSnapshotSource{MachineClaimName: claim.Name},
 			Schedule: "61 2 * * *"},
 	}
-	g.Expect(env.Client.Create(ctx, bad)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Create(ctx, bad)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		got := get(g, bad)
+		got := controllertest.Get(g, bad)
 		g.Expect(conditions.GetReason(got, fleetv1.ReadyCondition)).To(Equal(fleetv1.ScheduleInvalidReason))
 		g.Expect(conditions.GetMessage(got, fleetv1.ReadyCondition)).To(ContainSubstring("above maximum (59)"))
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())

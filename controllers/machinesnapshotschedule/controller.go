@@ -1,4 +1,4 @@
-package controllers
+package machinesnapshotschedule
 
 import (
 	"context"
@@ -21,14 +21,15 @@ import (
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/claimvm"
 	"github.com/hyperfleet-io/hyperfleet/pkg/snapshotschedule"
 	"github.com/hyperfleet-io/hyperfleet/pkg/tracing"
 )
 
-// MachineSnapshotScheduleReconciler takes a claim's MachineSnapshots when its cron schedule is due
+// Reconciler takes a claim's MachineSnapshots when its cron schedule is due
 // and deletes those its retention policy no longer keeps (their finalizers remove the hypervisor
 // snapshots).
-type MachineSnapshotScheduleReconciler struct {
+type Reconciler struct {
 	Client   client.Client
 	Recorder record.EventRecorder
 	// Clock tells the time; tests pass a fake one. Default the real clock.
@@ -39,7 +40,7 @@ type MachineSnapshotScheduleReconciler struct {
 // +kubebuilder:rbac:groups=hyperfleet.io,resources=machinesnapshotschedules/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=hyperfleet.io,resources=machinesnapshots,verbs=create;delete
 
-func (r *MachineSnapshotScheduleReconciler) now() time.Time {
+func (r *Reconciler) now() time.Time {
 	if r.Clock == nil {
 		return time.Now()
 	}
@@ -47,7 +48,7 @@ func (r *MachineSnapshotScheduleReconciler) now() time.Time {
 }
 
 // Reconcile prunes a schedule's snapshots and takes the one that is due.
-func (r *MachineSnapshotScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	sched := &fleetv1.MachineSnapshotSchedule{}
 	if err := r.Client.Get(ctx, req.NamespacedName, sched); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -121,7 +122,7 @@ func (r *MachineSnapshotScheduleReconciler) Reconcile(ctx context.Context, req c
 
 // takeSnapshot creates the MachineSnapshot due at due. Its name comes from the due time, so a
 // reconcile that runs twice for one due time creates it once.
-func (r *MachineSnapshotScheduleReconciler) takeSnapshot(ctx context.Context, sched *fleetv1.MachineSnapshotSchedule, due time.Time) (string, error) {
+func (r *Reconciler) takeSnapshot(ctx context.Context, sched *fleetv1.MachineSnapshotSchedule, due time.Time) (string, error) {
 	name := fmt.Sprintf("%s-%s", sched.Name, due.UTC().Format("20060102-1504"))
 	snap := &fleetv1.MachineSnapshot{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: sched.Namespace,
@@ -141,7 +142,7 @@ func (r *MachineSnapshotScheduleReconciler) takeSnapshot(ctx context.Context, sc
 }
 
 // prune deletes the schedule's snapshots its retention policy does not keep.
-func (r *MachineSnapshotScheduleReconciler) prune(ctx context.Context, sched *fleetv1.MachineSnapshotSchedule, cron *snapshotschedule.Schedule) error {
+func (r *Reconciler) prune(ctx context.Context, sched *fleetv1.MachineSnapshotSchedule, cron *snapshotschedule.Schedule) error {
 	list := &fleetv1.MachineSnapshotList{}
 	if err := r.Client.List(ctx, list, client.InNamespace(sched.Namespace),
 		client.MatchingLabels{fleetv1.MachineSnapshotScheduleLabel: sched.Name}); err != nil {
@@ -183,16 +184,16 @@ func retention(r *fleetv1.SnapshotRetention) snapshotschedule.Retention {
 }
 
 // ownByClaim makes the schedule go with its claim (clusterctl move, deletion) once the claim exists.
-func (r *MachineSnapshotScheduleReconciler) ownByClaim(ctx context.Context, sched *fleetv1.MachineSnapshotSchedule) error {
+func (r *Reconciler) ownByClaim(ctx context.Context, sched *fleetv1.MachineSnapshotSchedule) error {
 	claim := &infrav1.MachineClaim{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: sched.Namespace, Name: sched.Spec.Source.MachineClaimName}, claim); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	return setOwnerClaim(r.Client, sched, claim)
+	return claimvm.SetOwner(r.Client, sched, claim)
 }
 
 // claimPaused reports whether the schedule's claim is paused with its Cluster (clusterctl move).
-func (r *MachineSnapshotScheduleReconciler) claimPaused(ctx context.Context, sched *fleetv1.MachineSnapshotSchedule) (bool, error) {
+func (r *Reconciler) claimPaused(ctx context.Context, sched *fleetv1.MachineSnapshotSchedule) (bool, error) {
 	claim := &infrav1.MachineClaim{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: sched.Namespace, Name: sched.Spec.Source.MachineClaimName}, claim); err != nil {
 		return false, client.IgnoreNotFound(err)
@@ -202,7 +203,7 @@ func (r *MachineSnapshotScheduleReconciler) claimPaused(ctx context.Context, sch
 
 // SetupWithManager registers the controller; a schedule's snapshot changing wakes it, so
 // retention counts a snapshot as soon as it succeeds.
-func (r *MachineSnapshotScheduleReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&fleetv1.MachineSnapshotSchedule{}).
 		Watches(&fleetv1.MachineSnapshot{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []ctrl.Request {

@@ -1,4 +1,4 @@
-package controllers
+package machinesnapshotrestore
 
 import (
 	"context"
@@ -25,15 +25,17 @@ import (
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/claimvm"
+	"github.com/hyperfleet-io/hyperfleet/controllers/fresh"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 	"github.com/hyperfleet-io/hyperfleet/pkg/tracing"
 )
 
-// MachineSnapshotRestoreReconciler returns a claim's VM to a snapshot: it holds the claim's run
+// Reconciler returns a claim's VM to a snapshot: it holds the claim's run
 // strategy (RestoreInProgressAnnotation), stops a running VM, rolls it back, starts it again if it
 // ran before, and hands the claim back.
-type MachineSnapshotRestoreReconciler struct {
+type Reconciler struct {
 	Client   client.Client
 	Recorder record.EventRecorder
 	Registry *connection.Registry
@@ -45,7 +47,7 @@ type MachineSnapshotRestoreReconciler struct {
 // +kubebuilder:rbac:groups=hyperfleet.io,resources=machinesnapshotrestores/status;machinesnapshotrestores/finalizers,verbs=get;update;patch
 
 // Reconcile moves one restore one step on.
-func (r *MachineSnapshotRestoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	rs := &fleetv1.MachineSnapshotRestore{}
 	if err := r.Client.Get(ctx, req.NamespacedName, rs); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -79,7 +81,7 @@ func (r *MachineSnapshotRestoreReconciler) Reconcile(ctx context.Context, req ct
 	return r.reconcileRestore(ctx, rs)
 }
 
-func (r *MachineSnapshotRestoreReconciler) poll() time.Duration {
+func (r *Reconciler) poll() time.Duration {
 	if r.PollInterval > 0 {
 		return r.PollInterval
 	}
@@ -95,7 +97,7 @@ func setRestoreState(rs *fleetv1.MachineSnapshotRestore, ready metav1.ConditionS
 	conditions.Set(rs, metav1.Condition{Type: fleetv1.ProgressingCondition, Status: progressing, Reason: reason, Message: msg, ObservedGeneration: rs.Generation})
 }
 
-func (r *MachineSnapshotRestoreReconciler) reconcileRestore(ctx context.Context, rs *fleetv1.MachineSnapshotRestore) (ctrl.Result, error) {
+func (r *Reconciler) reconcileRestore(ctx context.Context, rs *fleetv1.MachineSnapshotRestore) (ctrl.Result, error) {
 	snap := &fleetv1.MachineSnapshot{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: rs.Spec.MachineSnapshotName}, snap); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -115,22 +117,22 @@ func (r *MachineSnapshotRestoreReconciler) reconcileRestore(ctx context.Context,
 		setRestoreState(rs, metav1.ConditionFalse, fleetv1.RestoreWaitingReason, fmt.Sprintf("MachineSnapshot %s is not ready to use", snap.Name))
 		return ctrl.Result{RequeueAfter: r.poll()}, nil
 	}
-	vm, err := resolveClaimVM(ctx, r.Client, r.Registry, rs.Namespace, rs.Spec.Target.MachineClaimName)
-	var nr *notReady
+	vm, err := claimvm.Resolve(ctx, r.Client, r.Registry, rs.Namespace, rs.Spec.Target.MachineClaimName)
+	var nr *claimvm.NotReady
 	switch {
 	case errors.As(err, &nr):
-		setRestoreState(rs, metav1.ConditionFalse, fleetv1.RestoreWaitingReason, nr.message)
+		setRestoreState(rs, metav1.ConditionFalse, fleetv1.RestoreWaitingReason, nr.Message)
 		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
 	case err != nil:
 		return ctrl.Result{}, err
 	}
-	if vm.vmID() != snap.Status.SourceVMID {
-		return r.fail(ctx, rs, fmt.Sprintf("MachineClaim %s has VM %s now; the snapshot was of VM %s", vm.claim.Name, vm.vmID(), snap.Status.SourceVMID))
+	if vm.ID() != snap.Status.SourceVMID {
+		return r.fail(ctx, rs, fmt.Sprintf("MachineClaim %s has VM %s now; the snapshot was of VM %s", vm.Claim.Name, vm.ID(), snap.Status.SourceVMID))
 	}
-	if err := setOwnerClaim(r.Client, rs, vm.claim); err != nil {
+	if err := claimvm.SetOwner(r.Client, rs, vm.Claim); err != nil {
 		return ctrl.Result{}, err
 	}
-	if holder := vm.claim.Annotations[infrav1.RestoreInProgressAnnotation]; holder != rs.Name {
+	if holder := vm.Claim.Annotations[infrav1.RestoreInProgressAnnotation]; holder != rs.Name {
 		if holder != "" {
 			setRestoreState(rs, metav1.ConditionFalse, fleetv1.RestoreWaitingReason, fmt.Sprintf("MachineSnapshotRestore %s is restoring the claim", holder))
 			return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
@@ -142,22 +144,22 @@ func (r *MachineSnapshotRestoreReconciler) reconcileRestore(ctx context.Context,
 		}
 		// Only from a fresh read of this restore: a stale one, from before it completed and let
 		// the claim go, would hold the claim and roll the VM back again.
-		if stale, err := patchStatusFresh(ctx, r.Client, rs, rs.DeepCopy()); err != nil || stale {
+		if stale, err := fresh.PatchStatus(ctx, r.Client, rs, rs.DeepCopy()); err != nil || stale {
 			return ctrl.Result{RequeueAfter: time.Millisecond}, err
 		}
 		// Hold the claim's run strategy first, so an Always VM is not started mid-rollback.
-		p := client.MergeFrom(vm.claim.DeepCopy())
-		if vm.claim.Annotations == nil {
-			vm.claim.Annotations = map[string]string{}
+		p := client.MergeFrom(vm.Claim.DeepCopy())
+		if vm.Claim.Annotations == nil {
+			vm.Claim.Annotations = map[string]string{}
 		}
-		vm.claim.Annotations[infrav1.RestoreInProgressAnnotation] = rs.Name
-		if err := r.Client.Patch(ctx, vm.claim, p); err != nil {
+		vm.Claim.Annotations[infrav1.RestoreInProgressAnnotation] = rs.Name
+		if err := r.Client.Patch(ctx, vm.Claim, p); err != nil {
 			return ctrl.Result{}, err
 		}
 		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	}
 	if t := rs.Status.Task; t != nil {
-		st, err := vm.provider.TaskStatus(ctx, t.Node, hypervisor.TaskID(t.ID))
+		st, err := vm.Provider.TaskStatus(ctx, t.Node, hypervisor.TaskID(t.ID))
 		switch {
 		case err != nil && !errors.Is(err, hypervisor.ErrNotFound):
 			setRestoreState(rs, metav1.ConditionFalse, hypervisor.Reason(err), err.Error())
@@ -169,11 +171,11 @@ func (r *MachineSnapshotRestoreReconciler) reconcileRestore(ctx context.Context,
 			return r.fail(ctx, rs, fmt.Sprintf("%s task failed: %v", t.Operation, st.Err))
 		}
 		rs.Status.Task = nil
-		if t.Operation == opRollback && err == nil {
+		if t.Operation == fleetv1.SnapshotOperationRollback && err == nil {
 			return r.complete(ctx, rs, snap)
 		}
 	}
-	state, err := vm.provider.VM(ctx, vm.ref())
+	state, err := vm.Provider.VM(ctx, vm.Ref())
 	if err != nil {
 		setRestoreState(rs, metav1.ConditionFalse, hypervisor.Reason(err), err.Error())
 		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
@@ -181,7 +183,7 @@ func (r *MachineSnapshotRestoreReconciler) reconcileRestore(ctx context.Context,
 	// The VM is stopped and rolled back only from a fresh read: a stale one, older than the task
 	// an earlier reconcile recorded, would stop the restored VM and roll it back again, losing
 	// what it did since.
-	if stale, err := patchStatusFresh(ctx, r.Client, rs, rs.DeepCopy()); err != nil || stale {
+	if stale, err := fresh.PatchStatus(ctx, r.Client, rs, rs.DeepCopy()); err != nil || stale {
 		return ctrl.Result{RequeueAfter: time.Millisecond}, err
 	}
 	if rs.Status.WasRunning == nil {
@@ -190,7 +192,7 @@ func (r *MachineSnapshotRestoreReconciler) reconcileRestore(ctx context.Context,
 		// would otherwise record the VM it stopped as one that was off.
 		base := rs.DeepCopy()
 		rs.Status.WasRunning = ptr.To(state.State == hypervisor.PowerStateRunning)
-		if stale, err := patchStatusFresh(ctx, r.Client, rs, base); err != nil || stale {
+		if stale, err := fresh.PatchStatus(ctx, r.Client, rs, base); err != nil || stale {
 			rs.Status.WasRunning = nil
 			return ctrl.Result{RequeueAfter: time.Millisecond}, err
 		}
@@ -200,18 +202,18 @@ func (r *MachineSnapshotRestoreReconciler) reconcileRestore(ctx context.Context,
 		setRestoreState(rs, metav1.ConditionFalse, fleetv1.RestoreWaitingReason, fmt.Sprintf("VM %s is locked (%s)", state.Ref, state.Lock))
 		return ctrl.Result{RequeueAfter: r.poll()}, nil
 	case state.State != hypervisor.PowerStateStopped:
-		task, err := vm.provider.StopSeen(ctx, state)
+		task, err := vm.Provider.StopSeen(ctx, state)
 		if err != nil {
 			setRestoreState(rs, metav1.ConditionFalse, hypervisor.Reason(err), "stopping the VM: "+err.Error())
 			return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
 		}
-		rs.Status.Task = &fleetv1.SnapshotTask{ID: string(task), Node: state.Ref.Node, Operation: opStop, StartTime: metav1.Now()}
+		rs.Status.Task = &fleetv1.SnapshotTask{ID: string(task), Node: state.Ref.Node, Operation: fleetv1.SnapshotOperationStop, StartTime: metav1.Now()}
 		setRestoreState(rs, metav1.ConditionFalse, fleetv1.RestoreStoppingReason, fmt.Sprintf("stopping VM %s before the rollback", state.Ref))
 		return ctrl.Result{RequeueAfter: r.poll()}, nil
 	}
 	// A snapshot with memory resumes the VM by itself; otherwise a VM that ran is started again.
 	start := *rs.Status.WasRunning && !snap.Status.WithMemory
-	task, err := vm.snapper.RollbackSnapshot(ctx, vm.ref(), snap.Status.SnapshotName, start)
+	task, err := vm.Snapshotter.RollbackSnapshot(ctx, vm.Ref(), snap.Status.SnapshotName, start)
 	if err != nil {
 		if !hypervisor.IsRetryable(err) {
 			return r.fail(ctx, rs, "rolling back: "+err.Error())
@@ -219,13 +221,13 @@ func (r *MachineSnapshotRestoreReconciler) reconcileRestore(ctx context.Context,
 		setRestoreState(rs, metav1.ConditionFalse, hypervisor.Reason(err), "rolling back: "+err.Error())
 		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
 	}
-	rs.Status.Task = &fleetv1.SnapshotTask{ID: string(task), Node: state.Ref.Node, Operation: opRollback, StartTime: metav1.Now()}
+	rs.Status.Task = &fleetv1.SnapshotTask{ID: string(task), Node: state.Ref.Node, Operation: fleetv1.SnapshotOperationRollback, StartTime: metav1.Now()}
 	setRestoreState(rs, metav1.ConditionFalse, fleetv1.RestoreRollingBackReason, fmt.Sprintf("rolling VM %s back to %s", state.Ref, snap.Status.SnapshotName))
 	r.Recorder.Eventf(rs, corev1.EventTypeNormal, fleetv1.RestoreRollingBackReason, "rolling VM %s back to snapshot %s", state.Ref, snap.Status.SnapshotName)
 	return ctrl.Result{RequeueAfter: r.poll()}, nil
 }
 
-func (r *MachineSnapshotRestoreReconciler) complete(ctx context.Context, rs *fleetv1.MachineSnapshotRestore, snap *fleetv1.MachineSnapshot) (ctrl.Result, error) {
+func (r *Reconciler) complete(ctx context.Context, rs *fleetv1.MachineSnapshotRestore, snap *fleetv1.MachineSnapshot) (ctrl.Result, error) {
 	if err := r.releaseClaim(ctx, rs); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -235,7 +237,7 @@ func (r *MachineSnapshotRestoreReconciler) complete(ctx context.Context, rs *fle
 	return ctrl.Result{}, nil
 }
 
-func (r *MachineSnapshotRestoreReconciler) fail(ctx context.Context, rs *fleetv1.MachineSnapshotRestore, msg string) (ctrl.Result, error) {
+func (r *Reconciler) fail(ctx context.Context, rs *fleetv1.MachineSnapshotRestore, msg string) (ctrl.Result, error) {
 	if err := r.releaseClaim(ctx, rs); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -247,7 +249,7 @@ func (r *MachineSnapshotRestoreReconciler) fail(ctx context.Context, rs *fleetv1
 // releaseClaim hands the claim back to its run strategy if this restore holds it. A JSON patch
 // that tests the annotation's value removes it only while it names this restore, without trusting
 // a cached read of the claim.
-func (r *MachineSnapshotRestoreReconciler) releaseClaim(ctx context.Context, rs *fleetv1.MachineSnapshotRestore) error {
+func (r *Reconciler) releaseClaim(ctx context.Context, rs *fleetv1.MachineSnapshotRestore) error {
 	path := "/metadata/annotations/" + strings.ReplaceAll(strings.ReplaceAll(infrav1.RestoreInProgressAnnotation, "~", "~0"), "/", "~1")
 	ops, err := json.Marshal([]map[string]any{
 		{"op": "test", "path": path, "value": rs.Name},
@@ -265,7 +267,7 @@ func (r *MachineSnapshotRestoreReconciler) releaseClaim(ctx context.Context, rs 
 }
 
 // SetupWithManager registers the controller.
-func (r *MachineSnapshotRestoreReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&fleetv1.MachineSnapshotRestore{}).
 		WithOptions(opts).

@@ -1,4 +1,6 @@
-package controllers
+// Package fresh writes a status only if the object has not changed since it was read: the guard
+// of steps that act on the outside world once per object.
+package fresh
 
 import (
 	"context"
@@ -8,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// patchStatusFresh writes obj's status changes since base with base's resourceVersion, so that a
+// PatchStatus writes obj's status changes since base with base's resourceVersion, so that a
 // step decided from a stale read of obj (the cache not yet showing what an earlier reconcile
 // wrote) is refused instead of acted on. It reports stale on a conflict; the caller requeues and
 // decides again from a fresh read. Steps that act on the outside world once per object (holding a
@@ -18,7 +20,7 @@ import (
 // obj itself is left as it is (the server's answer goes to a copy), so changes the reconcile made
 // to it since base stay for its own patch at the end. A patch of no change writes nothing and
 // keeps the resourceVersion.
-func patchStatusFresh(ctx context.Context, c client.Client, obj, base client.Object) (stale bool, err error) {
+func PatchStatus(ctx context.Context, c client.Client, obj, base client.Object) (stale bool, err error) {
 	out, ok := obj.DeepCopyObject().(client.Object)
 	if !ok {
 		return false, fmt.Errorf("%T is not a client.Object", obj)

@@ -1,4 +1,4 @@
-package controllers
+package machinesnapshot
 
 import (
 	"context"
@@ -21,21 +21,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/claimvm"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 	"github.com/hyperfleet-io/hyperfleet/pkg/tracing"
 )
 
-// Snapshot task operations.
-const (
-	opSnapshot       = "Snapshot"
-	opDeleteSnapshot = "DeleteSnapshot"
-	opRollback       = "Rollback"
-)
-
-// MachineSnapshotReconciler takes one hypervisor snapshot per MachineSnapshot and removes it when
+// Reconciler takes one hypervisor snapshot per MachineSnapshot and removes it when
 // the object is deleted (deletionPolicy Delete).
-type MachineSnapshotReconciler struct {
+type Reconciler struct {
 	Client   client.Client
 	Recorder record.EventRecorder
 	Registry *connection.Registry
@@ -47,7 +41,7 @@ type MachineSnapshotReconciler struct {
 // +kubebuilder:rbac:groups=hyperfleet.io,resources=machinesnapshots/status;machinesnapshots/finalizers,verbs=get;update;patch
 
 // Reconcile moves one MachineSnapshot one step on.
-func (r *MachineSnapshotReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	snap := &fleetv1.MachineSnapshot{}
 	if err := r.Client.Get(ctx, req.NamespacedName, snap); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -74,7 +68,7 @@ func (r *MachineSnapshotReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	return r.reconcileNormal(ctx, snap)
 }
 
-func (r *MachineSnapshotReconciler) poll() time.Duration {
+func (r *Reconciler) poll() time.Duration {
 	if r.PollInterval > 0 {
 		return r.PollInterval
 	}
@@ -92,7 +86,7 @@ func setSnapshotReady(snap *fleetv1.MachineSnapshot, status metav1.ConditionStat
 		ObservedGeneration: snap.Generation})
 }
 
-func (r *MachineSnapshotReconciler) reconcileNormal(ctx context.Context, snap *fleetv1.MachineSnapshot) (ctrl.Result, error) {
+func (r *Reconciler) reconcileNormal(ctx context.Context, snap *fleetv1.MachineSnapshot) (ctrl.Result, error) {
 	switch snap.Status.Phase {
 	case fleetv1.MachineSnapshotPhaseSucceeded, fleetv1.MachineSnapshotPhaseFailed:
 		// A snapshot is taken once. A task left beside the outcome was recorded by a reconcile
@@ -103,16 +97,16 @@ func (r *MachineSnapshotReconciler) reconcileNormal(ctx context.Context, snap *f
 	case "":
 		snap.Status.Phase = fleetv1.MachineSnapshotPhaseInProgress
 	}
-	vm, err := resolveClaimVM(ctx, r.Client, r.Registry, snap.Namespace, snap.Spec.Source.MachineClaimName)
-	var nr *notReady
+	vm, err := claimvm.Resolve(ctx, r.Client, r.Registry, snap.Namespace, snap.Spec.Source.MachineClaimName)
+	var nr *claimvm.NotReady
 	switch {
 	case errors.As(err, &nr):
-		setSnapshotReady(snap, metav1.ConditionFalse, nr.reason, nr.message)
+		setSnapshotReady(snap, metav1.ConditionFalse, nr.Reason, nr.Message)
 		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
 	case err != nil:
 		return ctrl.Result{}, err
 	}
-	if err := setOwnerClaim(r.Client, snap, vm.claim); err != nil {
+	if err := claimvm.SetOwner(r.Client, snap, vm.Claim); err != nil {
 		return ctrl.Result{}, err
 	}
 	if t := snap.Status.Task; t != nil {
@@ -121,18 +115,18 @@ func (r *MachineSnapshotReconciler) reconcileNormal(ctx context.Context, snap *f
 	if snap.Status.SnapshotName == "" {
 		// Recorded before the snapshot is taken: the name and VM survive a restart.
 		snap.Status.SnapshotName = snapshotName(snap)
-		snap.Status.SourceVMID, snap.Status.SourceNode = vm.vmID(), vm.claim.Status.Node
+		snap.Status.SourceVMID, snap.Status.SourceNode = vm.ID(), vm.Claim.Status.Node
 		setSnapshotReady(snap, metav1.ConditionFalse, fleetv1.SnapshotInProgressReason, "taking snapshot "+snap.Status.SnapshotName)
 		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	}
-	if vm.vmID() != snap.Status.SourceVMID {
+	if vm.ID() != snap.Status.SourceVMID {
 		return r.failed(snap, fleetv1.SourceVMGoneReason, fmt.Sprintf("MachineClaim %s now has VM %s, not VM %s this snapshot was for",
-			vm.claim.Name, vm.vmID(), snap.Status.SourceVMID))
+			vm.Claim.Name, vm.ID(), snap.Status.SourceVMID))
 	}
 	if done, err := r.recordExisting(ctx, snap, vm); err != nil || done {
 		return ctrl.Result{}, err
 	}
-	state, err := vm.provider.VM(ctx, vm.ref())
+	state, err := vm.Provider.VM(ctx, vm.Ref())
 	if err != nil {
 		return r.hypervisorError(snap, "reading the VM", err)
 	}
@@ -140,14 +134,14 @@ func (r *MachineSnapshotReconciler) reconcileNormal(ctx context.Context, snap *f
 		setSnapshotReady(snap, metav1.ConditionFalse, fleetv1.SnapshotInProgressReason, fmt.Sprintf("VM %s is locked (%s); waiting", state.Ref, state.Lock))
 		return ctrl.Result{RequeueAfter: r.poll()}, nil
 	}
-	task, err := vm.snapper.CreateSnapshot(ctx, vm.ref(), hypervisor.SnapshotSpec{Name: snap.Status.SnapshotName,
+	task, err := vm.Snapshotter.CreateSnapshot(ctx, vm.Ref(), hypervisor.SnapshotSpec{Name: snap.Status.SnapshotName,
 		Description: snapshotDescription(snap), WithMemory: snap.Spec.WithMemory})
 	if err != nil {
 		return r.hypervisorError(snap, "taking the snapshot", err)
 	}
-	snap.Status.Task = &fleetv1.SnapshotTask{ID: string(task), Node: vm.claim.Status.Node, Operation: opSnapshot, StartTime: metav1.Now()}
+	snap.Status.Task = &fleetv1.SnapshotTask{ID: string(task), Node: vm.Claim.Status.Node, Operation: fleetv1.SnapshotOperationSnapshot, StartTime: metav1.Now()}
 	setSnapshotReady(snap, metav1.ConditionFalse, fleetv1.SnapshotInProgressReason, fmt.Sprintf("snapshot task %s running", task))
-	r.Recorder.Eventf(snap, corev1.EventTypeNormal, fleetv1.SnapshottingEventReason, "taking snapshot %s of VM %s", snap.Status.SnapshotName, vm.ref())
+	r.Recorder.Eventf(snap, corev1.EventTypeNormal, fleetv1.SnapshottingEventReason, "taking snapshot %s of VM %s", snap.Status.SnapshotName, vm.Ref())
 	return ctrl.Result{RequeueAfter: r.poll()}, nil
 }
 
@@ -160,8 +154,8 @@ func snapshotDescription(snap *fleetv1.MachineSnapshot) string {
 }
 
 // recordExisting marks the snapshot taken when the hypervisor already has it.
-func (r *MachineSnapshotReconciler) recordExisting(ctx context.Context, snap *fleetv1.MachineSnapshot, vm *claimVM) (bool, error) {
-	list, err := vm.snapper.Snapshots(ctx, vm.ref())
+func (r *Reconciler) recordExisting(ctx context.Context, snap *fleetv1.MachineSnapshot, vm *claimvm.VM) (bool, error) {
+	list, err := vm.Snapshotter.Snapshots(ctx, vm.Ref())
 	if err != nil {
 		_, err = r.hypervisorError(snap, "listing snapshots", err)
 		return true, err
@@ -174,7 +168,7 @@ func (r *MachineSnapshotReconciler) recordExisting(ctx context.Context, snap *fl
 				t = time.Now()
 			}
 			snap.Status.CreationTime, snap.Status.Error = &metav1.Time{Time: t}, ""
-			setSnapshotReady(snap, metav1.ConditionTrue, fleetv1.SnapshotTakenReason, fmt.Sprintf("snapshot %s of VM %s", s.Name, vm.ref()))
+			setSnapshotReady(snap, metav1.ConditionTrue, fleetv1.SnapshotTakenReason, fmt.Sprintf("snapshot %s of VM %s", s.Name, vm.Ref()))
 			return true, nil
 		}
 	}
@@ -183,9 +177,9 @@ func (r *MachineSnapshotReconciler) recordExisting(ctx context.Context, snap *fl
 
 // reconcileTask follows the snapshot task; a failed task fails the snapshot with the hypervisor's
 // words.
-func (r *MachineSnapshotReconciler) reconcileTask(ctx context.Context, snap *fleetv1.MachineSnapshot, vm *claimVM) (ctrl.Result, error) {
+func (r *Reconciler) reconcileTask(ctx context.Context, snap *fleetv1.MachineSnapshot, vm *claimvm.VM) (ctrl.Result, error) {
 	t := snap.Status.Task
-	st, err := vm.provider.TaskStatus(ctx, t.Node, hypervisor.TaskID(t.ID))
+	st, err := vm.Provider.TaskStatus(ctx, t.Node, hypervisor.TaskID(t.ID))
 	switch {
 	case errors.Is(err, hypervisor.ErrNotFound):
 		snap.Status.Task = nil // forgotten by the hypervisor: look at the snapshots again
@@ -211,14 +205,14 @@ func (r *MachineSnapshotReconciler) reconcileTask(ctx context.Context, snap *fle
 	}
 	if done, err := r.recordExisting(ctx, snap, vm); err != nil || done {
 		if done && snap.Status.ReadyToUse {
-			r.Recorder.Eventf(snap, corev1.EventTypeNormal, fleetv1.SnapshotTakenReason, "snapshot %s of VM %s taken", snap.Status.SnapshotName, vm.ref())
+			r.Recorder.Eventf(snap, corev1.EventTypeNormal, fleetv1.SnapshotTakenReason, "snapshot %s of VM %s taken", snap.Status.SnapshotName, vm.Ref())
 		}
 		return ctrl.Result{}, err
 	}
 	return r.failed(snap, fleetv1.SnapshotFailedReason, "the snapshot task ended but the snapshot is not listed")
 }
 
-func (r *MachineSnapshotReconciler) failed(snap *fleetv1.MachineSnapshot, reason, msg string) (ctrl.Result, error) {
+func (r *Reconciler) failed(snap *fleetv1.MachineSnapshot, reason, msg string) (ctrl.Result, error) {
 	snap.Status.Phase, snap.Status.ReadyToUse, snap.Status.Error = fleetv1.MachineSnapshotPhaseFailed, false, msg
 	setSnapshotReady(snap, metav1.ConditionFalse, reason, msg)
 	r.Recorder.Event(snap, corev1.EventTypeWarning, reason, msg)
@@ -226,7 +220,7 @@ func (r *MachineSnapshotReconciler) failed(snap *fleetv1.MachineSnapshot, reason
 }
 
 // hypervisorError reports a failed call; refusals that retrying cannot fix fail the snapshot.
-func (r *MachineSnapshotReconciler) hypervisorError(snap *fleetv1.MachineSnapshot, what string, err error) (ctrl.Result, error) {
+func (r *Reconciler) hypervisorError(snap *fleetv1.MachineSnapshot, what string, err error) (ctrl.Result, error) {
 	msg := fmt.Sprintf("%s: %v", what, err)
 	if !hypervisor.IsRetryable(err) && !errors.Is(err, hypervisor.ErrForbidden) {
 		return r.failed(snap, fleetv1.SnapshotFailedReason, msg)
@@ -238,7 +232,7 @@ func (r *MachineSnapshotReconciler) hypervisorError(snap *fleetv1.MachineSnapsho
 
 // reconcileDelete removes the hypervisor snapshot (deletionPolicy Delete) before the object goes.
 // A VM or claim that is gone took its snapshots with it.
-func (r *MachineSnapshotReconciler) reconcileDelete(ctx context.Context, snap *fleetv1.MachineSnapshot) (ctrl.Result, error) {
+func (r *Reconciler) reconcileDelete(ctx context.Context, snap *fleetv1.MachineSnapshot) (ctrl.Result, error) {
 	snap.Status.Phase = fleetv1.MachineSnapshotPhaseDeleting
 	release := func(why string) (ctrl.Result, error) {
 		ctrl.LoggerFrom(ctx).V(1).Info("releasing MachineSnapshot", "why", why)
@@ -256,36 +250,36 @@ func (r *MachineSnapshotReconciler) reconcileDelete(ctx context.Context, snap *f
 	if snap.Status.SnapshotName == "" {
 		return release("no snapshot was taken")
 	}
-	vm, err := resolveClaimVM(ctx, r.Client, r.Registry, snap.Namespace, snap.Spec.Source.MachineClaimName)
-	var nr *notReady
+	vm, err := claimvm.Resolve(ctx, r.Client, r.Registry, snap.Namespace, snap.Spec.Source.MachineClaimName)
+	var nr *claimvm.NotReady
 	switch {
-	case errors.As(err, &nr) && (nr.reason == fleetv1.SourceNotFoundReason || (vm != nil && vm.hcGone)):
+	case errors.As(err, &nr) && (nr.Reason == fleetv1.SourceNotFoundReason || (vm != nil && vm.HCGone)):
 		return release("the claim or its HypervisorCluster is gone, and the VM's snapshots with it")
-	case errors.As(err, &nr) && vm != nil && !vm.claim.DeletionTimestamp.IsZero():
+	case errors.As(err, &nr) && vm != nil && !vm.Claim.DeletionTimestamp.IsZero():
 		return release("the claim is being deleted; destroying its VM removes the snapshot")
 	case errors.As(err, &nr):
-		setSnapshotReady(snap, metav1.ConditionFalse, nr.reason, "cannot remove the snapshot yet: "+nr.message)
+		setSnapshotReady(snap, metav1.ConditionFalse, nr.Reason, "cannot remove the snapshot yet: "+nr.Message)
 		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
 	case err != nil:
 		return ctrl.Result{}, err
 	}
-	if vm.vmID() != snap.Status.SourceVMID {
+	if vm.ID() != snap.Status.SourceVMID {
 		return release("the snapshot's VM is gone")
 	}
 	if t := snap.Status.Task; t != nil {
-		st, err := vm.provider.TaskStatus(ctx, t.Node, hypervisor.TaskID(t.ID))
+		st, err := vm.Provider.TaskStatus(ctx, t.Node, hypervisor.TaskID(t.ID))
 		switch {
 		case err != nil && !errors.Is(err, hypervisor.ErrNotFound):
 			return r.hypervisorError(snap, "polling the task", err)
 		case err == nil && !st.Done:
 			return ctrl.Result{RequeueAfter: r.poll()}, nil
-		case err == nil && st.Err != nil && t.Operation == opDeleteSnapshot:
+		case err == nil && st.Err != nil && t.Operation == fleetv1.SnapshotOperationDeleteSnapshot:
 			snap.Status.Error = st.Err.Error()
 			r.Recorder.Eventf(snap, corev1.EventTypeWarning, fleetv1.SnapshotFailedReason, "removing snapshot %s: %v", snap.Status.SnapshotName, st.Err)
 		}
 		snap.Status.Task = nil
 	}
-	list, err := vm.snapper.Snapshots(ctx, vm.ref())
+	list, err := vm.Snapshotter.Snapshots(ctx, vm.Ref())
 	switch {
 	case errors.Is(err, hypervisor.ErrNotFound):
 		return release("the VM is gone")
@@ -297,19 +291,19 @@ func (r *MachineSnapshotReconciler) reconcileDelete(ctx context.Context, snap *f
 		found = found || s.Name == snap.Status.SnapshotName
 	}
 	if !found {
-		r.Recorder.Eventf(snap, corev1.EventTypeNormal, fleetv1.SnapshotRemovedEventReason, "snapshot %s of VM %s removed", snap.Status.SnapshotName, vm.ref())
+		r.Recorder.Eventf(snap, corev1.EventTypeNormal, fleetv1.SnapshotRemovedEventReason, "snapshot %s of VM %s removed", snap.Status.SnapshotName, vm.Ref())
 		return release("the hypervisor snapshot is gone")
 	}
-	task, err := vm.snapper.DeleteSnapshot(ctx, vm.ref(), snap.Status.SnapshotName)
+	task, err := vm.Snapshotter.DeleteSnapshot(ctx, vm.Ref(), snap.Status.SnapshotName)
 	if err != nil {
 		return r.hypervisorError(snap, "removing the snapshot", err)
 	}
-	snap.Status.Task = &fleetv1.SnapshotTask{ID: string(task), Node: vm.claim.Status.Node, Operation: opDeleteSnapshot, StartTime: metav1.Now()}
+	snap.Status.Task = &fleetv1.SnapshotTask{ID: string(task), Node: vm.Claim.Status.Node, Operation: fleetv1.SnapshotOperationDeleteSnapshot, StartTime: metav1.Now()}
 	return ctrl.Result{RequeueAfter: r.poll()}, nil
 }
 
 // SetupWithManager registers the controller.
-func (r *MachineSnapshotReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&fleetv1.MachineSnapshot{}).
 		WithOptions(opts).

@@ -1,0 +1,109 @@
+// Package claimvm finds the VM that a request on a MachineClaim acts on (a snapshot, a restore, a
+// snapshot schedule, a migration): the claim in the request's own namespace, its HypervisorCluster
+// and the connected provider, or why it cannot be acted on yet.
+package claimvm
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
+)
+
+// VM is a MachineClaim whose VM a snapshot, restore, schedule or migration acts on.
+type VM struct {
+	Claim *infrav1.MachineClaim
+	// HCGone is set when the claim's HypervisorCluster no longer exists.
+	HCGone   bool
+	HC       *infrav1.HypervisorCluster
+	Provider hypervisor.Provider
+	// Snapshotter is the provider's snapshots, set by Resolve.
+	Snapshotter hypervisor.Snapshotter
+}
+
+// Ref is where the claim's VM is.
+func (v *VM) Ref() hypervisor.VMRef { return Ref(v.Claim) }
+
+// ID is the claim's VM ID as snapshots record it: the hypervisor's ID as text.
+func (v *VM) ID() string { return v.Claim.Status.VMID }
+
+// Ref is where a claim's VM is: its node and VM ID as its status records them.
+func Ref(c *infrav1.MachineClaim) hypervisor.VMRef {
+	return hypervisor.VMRef{Node: c.Status.Node, ID: c.Status.VMID}
+}
+
+// NotReady says why a claim's VM cannot be acted on yet: a reason from api/hyperfleet and a message.
+type NotReady struct{ Reason, Message string }
+
+func (n *NotReady) Error() string { return n.Message }
+
+// Resolve finds the claim named in namespace, its VM and its provider. It returns a
+// *NotReady error for conditions worth waiting on, and the claim with HCGone for a claim whose
+// HypervisorCluster is gone. Only the claim's own namespace is looked at: a snapshot never reaches
+// another tenant's VM.
+func Resolve(ctx context.Context, c client.Client, registry *connection.Registry, namespace, name string) (*VM, error) {
+	v, err := ResolveProvider(ctx, c, registry, namespace, name)
+	if err != nil {
+		return v, err
+	}
+	s, ok := v.Provider.(hypervisor.Snapshotter)
+	if !ok {
+		return v, &NotReady{fleetv1.SnapshotsUnsupportedReason, fmt.Sprintf("HypervisorCluster %s's provider cannot take snapshots", v.HC.Name)}
+	}
+	v.Snapshotter = s
+	return v, nil
+}
+
+// ResolveProvider is Resolve without asking for snapshots: the claim, its
+// HypervisorCluster and its provider.
+func ResolveProvider(ctx context.Context, c client.Client, registry *connection.Registry, namespace, name string) (*VM, error) {
+	claim := &infrav1.MachineClaim{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, claim); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &NotReady{fleetv1.SourceNotFoundReason, fmt.Sprintf("MachineClaim %s not found in namespace %s", name, namespace)}
+		}
+		return nil, err
+	}
+	v := &VM{Claim: claim}
+	if conditions.IsTrue(claim, infrav1.PausedCondition) {
+		// The claim's Cluster is paused (clusterctl move pauses it): its VM is not ours to act on
+		// until it resumes, here or in the cluster it moves to.
+		return v, &NotReady{fleetv1.SourceNotReadyReason, fmt.Sprintf("MachineClaim %s is paused", name)}
+	}
+	if claim.Status.VMID == "" || claim.Status.CompletedStep != infrav1.StepStarted || claim.Status.Node == "" {
+		return v, &NotReady{fleetv1.SourceNotReadyReason, fmt.Sprintf("MachineClaim %s has no provisioned VM yet", name)}
+	}
+	hcName := claim.Labels[infrav1.HypervisorClusterNameLabel]
+	hc := &infrav1.HypervisorCluster{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: hcName}, hc); err != nil {
+		if apierrors.IsNotFound(err) {
+			v.HCGone = true
+			return v, &NotReady{fleetv1.SourceNotReadyReason, fmt.Sprintf("HypervisorCluster %q of MachineClaim %s not found", hcName, name)}
+		}
+		return nil, err
+	}
+	if !conditions.IsTrue(hc, infrav1.HypervisorClusterAvailableCondition) {
+		return v, &NotReady{fleetv1.SourceNotReadyReason, fmt.Sprintf("HypervisorCluster %s is not available: %s", hc.Name,
+			conditions.GetMessage(hc, infrav1.HypervisorClusterAvailableCondition))}
+	}
+	p, err := registry.Get(ctx, hc)
+	if err != nil {
+		return v, &NotReady{fleetv1.SourceNotReadyReason, fmt.Sprintf("HypervisorCluster %s: %v", hc.Name, err)}
+	}
+	v.Provider, v.HC = p, hc
+	return v, nil
+}
+
+// SetOwner adds claim as a (non-controller) owner of obj unless it is one already, so
+// clusterctl move takes obj with its claim and deleting the claim deletes obj.
+func SetOwner(c client.Client, obj client.Object, claim *infrav1.MachineClaim) error {
+	return controllerutil.SetOwnerReference(claim, obj, c.Scheme())
+}
