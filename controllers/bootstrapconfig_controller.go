@@ -25,6 +25,7 @@ import (
 
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/condition"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
 	"github.com/hyperfleet-io/hyperfleet/pkg/tracing"
 )
@@ -119,7 +120,7 @@ func (r *BootstrapConfigReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		return ctrl.Result{}, err
 	}
 	defer func() {
-		mirrorCondition(config, bootstrapv1.DataSecretAvailableCondition, bootstrapv1.ReadyCondition)
+		condition.Mirror(config, bootstrapv1.DataSecretAvailableCondition, bootstrapv1.ReadyCondition)
 		config.Status.ObservedGeneration = config.Generation
 		if err := helper.Patch(ctx, config, patch.WithOwnedConditions{Conditions: []string{
 			bootstrapv1.ReadyCondition, bootstrapv1.DataSecretAvailableCondition, bootstrapv1.PausedCondition,
@@ -278,7 +279,7 @@ func (r *BootstrapConfigReconciler) patchWaiting(ctx context.Context, c *bootstr
 		return err
 	}
 	setDataSecretCondition(c, metav1.ConditionFalse, reason, msg)
-	mirrorCondition(c, bootstrapv1.DataSecretAvailableCondition, bootstrapv1.ReadyCondition)
+	condition.Mirror(c, bootstrapv1.DataSecretAvailableCondition, bootstrapv1.ReadyCondition)
 	return helper.Patch(ctx, c)
 }
 

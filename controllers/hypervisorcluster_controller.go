@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/condition"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 	"github.com/hyperfleet-io/hyperfleet/pkg/placement"
@@ -275,7 +276,7 @@ func (r *HypervisorClusterReconciler) setReady(hc *infrav1.HypervisorCluster) {
 			Reason: infrav1.DeletingReason, Message: "HypervisorCluster is being deleted"})
 		return
 	}
-	mirrorCondition(hc, infrav1.HypervisorClusterAvailableCondition, infrav1.ReadyCondition)
+	condition.Mirror(hc, infrav1.HypervisorClusterAvailableCondition, infrav1.ReadyCondition)
 }
 
 func failureDomains(nodes []hypervisor.Node) []clusterv1.FailureDomain {

@@ -31,6 +31,7 @@ import (
 
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/condition"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 	"github.com/hyperfleet-io/hyperfleet/pkg/tenancy"
@@ -419,12 +420,12 @@ func (r *MachineClaimReconciler) summarize(s *claimScope) {
 	// provides, it waits for the agent to prove its identity.
 	if conditions.IsTrue(c, infrav1.MachineClaimVMProvisionedCondition) && conditions.Has(c, infrav1.MachineClaimBootstrapReadyCondition) &&
 		c.DeletionTimestamp.IsZero() {
-		mirrorCondition(c, infrav1.MachineClaimBootstrapReadyCondition, infrav1.ReadyCondition)
+		condition.Mirror(c, infrav1.MachineClaimBootstrapReadyCondition, infrav1.ReadyCondition)
 		if !conditions.IsTrue(c, infrav1.MachineClaimBootstrapReadyCondition) && c.Status.Phase == infrav1.MachineClaimPhaseReady {
 			c.Status.Phase = infrav1.MachineClaimPhaseProvisioning
 		}
 	} else {
-		mirrorCondition(c, infrav1.MachineClaimVMProvisionedCondition, infrav1.ReadyCondition)
+		condition.Mirror(c, infrav1.MachineClaimVMProvisionedCondition, infrav1.ReadyCondition)
 	}
 	summarizePersistent(c)
 	c.Status.ObservedGeneration = c.Generation
@@ -437,7 +438,7 @@ func (r *MachineClaimReconciler) patchWaiting(ctx context.Context, claim *infrav
 	}
 	msg := "waiting for an owner Machine, or set spec.hypervisorClusterName to create the VM without Cluster API"
 	setVMCondition(claim, metav1.ConditionFalse, infrav1.WaitingForOwnerMachineReason, msg)
-	mirrorCondition(claim, infrav1.MachineClaimVMProvisionedCondition, infrav1.ReadyCondition)
+	condition.Mirror(claim, infrav1.MachineClaimVMProvisionedCondition, infrav1.ReadyCondition)
 	claim.Status.Phase = infrav1.MachineClaimPhasePending
 	return helper.Patch(ctx, claim)
 }

@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/condition"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 	"github.com/hyperfleet-io/hyperfleet/pkg/lifecycle"
 )
@@ -377,7 +378,7 @@ func summarizePersistent(c *infrav1.MachineClaim) {
 		if c.Status.Task == nil && c.Status.FailureCount == 0 && (firstRun || !conditions.IsTrue(c, infrav1.MachineClaimVMProvisionedCondition)) &&
 			conditions.GetReason(c, infrav1.MachineClaimVMProvisionedCondition) != infrav1.VMNotFoundReason {
 			setVMCondition(c, metav1.ConditionTrue, infrav1.VMRunningReason, fmt.Sprintf("VM %s running", vmRef(c)))
-			mirrorCondition(c, infrav1.MachineClaimVMProvisionedCondition, infrav1.ReadyCondition)
+			condition.Mirror(c, infrav1.MachineClaimVMProvisionedCondition, infrav1.ReadyCondition)
 		}
 		if c.Status.PendingStop != nil {
 			setReady(metav1.ConditionFalse, infrav1.StoppingReason, fmt.Sprintf("stopping: %s", c.Status.PendingStop.Stage))

@@ -18,6 +18,7 @@ import (
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/machineclaimtemplate"
 	"github.com/hyperfleet-io/hyperfleet/pkg/config"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
 	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
@@ -135,7 +136,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := setupVMControllers(mgr, registry, opts, copts); err != nil {
 		return err
 	}
-	templates := &MachineClaimTemplateReconciler{
+	templates := &machineclaimtemplate.Reconciler{
 		Client:      mgr.GetClient(),
 		Recorder:    mgr.GetEventRecorderFor("machineclaimtemplate-controller"),
 		Registry:    registry,

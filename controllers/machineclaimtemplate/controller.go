@@ -1,13 +1,15 @@
-package controllers
+package machineclaimtemplate
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/hyperfleet-io/hyperfleet/pkg/tracing"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/hyperfleet-io/hyperfleet/controllers/condition"
+	"github.com/hyperfleet-io/hyperfleet/pkg/tracing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,10 +30,10 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 )
 
-// MachineClaimTemplateReconciler checks that the VMs a MachineClaimTemplate describes can be built:
+// Reconciler checks that the VMs a MachineClaimTemplate describes can be built:
 // its source template exists on the hypervisor and some allowed node can hold its cores and memory.
 // It re-checks periodically, so a template removed in Proxmox shows up before claims fail.
-type MachineClaimTemplateReconciler struct {
+type Reconciler struct {
 	Client      client.Client
 	Recorder    record.EventRecorder
 	Registry    *connection.Registry
@@ -45,7 +47,7 @@ type MachineClaimTemplateReconciler struct {
 // +kubebuilder:rbac:groups=hyperfleet.io,resources=runnerpools,verbs=get;list;watch
 
 // Reconcile checks one MachineClaimTemplate against every HypervisorCluster it is used with.
-func (r *MachineClaimTemplateReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	tmpl := &infrav1.MachineClaimTemplate{}
 	if err := r.Client.Get(ctx, req.NamespacedName, tmpl); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -124,7 +126,7 @@ func (r *MachineClaimTemplateReconciler) Reconcile(ctx context.Context, req ctrl
 
 // check resolves the source template on hc (one copy per node for a name/tags selector) and
 // compares the request with the capacity of the nodes that can hold the clone.
-func (r *MachineClaimTemplateReconciler) check(ctx context.Context, tmpl *infrav1.MachineClaimTemplate, hc *infrav1.HypervisorCluster) (string, string, error) {
+func (r *Reconciler) check(ctx context.Context, tmpl *infrav1.MachineClaimTemplate, hc *infrav1.HypervisorCluster) (string, string, error) {
 	if !conditions.IsTrue(hc, infrav1.HypervisorClusterAvailableCondition) {
 		return "", "", fmt.Errorf("HypervisorCluster is not available")
 	}
@@ -180,7 +182,7 @@ func (r *MachineClaimTemplateReconciler) check(ctx context.Context, tmpl *infrav
 
 // hypervisorClusters finds the HypervisorClusters the template is used with: through its
 // cluster-name label, the RunnerPools referencing it, or the hypervisorClusterName it sets.
-func (r *MachineClaimTemplateReconciler) hypervisorClusters(ctx context.Context, tmpl *infrav1.MachineClaimTemplate) ([]*infrav1.HypervisorCluster, error) {
+func (r *Reconciler) hypervisorClusters(ctx context.Context, tmpl *infrav1.MachineClaimTemplate) ([]*infrav1.HypervisorCluster, error) {
 	names := map[string]bool{}
 	if n := tmpl.Spec.Template.Spec.HypervisorClusterName; n != "" {
 		names[n] = true
@@ -230,21 +232,21 @@ func (r *MachineClaimTemplateReconciler) hypervisorClusters(ctx context.Context,
 	return out, nil
 }
 
-func (r *MachineClaimTemplateReconciler) setReady(tmpl *infrav1.MachineClaimTemplate) {
+func (r *Reconciler) setReady(tmpl *infrav1.MachineClaimTemplate) {
 	resolved := conditions.Get(tmpl, infrav1.MachineClaimTemplateResolvedCondition)
 	capacity := conditions.Get(tmpl, infrav1.MachineClaimTemplateCapacityCondition)
 	switch {
 	case resolved != nil && resolved.Status != metav1.ConditionTrue:
-		mirrorCondition(tmpl, infrav1.MachineClaimTemplateResolvedCondition, infrav1.ReadyCondition)
+		condition.Mirror(tmpl, infrav1.MachineClaimTemplateResolvedCondition, infrav1.ReadyCondition)
 	case capacity != nil && capacity.Status != metav1.ConditionTrue:
-		mirrorCondition(tmpl, infrav1.MachineClaimTemplateCapacityCondition, infrav1.ReadyCondition)
+		condition.Mirror(tmpl, infrav1.MachineClaimTemplateCapacityCondition, infrav1.ReadyCondition)
 	case resolved != nil:
 		conditions.Set(tmpl, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionTrue, Reason: infrav1.ReadyReason,
 			Message: resolved.Message})
 	}
 }
 
-func (r *MachineClaimTemplateReconciler) interval() time.Duration {
+func (r *Reconciler) interval() time.Duration {
 	if r.Interval > 0 {
 		return r.Interval
 	}
@@ -257,7 +259,7 @@ func setTemplateConditions(tmpl *infrav1.MachineClaimTemplate, rs metav1.Conditi
 }
 
 // SetupWithManager registers the controller; HypervisorCluster changes re-check the namespace's templates.
-func (r *MachineClaimTemplateReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&infrav1.MachineClaimTemplate{}).
 		WithOptions(opts).
@@ -267,7 +269,7 @@ func (r *MachineClaimTemplateReconciler) SetupWithManager(ctx context.Context, m
 		Complete(tracing.Reconciler("machineclaimtemplate", r))
 }
 
-func (r *MachineClaimTemplateReconciler) namespaceTemplates(ctx context.Context, o client.Object) []ctrl.Request {
+func (r *Reconciler) namespaceTemplates(ctx context.Context, o client.Object) []ctrl.Request {
 	list := &infrav1.MachineClaimTemplateList{}
 	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
 		return nil

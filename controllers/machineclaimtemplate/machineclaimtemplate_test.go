@@ -1,4 +1,4 @@
-package controllers_test
+package machineclaimtemplate_test
 
 import (
 	"context"
@@ -9,9 +9,12 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/controllertest"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 )
+
+func TestMain(m *testing.M) { controllertest.Main(m, "an API server and the manager") }
 
 // TestMachineClaimTemplateChecks resolves the source template, checks capacity, and notices when
 // the template is removed in Proxmox.
@@ -19,9 +22,9 @@ func TestMachineClaimTemplateChecks(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	sim := pvesim.StartForTest(t, pvesim.Config{})
-	startManager(t)
-	ns := newNamespace(t)
-	proxmoxCluster(t, ns, "pve", sim)
+	controllertest.StartManager(t)
+	ns := controllertest.NewNamespace(t)
+	controllertest.ProxmoxCluster(t, ns, "pve", sim)
 
 	ok := builder.NewMachineClaimTemplate("runner", ns).WithSpec(infrav1.MachineClaimSpec{
 		HypervisorClusterName: "pve", Template: infrav1.TemplateSource{Name: "ubuntu-2404-runner", Tags: []string{"runner"}},
@@ -31,21 +34,21 @@ func TestMachineClaimTemplateChecks(t *testing.T) {
 	missing := builder.NewMachineClaimTemplate("missing", ns).WithSpec(infrav1.MachineClaimSpec{
 		HypervisorClusterName: "pve", Template: infrav1.TemplateSource{Name: "windows-2025"}}).Build()
 	for _, o := range []*infrav1.MachineClaimTemplate{ok, huge, missing} {
-		g.Expect(env.Client.Create(ctx, o)).To(Succeed())
+		g.Expect(controllertest.Env.Client.Create(ctx, o)).To(Succeed())
 	}
 
 	g.Eventually(func(g Gomega) {
-		got := get(g, ok)
+		got := controllertest.Get(g, ok)
 		g.Expect(conditions.IsTrue(got, infrav1.ReadyCondition)).To(BeTrue(), "%+v", got.Status.Conditions)
 		g.Expect(got.Status.ResolvedTemplate).To(Equal("pve:pve1/9000"))
 	}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
 	g.Eventually(func(g Gomega) {
-		got := get(g, huge)
+		got := controllertest.Get(g, huge)
 		g.Expect(conditions.GetReason(got, infrav1.MachineClaimTemplateCapacityCondition)).To(Equal(infrav1.NoCapacityReason))
 		g.Expect(conditions.IsFalse(got, infrav1.ReadyCondition)).To(BeTrue())
 	}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
 	g.Eventually(func(g Gomega) {
-		got := get(g, missing)
+		got := controllertest.Get(g, missing)
 		g.Expect(conditions.GetReason(got, infrav1.ReadyCondition)).To(Equal(infrav1.TemplateNotFoundReason))
 		g.Expect(conditions.GetMessage(got, infrav1.ReadyCondition)).To(ContainSubstring("windows-2025"))
 	}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
@@ -53,7 +56,7 @@ func TestMachineClaimTemplateChecks(t *testing.T) {
 	// Someone deletes the template in Proxmox: the next periodic check says so.
 	g.Expect(sim.RemoveVM(9000)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		got := get(g, ok)
+		got := controllertest.Get(g, ok)
 		g.Expect(conditions.GetReason(got, infrav1.MachineClaimTemplateResolvedCondition)).To(Equal(infrav1.TemplateNotFoundReason))
 		g.Expect(conditions.IsFalse(got, infrav1.ReadyCondition)).To(BeTrue())
 	}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
