@@ -26,16 +26,6 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 )
 
-// runnerTemplates creates the MachineClaimTemplate and BootstrapConfigTemplate named "runner".
-func runnerTemplates(t *testing.T, ns string) {
-	t.Helper()
-	g := NewWithT(t)
-	mct := builder.NewMachineClaimTemplate("runner", ns).Build()
-	g.Expect(env.Client.Create(context.Background(), mct)).To(Succeed())
-	bct := &bootstrapv1.BootstrapConfigTemplate{ObjectMeta: metav1.ObjectMeta{Name: "runner", Namespace: ns}}
-	g.Expect(env.Client.Create(context.Background(), bct)).To(Succeed())
-}
-
 // setRunnerConfigTime records on the BootstrapConfig ns/name that the bootstrap service issued its
 // runner configuration at at (nil: never).
 func setRunnerConfigTime(t *testing.T, ns, name string, at *metav1.Time) {
@@ -48,19 +38,6 @@ func setRunnerConfigTime(t *testing.T, ns, name string, at *metav1.Time) {
 		bc.Status.RunnerConfigTime = at
 		return env.Client.Status().Update(context.Background(), bc)
 	})).To(Succeed())
-}
-
-func poolMachines(g Gomega, pool *fleetv1.RunnerPool) []clusterv1.Machine {
-	list := &clusterv1.MachineList{}
-	g.Expect(env.Client.List(context.Background(), list, client.InNamespace(pool.Namespace),
-		client.MatchingLabels{fleetv1.RunnerPoolNameLabel: pool.Name})).To(Succeed())
-	var live []clusterv1.Machine
-	for _, m := range list.Items {
-		if m.DeletionTimestamp.IsZero() {
-			live = append(live, m)
-		}
-	}
-	return live
 }
 
 func queued(id int64, labels ...string) platform.JobEvent {

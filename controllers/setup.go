@@ -18,6 +18,7 @@ import (
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/fleetcontrolplane"
 	"github.com/hyperfleet-io/hyperfleet/controllers/machineclaimtemplate"
 	"github.com/hyperfleet-io/hyperfleet/pkg/config"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
@@ -185,7 +186,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 			return fmt.Errorf("reading the API server CA: %w", err)
 		}
 	}
-	controlPlanes := &FleetControlPlaneReconciler{
+	controlPlanes := &fleetcontrolplane.Reconciler{
 		Client:         mgr.GetClient(),
 		WatchFilter:    opts.WatchFilter,
 		Server:         restConfig.Host,

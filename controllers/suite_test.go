@@ -38,6 +38,8 @@ var (
 	staysOff          = controllertest.StaysOff
 	vmidOf            = controllertest.VMIDOf
 	idOf              = controllertest.IDOf
+	runnerTemplates   = controllertest.RunnerTemplates
+	poolMachines      = controllertest.PoolMachines
 )
 
 func get[T client.Object](g Gomega, obj T) T { return controllertest.Get(g, obj) }

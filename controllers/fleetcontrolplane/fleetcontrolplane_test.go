@@ -1,4 +1,4 @@
-package controllers_test
+package fleetcontrolplane_test
 
 import (
 	"context"
@@ -18,9 +18,12 @@ import (
 	controlplanev1 "github.com/hyperfleet-io/hyperfleet/api/controlplane/v1alpha1"
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/controllertest"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 )
+
+func TestMain(m *testing.M) { controllertest.Main(m, "an API server and the manager") }
 
 // workloadReader creates the node-reading ServiceAccount FleetControlPlane kubeconfigs use.
 func workloadReader(t *testing.T) {
@@ -39,7 +42,7 @@ func workloadReader(t *testing.T) {
 			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "hyperfleet-workload-reader", Namespace: "default"}}},
 	}
 	for _, o := range objs {
-		if err := env.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := controllertest.Env.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
 	}
@@ -51,14 +54,14 @@ func workloadReader(t *testing.T) {
 func TestMachineHealthCheckRemediatesStuckRunner(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	startCAPI(t)
+	controllertest.StartCAPI(t)
 	workloadReader(t)
 	sim := pvesim.StartForTest(t, pvesim.Config{})
-	startManager(t)
-	ns := newNamespace(t)
-	proxmoxCluster(t, ns, "pve", sim)
+	controllertest.StartManager(t)
+	ns := controllertest.NewNamespace(t)
+	controllertest.ProxmoxCluster(t, ns, "pve", sim)
 	cp := &controlplanev1.FleetControlPlane{ObjectMeta: metav1.ObjectMeta{Name: "fleet", Namespace: ns}}
-	g.Expect(env.Client.Create(ctx, cp)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Create(ctx, cp)).To(Succeed())
 	cluster := &clusterv1.Cluster{
 		ObjectMeta: metav1.ObjectMeta{Name: "fleet", Namespace: ns},
 		Spec: clusterv1.ClusterSpec{
@@ -66,20 +69,20 @@ func TestMachineHealthCheckRemediatesStuckRunner(t *testing.T) {
 			ControlPlaneRef:   clusterv1.ContractVersionedObjectReference{APIGroup: controlplanev1.GroupVersion.Group, Kind: "FleetControlPlane", Name: "fleet"},
 		},
 	}
-	g.Expect(env.Client.Create(ctx, cluster)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Create(ctx, cluster)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		got := get(g, cluster)
+		got := controllertest.Get(g, cluster)
 		g.Expect(ptr.Deref(got.Status.Initialization.ControlPlaneInitialized, false)).To(BeTrue())
 		g.Expect(ptr.Deref(got.Status.Initialization.InfrastructureProvisioned, false)).To(BeTrue())
-		g.Expect(get(g, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "fleet-kubeconfig", Namespace: ns}}).Type).To(Equal(clusterv1.ClusterSecretType))
+		g.Expect(controllertest.Get(g, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "fleet-kubeconfig", Namespace: ns}}).Type).To(Equal(clusterv1.ClusterSecretType))
 	}, 60*time.Second, 200*time.Millisecond).Should(Succeed(), "Cluster API sees an initialized control plane")
 
-	runnerTemplates(t, ns)
+	controllertest.RunnerTemplates(t, ns)
 	pool := builder.NewRunnerPool("stuck", ns).WithCluster("fleet").WithBounds(1, 2).WithTemplates("runner", "runner").Build()
-	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Create(ctx, pool)).To(Succeed())
 	var first string
 	g.Eventually(func(g Gomega) {
-		ms := poolMachines(g, pool)
+		ms := controllertest.PoolMachines(g, pool)
 		g.Expect(ms).To(HaveLen(1))
 		first = ms[0].Name
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
@@ -96,17 +99,17 @@ func TestMachineHealthCheckRemediatesStuckRunner(t *testing.T) {
 			},
 		},
 	}
-	g.Expect(env.Client.Create(ctx, mhc)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Create(ctx, mhc)).To(Succeed())
 
 	g.Eventually(func(g Gomega) {
 		m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Name: first, Namespace: ns}}
-		err := env.Client.Get(ctx, keyOf(m), m)
+		err := controllertest.Env.Client.Get(ctx, controllertest.KeyOf(m), m)
 		g.Expect(apierrors.IsNotFound(err) || !m.DeletionTimestamp.IsZero()).To(BeTrue(), "the stuck Machine is remediated")
-		ms := poolMachines(g, pool)
+		ms := controllertest.PoolMachines(g, pool)
 		g.Expect(ms).To(HaveLen(1), "and replaced")
 		g.Expect(ms[0].Name).NotTo(Equal(first))
 	}, 90*time.Second, 500*time.Millisecond).Should(Succeed())
-	got := get(g, mhc)
+	got := controllertest.Get(g, mhc)
 	t.Logf("MachineHealthCheck: expected=%v healthy=%v conditions=%v", ptr.Deref(got.Status.ExpectedMachines, -1),
 		ptr.Deref(got.Status.CurrentHealthy, -1), conditions.GetReason(got, clusterv1.ReadyCondition))
 }

@@ -1,4 +1,4 @@
-package controllers
+package fleetcontrolplane
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
@@ -34,11 +35,11 @@ import (
 // tokenLifetime of the kubeconfig token; it is renewed once two thirds have passed.
 const tokenLifetime = 24 * time.Hour
 
-// FleetControlPlaneReconciler gives Cluster API what a runner fleet's Cluster needs to settle:
+// Reconciler gives Cluster API what a runner fleet's Cluster needs to settle:
 // an initialized control plane and a <cluster>-kubeconfig Secret. The kubeconfig points at the
 // management cluster with a short-lived token of a ServiceAccount that may only read Nodes, so Cluster
 // API's node lookups find nothing and MachineHealthCheck can judge runners by their conditions.
-type FleetControlPlaneReconciler struct {
+type Reconciler struct {
 	Client      client.Client
 	WatchFilter string
 	// Server and CAData describe the API server written into kubeconfigs: always the manager's own.
@@ -57,7 +58,7 @@ type FleetControlPlaneReconciler struct {
 // (config/rbac/workload_reader.yaml), not by a marker: a marker would grant them cluster-wide.
 
 // Reconcile keeps one FleetControlPlane's kubeconfig Secret current.
-func (r *FleetControlPlaneReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	cp := &controlplanev1.FleetControlPlane{}
 	if err := r.Client.Get(ctx, req.NamespacedName, cp); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -67,7 +68,7 @@ func (r *FleetControlPlaneReconciler) Reconcile(ctx context.Context, req ctrl.Re
 		ctrl.LoggerFrom(ctx).Info("waiting for Cluster API to set the owner Cluster")
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("Cluster", klogRef(cluster)))
+	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("Cluster", klog.KObj(cluster)))
 	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, cp); err != nil || isPaused || requeue {
 		return ctrl.Result{}, err
 	}
@@ -116,7 +117,7 @@ func (r *FleetControlPlaneReconciler) Reconcile(ctx context.Context, req ctrl.Re
 
 // requestToken asks for a token of the ServiceAccount directly (the TokenRequest answers NotFound
 // for a missing one), so the manager needs no read access to ServiceAccounts.
-func (r *FleetControlPlaneReconciler) requestToken(ctx context.Context, ref types.NamespacedName) (string, time.Time, error) {
+func (r *Reconciler) requestToken(ctx context.Context, ref types.NamespacedName) (string, time.Time, error) {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name}}
 	tr := &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(tokenLifetime.Seconds()))}}
 	if err := r.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
@@ -128,7 +129,7 @@ func (r *FleetControlPlaneReconciler) requestToken(ctx context.Context, ref type
 // writeKubeconfig writes <cluster>-kubeconfig in the form Cluster API reads (type
 // cluster.x-k8s.io/secret, key value, cluster-name label), owned by cp so clusterctl move and
 // garbage collection follow it.
-func (r *FleetControlPlaneReconciler) writeKubeconfig(ctx context.Context, cp *controlplanev1.FleetControlPlane, cluster *clusterv1.Cluster, token string) error {
+func (r *Reconciler) writeKubeconfig(ctx context.Context, cp *controlplanev1.FleetControlPlane, cluster *clusterv1.Cluster, token string) error {
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters[cluster.Name] = &clientcmdapi.Cluster{Server: r.Server, CertificateAuthorityData: r.CAData}
 	cfg.AuthInfos["reader"] = &clientcmdapi.AuthInfo{Token: token}
@@ -152,7 +153,7 @@ func (r *FleetControlPlaneReconciler) writeKubeconfig(ctx context.Context, cp *c
 }
 
 // SetupWithManager registers the controller.
-func (r *FleetControlPlaneReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&controlplanev1.FleetControlPlane{}).
 		WithOptions(opts).
@@ -161,7 +162,7 @@ func (r *FleetControlPlaneReconciler) SetupWithManager(ctx context.Context, mgr 
 		Complete(tracing.Reconciler("fleetcontrolplane", r))
 }
 
-func (r *FleetControlPlaneReconciler) clusterToControlPlane(_ context.Context, o client.Object) []ctrl.Request {
+func (r *Reconciler) clusterToControlPlane(_ context.Context, o client.Object) []ctrl.Request {
 	c, ok := o.(*clusterv1.Cluster)
 	if !ok || c.Spec.ControlPlaneRef.Kind != "FleetControlPlane" {
 		return nil
