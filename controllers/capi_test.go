@@ -15,32 +15,7 @@ import (
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
-	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 )
-
-// capiFleet creates a Cluster whose infrastructure is a HypervisorCluster on sim.
-func capiFleet(t *testing.T, ns string, sim *pvesim.Simulator) *clusterv1.Cluster {
-	t.Helper()
-	proxmoxCluster(t, ns, "pve", sim)
-	cluster := &clusterv1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Name: "fleet", Namespace: ns},
-		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-			APIGroup: infrav1.GroupVersion.Group, Kind: "HypervisorCluster", Name: "pve"}},
-	}
-	NewWithT(t).Expect(env.Client.Create(context.Background(), cluster)).To(Succeed())
-	return cluster
-}
-
-// startFleet starts Cluster API, a Proxmox simulator and the manager, and creates a runner fleet's
-// Cluster on that simulator in a new namespace.
-func startFleet(t *testing.T) (*pvesim.Simulator, string, *clusterv1.Cluster) {
-	t.Helper()
-	startCAPI(t)
-	sim := pvesim.StartForTest(t, pvesim.Config{})
-	startManager(t)
-	ns := newNamespace(t)
-	return sim, ns, capiFleet(t, ns, sim)
-}
 
 // capiMachine creates a Machine with a MachineClaim as its infrastructure and a plain bootstrap data Secret.
 func capiMachine(t *testing.T, ns, name string) (*clusterv1.Machine, *infrav1.MachineClaim) {
@@ -165,33 +140,4 @@ func TestClaimWaitsForBootstrapData(t *testing.T) {
 		g.Expect(get(g, claim).Status.VMID).To(BeZero())
 		g.Expect(ownedVMs(sim)).To(BeEmpty())
 	}, 5*time.Second, 200*time.Millisecond).Should(Succeed(), "no VM without bootstrap data")
-}
-
-// capiMachineWithConfig creates config, a MachineClaim (changed by mutateClaim) and a Machine using
-// both, all named like config, in the Cluster "fleet"; it returns the claim.
-func capiMachineWithConfig(t *testing.T, ns string, config *bootstrapv1.BootstrapConfig, mutateClaim ...func(*infrav1.MachineClaim)) *infrav1.MachineClaim {
-	t.Helper()
-	g := NewWithT(t)
-	ctx := context.Background()
-	name := config.Name
-	labels := map[string]string{clusterv1.ClusterNameLabel: "fleet"}
-	config.Labels = labels
-	g.Expect(env.Client.Create(ctx, config)).To(Succeed())
-	claim := builder.NewMachineClaim(name, ns).WithLabels(labels).Build()
-	for _, mutate := range mutateClaim {
-		mutate(claim)
-	}
-	g.Expect(env.Client.Create(ctx, claim)).To(Succeed())
-	machine := &clusterv1.Machine{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
-		Spec: clusterv1.MachineSpec{
-			ClusterName: "fleet",
-			Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
-				APIGroup: bootstrapv1.GroupVersion.Group, Kind: "BootstrapConfig", Name: name}},
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-				APIGroup: infrav1.GroupVersion.Group, Kind: "MachineClaim", Name: name},
-		},
-	}
-	g.Expect(env.Client.Create(ctx, machine)).To(Succeed())
-	return claim
 }

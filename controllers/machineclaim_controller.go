@@ -338,7 +338,7 @@ func (r *MachineClaimReconciler) reconcileLostStatus(ctx context.Context, s *cla
 // (loadBootstrapData): a claim waits for its clone's turn for minutes in a burst, and the join
 // token in the data may be replaced until then.
 func (r *MachineClaimReconciler) reconcileBootstrapData(_ context.Context, s *claimScope) (ctrl.Result, error) {
-	if step := s.claim.Status.CompletedStep; (step == infrav1.StepConfigured || step == infrav1.StepStarted) && !warmAwaitsData(s.claim) {
+	if step := s.claim.Status.CompletedStep; (step == infrav1.StepConfigured || step == infrav1.StepStarted) && !infrav1.WarmAwaitsData(s.claim) {
 		return ctrl.Result{}, nil // already delivered
 	}
 	if infrav1.IsWarmHeld(s.claim.Annotations) {

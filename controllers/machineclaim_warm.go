@@ -13,12 +13,6 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 )
 
-// warmAwaitsData tells whether a configured warm VM has been asked to start and still needs its
-// bootstrap data.
-func warmAwaitsData(c *infrav1.MachineClaim) bool {
-	return c.Status.CompletedStep == infrav1.StepConfigured && c.Annotations[infrav1.WarmAnnotation] == infrav1.WarmStart
-}
-
 // reconcileWarm runs for a configured VM before it is started. A held warm VM stays stopped (hold
 // is true): it is cloned and configured, and the claim rests there until its pool starts it. Once
 // asked to start, the VM gets its bootstrap data, which it was configured without (the join token
@@ -30,7 +24,7 @@ func (r *MachineClaimReconciler) reconcileWarm(ctx context.Context, s *claimScop
 		setVMCondition(c, metav1.ConditionFalse, infrav1.WarmHeldReason,
 			fmt.Sprintf("VM %s is cloned, configured and stopped: a warm VM, started when its pool needs it", vmRef(c)))
 		return true, ctrl.Result{}, nil // the pool's annotation change brings us back
-	case !warmAwaitsData(c):
+	case !infrav1.WarmAwaitsData(c):
 		return false, ctrl.Result{}, nil
 	}
 	if res, err := r.loadBootstrapData(ctx, s); err != nil || !res.IsZero() {

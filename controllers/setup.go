@@ -18,6 +18,7 @@ import (
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/bootstrapconfig"
 	"github.com/hyperfleet-io/hyperfleet/controllers/fleetcontrolplane"
 	"github.com/hyperfleet-io/hyperfleet/controllers/machineclaimtemplate"
 	"github.com/hyperfleet-io/hyperfleet/pkg/config"
@@ -155,7 +156,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	caNS, caName, _ := strings.Cut(opts.BootstrapCASecret, "/")
 	spireServers := &spire.Provisioners{Config: spire.Config{Selectors: opts.SPIRESelectors,
 		Dial: spire.DialOptions{WorkloadAPIAddress: opts.SPIREWorkloadAPIAddress}}}
-	bootstrap := &BootstrapConfigReconciler{
+	bootstrap := &bootstrapconfig.Reconciler{
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
 		Recorder:                mgr.GetEventRecorderFor("bootstrapconfig-controller"),

@@ -20,26 +20,30 @@ func TestMain(m *testing.M) {
 }
 
 var (
-	startCAPI         = controllertest.StartCAPI
-	startManager      = controllertest.StartManager
-	startManagerWith  = controllertest.StartManagerWith
-	startManagerOn    = controllertest.StartManagerOn
-	newNamespace      = controllertest.NewNamespace
-	proxmoxCluster    = controllertest.ProxmoxCluster
-	bootstrapSecret   = controllertest.BootstrapSecret
-	ownedVMs          = controllertest.OwnedVMs
-	foreignVMs        = controllertest.ForeignVMs
-	keyOf             = controllertest.KeyOf
-	credentialsSecret = controllertest.CredentialsSecret
-	persistentVM      = controllertest.PersistentVM
-	persistentVMWith  = controllertest.PersistentVMWith
-	persistentVMIn    = controllertest.PersistentVMIn
-	vmStatus          = controllertest.VMStatus
-	staysOff          = controllertest.StaysOff
-	vmidOf            = controllertest.VMIDOf
-	idOf              = controllertest.IDOf
-	runnerTemplates   = controllertest.RunnerTemplates
-	poolMachines      = controllertest.PoolMachines
+	startCAPI             = controllertest.StartCAPI
+	startManager          = controllertest.StartManager
+	startManagerWith      = controllertest.StartManagerWith
+	startManagerOn        = controllertest.StartManagerOn
+	newNamespace          = controllertest.NewNamespace
+	proxmoxCluster        = controllertest.ProxmoxCluster
+	bootstrapSecret       = controllertest.BootstrapSecret
+	ownedVMs              = controllertest.OwnedVMs
+	foreignVMs            = controllertest.ForeignVMs
+	keyOf                 = controllertest.KeyOf
+	credentialsSecret     = controllertest.CredentialsSecret
+	persistentVM          = controllertest.PersistentVM
+	persistentVMWith      = controllertest.PersistentVMWith
+	persistentVMIn        = controllertest.PersistentVMIn
+	vmStatus              = controllertest.VMStatus
+	staysOff              = controllertest.StaysOff
+	vmidOf                = controllertest.VMIDOf
+	idOf                  = controllertest.IDOf
+	runnerTemplates       = controllertest.RunnerTemplates
+	poolMachines          = controllertest.PoolMachines
+	mintInstallationToken = controllertest.MintInstallationToken
+	capiFleet             = controllertest.CAPIFleet
+	startFleet            = controllertest.StartFleet
+	capiMachineWithConfig = controllertest.CAPIMachineWithConfig
 )
 
 func get[T client.Object](g Gomega, obj T) T { return controllertest.Get(g, obj) }

@@ -31,6 +31,12 @@ func IsWarmHeld(annotations map[string]string) bool {
 	return annotations[WarmAnnotation] == WarmHeld
 }
 
+// WarmAwaitsData tells whether a configured warm VM has been asked to start and still needs its
+// bootstrap data.
+func WarmAwaitsData(c *MachineClaim) bool {
+	return c.Status.CompletedStep == StepConfigured && c.Annotations[WarmAnnotation] == WarmStart
+}
+
 // IsWarm tells whether a claim belongs to a warm runner, held or started.
 func IsWarm(annotations map[string]string) bool {
 	switch annotations[WarmAnnotation] {

@@ -1,4 +1,4 @@
-package controllers_test
+package bootstrapconfig_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/controllertest"
 	"github.com/hyperfleet-io/hyperfleet/pkg/agent"
 	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/bootstraptest"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
@@ -24,17 +25,17 @@ func TestBootstrapConfigTPM(t *testing.T) {
 	ctx := context.Background()
 	startBootstrapController(t, newCANamespace(t))
 	gh := fakegithub.StartForTest(t, fakegithub.Options{TLS: true})
-	fleet := bootstraptest.NewFleet(t, env.Client, gh)
+	fleet := bootstraptest.NewFleet(t, controllertest.Env.Client, gh)
 	cluster := &clusterv1.Cluster{}
-	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: bootstraptest.ClusterName}, cluster)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: bootstraptest.ClusterName}, cluster)).To(Succeed())
 	setInfrastructureProvisioned(t, cluster)
 	_, bc := runnerMachineInCluster(t, fleet.Namespace, "tpm-1", fleet.Pool.Name, func(bc *bootstrapv1.BootstrapConfig) {
 		bc.Spec.Attestation.Method = bootstrapv1.AttestationTPM
 	})
 	g.Eventually(func(g Gomega) {
-		g.Expect(get(g, bc).Status.DataSecretName).NotTo(BeNil())
+		g.Expect(controllertest.Get(g, bc).Status.DataSecretName).NotTo(BeNil())
 	}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
-	secret := get(g, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tpm-1", Namespace: fleet.Namespace}})
+	secret := controllertest.Get(g, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tpm-1", Namespace: fleet.Namespace}})
 	cfg, err := agent.ConfigFromUserData(secret.Data["value"], agent.DefaultConfigPath)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(cfg.Attestation).To(Equal(agent.AttestationTPM))

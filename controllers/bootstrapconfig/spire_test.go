@@ -1,4 +1,4 @@
-package controllers_test
+package bootstrapconfig_test
 
 import (
 	"context"
@@ -18,7 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
-	"github.com/hyperfleet-io/hyperfleet/controllers"
+	"github.com/hyperfleet-io/hyperfleet/controllers/bootstrapconfig"
+	"github.com/hyperfleet-io/hyperfleet/controllers/controllertest"
 	"github.com/hyperfleet-io/hyperfleet/pkg/agent"
 	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
@@ -39,7 +40,7 @@ func TestBootstrapConfigWithSPIRE(t *testing.T) {
 	agentAddress := "127.0.0.1:" + strconv.Itoa(server.Port)
 	servers := &spire.Provisioners{Config: spire.Config{Selectors: []string{spiretest.UIDSelectorString()}}}
 	t.Cleanup(func() { _ = servers.Close() })
-	startBootstrapControllerWith(t, newCANamespace(t), func(r *controllers.BootstrapConfigReconciler) {
+	startBootstrapControllerWith(t, newCANamespace(t), func(r *bootstrapconfig.Reconciler) {
 		r.SPIREProvisioner = func(ctx context.Context, address string) (identity.Provisioner, error) {
 			return servers.For(ctx, address)
 		}
@@ -47,7 +48,7 @@ func TestBootstrapConfigWithSPIRE(t *testing.T) {
 		r.SPIREAgentServerAddress = agentAddress
 		r.SPIREServiceURL = "https://bootstrap.hyperfleet.test:8444"
 	})
-	ns := newNamespace(t)
+	ns := controllertest.NewNamespace(t)
 	runnerMachine(t, ns, "runner-a", "pool", true, nil)
 	spireConfigTTL := func(name string, ttl *metav1.Duration) *bootstrapv1.BootstrapConfig {
 		_, bc := runnerMachineInCluster(t, ns, name, "pool", func(bc *bootstrapv1.BootstrapConfig) {
@@ -64,7 +65,7 @@ func TestBootstrapConfigWithSPIRE(t *testing.T) {
 	}
 	waitForData := func(g Gomega, bc *bootstrapv1.BootstrapConfig) {
 		g.Eventually(func(g Gomega) {
-			get(g, bc)
+			controllertest.Get(g, bc)
 			// What Cluster API reads; the condition may be patched a moment before it.
 			g.Expect(bc.Status.DataSecretName).NotTo(BeNil(), "%v", bc.Status.Conditions)
 		}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
@@ -81,7 +82,7 @@ func TestBootstrapConfigWithSPIRE(t *testing.T) {
 		g.Expect(entries).To(HaveLen(1))
 
 		secret := &corev1.Secret{}
-		g.Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: *bc.Status.DataSecretName}, secret)).To(Succeed())
+		g.Expect(controllertest.Env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: *bc.Status.DataSecretName}, secret)).To(Succeed())
 		userData := string(secret.Data["value"])
 		token := entries[0].ParentId.Path[len(spiretest.AgentPath("")):]
 		g.Expect(userData).To(ContainSubstring(`join_token = "` + token + `"`))
@@ -96,9 +97,9 @@ func TestBootstrapConfigWithSPIRE(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(cfg.CABundle).To(Equal(string(bundle)))
 
-		g.Expect(env.Client.Delete(context.Background(), bc)).To(Succeed())
+		g.Expect(controllertest.Env.Client.Delete(context.Background(), bc)).To(Succeed())
 		g.Eventually(func() bool {
-			return apierrors.IsNotFound(env.Client.Get(context.Background(), client.ObjectKeyFromObject(bc), bc))
+			return apierrors.IsNotFound(controllertest.Env.Client.Get(context.Background(), client.ObjectKeyFromObject(bc), bc))
 		}, 20*time.Second, 100*time.Millisecond).Should(BeTrue())
 		g.Expect(server.Entries(t, machineID("runner-b"))).To(BeEmpty(), "the entry went with the config")
 	})
@@ -116,9 +117,9 @@ func TestBootstrapConfigWithSPIRE(t *testing.T) {
 		spiretest.StartAgent(t, "spire-agent-runner-d", agentBin, filepath.Join(dir, "runner-d"), server, token)
 
 		g.Eventually(func(g Gomega) {
-			get(g, spent)
+			controllertest.Get(g, spent)
 			g.Expect(conditions.GetReason(spent, bootstrapv1.AttestedCondition)).To(Equal(bootstrapv1.TokenRedeemedReason))
-			get(g, unused)
+			controllertest.Get(g, unused)
 			g.Expect(conditions.GetReason(unused, bootstrapv1.AttestedCondition)).To(Equal(bootstrapv1.TokenExpiredReason))
 		}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
 	})
@@ -128,15 +129,15 @@ func TestBootstrapConfigWithSPIRE(t *testing.T) {
 		bc := spireConfig("runner-c")
 		waitForData(g, bc)
 		server.Proc.Stop()
-		g.Expect(env.Client.Delete(context.Background(), bc)).To(Succeed())
+		g.Expect(controllertest.Env.Client.Delete(context.Background(), bc)).To(Succeed())
 		g.Eventually(func(g Gomega) {
-			get(g, bc)
+			controllertest.Get(g, bc)
 			g.Expect(conditions.GetReason(bc, bootstrapv1.ReadyCondition)).To(Equal(bootstrapv1.SPIREReleaseFailedReason))
 		}, 60*time.Second, 200*time.Millisecond).Should(Succeed())
 		g.Expect(bc.Finalizers).To(ContainElement(bootstrapv1.SPIREFinalizer))
 		// Let the namespace go: an operator who retires the server removes the finalizer.
 		patch := client.MergeFrom(bc.DeepCopy())
 		bc.Finalizers = nil
-		g.Expect(env.Client.Patch(context.Background(), bc, patch)).To(Succeed())
+		g.Expect(controllertest.Env.Client.Patch(context.Background(), bc, patch)).To(Succeed())
 	})
 }

@@ -1,4 +1,4 @@
-package controllers_test
+package bootstrapconfig_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/controllertest"
 	"github.com/hyperfleet-io/hyperfleet/pkg/agent"
 	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/bootstraptest"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
@@ -26,11 +27,11 @@ func TestBootstrapConfigRendersDataSecret(t *testing.T) {
 	ctx := context.Background()
 	startBootstrapController(t, newCANamespace(t))
 	gh := fakegithub.StartForTest(t, fakegithub.Options{TLS: true})
-	fleet := bootstraptest.NewFleet(t, env.Client, gh)
+	fleet := bootstraptest.NewFleet(t, controllertest.Env.Client, gh)
 	// An installation token exists on the fake: it must never show up in bootstrap data.
-	installationToken := mintInstallationToken(t, gh, fleet.Repo)
+	installationToken := controllertest.MintInstallationToken(t, gh, fleet.Repo)
 	cluster := &clusterv1.Cluster{}
-	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: bootstraptest.ClusterName}, cluster)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: bootstraptest.ClusterName}, cluster)).To(Succeed())
 	setInfrastructureProvisioned(t, cluster)
 	errorsBefore := reconcileErrors("bootstrapconfig")
 	m, bc := runnerMachineInCluster(t, fleet.Namespace, "runner-1", fleet.Pool.Name, func(bc *bootstrapv1.BootstrapConfig) {
@@ -39,7 +40,7 @@ func TestBootstrapConfigRendersDataSecret(t *testing.T) {
 	})
 
 	g.Eventually(func(g Gomega) {
-		get(g, bc)
+		controllertest.Get(g, bc)
 		g.Expect(bc.Status.DataSecretName).To(Equal(ptr.To("runner-1")))
 		g.Expect(bc.Status.Initialization).NotTo(BeNil())
 		g.Expect(bc.Status.Initialization.DataSecretCreated).To(Equal(ptr.To(true)))
@@ -48,7 +49,7 @@ func TestBootstrapConfigRendersDataSecret(t *testing.T) {
 	g.Expect(reconcileErrors("bootstrapconfig")-errorsBefore).To(BeZero(), "minting the token and writing the Secret take one clean reconcile, not a conflict and a retry")
 
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "runner-1", Namespace: fleet.Namespace}}
-	get(g, secret)
+	controllertest.Get(g, secret)
 	g.Expect(secret.Labels).To(HaveKeyWithValue(clusterv1.ClusterNameLabel, bootstraptest.ClusterName))
 	g.Expect(metav1.IsControlledBy(secret, bc)).To(BeTrue())
 	g.Expect(string(secret.Data["format"])).To(Equal("cloud-config"))
@@ -83,11 +84,11 @@ func TestBootstrapConfigRendersDataSecret(t *testing.T) {
 	// The token is minted once: later reconciles keep the Secret as it is.
 	before := string(secret.Data["value"])
 	g.Eventually(func(g Gomega) {
-		get(g, bc).Annotations = map[string]string{"touch": "1"}
-		g.Expect(env.Client.Update(ctx, bc)).To(Succeed())
+		controllertest.Get(g, bc).Annotations = map[string]string{"touch": "1"}
+		g.Expect(controllertest.Env.Client.Update(ctx, bc)).To(Succeed())
 	}, 10*time.Second).Should(Succeed())
 	g.Consistently(func(g Gomega) {
-		get(g, secret)
+		controllertest.Get(g, secret)
 		g.Expect(string(secret.Data["value"])).To(Equal(before))
 	}, 2*time.Second, 200*time.Millisecond).Should(Succeed())
 }
@@ -95,27 +96,27 @@ func TestBootstrapConfigRendersDataSecret(t *testing.T) {
 func TestBootstrapConfigWaitsForClusterInfrastructure(t *testing.T) {
 	g := NewWithT(t)
 	startBootstrapController(t, newCANamespace(t))
-	ns := newNamespace(t)
+	ns := controllertest.NewNamespace(t)
 	cluster, _, bc := runnerMachine(t, ns, "waiting", "pool", false, nil)
 	g.Eventually(func(g Gomega) {
-		get(g, bc)
+		controllertest.Get(g, bc)
 		g.Expect(conditions.GetReason(bc, bootstrapv1.DataSecretAvailableCondition)).To(Equal(bootstrapv1.WaitingForClusterReason))
 	}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
 	g.Expect(bc.Status.DataSecretName).To(BeNil())
 	setInfrastructureProvisioned(t, cluster)
 	g.Eventually(func(g Gomega) {
-		g.Expect(get(g, bc).Status.DataSecretName).To(Equal(ptr.To("waiting")))
+		g.Expect(controllertest.Get(g, bc).Status.DataSecretName).To(Equal(ptr.To("waiting")))
 	}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
 }
 
 func TestBootstrapConfigWaitsForOwnerMachine(t *testing.T) {
 	g := NewWithT(t)
 	startBootstrapController(t, newCANamespace(t))
-	ns := newNamespace(t)
+	ns := controllertest.NewNamespace(t)
 	bc := &bootstrapv1.BootstrapConfig{ObjectMeta: metav1.ObjectMeta{Name: "orphan", Namespace: ns}}
-	g.Expect(env.Client.Create(context.Background(), bc)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Create(context.Background(), bc)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		get(g, bc)
+		controllertest.Get(g, bc)
 		g.Expect(conditions.GetReason(bc, bootstrapv1.DataSecretAvailableCondition)).To(Equal(bootstrapv1.WaitingForOwnerMachineReason))
 	}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
 	g.Expect(bc.Status.DataSecretName).To(BeNil())
@@ -125,39 +126,39 @@ func TestBootstrapConfigHonoursPause(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	startBootstrapController(t, newCANamespace(t))
-	ns := newNamespace(t)
+	ns := controllertest.NewNamespace(t)
 	cluster, _, bc := runnerMachine(t, ns, "paused", "pool", true, func(bc *bootstrapv1.BootstrapConfig) {
 		bc.Annotations = map[string]string{clusterv1.PausedAnnotation: "true"}
 	})
 	g.Eventually(func(g Gomega) {
-		get(g, bc)
+		controllertest.Get(g, bc)
 		g.Expect(conditions.IsTrue(bc, bootstrapv1.PausedCondition)).To(BeTrue())
 	}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
 	g.Consistently(func(g Gomega) {
-		g.Expect(get(g, bc).Status.DataSecretName).To(BeNil())
+		g.Expect(controllertest.Get(g, bc).Status.DataSecretName).To(BeNil())
 	}, 2*time.Second, 200*time.Millisecond).Should(Succeed())
 
 	// Unpausing the object while the Cluster is paused still waits.
 	g.Eventually(func(g Gomega) {
-		get(g, cluster).Spec.Paused = ptr.To(true)
-		g.Expect(env.Client.Update(ctx, cluster)).To(Succeed())
+		controllertest.Get(g, cluster).Spec.Paused = ptr.To(true)
+		g.Expect(controllertest.Env.Client.Update(ctx, cluster)).To(Succeed())
 	}, 10*time.Second).Should(Succeed())
 	g.Eventually(func(g Gomega) {
-		delete(get(g, bc).Annotations, clusterv1.PausedAnnotation)
-		g.Expect(env.Client.Update(ctx, bc)).To(Succeed())
+		delete(controllertest.Get(g, bc).Annotations, clusterv1.PausedAnnotation)
+		g.Expect(controllertest.Env.Client.Update(ctx, bc)).To(Succeed())
 	}, 10*time.Second).Should(Succeed())
 	g.Consistently(func(g Gomega) {
-		get(g, bc)
+		controllertest.Get(g, bc)
 		g.Expect(bc.Status.DataSecretName).To(BeNil())
 		g.Expect(conditions.IsTrue(bc, bootstrapv1.PausedCondition)).To(BeTrue())
 	}, 2*time.Second, 200*time.Millisecond).Should(Succeed())
 
 	g.Eventually(func(g Gomega) {
-		get(g, cluster).Spec.Paused = nil
-		g.Expect(env.Client.Update(ctx, cluster)).To(Succeed())
+		controllertest.Get(g, cluster).Spec.Paused = nil
+		g.Expect(controllertest.Env.Client.Update(ctx, cluster)).To(Succeed())
 	}, 10*time.Second).Should(Succeed())
 	g.Eventually(func(g Gomega) {
-		get(g, bc)
+		controllertest.Get(g, bc)
 		g.Expect(bc.Status.DataSecretName).To(Equal(ptr.To("paused")))
 		g.Expect(conditions.IsFalse(bc, bootstrapv1.PausedCondition)).To(BeTrue())
 	}, 20*time.Second, 100*time.Millisecond).Should(Succeed())

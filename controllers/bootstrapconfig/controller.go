@@ -1,4 +1,4 @@
-package controllers
+package bootstrapconfig
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
@@ -30,9 +31,9 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/tracing"
 )
 
-// BootstrapConfigReconciler renders each Machine's bootstrap data: cloud-init that starts the
+// Reconciler renders each Machine's bootstrap data: cloud-init that starts the
 // agent with a single-use join token, in a Secret that holds no platform credential.
-type BootstrapConfigReconciler struct {
+type Reconciler struct {
 	Client client.Client
 	// APIReader reads a config past the cache just before its credential is minted, so a stale
 	// copy never mints a second one (with SPIRE, a second token and registration entry on the
@@ -83,7 +84,7 @@ type bootstrapScope struct {
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // Reconcile renders one BootstrapConfig's data Secret once its Machine and Cluster are ready for it.
-func (r *BootstrapConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	log := ctrl.LoggerFrom(ctx)
 	config := &bootstrapv1.BootstrapConfig{}
 	if err := r.Client.Get(ctx, req.NamespacedName, config); err != nil {
@@ -102,13 +103,13 @@ func (r *BootstrapConfigReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		return ctrl.Result{}, r.patchWaiting(ctx, config, bootstrapv1.WaitingForOwnerMachineReason,
 			"waiting for the owner Machine")
 	}
-	log = log.WithValues("Machine", klogRef(machine))
+	log = log.WithValues("Machine", klog.KObj(machine))
 	cluster, err := util.GetClusterFromMetadata(ctx, r.Client, machine.ObjectMeta)
 	if err != nil {
 		log.Info("waiting for the Machine's Cluster", "reason", err.Error())
 		return ctrl.Result{}, nil
 	}
-	log = log.WithValues("Cluster", klogRef(cluster))
+	log = log.WithValues("Cluster", klog.KObj(cluster))
 	ctx = ctrl.LoggerInto(ctx, log)
 	s := &bootstrapScope{config: config, machine: machine, cluster: cluster}
 
@@ -138,7 +139,7 @@ func (r *BootstrapConfigReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 }
 
 // reconcileNormal runs the steps in order; each returns early while it waits.
-func (r *BootstrapConfigReconciler) reconcileNormal(ctx context.Context, s *bootstrapScope) (ctrl.Result, error) {
+func (r *Reconciler) reconcileNormal(ctx context.Context, s *bootstrapScope) (ctrl.Result, error) {
 	for _, step := range []func(context.Context, *bootstrapScope) (ctrl.Result, error){
 		r.reconcileClusterInfrastructure,
 		r.reconcileWarmHold,
@@ -154,7 +155,7 @@ func (r *BootstrapConfigReconciler) reconcileNormal(ctx context.Context, s *boot
 
 // reconcileClusterInfrastructure waits for the Cluster's infrastructure, as Cluster API's own
 // bootstrap providers do: there is no point minting a token that expires before a VM can exist.
-func (r *BootstrapConfigReconciler) reconcileClusterInfrastructure(_ context.Context, s *bootstrapScope) (ctrl.Result, error) {
+func (r *Reconciler) reconcileClusterInfrastructure(_ context.Context, s *bootstrapScope) (ctrl.Result, error) {
 	if dataSecretCreated(s.config) {
 		return ctrl.Result{}, nil
 	}
@@ -168,7 +169,7 @@ func (r *BootstrapConfigReconciler) reconcileClusterInfrastructure(_ context.Con
 
 // reconcileAttestation reports whether the VM has attested, and notices an unused token expiring.
 // The bootstrap service sets Attested=True; this step only fills the gaps before that.
-func (r *BootstrapConfigReconciler) reconcileAttestation(ctx context.Context, s *bootstrapScope) (ctrl.Result, error) {
+func (r *Reconciler) reconcileAttestation(ctx context.Context, s *bootstrapScope) (ctrl.Result, error) {
 	c := s.config
 	exp := c.Status.TokenExpirationTime
 	if c.Status.AttestedTime != nil || exp == nil {
@@ -250,7 +251,7 @@ func tokenRefreshMargin(c *bootstrapv1.BootstrapConfig) time.Duration {
 // Machine's MachineClaim, read past the cache, has not configured its VM with it (a warm VM
 // configured without it still waits for it). Another kind of infrastructure, or a claim that cannot
 // be read, counts as delivered: the token is then left alone.
-func (r *BootstrapConfigReconciler) bootstrapDataUndelivered(ctx context.Context, s *bootstrapScope) (bool, error) {
+func (r *Reconciler) bootstrapDataUndelivered(ctx context.Context, s *bootstrapScope) (bool, error) {
 	if _, held := s.config.Annotations[bootstrapv1.BootstrapDataDeliveredAnnotation]; held {
 		return false, nil // a claim is giving it to a VM
 	}
@@ -270,10 +271,10 @@ func (r *BootstrapConfigReconciler) bootstrapDataUndelivered(ctx context.Context
 		return false, err
 	}
 	step := claim.Status.CompletedStep
-	return (step != infrav1.StepConfigured && step != infrav1.StepStarted) || warmAwaitsData(claim), nil
+	return (step != infrav1.StepConfigured && step != infrav1.StepStarted) || infrav1.WarmAwaitsData(claim), nil
 }
 
-func (r *BootstrapConfigReconciler) patchWaiting(ctx context.Context, c *bootstrapv1.BootstrapConfig, reason, msg string) error {
+func (r *Reconciler) patchWaiting(ctx context.Context, c *bootstrapv1.BootstrapConfig, reason, msg string) error {
 	helper, err := patch.NewHelper(c, r.Client)
 	if err != nil {
 		return err
@@ -284,7 +285,7 @@ func (r *BootstrapConfigReconciler) patchWaiting(ctx context.Context, c *bootstr
 }
 
 // SetupWithManager registers the controller: it watches BootstrapConfigs, their Machines and Clusters.
-func (r *BootstrapConfigReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
 	log := ctrl.LoggerFrom(ctx)
 	clusterToConfigs, err := util.ClusterToTypedObjectsMapper(mgr.GetClient(), &bootstrapv1.BootstrapConfigList{}, mgr.GetScheme())
 	if err != nil {

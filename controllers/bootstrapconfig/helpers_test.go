@@ -1,4 +1,4 @@
-package controllers_test
+package bootstrapconfig_test
 
 import (
 	"context"
@@ -18,16 +18,17 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/bradleyfalzon/ghinstallation/v2"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
-	"github.com/hyperfleet-io/hyperfleet/controllers"
+	"github.com/hyperfleet-io/hyperfleet/controllers/bootstrapconfig"
+	"github.com/hyperfleet-io/hyperfleet/controllers/controllertest"
 	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap/bootstraptest"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/builtin"
-	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
 )
+
+func TestMain(m *testing.M) { controllertest.Main(m, "an API server and the manager") }
 
 // startBootstrapController runs only the BootstrapConfig controller, with a builtin provisioner
 // whose CA lives in caNamespace.
@@ -37,16 +38,16 @@ func startBootstrapController(t *testing.T, caNamespace string) {
 }
 
 // startBootstrapControllerWith is startBootstrapController with the reconciler adjusted by mutate.
-func startBootstrapControllerWith(t *testing.T, caNamespace string, mutate func(*controllers.BootstrapConfigReconciler)) {
+func startBootstrapControllerWith(t *testing.T, caNamespace string, mutate func(*bootstrapconfig.Reconciler)) {
 	t.Helper()
 	g := NewWithT(t)
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+	mgr, err := ctrl.NewManager(controllertest.Env.Config, ctrl.Options{
+		Scheme: controllertest.Env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		// Each test runs its own manager; controller names repeat across them.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	g.Expect(err).NotTo(HaveOccurred())
-	r := &controllers.BootstrapConfigReconciler{
+	r := &bootstrapconfig.Reconciler{
 		Client:      mgr.GetClient(),
 		APIReader:   mgr.GetAPIReader(),
 		Recorder:    mgr.GetEventRecorderFor("bootstrapconfig-controller"),
@@ -96,7 +97,7 @@ func runnerMachine(t *testing.T, ns, name, pool string, provisioned bool, mutate
 	g := NewWithT(t)
 	ctx := context.Background()
 	cluster := bootstraptest.NewCluster(ns)
-	g.Expect(env.Client.Create(ctx, cluster)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Create(ctx, cluster)).To(Succeed())
 	if provisioned {
 		setInfrastructureProvisioned(t, cluster)
 	}
@@ -120,27 +121,15 @@ func runnerMachineInCluster(t *testing.T, ns, name, pool string, mutate func(*bo
 				APIGroup: infrav1.GroupVersion.Group, Kind: "MachineClaim", Name: name},
 		},
 	}
-	g.Expect(env.Client.Create(ctx, m)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Create(ctx, m)).To(Succeed())
 	bc := &bootstrapv1.BootstrapConfig{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
 		Labels:          map[string]string{clusterv1.ClusterNameLabel: bootstraptest.ClusterName},
 		OwnerReferences: []metav1.OwnerReference{bootstraptest.MachineOwnerRef(m)}}}
 	if mutate != nil {
 		mutate(bc)
 	}
-	g.Expect(env.Client.Create(ctx, bc)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Create(ctx, bc)).To(Succeed())
 	return m, bc
-}
-
-// mintInstallationToken gets an App installation token from the fake, as the manager would.
-func mintInstallationToken(t *testing.T, gh *fakegithub.Server, repo string) string {
-	t.Helper()
-	tr, err := ghinstallation.New(gh.HTTPClient().Transport, gh.AppID(), gh.InstallationID(repo), gh.AppKeyPEM())
-	NewWithT(t).Expect(err).NotTo(HaveOccurred())
-	tr.BaseURL = gh.URL()
-	token, err := tr.Token(context.Background())
-	NewWithT(t).Expect(err).NotTo(HaveOccurred())
-	NewWithT(t).Expect(token).To(HavePrefix("ghs_"))
-	return token
 }
 
 func setInfrastructureProvisioned(t *testing.T, cluster *clusterv1.Cluster) {
@@ -149,17 +138,17 @@ func setInfrastructureProvisioned(t *testing.T, cluster *clusterv1.Cluster) {
 	// Cluster API's controllers (running for the package's other tests) may write the Cluster
 	// too: re-read and retry on a conflict.
 	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(cluster), cluster); err != nil {
+		if err := controllertest.Env.Client.Get(context.Background(), client.ObjectKeyFromObject(cluster), cluster); err != nil {
 			return err
 		}
 		cluster.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
-		return env.Client.Status().Update(context.Background(), cluster)
+		return controllertest.Env.Client.Status().Update(context.Background(), cluster)
 	})).To(Succeed())
 }
 
 func newCANamespace(t *testing.T) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "hyperfleet-ca-"}}
-	NewWithT(t).Expect(env.Client.Create(context.Background(), ns)).To(Succeed())
+	NewWithT(t).Expect(controllertest.Env.Client.Create(context.Background(), ns)).To(Succeed())
 	return ns.Name
 }

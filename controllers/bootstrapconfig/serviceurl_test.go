@@ -1,4 +1,4 @@
-package controllers_test
+package bootstrapconfig_test
 
 import (
 	"testing"
@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/controllertest"
 	"github.com/hyperfleet-io/hyperfleet/pkg/config"
 )
 
@@ -16,11 +17,11 @@ import (
 // spent for nothing).
 func TestBootstrapConfigWithoutServiceURL(t *testing.T) {
 	g := NewWithT(t)
-	startManagerWith(t, func(c *config.Manager) { c.BootstrapServiceURL = "" })
-	ns := newNamespace(t)
+	controllertest.StartManagerWith(t, func(c *config.Manager) { c.BootstrapServiceURL = "" })
+	ns := controllertest.NewNamespace(t)
 	_, _, bc := runnerMachine(t, ns, "no-url", "pool", true, nil)
 	g.Eventually(func(g Gomega) {
-		got := get(g, bc)
+		got := controllertest.Get(g, bc)
 		g.Expect(conditions.GetReason(got, bootstrapv1.DataSecretAvailableCondition)).To(Equal(bootstrapv1.DataSecretFailedReason))
 		g.Expect(conditions.GetMessage(got, bootstrapv1.DataSecretAvailableCondition)).To(ContainSubstring("BOOTSTRAP_SERVICE_URL"))
 		g.Expect(got.Status.JoinToken).To(BeNil())

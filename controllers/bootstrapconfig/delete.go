@@ -1,4 +1,4 @@
-package controllers
+package bootstrapconfig
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // reconcileDelete releases what a SPIRE-attested Machine left on the SPIRE server (its
 // registration entries and attested agent) before the config goes; the data Secret goes with its
 // owner. A paused Cluster is being moved: its entries stay for the Machine's new home.
-func (r *BootstrapConfigReconciler) reconcileDelete(ctx context.Context, c *bootstrapv1.BootstrapConfig) (ctrl.Result, error) {
+func (r *Reconciler) reconcileDelete(ctx context.Context, c *bootstrapv1.BootstrapConfig) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(c, bootstrapv1.SPIREFinalizer) {
 		return ctrl.Result{}, nil
 	}

@@ -1,4 +1,4 @@
-package controllers
+package bootstrapconfig
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 // stopped: the token is minted when the pool starts the VM (and removes the hold), so it is valid
 // for the boot only, however long the VM waited. A config whose data was written already is not
 // held back: its token exists.
-func (r *BootstrapConfigReconciler) reconcileWarmHold(_ context.Context, s *bootstrapScope) (ctrl.Result, error) {
+func (r *Reconciler) reconcileWarmHold(_ context.Context, s *bootstrapScope) (ctrl.Result, error) {
 	c := s.config
 	if c.Annotations[bootstrapv1.WarmHoldAnnotation] == "" || dataSecretCreated(c) {
 		return ctrl.Result{}, nil

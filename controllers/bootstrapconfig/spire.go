@@ -1,4 +1,4 @@
-package controllers
+package bootstrapconfig
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 )
 
 // spireRedeemed asks the config's SPIRE server whether an agent attested with its join token.
-func (r *BootstrapConfigReconciler) spireRedeemed(ctx context.Context, c *bootstrapv1.BootstrapConfig) (bool, error) {
+func (r *Reconciler) spireRedeemed(ctx context.Context, c *bootstrapv1.BootstrapConfig) (bool, error) {
 	id, m, err := recordedMachine(c)
 	if err != nil || r.SPIREProvisioner == nil || r.SPIREServerAddress == "" {
 		return false, err
@@ -45,7 +45,7 @@ func recordedMachine(c *bootstrapv1.BootstrapConfig) (spiffeid.ID, identity.Mach
 // releaseSPIRE deletes the entries and agent registered for the SPIFFE ID recorded in status. With
 // none recorded nothing was registered; with SPIRE no longer enabled on this manager nothing can be
 // done, and the config must not hang on that.
-func (r *BootstrapConfigReconciler) releaseSPIRE(ctx context.Context, c *bootstrapv1.BootstrapConfig) error {
+func (r *Reconciler) releaseSPIRE(ctx context.Context, c *bootstrapv1.BootstrapConfig) error {
 	if c.Status.SPIFFEID == "" {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package controllers_test
+package bootstrapconfig_test
 
 import (
 	"net"
@@ -12,7 +12,8 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
-	"github.com/hyperfleet-io/hyperfleet/controllers"
+	"github.com/hyperfleet-io/hyperfleet/controllers/bootstrapconfig"
+	"github.com/hyperfleet-io/hyperfleet/controllers/controllertest"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity/spire"
 )
 
@@ -49,13 +50,13 @@ func TestBootstrapConfigCannotChooseTheSPIREServer(t *testing.T) {
 
 	servers := &spire.Provisioners{Config: spire.Config{Selectors: []string{"unix:uid:0"}}}
 	t.Cleanup(func() { _ = servers.Close() })
-	startBootstrapControllerWith(t, newCANamespace(t), func(r *controllers.BootstrapConfigReconciler) {
+	startBootstrapControllerWith(t, newCANamespace(t), func(r *bootstrapconfig.Reconciler) {
 		r.SPIREProvisioner = servers.For
 		r.SPIREServerAddress = "unix://" + filepath.Join(dir, "own.sock")
 		r.SPIREAgentServerAddress = "spire.hyperfleet.test:8081"
 		r.SPIREServiceURL = "https://bootstrap.hyperfleet.test:8444"
 	})
-	ns := newNamespace(t)
+	ns := controllertest.NewNamespace(t)
 	runnerMachine(t, ns, "runner-a", "pool", true, nil)
 
 	tests := []struct {
@@ -73,12 +74,12 @@ func TestBootstrapConfigCannotChooseTheSPIREServer(t *testing.T) {
 				bc.Spec.Attestation = bootstrapv1.AttestationSpec{Provider: bootstrapv1.IdentitySPIRE, SPIREServerAddress: tt.address}
 			})
 			g.Eventually(func(g Gomega) {
-				get(g, bc)
+				controllertest.Get(g, bc)
 				g.Expect(conditions.GetReason(bc, bootstrapv1.DataSecretAvailableCondition)).To(Equal(bootstrapv1.SPIREServerNotAllowedReason))
 				g.Expect(conditions.GetMessage(bc, bootstrapv1.DataSecretAvailableCondition)).To(ContainSubstring(tt.address))
 			}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
 			g.Consistently(func(g Gomega) {
-				get(g, bc)
+				controllertest.Get(g, bc)
 				g.Expect(bc.Status.DataSecretName).To(BeNil())
 				g.Expect(tt.hits.Load()).To(BeZero(), "the manager connected to %s", tt.address)
 			}, 3*time.Second, 100*time.Millisecond).Should(Succeed())

@@ -1,4 +1,4 @@
-package controllers_test
+package bootstrapconfig_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/controllertest"
 	"github.com/hyperfleet-io/hyperfleet/pkg/agent"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/proxmox"
 	"github.com/hyperfleet-io/hyperfleet/pkg/identity"
@@ -30,7 +31,7 @@ func TestJoinTokenOfAQueuedRunnerIsReplaced(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	startBootstrapController(t, newCANamespace(t))
-	ns := newNamespace(t)
+	ns := controllertest.NewNamespace(t)
 	short := func(bc *bootstrapv1.BootstrapConfig) {
 		bc.Spec.Attestation.JoinTokenTTL = &metav1.Duration{Duration: 9 * time.Second} // replaced 3 s before expiry
 	}
@@ -38,14 +39,14 @@ func TestJoinTokenOfAQueuedRunnerIsReplaced(t *testing.T) {
 	_, configured := runnerMachineInCluster(t, ns, "configured", "pool", short)
 	// The second runner's claim has configured its VM with the first token.
 	claim := builder.NewMachineClaim("configured", ns).WithHypervisorCluster("pve").Build()
-	g.Expect(env.Client.Create(ctx, claim)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Create(ctx, claim)).To(Succeed())
 	claim.Status.CompletedStep = infrav1.StepConfigured
-	g.Expect(env.Client.Status().Update(ctx, claim)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Status().Update(ctx, claim)).To(Succeed())
 
 	first := map[string]string{}
 	for _, bc := range []*bootstrapv1.BootstrapConfig{queued, configured} {
 		g.Eventually(func(g Gomega) {
-			get(g, bc)
+			controllertest.Get(g, bc)
 			g.Expect(bc.Status.JoinToken).NotTo(BeNil())
 		}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
 		first[bc.Name] = bc.Status.JoinToken.SHA256
@@ -55,7 +56,7 @@ func TestJoinTokenOfAQueuedRunnerIsReplaced(t *testing.T) {
 	var oldCfg *agent.Config
 	g.Eventually(func(g Gomega) {
 		oldSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "queued", Namespace: ns}}
-		get(g, oldSecret)
+		controllertest.Get(g, oldSecret)
 		cfg, err := agent.ConfigFromUserData(oldSecret.Data["value"], agent.DefaultConfigPath)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(identity.JoinTokenMatches(cfg.JoinToken, first["queued"])).To(BeTrue())
@@ -64,14 +65,14 @@ func TestJoinTokenOfAQueuedRunnerIsReplaced(t *testing.T) {
 
 	// The queued runner (its claim does not exist yet, so no VM) gets a new token before the old one expires.
 	g.Eventually(func(g Gomega) {
-		get(g, queued)
+		controllertest.Get(g, queued)
 		g.Expect(queued.Status.JoinToken).NotTo(BeNil())
 		g.Expect(queued.Status.JoinToken.SHA256).NotTo(Equal(first["queued"]))
 		g.Expect(conditions.GetReason(queued, bootstrapv1.AttestedCondition)).To(Equal(bootstrapv1.WaitingForAttestationReason))
 	}, 20*time.Second, 200*time.Millisecond).Should(Succeed())
 	g.Eventually(func(g Gomega) {
 		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "queued", Namespace: ns}}
-		get(g, secret)
+		controllertest.Get(g, secret)
 		cfg, err := agent.ConfigFromUserData(secret.Data["value"], agent.DefaultConfigPath)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(identity.JoinTokenMatches(cfg.JoinToken, queued.Status.JoinToken.SHA256)).To(BeTrue(), "the Secret carries the new token")
@@ -81,7 +82,7 @@ func TestJoinTokenOfAQueuedRunnerIsReplaced(t *testing.T) {
 
 	// The configured runner's token is never replaced: it expires.
 	g.Eventually(func(g Gomega) {
-		get(g, configured)
+		controllertest.Get(g, configured)
 		g.Expect(conditions.GetReason(configured, bootstrapv1.AttestedCondition)).To(Equal(bootstrapv1.TokenExpiredReason))
 	}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
 	g.Expect(configured.Status.JoinToken.SHA256).To(Equal(first["configured"]))
@@ -96,19 +97,19 @@ func TestJoinTokenOfAQueuedRunnerIsReplaced(t *testing.T) {
 func TestClaimNeverDeliversAReplacedToken(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	sim, ns, _ := startFleet(t)
+	sim, ns, _ := controllertest.StartFleet(t)
 	config := builder.NewBootstrapConfig("race", ns).Build()
-	claim := capiMachineWithConfig(t, ns, config, func(c *infrav1.MachineClaim) {
+	claim := controllertest.CAPIMachineWithConfig(t, ns, config, func(c *infrav1.MachineClaim) {
 		c.Annotations = map[string]string{clusterv1.PausedAnnotation: "true"} // held until the race is set
 	})
 
 	var first string
 	g.Eventually(func(g Gomega) {
-		get(g, config)
+		controllertest.Get(g, config)
 		g.Expect(config.Status.JoinToken).NotTo(BeNil())
 		first = config.Status.JoinToken.SHA256
 		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "race", Namespace: ns}}
-		get(g, secret)
+		controllertest.Get(g, secret)
 		g.Expect(secret.Annotations).To(HaveKeyWithValue(bootstrapv1.JoinTokenHashAnnotation, first))
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 
@@ -116,36 +117,36 @@ func TestClaimNeverDeliversAReplacedToken(t *testing.T) {
 	// so while the config is paused (as if its controller were slow to write it).
 	before := config.DeepCopy()
 	config.Annotations = map[string]string{clusterv1.PausedAnnotation: "true"}
-	g.Expect(env.Client.Patch(ctx, config, client.MergeFrom(before))).To(Succeed())
+	g.Expect(controllertest.Env.Client.Patch(ctx, config, client.MergeFrom(before))).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		g.Expect(conditions.IsTrue(get(g, config), clusterv1.PausedCondition)).To(BeTrue())
+		g.Expect(conditions.IsTrue(controllertest.Get(g, config), clusterv1.PausedCondition)).To(BeTrue())
 	}, 10*time.Second, 100*time.Millisecond).Should(Succeed())
 	recorded := identity.HashJoinToken("hfjt_" + ns + "_race_" + strings.Repeat("ab", 32))
 	before = config.DeepCopy()
 	config.Status.JoinToken.SHA256 = recorded
-	g.Expect(env.Client.Status().Patch(ctx, config, client.MergeFrom(before))).To(Succeed())
-	claimBefore := get(g, claim).DeepCopy()
+	g.Expect(controllertest.Env.Client.Status().Patch(ctx, config, client.MergeFrom(before))).To(Succeed())
+	claimBefore := controllertest.Get(g, claim).DeepCopy()
 	delete(claim.Annotations, clusterv1.PausedAnnotation)
-	g.Expect(env.Client.Patch(ctx, claim, client.MergeFrom(claimBefore))).To(Succeed())
+	g.Expect(controllertest.Env.Client.Patch(ctx, claim, client.MergeFrom(claimBefore))).To(Succeed())
 
 	// The claim clones, marks the config and waits: the Secret's token is not the recorded one.
 	g.Eventually(func(g Gomega) {
-		got := get(g, claim)
+		got := controllertest.Get(g, claim)
 		g.Expect(conditions.GetMessage(got, infrav1.MachineClaimVMProvisionedCondition)).To(ContainSubstring("is being replaced"))
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 	g.Consistently(func(g Gomega) {
-		g.Expect(get(g, claim).Status.CompletedStep).NotTo(BeElementOf(infrav1.StepConfigured, infrav1.StepStarted))
+		g.Expect(controllertest.Get(g, claim).Status.CompletedStep).NotTo(BeElementOf(infrav1.StepConfigured, infrav1.StepStarted))
 	}, 2*time.Second, 100*time.Millisecond).Should(Succeed(), "no VM configured with a token that does not redeem")
 
 	// The config's controller resumes: the Secret lags the recorded hash, so it mints again.
-	before = get(g, config).DeepCopy()
+	before = controllertest.Get(g, config).DeepCopy()
 	delete(config.Annotations, clusterv1.PausedAnnotation)
-	g.Expect(env.Client.Patch(ctx, config, client.MergeFrom(before))).To(Succeed())
+	g.Expect(controllertest.Env.Client.Patch(ctx, config, client.MergeFrom(before))).To(Succeed())
 	var token string
 	g.Eventually(func(g Gomega) {
-		got := get(g, claim)
+		got := controllertest.Get(g, claim)
 		g.Expect(got.Status.CompletedStep).To(BeElementOf(infrav1.StepConfigured, infrav1.StepStarted))
-		vm, ok := sim.VM(vmidOf(got.Status.VMID))
+		vm, ok := sim.VM(controllertest.VMIDOf(got.Status.VMID))
 		g.Expect(ok).To(BeTrue())
 		seed, ok := sim.StorageFile(vm.Node, strings.TrimSuffix(vm.Disks[proxmox.DefaultCloudInitDevice], ",media=cdrom"))
 		g.Expect(ok).To(BeTrue())
@@ -155,12 +156,12 @@ func TestClaimNeverDeliversAReplacedToken(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		token = cfg.JoinToken
 	}, 60*time.Second, 200*time.Millisecond).Should(Succeed())
-	get(g, config)
+	controllertest.Get(g, config)
 	g.Expect(config.Annotations).To(HaveKeyWithValue(bootstrapv1.BootstrapDataDeliveredAnnotation, "race"))
 	g.Expect(identity.JoinTokenMatches(token, config.Status.JoinToken.SHA256)).To(BeTrue(),
 		"the VM's token is the one the bootstrap service redeems")
 	g.Expect(config.Status.JoinToken.SHA256).NotTo(BeElementOf(first, recorded), "minted again once the Secret lagged")
 	g.Consistently(func(g Gomega) {
-		g.Expect(get(g, config).Status.JoinToken.SHA256).To(Equal(identity.HashJoinToken(token)), "delivered: never replaced")
+		g.Expect(controllertest.Get(g, config).Status.JoinToken.SHA256).To(Equal(identity.HashJoinToken(token)), "delivered: never replaced")
 	}, 3*time.Second, 200*time.Millisecond).Should(Succeed())
 }

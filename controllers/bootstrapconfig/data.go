@@ -1,4 +1,4 @@
-package controllers
+package bootstrapconfig
 
 import (
 	"context"
@@ -32,7 +32,7 @@ import (
 // reconcileDataSecret writes the bootstrap data Secret once. The join token's hash is recorded in
 // status (with optimistic locking) before the token is written into the Secret, so a token that
 // reaches a VM is always one the bootstrap service can redeem.
-func (r *BootstrapConfigReconciler) reconcileDataSecret(ctx context.Context, s *bootstrapScope) (ctrl.Result, error) {
+func (r *Reconciler) reconcileDataSecret(ctx context.Context, s *bootstrapScope) (ctrl.Result, error) {
 	c := s.config
 	if dataSecretCreated(c) && r.secrets.recent(c.UID, recordedTokenHash(c), time.Now()) {
 		return ctrl.Result{}, nil
@@ -71,7 +71,7 @@ func (r *BootstrapConfigReconciler) reconcileDataSecret(ctx context.Context, s *
 }
 
 // mint mints the join token (or SPIRE credential), records its hash and writes the data Secret.
-func (r *BootstrapConfigReconciler) mint(ctx context.Context, s *bootstrapScope) (ctrl.Result, error) {
+func (r *Reconciler) mint(ctx context.Context, s *bootstrapScope) (ctrl.Result, error) {
 	c := s.config
 	r.secrets.forget(c.UID) // the next reconcile reads what this one wrote, or failed to
 	if res, ok := r.checkAttestationSupported(c); !ok {
@@ -150,7 +150,7 @@ func joinTokenTTL(c *bootstrapv1.BootstrapConfig) time.Duration {
 
 // checkAttestationSupported refuses what is designed but not built yet, or not configured on
 // this manager, with a clear condition.
-func (r *BootstrapConfigReconciler) checkAttestationSupported(c *bootstrapv1.BootstrapConfig) (ctrl.Result, bool) {
+func (r *Reconciler) checkAttestationSupported(c *bootstrapv1.BootstrapConfig) (ctrl.Result, bool) {
 	a := c.Spec.Attestation
 	var problem string
 	switch {
@@ -185,7 +185,7 @@ func (r *BootstrapConfigReconciler) checkAttestationSupported(c *bootstrapv1.Boo
 }
 
 // provisionerFor picks the identity provider of c: builtin unless it asks for SPIRE.
-func (r *BootstrapConfigReconciler) provisionerFor(ctx context.Context, c *bootstrapv1.BootstrapConfig) (identity.Provisioner, error) {
+func (r *Reconciler) provisionerFor(ctx context.Context, c *bootstrapv1.BootstrapConfig) (identity.Provisioner, error) {
 	if !isSPIRE(c) {
 		return r.Provisioner, nil
 	}
@@ -207,7 +207,7 @@ func needsOperator(err error) bool {
 
 // staleCopy tells whether the API server holds a newer version of c than the cache gave this
 // reconcile: one that may already have minted the credential and written the data Secret.
-func (r *BootstrapConfigReconciler) staleCopy(ctx context.Context, c *bootstrapv1.BootstrapConfig) (bool, error) {
+func (r *Reconciler) staleCopy(ctx context.Context, c *bootstrapv1.BootstrapConfig) (bool, error) {
 	reader := r.APIReader
 	if reader == nil {
 		reader = r.Client
@@ -231,7 +231,7 @@ func isSPIRE(c *bootstrapv1.BootstrapConfig) bool {
 // spireAgentServerAddress is the host:port a VM's spire-agent dials: spireServerAddress itself
 // when it is a host:port (one of the manager's own), else the manager's agent address, else its
 // admin address when that is a host:port.
-func (r *BootstrapConfigReconciler) spireAgentServerAddress(c *bootstrapv1.BootstrapConfig) string {
+func (r *Reconciler) spireAgentServerAddress(c *bootstrapv1.BootstrapConfig) string {
 	for _, addr := range []string{c.Spec.Attestation.SPIREServerAddress, r.SPIREAgentServerAddress, r.SPIREServerAddress} {
 		if addr != "" && !strings.HasPrefix(addr, "unix:") {
 			return addr
@@ -241,7 +241,7 @@ func (r *BootstrapConfigReconciler) spireAgentServerAddress(c *bootstrapv1.Boots
 }
 
 // ownSPIREAddresses are the addresses of the manager's own SPIRE server in its settings.
-func (r *BootstrapConfigReconciler) ownSPIREAddresses() []string {
+func (r *Reconciler) ownSPIREAddresses() []string {
 	var own []string
 	for _, addr := range []string{r.SPIREServerAddress, r.SPIREAgentServerAddress} {
 		if addr != "" {
@@ -252,13 +252,13 @@ func (r *BootstrapConfigReconciler) ownSPIREAddresses() []string {
 }
 
 // ownSPIREServer tells whether a config's spireServerAddress names the manager's own SPIRE server.
-func (r *BootstrapConfigReconciler) ownSPIREServer(address string) bool {
+func (r *Reconciler) ownSPIREServer(address string) bool {
 	return address == "" || slices.Contains(r.ownSPIREAddresses(), address)
 }
 
 // recordCredential persists the token's hash, SPIFFE ID and expiry before the token leaves.
 // The optimistic lock makes a reconcile on a stale copy fail instead of replacing a newer token.
-func (r *BootstrapConfigReconciler) recordCredential(ctx context.Context, c *bootstrapv1.BootstrapConfig, cred identity.Credential) error {
+func (r *Reconciler) recordCredential(ctx context.Context, c *bootstrapv1.BootstrapConfig, cred identity.Credential) error {
 	before := c.DeepCopy()
 	c.Status.SPIFFEID = cred.ID.String()
 	c.Status.TokenExpirationTime = ptr.To(metav1.NewTime(cred.ExpiresAt))
@@ -280,7 +280,7 @@ func (r *BootstrapConfigReconciler) recordCredential(ctx context.Context, c *boo
 // writeDataSecret creates the data Secret, named like the BootstrapConfig so clusterctl move can
 // recreate it, and owned by it so it goes when the config goes. A Secret left by an earlier,
 // interrupted attempt carries a token whose hash was just replaced; it is overwritten.
-func (r *BootstrapConfigReconciler) writeDataSecret(ctx context.Context, s *bootstrapScope, userData string) error {
+func (r *Reconciler) writeDataSecret(ctx context.Context, s *bootstrapScope, userData string) error {
 	c := s.config
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
@@ -320,7 +320,7 @@ func (r *BootstrapConfigReconciler) writeDataSecret(ctx context.Context, s *boot
 
 // addRunnerPool fills in the platform and labels of the Machine's RunnerPool, if it has one. They
 // are informational for the agent (the runner config carries them), so a missing pool is no error.
-func (r *BootstrapConfigReconciler) addRunnerPool(ctx context.Context, m *clusterv1.Machine, in *bootstrap.Input) {
+func (r *Reconciler) addRunnerPool(ctx context.Context, m *clusterv1.Machine, in *bootstrap.Input) {
 	in.Platform = string(platform.KindGitHub) // a Machine of no pool: the image's default runner
 	name := m.Labels[fleetv1.RunnerPoolNameLabel]
 	if name == "" {
@@ -338,7 +338,7 @@ func (r *BootstrapConfigReconciler) addRunnerPool(ctx context.Context, m *cluste
 	in.Platform, in.Labels = string(p.Kind), p.Labels
 }
 
-func (r *BootstrapConfigReconciler) trustDomain(c *bootstrapv1.BootstrapConfig) string {
+func (r *Reconciler) trustDomain(c *bootstrapv1.BootstrapConfig) string {
 	switch {
 	case c.Spec.Attestation.TrustDomain != "":
 		return c.Spec.Attestation.TrustDomain
@@ -348,7 +348,7 @@ func (r *BootstrapConfigReconciler) trustDomain(c *bootstrapv1.BootstrapConfig) 
 	return identity.DefaultTrustDomain
 }
 
-func (r *BootstrapConfigReconciler) serviceURL(c *bootstrapv1.BootstrapConfig) string {
+func (r *Reconciler) serviceURL(c *bootstrapv1.BootstrapConfig) string {
 	switch {
 	case c.Spec.BootstrapServiceURL != "":
 		return c.Spec.BootstrapServiceURL
