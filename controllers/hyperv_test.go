@@ -7,40 +7,13 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
-	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
 	"github.com/hyperfleet-io/hyperfleet/test/hvsim"
 )
-
-// hypervCluster creates the credentials, CA bundle and a HypervisorCluster of provider hyperv whose
-// hosts are sim's.
-func hypervCluster(t *testing.T, ns, name string, sim *hvsim.HyperVHosts) *infrav1.HypervisorCluster {
-	t.Helper()
-	g := NewWithT(t)
-	ctx := context.Background()
-	g.Expect(env.Client.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name + "-credentials", Namespace: ns},
-		StringData: map[string]string{connection.KeyUsername: hvsim.HyperVTestUser, connection.KeyPassword: hvsim.HyperVTestPassword},
-	})).To(Succeed())
-	g.Expect(env.Client.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name + "-ca", Namespace: ns},
-		Data:       map[string][]byte{"ca.crt": sim.CAPEM},
-	})).To(Succeed())
-	var hosts []infrav1.HyperVHost
-	for _, h := range sim.Names {
-		hosts = append(hosts, infrav1.HyperVHost{Name: h, Endpoint: sim.Servers[h].URL()})
-	}
-	hc := builder.NewHypervisorCluster(name, ns).WithEndpoint(hosts[0].Endpoint).WithCABundle(name+"-ca", "").
-		WithHyperV(infrav1.HyperVClusterParameters{Hosts: hosts}).Build()
-	g.Expect(env.Client.Create(ctx, hc)).To(Succeed())
-	return hc
-}
 
 // TestHyperVClaimLifecycle: a HypervisorCluster of two simulated Hyper-V hosts becomes Available
 // through HyperFleet's WinRM client and the WS-Man simulator, and a MachineClaim on it gets a

@@ -29,6 +29,7 @@ import (
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/condition"
 	"github.com/hyperfleet-io/hyperfleet/controllers/fresh"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
 	"github.com/hyperfleet-io/hyperfleet/pkg/placement"
@@ -357,12 +358,12 @@ func (r *HostDrainReconciler) reportDrains(hc *infrav1.HypervisorCluster, mainte
 		cond.Reason, cond.Message = infrav1.NoMaintenanceReason, "no host is in maintenance"
 	case len(gaveUp) > 0:
 		// The VMs no attempt could move come first; anything else that blocks follows.
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, infrav1.DrainMigrationFailedReason, truncate(strings.Join(append(gaveUp, blocked...), "; "), 4096)
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, infrav1.DrainMigrationFailedReason, condition.Truncate(strings.Join(append(gaveUp, blocked...), "; "), 4096)
 		if prev := conditions.Get(hc, cond.Type); prev == nil || prev.Reason != cond.Reason || prev.Message != cond.Message {
 			r.Recorder.Event(hc, corev1.EventTypeWarning, infrav1.DrainMigrationFailedReason, cond.Message)
 		}
 	case len(blocked) > 0:
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, infrav1.DrainBlockedReason, truncate(strings.Join(blocked, "; "), 4096)
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, infrav1.DrainBlockedReason, condition.Truncate(strings.Join(blocked, "; "), 4096)
 		if prev := conditions.Get(hc, cond.Type); prev == nil || prev.Reason != cond.Reason || prev.Message != cond.Message {
 			r.Recorder.Event(hc, corev1.EventTypeWarning, infrav1.DrainBlockedReason, cond.Message)
 		}

@@ -20,6 +20,7 @@ import (
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/condition"
 	"github.com/hyperfleet-io/hyperfleet/pkg/placement"
 )
 
@@ -44,7 +45,7 @@ func (r *HostDrainReconciler) retryFailed(d *hostDrain, c *infrav1.MachineClaim,
 	if m.Status.EndTime != nil {
 		failedAt = m.Status.EndTime.Time
 	}
-	f := infrav1.DrainMigrationFailure{MachineClaim: c.Name, Attempts: int32(attempt), LastFailure: truncate(m.Status.Error, 1024),
+	f := infrav1.DrainMigrationFailure{MachineClaim: c.Name, Attempts: int32(attempt), LastFailure: condition.Truncate(m.Status.Error, 1024),
 		LastFailureTime: &metav1.Time{Time: failedAt}}
 	next, giveUp := d.retry.Next(attempt, failedAt)
 	switch {

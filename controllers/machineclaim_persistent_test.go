@@ -22,6 +22,9 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 )
 
+// startEndpoint is the simulator's request count key for starting a VM.
+const startEndpoint = "POST /nodes/{node}/qemu/{vmid}/status/start"
+
 // personStops stops (or shuts down) the VM from the hypervisor side, through the API as a person
 // or another tool would.
 func personStops(t *testing.T, sim *pvesim.Simulator, claim *infrav1.MachineClaim, shutdown bool) {

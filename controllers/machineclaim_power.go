@@ -16,6 +16,7 @@ import (
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/controllers/condition"
+	"github.com/hyperfleet-io/hyperfleet/controllers/requeue"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 	"github.com/hyperfleet-io/hyperfleet/pkg/lifecycle"
 )
@@ -346,7 +347,7 @@ func (r *MachineClaimReconciler) powerError(ctx context.Context, s *claimScope, 
 	}
 	c.Status.FailureCount++
 	c.Status.LastFailureTime = &metav1.Time{Time: time.Now()}
-	delay := backoff(c.Status.FailureCount)
+	delay := requeue.Backoff(c.Status.FailureCount)
 	r.Recorder.Eventf(c, corev1.EventTypeWarning, infrav1.HypervisorErrorReason, "%s: %v (retrying in %s)", what, err, delay)
 	ctrl.LoggerFrom(ctx).Info("power step failed", "step", what, "error", err.Error(), "retryIn", delay)
 	return ctrl.Result{RequeueAfter: delay}, nil

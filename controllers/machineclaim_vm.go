@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/requeue"
 	"github.com/hyperfleet-io/hyperfleet/pkg/capacity"
 	"github.com/hyperfleet-io/hyperfleet/pkg/cloudinit"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
@@ -274,7 +275,7 @@ func (r *MachineClaimReconciler) adoptLegacyVM(ctx context.Context, s *claimScop
 		c.Status.FailureCount++
 		c.Status.LastFailureTime = &metav1.Time{Time: time.Now()}
 		setVMCondition(c, metav1.ConditionFalse, infrav1.HypervisorErrorReason, fmt.Sprintf("adopting VM %s: %v", vmRef(c), err))
-		return ctrl.Result{RequeueAfter: backoff(c.Status.FailureCount)}, nil
+		return ctrl.Result{RequeueAfter: requeue.Backoff(c.Status.FailureCount)}, nil
 	}
 	r.Recorder.Eventf(c, corev1.EventTypeNormal, infrav1.VMAdoptedReason,
 		"VM %s re-marked with this installation's identity (claim ID %s)", vmRef(c), c.Spec.ClaimID)
@@ -595,7 +596,7 @@ func (r *MachineClaimReconciler) fail(ctx context.Context, s *claimScope, err er
 		reason = infrav1.ProvisioningFailedReason
 		s.terminal = true
 	}
-	delay := backoff(c.Status.FailureCount)
+	delay := requeue.Backoff(c.Status.FailureCount)
 	c.Status.LastFailureTime = &metav1.Time{Time: time.Now()}
 	if s.hc != nil {
 		metrics.ProvisioningResult(s.hc.Name, reason, false)
@@ -612,7 +613,7 @@ func (r *MachineClaimReconciler) retryLater(s *claimScope, reason, msg string) (
 	c := s.claim
 	c.Status.FailureCount++
 	c.Status.LastFailureTime = &metav1.Time{Time: time.Now()}
-	delay := backoff(c.Status.FailureCount)
+	delay := requeue.Backoff(c.Status.FailureCount)
 	setVMCondition(c, metav1.ConditionFalse, reason, fmt.Sprintf("%s; retrying in %s", msg, delay))
 	return ctrl.Result{RequeueAfter: delay}, nil
 }
@@ -623,5 +624,5 @@ func (r *MachineClaimReconciler) backoffRemaining(c *infrav1.MachineClaim) time.
 	if c.Status.LastFailureTime == nil || c.Status.FailureCount == 0 {
 		return 0
 	}
-	return time.Until(c.Status.LastFailureTime.Add(backoff(c.Status.FailureCount)))
+	return time.Until(c.Status.LastFailureTime.Add(requeue.Backoff(c.Status.FailureCount)))
 }

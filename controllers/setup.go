@@ -21,6 +21,7 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/controllers/bootstrapconfig"
 	"github.com/hyperfleet-io/hyperfleet/controllers/fleetcontrolplane"
 	"github.com/hyperfleet-io/hyperfleet/controllers/machineclaimtemplate"
+	"github.com/hyperfleet-io/hyperfleet/controllers/runnerpool"
 	"github.com/hyperfleet-io/hyperfleet/pkg/config"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
 	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
@@ -198,7 +199,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 
-	pools := &RunnerPoolReconciler{
+	pools := &runnerpool.Reconciler{
 		Client:         mgr.GetClient(),
 		APIReader:      mgr.GetAPIReader(),
 		Recorder:       mgr.GetEventRecorderFor("runnerpool-controller"),

@@ -44,6 +44,12 @@ var (
 	capiFleet             = controllertest.CAPIFleet
 	startFleet            = controllertest.StartFleet
 	capiMachineWithConfig = controllertest.CAPIMachineWithConfig
+	hypervCluster         = controllertest.HyperVCluster
+	setRunnerConfigTime   = controllertest.SetRunnerConfigTime
+	freeAddr              = controllertest.FreeAddr
+	githubPool            = controllertest.GitHubPool
+	registerJITRunner     = controllertest.RegisterJITRunner
+	githubCA              = controllertest.GitHubCA
 )
 
 func get[T client.Object](g Gomega, obj T) T { return controllertest.Get(g, obj) }

@@ -27,3 +27,12 @@ func Mirror(obj Object, from, to string) {
 	conditions.Set(obj, metav1.Condition{Type: to, Status: c.Status, Reason: c.Reason, Message: c.Message,
 		ObservedGeneration: obj.GetGeneration()})
 }
+
+// Truncate keeps a message within n bytes (the API's limit for the field it goes in), marking the
+// cut with "...".
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}

@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -36,4 +37,18 @@ func PoolMachines(g Gomega, pool *fleetv1.RunnerPool) []clusterv1.Machine {
 		}
 	}
 	return live
+}
+
+// SetRunnerConfigTime records on the BootstrapConfig ns/name that the bootstrap service issued its
+// runner configuration at at (nil: never).
+func SetRunnerConfigTime(t *testing.T, ns, name string, at *metav1.Time) {
+	t.Helper()
+	NewWithT(t).Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		bc := &bootstrapv1.BootstrapConfig{}
+		if err := Env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, bc); err != nil {
+			return err
+		}
+		bc.Status.RunnerConfigTime = at
+		return Env.Client.Status().Update(context.Background(), bc)
+	})).To(Succeed())
 }

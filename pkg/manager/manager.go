@@ -24,6 +24,7 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/api"
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/controllers"
+	"github.com/hyperfleet-io/hyperfleet/controllers/runnerpool"
 	"github.com/hyperfleet-io/hyperfleet/pkg/config"
 	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
@@ -198,7 +199,7 @@ func wakeUp(wakeups chan event.TypedGenericEvent[*fleetv1.RunnerPool]) func(type
 // demand of pools that get no webhook (GitHub's spec.platform.github.demand Polling or Both)
 // comes from polling the platform's API, one poller per installation and scope.
 func addDemandPollers(mgr manager.Manager, opts controllers.Options, wakeups chan event.TypedGenericEvent[*fleetv1.RunnerPool]) error {
-	feed := &controllers.PolledDemand{Client: mgr.GetClient(), Demand: demand.NewStore(mgr.GetClient()), Notify: wakeUp(wakeups)}
+	feed := &runnerpool.PolledDemand{Client: mgr.GetClient(), Demand: demand.NewStore(mgr.GetClient()), Notify: wakeUp(wakeups)}
 	if opts.JobClaimNamespace != "" {
 		feed.Claims = &demand.Claims{Client: mgr.GetClient(), Namespace: opts.JobClaimNamespace}
 	}

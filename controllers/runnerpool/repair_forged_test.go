@@ -1,4 +1,4 @@
-package controllers_test
+package runnerpool_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/controllertest"
 	"github.com/hyperfleet-io/hyperfleet/pkg/config"
 	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
@@ -28,30 +29,30 @@ func repairGitLabPool(t *testing.T, ns, group string, sim *pvesim.Simulator, gl 
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
-	capiFleet(t, ns, sim)
-	runnerTemplates(t, ns)
-	mct := get(g, &infrav1.MachineClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "runner", Namespace: ns}})
+	controllertest.CAPIFleet(t, ns, sim)
+	controllertest.RunnerTemplates(t, ns)
+	mct := controllertest.Get(g, &infrav1.MachineClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "runner", Namespace: ns}})
 	small := client.MergeFrom(mct.DeepCopy())
 	mct.Spec.Template.Spec.MemoryMiB = 512
-	g.Expect(env.Client.Patch(ctx, mct, small)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Patch(ctx, mct, small)).To(Succeed())
 	token := gl.AddToken(fakegitlab.ScopeCreateRunner, fakegitlab.ScopeManageRunner, fakegitlab.ScopeReadAPI)
-	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gitlab", Namespace: ns},
+	g.Expect(controllertest.Env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gitlab", Namespace: ns},
 		StringData: map[string]string{"token": token}})).To(Succeed())
-	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gitlab-ca", Namespace: ns},
+	g.Expect(controllertest.Env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gitlab-ca", Namespace: ns},
 		Data: map[string][]byte{"ca.crt": gl.CACertPEM()}})).To(Succeed())
 	spec.URL, spec.Scope = gl.URL(), fleetv1.GitLabScope{Group: group}
 	spec.CredentialsRef = fleetv1.LocalObjectReference{Name: "gitlab"}
 	spec.CABundleRef = &fleetv1.SecretKeyReference{Name: "gitlab-ca"}
 	pool := builder.NewRunnerPool("linux", ns).WithCluster("fleet").WithBounds(0, 3).WithGitLab(spec).
 		WithTemplates("runner", "runner").Build()
-	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Create(ctx, pool)).To(Succeed())
 	return pool
 }
 
 // repairLedgerState is the state the pool's job ledger holds for a job, "" when it holds none.
 func repairLedgerState(g Gomega, pool *fleetv1.RunnerPool, jobID int64) string {
 	cm := &corev1.ConfigMap{}
-	if err := env.Client.Get(context.Background(), demand.ConfigMapKey(pool), cm); err != nil {
+	if err := controllertest.Env.Client.Get(context.Background(), demand.ConfigMapKey(pool), cm); err != nil {
 		g.Expect(client.IgnoreNotFound(err)).To(Succeed())
 		return ""
 	}
@@ -75,13 +76,13 @@ func repairLedgerState(g Gomega, pool *fleetv1.RunnerPool, jobID int64) string {
 // before the victim's pool has seen it; the victim's repair takes the claim back, since the
 // attacker's pool cannot serve a job of the victim's group.
 func TestForgedDeliveriesDoNotHideQueuedJobs(t *testing.T) {
-	startCAPI(t)
+	controllertest.StartCAPI(t)
 	sim := pvesim.StartForTest(t, pvesim.Config{})
 	gl := fakegitlab.StartForTest(t, fakegitlab.Options{TLS: true})
-	addr, token := freeAddr(t), "shared-by-every-maintainer"
+	addr, token := controllertest.FreeAddr(t), "shared-by-every-maintainer"
 	url := fmt.Sprintf("http://%s/webhooks/gitlab", addr)
 	gl.SetWebhook(url, token)
-	startManagerWith(t, func(c *config.Manager) {
+	controllertest.StartManagerWith(t, func(c *config.Manager) {
 		c.WebhookBindAddress, c.GitLabWebhookSecret, c.RepairInterval = addr, token, time.Second
 	})
 
@@ -104,11 +105,11 @@ func TestForgedDeliveriesDoNotHideQueuedJobs(t *testing.T) {
 
 			var victim, attacker *fleetv1.RunnerPool
 			if tt.hijack {
-				attacker = repairGitLabPool(t, newNamespace(t), attackers, sim, gl, fleetv1.GitLabSpec{RunUntagged: true})
+				attacker = repairGitLabPool(t, controllertest.NewNamespace(t), attackers, sim, gl, fleetv1.GitLabSpec{RunUntagged: true})
 			} else {
-				victim = repairGitLabPool(t, newNamespace(t), group, sim, gl, fleetv1.GitLabSpec{Tags: []string{"linux"}})
+				victim = repairGitLabPool(t, controllertest.NewNamespace(t), group, sim, gl, fleetv1.GitLabSpec{Tags: []string{"linux"}})
 				g.Eventually(func(g Gomega) {
-					g.Expect(get(g, victim).Status.LastRepairTime).NotTo(BeNil())
+					g.Expect(controllertest.Get(g, victim).Status.LastRepairTime).NotTo(BeNil())
 				}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 			}
 
@@ -132,10 +133,10 @@ func TestForgedDeliveriesDoNotHideQueuedJobs(t *testing.T) {
 			g.Eventually(func(g Gomega) string { return repairLedgerState(g, recordedIn, job.ID) },
 				20*time.Second, 100*time.Millisecond).Should(BeElementOf("completed", "in_progress"))
 			if tt.hijack {
-				victim = repairGitLabPool(t, newNamespace(t), group, sim, gl, fleetv1.GitLabSpec{Tags: []string{"linux"}})
+				victim = repairGitLabPool(t, controllertest.NewNamespace(t), group, sim, gl, fleetv1.GitLabSpec{Tags: []string{"linux"}})
 			}
 			before := map[string]bool{}
-			for _, m := range poolMachines(g, victim) {
+			for _, m := range controllertest.PoolMachines(g, victim) {
 				before[m.Name] = true
 			}
 
@@ -157,7 +158,7 @@ func TestForgedDeliveriesDoNotHideQueuedJobs(t *testing.T) {
 			// The runner of a Machine the pool creates for the job takes it, as its VM's would.
 			var machine string
 			g.Eventually(func(g Gomega) {
-				for _, m := range poolMachines(g, victim) {
+				for _, m := range controllertest.PoolMachines(g, victim) {
 					if !before[m.Name] && m.DeletionTimestamp.IsZero() {
 						machine = m.Name
 					}

@@ -1,4 +1,4 @@
-package controllers
+package runnerpool
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 )
 
 // updateStatus reports the pool at a glance: desired, replicas, ready, idle, busy, queued.
-func (r *RunnerPoolReconciler) updateStatus(s *poolScope) {
+func (r *Reconciler) updateStatus(s *poolScope) {
 	p := s.pool
 	st := &p.Status
 	st.Selector = fmt.Sprintf("%s=%s", fleetv1.RunnerPoolNameLabel, p.Name)
@@ -86,7 +86,7 @@ func (r *RunnerPoolReconciler) updateStatus(s *poolScope) {
 
 // reconcileTransport reports loudly when the CI platform's API is reached over plain http://: the
 // InsecureTransport condition is True and a Warning Event is recorded when it becomes so.
-func (r *RunnerPoolReconciler) reconcileTransport(_ context.Context, s *poolScope) (ctrl.Result, error) {
+func (r *Reconciler) reconcileTransport(_ context.Context, s *poolScope) (ctrl.Result, error) {
 	p := s.pool
 	pool, _ := platform.PoolOf(p)
 	url, plain := pool.PlainHTTPURL()

@@ -1,4 +1,4 @@
-package controllers
+package runnerpool
 
 import (
 	"context"
@@ -24,7 +24,7 @@ type poolListing struct {
 }
 
 // listing returns the pool's listing, reading it on first use in this reconcile.
-func (r *RunnerPoolReconciler) listing(ctx context.Context, s *poolScope) (*poolListing, error) {
+func (r *Reconciler) listing(ctx context.Context, s *poolScope) (*poolListing, error) {
 	if s.listed != nil {
 		return s.listed, nil
 	}

@@ -1,4 +1,4 @@
-package controllers_test
+package runnerpool_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/controllertest"
 	"github.com/hyperfleet-io/hyperfleet/pkg/placement"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
 	"github.com/hyperfleet-io/hyperfleet/test/hvsim"
@@ -28,7 +29,7 @@ func target(name, cluster, template string, priority int32) fleetv1.RunnerTarget
 // target's Cluster.
 func runnersByTarget(g Gomega, pool *fleetv1.RunnerPool, clusters map[string]string) map[string]int {
 	out := map[string]int{}
-	for _, m := range poolMachines(g, pool) {
+	for _, m := range controllertest.PoolMachines(g, pool) {
 		tg := m.Labels[fleetv1.RunnerTargetLabel]
 		g.Expect(m.Spec.ClusterName).To(Equal(clusters[tg]), "Machine %s of target %q", m.Name, tg)
 		g.Expect(m.Labels).To(HaveKeyWithValue(clusterv1.ClusterNameLabel, clusters[tg]))
@@ -41,16 +42,16 @@ func setPoolReplicas(t *testing.T, pool *fleetv1.RunnerPool, n int32) {
 	t.Helper()
 	NewWithT(t).Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		p := &fleetv1.RunnerPool{}
-		if err := env.Client.Get(context.Background(), keyOf(pool), p); err != nil {
+		if err := controllertest.Env.Client.Get(context.Background(), controllertest.KeyOf(pool), p); err != nil {
 			return err
 		}
 		p.Spec.Replicas = ptr.To(n)
-		return env.Client.Update(context.Background(), p)
+		return controllertest.Env.Client.Update(context.Background(), p)
 	})).To(Succeed())
 }
 
 func targetStatus(g Gomega, pool *fleetv1.RunnerPool, name string) fleetv1.RunnerTargetStatus {
-	for _, ts := range get(g, pool).Status.Targets {
+	for _, ts := range controllertest.Get(g, pool).Status.Targets {
 		if ts.Name == name {
 			return ts
 		}
@@ -68,26 +69,26 @@ func targetStatus(g Gomega, pool *fleetv1.RunnerPool, name string) fleetv1.Runne
 func TestRunnerPoolSpillsOverAcrossHypervisors(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	_, ns, _ := startFleet(t)
+	_, ns, _ := controllertest.StartFleet(t)
 	hv := hvsim.StartHyperVForTest(t, hvsim.HyperVConfig{}, "hv1")
-	hvc := hypervCluster(t, ns, "hv", hv)
-	g.Expect(env.Client.Create(ctx, &clusterv1.Cluster{
+	hvc := controllertest.HyperVCluster(t, ns, "hv", hv)
+	g.Expect(controllertest.Env.Client.Create(ctx, &clusterv1.Cluster{
 		ObjectMeta: metav1.ObjectMeta{Name: "fleet-hv", Namespace: ns},
 		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
 			APIGroup: infrav1.GroupVersion.Group, Kind: "HypervisorCluster", Name: "hv"}},
 	})).To(Succeed())
-	runnerTemplates(t, ns)
+	controllertest.RunnerTemplates(t, ns)
 	hvSpec := builder.NewMachineClaim("x", ns).WithTemplateName(hvsim.HyperVTemplate).WithNetwork(hvsim.HyperVSwitch, 0).Build().Spec
-	g.Expect(env.Client.Create(ctx, builder.NewMachineClaimTemplate("runner-hv", ns).WithSpec(hvSpec).Build())).To(Succeed())
+	g.Expect(controllertest.Env.Client.Create(ctx, builder.NewMachineClaimTemplate("runner-hv", ns).WithSpec(hvSpec).Build())).To(Succeed())
 
 	g.Eventually(func(g Gomega) {
-		g.Expect(conditions.IsTrue(get(g, hvc), infrav1.HypervisorClusterAvailableCondition)).To(BeTrue())
+		g.Expect(conditions.IsTrue(controllertest.Get(g, hvc), infrav1.HypervisorClusterAvailableCondition)).To(BeTrue())
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 
 	pool := builder.NewRunnerPool("mixed", ns).WithCluster("fleet").WithBounds(0, 8).WithReplicas(2).WithLabels("linux").
 		WithTemplates("runner", "runner").
 		WithTargets(target("hyperv", "fleet-hv", "runner-hv", 0), target("proxmox", "fleet", "runner", 1)).Build()
-	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Create(ctx, pool)).To(Succeed())
 	clusters := map[string]string{"hyperv": "fleet-hv", "proxmox": "fleet"}
 
 	g.Eventually(func(g Gomega) {
@@ -118,14 +119,14 @@ func TestRunnerPoolSpillsOverAcrossHypervisors(t *testing.T) {
 	}
 	g.Eventually(func(g Gomega) {
 		g.Expect(targetStatus(g, pool, "hyperv").State).To(Equal(string(placement.TargetReady)))
-		g.Expect(conditions.IsTrue(get(g, hvc), infrav1.HypervisorClusterAvailableCondition)).To(BeTrue())
+		g.Expect(conditions.IsTrue(controllertest.Get(g, hvc), infrav1.HypervisorClusterAvailableCondition)).To(BeTrue())
 	}, 60*time.Second, 200*time.Millisecond).Should(Succeed())
 	setPoolReplicas(t, pool, 6)
 	g.Eventually(func(g Gomega) {
 		g.Expect(runnersByTarget(g, pool, clusters)).To(Equal(map[string]int{"hyperv": 4, "proxmox": 2}))
 	}, 60*time.Second, 200*time.Millisecond).Should(Succeed(), "and come back to Hyper-V")
 	g.Consistently(func(g Gomega) {
-		g.Expect(poolMachines(g, pool)).To(HaveLen(6), "no duplicated runners")
+		g.Expect(controllertest.PoolMachines(g, pool)).To(HaveLen(6), "no duplicated runners")
 	}, 2*time.Second, 200*time.Millisecond).Should(Succeed())
 }
 
@@ -134,29 +135,29 @@ func TestRunnerPoolSpillsOverAcrossHypervisors(t *testing.T) {
 func TestRunnerPoolTargetsValidation(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := controllertest.NewNamespace(t)
 	both := builder.NewRunnerPool("both", ns).WithCluster("fleet").WithTemplates("runner", "runner").Build()
 	both.Spec.Template.Targets = []fleetv1.RunnerTarget{target("a", "fleet", "runner", 0)}
-	err := env.Client.Create(ctx, both)
+	err := controllertest.Env.Client.Create(ctx, both)
 	g.Expect(err).To(MatchError(ContainSubstring("set exactly one of template.infrastructureRef")))
 
 	dup := builder.NewRunnerPool("dup", ns).WithCluster("fleet").WithTemplates("runner", "runner").
 		WithTargets(target("a", "fleet", "runner", 0), target("a", "fleet-hv", "runner", 1)).Build()
-	g.Expect(env.Client.Create(ctx, dup)).To(MatchError(ContainSubstring("Duplicate value")))
+	g.Expect(controllertest.Env.Client.Create(ctx, dup)).To(MatchError(ContainSubstring("Duplicate value")))
 
 	wrongKind := builder.NewRunnerPool("kind", ns).WithCluster("fleet").WithTemplates("runner", "runner").
 		WithTargets(target("a", "fleet", "runner", 0)).Build()
 	wrongKind.Spec.Template.Targets[0].InfrastructureRef.Kind = "ProxmoxMachineTemplate"
-	g.Expect(env.Client.Create(ctx, wrongKind)).To(MatchError(ContainSubstring("a target's infrastructureRef must be a MachineClaimTemplate")))
+	g.Expect(controllertest.Env.Client.Create(ctx, wrongKind)).To(MatchError(ContainSubstring("a target's infrastructureRef must be a MachineClaimTemplate")))
 
 	pinned := builder.NewRunnerPool("pinned", ns).WithCluster("fleet").WithTemplates("runner", "runner").
 		WithTargets(target("a", "fleet", "runner", 0)).Build()
 	pinned.Spec.Template.FailureDomain = "pve1"
-	g.Expect(env.Client.Create(ctx, pinned)).To(MatchError(ContainSubstring("failureDomain names a node of one HypervisorCluster")))
+	g.Expect(controllertest.Env.Client.Create(ctx, pinned)).To(MatchError(ContainSubstring("failureDomain names a node of one HypervisorCluster")))
 
 	ok := builder.NewRunnerPool("ok", ns).WithCluster("fleet").WithTemplates("runner", "runner").
 		WithTargets(target("a", "fleet", "runner", 0)).Build()
-	g.Expect(env.Client.Create(ctx, ok)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Create(ctx, ok)).To(Succeed())
 }
 
 // TestRunnerPoolSkipsAFailingTarget: a Hyper-V host whose New-HFVM fails (a Busy error in the
@@ -166,26 +167,26 @@ func TestRunnerPoolTargetsValidation(t *testing.T) {
 func TestRunnerPoolSkipsAFailingTarget(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	_, ns, _ := startFleet(t)
+	_, ns, _ := controllertest.StartFleet(t)
 	hv := hvsim.StartHyperVForTest(t, hvsim.HyperVConfig{}, "hv1")
-	hvc := hypervCluster(t, ns, "hv", hv)
-	g.Expect(env.Client.Create(ctx, &clusterv1.Cluster{
+	hvc := controllertest.HyperVCluster(t, ns, "hv", hv)
+	g.Expect(controllertest.Env.Client.Create(ctx, &clusterv1.Cluster{
 		ObjectMeta: metav1.ObjectMeta{Name: "fleet-hv", Namespace: ns},
 		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
 			APIGroup: infrav1.GroupVersion.Group, Kind: "HypervisorCluster", Name: "hv"}},
 	})).To(Succeed())
-	runnerTemplates(t, ns)
+	controllertest.RunnerTemplates(t, ns)
 	hvSpec := builder.NewMachineClaim("x", ns).WithTemplateName(hvsim.HyperVTemplate).WithNetwork(hvsim.HyperVSwitch, 0).Build().Spec
-	g.Expect(env.Client.Create(ctx, builder.NewMachineClaimTemplate("runner-hv", ns).WithSpec(hvSpec).Build())).To(Succeed())
+	g.Expect(controllertest.Env.Client.Create(ctx, builder.NewMachineClaimTemplate("runner-hv", ns).WithSpec(hvSpec).Build())).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		g.Expect(conditions.IsTrue(get(g, hvc), infrav1.HypervisorClusterAvailableCondition)).To(BeTrue())
+		g.Expect(conditions.IsTrue(controllertest.Get(g, hvc), infrav1.HypervisorClusterAvailableCondition)).To(BeTrue())
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 
 	hv.FailNext("", "New-HFVM", "Busy", "'runner' failed to be created. Not enough memory in the system.")
 	pool := builder.NewRunnerPool("mixed", ns).WithCluster("fleet").WithBounds(0, 8).WithReplicas(1).WithLabels("linux").
 		WithTemplates("runner", "runner").
 		WithTargets(target("hyperv", "fleet-hv", "runner-hv", 0), target("proxmox", "fleet", "runner", 1)).Build()
-	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Create(ctx, pool)).To(Succeed())
 	clusters := map[string]string{"hyperv": "fleet-hv", "proxmox": "fleet"}
 	g.Eventually(func(g Gomega) {
 		ts := targetStatus(g, pool, "hyperv")

@@ -1,4 +1,4 @@
-package controllers
+package runnerpool
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/finalizers"
@@ -38,10 +39,10 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/tracing"
 )
 
-// RunnerPoolReconciler keeps a pool of one-job runners the size its jobs need, like a MachineSet:
+// Reconciler keeps a pool of one-job runners the size its jobs need, like a MachineSet:
 // it compares the runners that exist with the desired count and creates or removes Machines (each
 // with a MachineClaim and a BootstrapConfig from the pool's templates).
-type RunnerPoolReconciler struct {
+type Reconciler struct {
 	Client client.Client
 	// APIReader reads a runner's BootstrapConfig past the cache before the runner is removed; the
 	// cached Client when nil.
@@ -106,7 +107,7 @@ type poolScope struct {
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch
 
 // Reconcile sizes one RunnerPool.
-func (r *RunnerPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	log := ctrl.LoggerFrom(ctx)
 	pool := &fleetv1.RunnerPool{}
 	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
@@ -121,7 +122,7 @@ func (r *RunnerPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	switch {
 	case err == nil:
 		s.cluster = cluster
-		log = log.WithValues("Cluster", klogRef(cluster))
+		log = log.WithValues("Cluster", klog.KObj(cluster))
 		ctx = ctrl.LoggerInto(ctx, log)
 	case !apierrors.IsNotFound(err):
 		return ctrl.Result{}, err
@@ -152,7 +153,7 @@ func (r *RunnerPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	return r.reconcileNormal(ctx, s)
 }
 
-func (r *RunnerPoolReconciler) reconcileNormal(ctx context.Context, s *poolScope) (ctrl.Result, error) {
+func (r *Reconciler) reconcileNormal(ctx context.Context, s *poolScope) (ctrl.Result, error) {
 	if s.cluster == nil {
 		conditions.Set(s.pool, metav1.Condition{Type: fleetv1.ReadyCondition, Status: metav1.ConditionFalse,
 			Reason: fleetv1.ClusterNotFoundReason, Message: fmt.Sprintf("Cluster %s not found", s.pool.Spec.ClusterName)})
@@ -200,7 +201,7 @@ func (r *RunnerPoolReconciler) reconcileNormal(ctx context.Context, s *poolScope
 }
 
 // reconcileDemand reads the pool's job ledger.
-func (r *RunnerPoolReconciler) reconcileDemand(ctx context.Context, s *poolScope) (ctrl.Result, error) {
+func (r *Reconciler) reconcileDemand(ctx context.Context, s *poolScope) (ctrl.Result, error) {
 	d, err := r.Demand.Snapshot(ctx, s.pool)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("reading demand: %w", err)
@@ -224,7 +225,7 @@ func (r *RunnerPoolReconciler) reconcileDemand(ctx context.Context, s *poolScope
 }
 
 // reconcileReplicas creates or removes runners to reach the desired count.
-func (r *RunnerPoolReconciler) reconcileReplicas(ctx context.Context, s *poolScope) (ctrl.Result, error) {
+func (r *Reconciler) reconcileReplicas(ctx context.Context, s *poolScope) (ctrl.Result, error) {
 	busy := 0
 	for _, rn := range s.runners {
 		if rn.Busy && !rn.Deleting {
@@ -279,7 +280,7 @@ func (r *RunnerPoolReconciler) reconcileReplicas(ctx context.Context, s *poolSco
 	return ctrl.Result{}, kerrors.NewAggregate(errs)
 }
 
-func (r *RunnerPoolReconciler) reconcileDelete(ctx context.Context, s *poolScope) (ctrl.Result, error) {
+func (r *Reconciler) reconcileDelete(ctx context.Context, s *poolScope) (ctrl.Result, error) {
 	left, err := r.deleteAllMachines(ctx, s)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -300,7 +301,7 @@ func (r *RunnerPoolReconciler) reconcileDelete(ctx context.Context, s *poolScope
 }
 
 // deleteAllMachines deletes every Machine of the pool and reports how many still exist.
-func (r *RunnerPoolReconciler) deleteAllMachines(ctx context.Context, s *poolScope) (int, error) {
+func (r *Reconciler) deleteAllMachines(ctx context.Context, s *poolScope) (int, error) {
 	machines := &clusterv1.MachineList{}
 	if err := r.Client.List(ctx, machines, client.InNamespace(s.pool.Namespace),
 		client.MatchingLabels{fleetv1.RunnerPoolNameLabel: s.pool.Name}); err != nil {
@@ -317,7 +318,7 @@ func (r *RunnerPoolReconciler) deleteAllMachines(ctx context.Context, s *poolSco
 	return len(machines.Items), nil
 }
 
-func (r *RunnerPoolReconciler) repairInterval() time.Duration {
+func (r *Reconciler) repairInterval() time.Duration {
 	if r.RepairInterval > 0 {
 		return r.RepairInterval
 	}
@@ -326,7 +327,7 @@ func (r *RunnerPoolReconciler) repairInterval() time.Duration {
 
 // SetupWithManager registers the controller: it owns Machines and follows BootstrapConfigs (a runner
 // becomes ready when its VM attests) and wake-ups from the webhook receiver.
-func (r *RunnerPoolReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&fleetv1.RunnerPool{}).
 		WithOptions(opts).
@@ -344,7 +345,7 @@ func (r *RunnerPoolReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 }
 
 // clusterToPools wakes a Cluster's pools, e.g. to remove their runners when it is deleted.
-func (r *RunnerPoolReconciler) clusterToPools(ctx context.Context, o client.Object) []ctrl.Request {
+func (r *Reconciler) clusterToPools(ctx context.Context, o client.Object) []ctrl.Request {
 	pools := &fleetv1.RunnerPoolList{}
 	if err := r.Client.List(ctx, pools, client.InNamespace(o.GetNamespace())); err != nil {
 		return nil

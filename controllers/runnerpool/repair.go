@@ -1,4 +1,4 @@
-package controllers
+package runnerpool
 
 import (
 	"context"
@@ -41,7 +41,7 @@ const retryAtPrefix = "RetryAt="
 // It also deregisters offline runners of this pool
 // that no Machine backs. While the platform rate-limits the pool (PlatformRateLimited) nothing is
 // sent to it until the time it named: reconciles in between only size on the ledger.
-func (r *RunnerPoolReconciler) reconcileRepair(ctx context.Context, s *poolScope) (ctrl.Result, error) {
+func (r *Reconciler) reconcileRepair(ctx context.Context, s *poolScope) (ctrl.Result, error) {
 	if r.Platforms == nil {
 		return ctrl.Result{}, nil
 	}
@@ -140,7 +140,7 @@ func pauseRepair(s *poolScope, err error) time.Time {
 // removeStaleRunners deregisters offline runners this pool registered (they carry its
 // platform.PoolRunnerLabel) that no Machine backs any more (a VM that died before deregistering).
 // Names are no identity: pool "linux" must never remove a runner of pool "linux-gpu".
-func (r *RunnerPoolReconciler) removeStaleRunners(ctx context.Context, s *poolScope, c platform.Platform, scope platform.Scope) error {
+func (r *Reconciler) removeStaleRunners(ctx context.Context, s *poolScope, c platform.Platform, scope platform.Scope) error {
 	runners, err := c.ListRunners(ctx, scope)
 	if err != nil {
 		return err
@@ -163,7 +163,7 @@ func (r *RunnerPoolReconciler) removeStaleRunners(ctx context.Context, s *poolSc
 	return errors.Join(errs...)
 }
 
-func (r *RunnerPoolReconciler) setPlatformUnavailable(s *poolScope, err error) {
+func (r *Reconciler) setPlatformUnavailable(s *poolScope, err error) {
 	if errors.Is(err, platform.ErrRateLimited) {
 		r.holds.hold(s.pool.UID, setRateLimited(s, err))
 		return

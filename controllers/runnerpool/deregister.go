@@ -1,10 +1,12 @@
-package controllers
+package runnerpool
 
 import (
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/hyperfleet-io/hyperfleet/controllers/requeue"
 )
 
 // deregisterBackoff remembers, per Machine, the deregistrations the CI platform failed (other than
@@ -46,7 +48,7 @@ func (b *deregisterBackoff) failed(uid types.UID, now time.Time) time.Duration {
 	}
 	e := b.entries[uid]
 	e.failures++
-	d := backoff(e.failures)
+	d := requeue.Backoff(e.failures)
 	e.next = now.Add(d)
 	b.entries[uid] = e
 	return d

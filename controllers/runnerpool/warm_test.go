@@ -1,4 +1,4 @@
-package controllers_test
+package runnerpool_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/controllertest"
 	"github.com/hyperfleet-io/hyperfleet/pkg/bootstrap"
 	"github.com/hyperfleet-io/hyperfleet/pkg/config"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
@@ -32,20 +33,20 @@ const (
 func setWarm(t *testing.T, pool *fleetv1.RunnerPool, warm, idle int32, maxAge time.Duration) {
 	t.Helper()
 	g := NewWithT(t)
-	p := get(g, pool.DeepCopy())
+	p := controllertest.Get(g, pool.DeepCopy())
 	patch := client.MergeFrom(p.DeepCopy())
 	p.Spec.WarmReplicas = warm
 	if idle >= 0 {
 		p.Spec.IdleReplicas = idle
 	}
 	p.Spec.WarmMaxAge = &metav1.Duration{Duration: maxAge}
-	g.Expect(env.Client.Patch(context.Background(), p, patch)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Patch(context.Background(), p, patch)).To(Succeed())
 }
 
 // poolClaims lists the pool's MachineClaims not being deleted.
 func poolClaims(g Gomega, pool *fleetv1.RunnerPool) []infrav1.MachineClaim {
 	list := &infrav1.MachineClaimList{}
-	g.Expect(env.Client.List(context.Background(), list, client.InNamespace(pool.Namespace),
+	g.Expect(controllertest.Env.Client.List(context.Background(), list, client.InNamespace(pool.Namespace),
 		client.MatchingLabels{fleetv1.RunnerPoolNameLabel: pool.Name})).To(Succeed())
 	var out []infrav1.MachineClaim
 	for _, c := range list.Items {
@@ -75,17 +76,17 @@ func claimVM(sim *pvesim.Simulator, c infrav1.MachineClaim) (pvesim.VM, bool) {
 func TestWarmRunnerStartsForAJob(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	startCAPI(t)
+	controllertest.StartCAPI(t)
 	sim := pvesim.StartForTest(t, pvesim.Config{})
 	gh := fakegithub.StartForTest(t, fakegithub.Options{TLS: true})
-	startManagerWith(t, func(c *config.Manager) { c.RepairInterval = time.Second })
-	ns := newNamespace(t)
-	pool := githubPool(t, ns, "warmjob", 1, sim, gh)
+	controllertest.StartManagerWith(t, func(c *config.Manager) { c.RepairInterval = time.Second })
+	ns := controllertest.NewNamespace(t)
+	pool := controllertest.GitHubPool(t, ns, "warmjob", 1, sim, gh)
 	setWarm(t, pool, 1, -1, time.Hour)
 
 	var warm infrav1.MachineClaim
 	g.Eventually(func(g Gomega) {
-		g.Expect(get(g, pool).Status.WarmReplicas).To(Equal(int32(1)))
+		g.Expect(controllertest.Get(g, pool).Status.WarmReplicas).To(Equal(int32(1)))
 		claims := poolClaims(g, pool)
 		g.Expect(claims).To(HaveLen(1))
 		warm = claims[0]
@@ -101,11 +102,11 @@ func TestWarmRunnerStartsForAJob(t *testing.T) {
 	// An attacker who reads the stopped VM's cloud-init data, or the cluster, finds no token: none
 	// was minted, no data Secret exists, and no token hash would let the bootstrap service redeem one.
 	g.Consistently(func(g Gomega) {
-		bc := get(g, &bootstrapv1.BootstrapConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: warm.Name}})
+		bc := controllertest.Get(g, &bootstrapv1.BootstrapConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: warm.Name}})
 		g.Expect(bc.Status.JoinToken).To(BeNil())
 		g.Expect(bc.Status.TokenExpirationTime).To(BeNil())
 		g.Expect(conditions.GetReason(bc, bootstrapv1.DataSecretAvailableCondition)).To(Equal(bootstrapv1.WarmHeldReason))
-		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: warm.Name}, &corev1.Secret{})
+		err := controllertest.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: warm.Name}, &corev1.Secret{})
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no bootstrap data Secret for a held config")
 		vm, ok := claimVM(sim, warm)
 		g.Expect(ok).To(BeTrue(), "the sweep leaves the warm VM alone")
@@ -125,14 +126,14 @@ func TestWarmRunnerStartsForAJob(t *testing.T) {
 		vm, ok := claimVM(sim, warm)
 		g.Expect(ok).To(BeTrue())
 		g.Expect(vm.Status).To(Equal("running"))
-		c := get(g, warm.DeepCopy())
+		c := controllertest.Get(g, warm.DeepCopy())
 		g.Expect(c.Annotations).To(HaveKeyWithValue(infrav1.WarmAnnotation, infrav1.WarmStarted))
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed(), "the job starts the warm VM")
 	g.Expect(sim.Requests()[startEndpoint]).To(Equal(1), "one start")
 	g.Expect(sim.Requests()[cloneEndpoint]).To(Equal(1), "no clone for the job: the only clone is the warm VM's own")
 	g.Expect(poolClaims(g, pool)).To(HaveLen(1))
 
-	bc := get(g, &bootstrapv1.BootstrapConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: warm.Name}})
+	bc := controllertest.Get(g, &bootstrapv1.BootstrapConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: warm.Name}})
 	g.Expect(bc.Status.JoinToken).NotTo(BeNil(), "the token is minted at start")
 	g.Expect(bc.Status.TokenExpirationTime.Time).To(BeTemporally("<=", time.Now().Add(bootstrap.DefaultJoinTokenTTL)),
 		"valid for the boot only, not for the time the VM sat stopped")
@@ -146,12 +147,12 @@ func TestWarmRunnerStartsForAJob(t *testing.T) {
 // replaced by a new one.
 func TestWarmTierSweepAndMaxAge(t *testing.T) {
 	g := NewWithT(t)
-	startCAPI(t)
+	controllertest.StartCAPI(t)
 	sim := pvesim.StartForTest(t, pvesim.Config{})
 	gh := fakegithub.StartForTest(t, fakegithub.Options{TLS: true})
-	startManager(t)
-	ns := newNamespace(t)
-	pool := githubPool(t, ns, "warmsweep", 2, sim, gh)
+	controllertest.StartManager(t)
+	ns := controllertest.NewNamespace(t)
+	pool := controllertest.GitHubPool(t, ns, "warmsweep", 2, sim, gh)
 	setWarm(t, pool, 1, 1, time.Hour)
 
 	var warm, idle infrav1.MachineClaim

@@ -1,9 +1,7 @@
-package controllers_test
+package runnerpool_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"testing"
@@ -11,74 +9,47 @@ import (
 
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
-	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/controllertest"
 	"github.com/hyperfleet-io/hyperfleet/pkg/config"
 	"github.com/hyperfleet-io/hyperfleet/pkg/metrics"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform/github"
-	"github.com/hyperfleet-io/hyperfleet/test/builder"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 )
-
-// githubPool creates a fleet on sim and a RunnerPool for org's jobs labelled linux, registered
-// through gh's App.
-func githubPool(t *testing.T, ns, org string, max int32, sim *pvesim.Simulator, gh *fakegithub.Server) *fleetv1.RunnerPool {
-	t.Helper()
-	g := NewWithT(t)
-	ctx := context.Background()
-	capiFleet(t, ns, sim)
-	runnerTemplates(t, ns)
-	// Small VMs: linked clones all land on the template's node, whose memory is finite.
-	mct := get(g, &infrav1.MachineClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "runner", Namespace: ns}})
-	small := client.MergeFrom(mct.DeepCopy()) // the template controller writes its status meanwhile
-	mct.Spec.Template.Spec.MemoryMiB = 512
-	g.Expect(env.Client.Patch(ctx, mct, small)).To(Succeed())
-	gh.InstallationID(org)
-	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github-app", Namespace: ns},
-		StringData: map[string]string{"app-id": fmt.Sprint(gh.AppID()), "private-key": string(gh.AppKeyPEM())}})).To(Succeed())
-	pool := builder.NewRunnerPool("linux", ns).WithCluster("fleet").WithBounds(0, max).
-		WithGitHub(fleetv1.GitHubSpec{Organization: org, Labels: []string{"linux"}, APIURL: gh.URL() + "/",
-			CABundleRef:    githubCA(t, ns, gh),
-			CredentialsRef: fleetv1.LocalObjectReference{Name: "github-app"}}).
-		WithTemplates("runner", "runner").Build()
-	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
-	return pool
-}
 
 // TestRepairLoopRecoversDroppedWebhooks: GitHub does not redeliver webhooks. Jobs whose queued
 // webhook never arrived are found by the repair loop in the GitHub API, and provisioned for — and
 // no more than that.
 func TestRepairLoopRecoversDroppedWebhooks(t *testing.T) {
 	g := NewWithT(t)
-	startCAPI(t)
+	controllertest.StartCAPI(t)
 	sim := pvesim.StartForTest(t, pvesim.Config{})
 	gh := fakegithub.StartForTest(t, fakegithub.Options{TLS: true})
-	startManagerWith(t, func(c *config.Manager) { c.RepairInterval = time.Second })
-	ns := newNamespace(t)
+	controllertest.StartManagerWith(t, func(c *config.Manager) { c.RepairInterval = time.Second })
+	ns := controllertest.NewNamespace(t)
 	for range 4 {
 		gh.CreateJob("repairs/app", []string{"self-hosted", "linux"}, fakegithub.WithoutQueuedWebhook())
 	}
 	gh.CreateJob("repairs/app", []string{"self-hosted", "windows"}, fakegithub.WithoutQueuedWebhook())
-	pool := githubPool(t, ns, "repairs", 10, sim, gh)
+	pool := controllertest.GitHubPool(t, ns, "repairs", 10, sim, gh)
 	// A runner of this pool whose VM died before it deregistered: offline, and no Machine backs it.
 	registerRunner(t, gh, "repairs", "linux-stale", platform.PoolRunnerLabel(string(pool.UID)))
 
 	g.Eventually(func(g Gomega) {
-		got := get(g, pool)
+		got := controllertest.Get(g, pool)
 		g.Expect(got.Status.QueuedJobs).To(Equal(int32(4)), "conditions: %+v", got.Status.Conditions)
 		g.Expect(got.Status.LastRepairTime).NotTo(BeNil())
-		g.Expect(poolMachines(g, pool)).To(HaveLen(4))
+		g.Expect(controllertest.PoolMachines(g, pool)).To(HaveLen(4))
 	}, 45*time.Second, 200*time.Millisecond).Should(Succeed())
 	g.Consistently(func(g Gomega) {
-		g.Expect(poolMachines(g, pool)).To(HaveLen(4), "repeated repairs add nothing; the windows job is not ours")
+		g.Expect(controllertest.PoolMachines(g, pool)).To(HaveLen(4), "repeated repairs add nothing; the windows job is not ours")
 	}, 3*time.Second, 200*time.Millisecond).Should(Succeed())
 	g.Eventually(func() []string {
 		var names []string
@@ -97,17 +68,17 @@ func TestFiftyWebhooksFiftyVMs(t *testing.T) {
 	}
 	g := NewWithT(t)
 	ctx := context.Background()
-	startCAPI(t)
+	controllertest.StartCAPI(t)
 	sim := pvesim.StartForTest(t, pvesim.Config{})
-	addr, secret := freeAddr(t), "fifty"
+	addr, secret := controllertest.FreeAddr(t), "fifty"
 	url := fmt.Sprintf("http://%s/webhooks/github", addr)
 	gh := fakegithub.StartForTest(t, fakegithub.Options{WebhookURL: url, WebhookSecret: secret, TLS: true})
-	startManagerWith(t, func(c *config.Manager) {
+	controllertest.StartManagerWith(t, func(c *config.Manager) {
 		c.WebhookBindAddress, c.WebhookSecret, c.RepairInterval = addr, secret, time.Hour
 	})
-	ns := newNamespace(t)
-	pool := githubPool(t, ns, "fifty", 60, sim, gh)
-	g.Eventually(func(g Gomega) { g.Expect(get(g, pool).Status.Selector).NotTo(BeEmpty()) }, 20*time.Second, 100*time.Millisecond).Should(Succeed())
+	ns := controllertest.NewNamespace(t)
+	pool := controllertest.GitHubPool(t, ns, "fifty", 60, sim, gh)
+	g.Eventually(func(g Gomega) { g.Expect(controllertest.Get(g, pool).Status.Selector).NotTo(BeEmpty()) }, 20*time.Second, 100*time.Millisecond).Should(Succeed())
 
 	for range 50 {
 		gh.CreateJob("fifty/app", []string{"self-hosted", "linux"})
@@ -122,14 +93,14 @@ func TestFiftyWebhooksFiftyVMs(t *testing.T) {
 	}
 	start := time.Now()
 	g.Eventually(func(g Gomega) {
-		g.Expect(get(g, pool).Status.QueuedJobs).To(Equal(int32(50)))
-		g.Expect(poolMachines(g, pool)).To(HaveLen(50))
-		g.Expect(len(ownedVMs(sim))).To(Equal(50))
+		g.Expect(controllertest.Get(g, pool).Status.QueuedJobs).To(Equal(int32(50)))
+		g.Expect(controllertest.PoolMachines(g, pool)).To(HaveLen(50))
+		g.Expect(len(controllertest.OwnedVMs(sim))).To(Equal(50))
 	}, 180*time.Second, time.Second).Should(Succeed())
 	t.Logf("50 queued deliveries -> 50 Machines and 50 VMs in %s", time.Since(start).Round(time.Second))
 	g.Consistently(func(g Gomega) {
-		g.Expect(poolMachines(g, pool)).To(HaveLen(50))
-		g.Expect(len(ownedVMs(sim))).To(Equal(50))
+		g.Expect(controllertest.PoolMachines(g, pool)).To(HaveLen(50))
+		g.Expect(len(controllertest.OwnedVMs(sim))).To(Equal(50))
 	}, 3*time.Second, 500*time.Millisecond).Should(Succeed())
 }
 
@@ -143,29 +114,29 @@ func TestBootstrapTimeoutSparesARunnerWithAJob(t *testing.T) {
 	gh := fakegithub.StartForTest(t, fakegithub.Options{TLS: true})
 	gh.AddRepository("acme/app")
 	sim := pvesim.StartForTest(t, pvesim.Config{})
-	startManager(t)
-	ns := newNamespace(t)
-	pool := githubPool(t, ns, "acme", 1, sim, gh)
+	controllertest.StartManager(t)
+	ns := controllertest.NewNamespace(t)
+	pool := controllertest.GitHubPool(t, ns, "acme", 1, sim, gh)
 	var name string
 	g.Eventually(func(g Gomega) {
-		ms := poolMachines(g, pool)
+		ms := controllertest.PoolMachines(g, pool)
 		g.Expect(ms).To(BeEmpty())
 	}, 10*time.Second, 100*time.Millisecond).Should(Succeed())
-	got := get(g, pool)
+	got := controllertest.Get(g, pool)
 	floor := client.MergeFrom(got.DeepCopy())
 	got.Spec.MinReplicas = 1
 	got.Spec.BootstrapTimeout = &metav1.Duration{Duration: 3 * time.Second}
-	g.Expect(env.Client.Patch(ctx, got, floor)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Patch(ctx, got, floor)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		ms := poolMachines(g, pool)
+		ms := controllertest.PoolMachines(g, pool)
 		g.Expect(ms).To(HaveLen(1))
 		name = ms[0].Name
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 
 	// What the bootstrap service did, except recording its completion: the config was issued
 	// (long enough ago to count as done) and the runner registered and took a job.
-	setRunnerConfigTime(t, ns, name, &metav1.Time{Time: time.Now().Add(-10 * time.Minute)})
-	jit := registerJITRunner(t, gh, "acme", name)
+	controllertest.SetRunnerConfigTime(t, ns, name, &metav1.Time{Time: time.Now().Add(-10 * time.Minute)})
+	jit := controllertest.RegisterJITRunner(t, gh, "acme", name)
 	job := gh.CreateJob("acme/app", []string{"self-hosted", "linux"})
 	runner, err := fakegithub.NewRunnerClient(jit, nil)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -173,29 +144,9 @@ func TestBootstrapTimeoutSparesARunnerWithAJob(t *testing.T) {
 	g.Expect(runner.Acquire(ctx)).To(Equal(job.ID))
 
 	g.Consistently(func(g Gomega) {
-		g.Expect(poolMachines(g, pool)).To(ConsistOf(HaveField("Name", name)))
+		g.Expect(controllertest.PoolMachines(g, pool)).To(ConsistOf(HaveField("Name", name)))
 	}, 8*time.Second, 250*time.Millisecond).Should(Succeed(), "the busy runner outlives its bootstrap timeout")
 	g.Expect(gh.Runners()).To(ConsistOf(HaveField("Name", name)))
-}
-
-// registerJITRunner registers a just-in-time runner named name in org, as the bootstrap service
-// does, and returns its encoded JIT config.
-func registerJITRunner(t *testing.T, gh *fakegithub.Server, org, name string) string {
-	t.Helper()
-	g := NewWithT(t)
-	body, _ := json.Marshal(map[string]any{"name": name, "runner_group_id": 1, "labels": []string{"self-hosted", "linux"}})
-	req, err := http.NewRequest(http.MethodPost, gh.URL()+"/orgs/"+org+"/actions/runners/generate-jitconfig", bytes.NewReader(body))
-	g.Expect(err).NotTo(HaveOccurred())
-	req.Header.Set("Authorization", "token "+mintInstallationToken(t, gh, org))
-	resp, err := gh.HTTPClient().Do(req)
-	g.Expect(err).NotTo(HaveOccurred())
-	defer resp.Body.Close()
-	g.Expect(resp.StatusCode).To(Equal(http.StatusCreated))
-	var out struct {
-		EncodedJITConfig string `json:"encoded_jit_config"`
-	}
-	g.Expect(json.NewDecoder(resp.Body).Decode(&out)).To(Succeed())
-	return out.EncodedJITConfig
 }
 
 // registerRunner registers an offline runner named name in org with the App, as the bootstrap
@@ -216,12 +167,12 @@ func registerRunner(t *testing.T, gh *fakegithub.Server, org, name string, label
 // offline and no Machine of "linux" backs them, yet they are not its to remove.
 func TestRepairKeepsOtherPoolsRunners(t *testing.T) {
 	g := NewWithT(t)
-	startCAPI(t)
+	controllertest.StartCAPI(t)
 	sim := pvesim.StartForTest(t, pvesim.Config{})
 	gh := fakegithub.StartForTest(t, fakegithub.Options{TLS: true})
-	startManagerWith(t, func(c *config.Manager) { c.RepairInterval = time.Second })
-	ns := newNamespace(t)
-	pool := githubPool(t, ns, "siblings", 10, sim, gh)
+	controllertest.StartManagerWith(t, func(c *config.Manager) { c.RepairInterval = time.Second })
+	ns := controllertest.NewNamespace(t)
+	pool := controllertest.GitHubPool(t, ns, "siblings", 10, sim, gh)
 
 	others := []string{"linux-gpu-x7k2p", "linux-q9z4m", "linux-by-hand"}
 	registerRunner(t, gh, "siblings", others[0], platform.PoolRunnerLabel("uid-of-pool-linux-gpu"))
@@ -242,34 +193,25 @@ func TestRepairKeepsOtherPoolsRunners(t *testing.T) {
 		"runners the pool did not register stay, whatever their names")
 }
 
-// githubCA stores the fake GitHub's CA certificate in a Secret of ns and returns the reference a
-// pool's caBundleRef takes.
-func githubCA(t *testing.T, ns string, gh *fakegithub.Server) *fleetv1.SecretKeyReference {
-	t.Helper()
-	NewWithT(t).Expect(env.Client.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github-ca", Namespace: ns},
-		Data: map[string][]byte{"ca.crt": gh.CACertPEM()}})).To(Succeed())
-	return &fleetv1.SecretKeyReference{Name: "github-ca"}
-}
-
 // TestRateLimitedPoolBacksOff: GitHub throttles the pool's repair (a secondary rate limit: 429 with
 // Retry-After). The pool says so (PlatformRateLimited with the time calls resume), counts it in
 // hyperfleet_platform_rate_limited_total, and calls GitHub no more until then although its repair
 // interval is one second: no hot loop.
 func TestRateLimitedPoolBacksOff(t *testing.T) {
 	g := NewWithT(t)
-	startCAPI(t)
+	controllertest.StartCAPI(t)
 	sim := pvesim.StartForTest(t, pvesim.Config{})
 	gh := fakegithub.StartForTest(t, fakegithub.Options{TLS: true})
 	gh.InjectFault(fakegithub.EndpointInstallationRepos, fakegithub.Fault{Times: 1000, Status: http.StatusTooManyRequests, RetryAfter: 40 * time.Second})
-	startManagerWith(t, func(c *config.Manager) { c.RepairInterval = time.Second })
+	controllertest.StartManagerWith(t, func(c *config.Manager) { c.RepairInterval = time.Second })
 	limited := metrics.PlatformRateLimited.WithLabelValues("github")
 	before := testutil.ToFloat64(limited)
-	ns := newNamespace(t)
-	pool := githubPool(t, ns, "throttled", 5, sim, gh)
+	ns := controllertest.NewNamespace(t)
+	pool := controllertest.GitHubPool(t, ns, "throttled", 5, sim, gh)
 
 	var retryAt time.Time
 	g.Eventually(func(g Gomega) {
-		p := get(g, pool)
+		p := controllertest.Get(g, pool)
 		c := conditions.Get(p, fleetv1.PlatformRateLimitedCondition)
 		g.Expect(c).NotTo(BeNil())
 		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
@@ -299,14 +241,14 @@ func TestRateLimitedScaleDownWaits(t *testing.T) {
 	gh.InjectFault(fakegithub.EndpointOrgRunners, fakegithub.Fault{Times: 1000, RateLimited: true, RetryAfter: 40 * time.Second})
 	scalePool(g, pool, 0)
 	g.Eventually(func(g Gomega) {
-		p := get(g, pool)
+		p := controllertest.Get(g, pool)
 		g.Expect(conditions.IsTrue(p, fleetv1.PlatformRateLimitedCondition)).To(BeTrue())
 		g.Expect(p.Status.PlatformRetryTime).NotTo(BeNil())
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 	calls := gh.Requests(fakegithub.EndpointOrgRunners)
 	g.Consistently(func(g Gomega) {
 		g.Expect(gh.Requests(fakegithub.EndpointOrgRunners)).To(Equal(calls), "no call before the limit lifts")
-		g.Expect(poolMachines(g, pool)).To(HaveLen(2), "no runner removed without its deregistration")
+		g.Expect(controllertest.PoolMachines(g, pool)).To(HaveLen(2), "no runner removed without its deregistration")
 	}, 5*time.Second, 250*time.Millisecond).Should(Succeed())
 }
 
@@ -324,17 +266,17 @@ func TestFailedDeregistrationBacksOff(t *testing.T) {
 	time.Sleep(time.Second) // the first failures are recorded
 	calls := gh.Requests(fakegithub.EndpointOrgRunners)
 	// Wake the pool again and again, as a burst's status changes do: a Machine annotated every 100 ms.
-	m := poolMachines(g, pool)[0]
+	m := controllertest.PoolMachines(g, pool)[0]
 	window := time.Now()
 	for i := range 30 {
 		got := &clusterv1.Machine{}
-		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(&m), got)).To(Succeed())
+		g.Expect(controllertest.Env.Client.Get(ctx, client.ObjectKeyFromObject(&m), got)).To(Succeed())
 		base := got.DeepCopy()
 		if got.Annotations == nil {
 			got.Annotations = map[string]string{}
 		}
 		got.Annotations["test.hyperfleet.io/poke"] = fmt.Sprint(i)
-		g.Expect(env.Client.Patch(ctx, got, client.MergeFrom(base))).To(Succeed())
+		g.Expect(controllertest.Env.Client.Patch(ctx, got, client.MergeFrom(base))).To(Succeed())
 		time.Sleep(100 * time.Millisecond)
 	}
 	// Retries of one runner are at least 5 s apart: the 30 pokes take about 3 s, so at most one more
@@ -343,12 +285,12 @@ func TestFailedDeregistrationBacksOff(t *testing.T) {
 	allowed := 2 * (1 + int(time.Since(window)/(5*time.Second)))
 	g.Expect(gh.Requests(fakegithub.EndpointOrgRunners)-calls).To(BeNumerically("<=", allowed),
 		"no call per event while the backoff runs (%s of pokes)", time.Since(window).Round(time.Millisecond))
-	g.Expect(poolMachines(g, pool)).To(HaveLen(2), "no runner removed without its deregistration")
+	g.Expect(controllertest.PoolMachines(g, pool)).To(HaveLen(2), "no runner removed without its deregistration")
 
 	// Once GitHub answers again, the runners go.
 	gh.ClearFaults()
 	g.Eventually(func(g Gomega) {
-		g.Expect(poolMachines(g, pool)).To(BeEmpty())
+		g.Expect(controllertest.PoolMachines(g, pool)).To(BeEmpty())
 	}, 60*time.Second, 250*time.Millisecond).Should(Succeed())
 }
 
@@ -358,18 +300,18 @@ func TestFailedDeregistrationBacksOff(t *testing.T) {
 func registeredRunners(t *testing.T, org string) (*fleetv1.RunnerPool, *fakegithub.Server) {
 	t.Helper()
 	g := NewWithT(t)
-	startCAPI(t)
+	controllertest.StartCAPI(t)
 	sim := pvesim.StartForTest(t, pvesim.Config{})
 	gh := fakegithub.StartForTest(t, fakegithub.Options{TLS: true})
-	startManager(t)
-	ns := newNamespace(t)
-	pool := githubPool(t, ns, org, 2, sim, gh)
+	controllertest.StartManager(t)
+	ns := controllertest.NewNamespace(t)
+	pool := controllertest.GitHubPool(t, ns, org, 2, sim, gh)
 	scalePool(g, pool, 2)
 	g.Eventually(func(g Gomega) {
-		g.Expect(poolMachines(g, pool)).To(HaveLen(2))
+		g.Expect(controllertest.PoolMachines(g, pool)).To(HaveLen(2))
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
-	for _, m := range poolMachines(g, pool) {
-		setRunnerConfigTime(t, ns, m.Name, &metav1.Time{Time: time.Now().Add(-10 * time.Minute)})
+	for _, m := range controllertest.PoolMachines(g, pool) {
+		controllertest.SetRunnerConfigTime(t, ns, m.Name, &metav1.Time{Time: time.Now().Add(-10 * time.Minute)})
 	}
 	return pool, gh
 }
@@ -381,18 +323,18 @@ func registeredRunners(t *testing.T, org string) (*fleetv1.RunnerPool, *fakegith
 // deregistrations go on.
 func TestRepairPausesToKeepTheBudgetReserve(t *testing.T) {
 	g := NewWithT(t)
-	startCAPI(t)
+	controllertest.StartCAPI(t)
 	sim := pvesim.StartForTest(t, pvesim.Config{})
 	gh := fakegithub.StartForTest(t, fakegithub.Options{TLS: true, RateLimit: 200})
 	for range 150 {
 		gh.CreateJob("frugal/other", []string{"windows"}) // queued runs no pool of this test serves
 	}
-	startManagerWith(t, func(c *config.Manager) { c.RepairInterval = time.Second })
-	ns := newNamespace(t)
-	pool := githubPool(t, ns, "frugal", 2, sim, gh)
+	controllertest.StartManagerWith(t, func(c *config.Manager) { c.RepairInterval = time.Second })
+	ns := controllertest.NewNamespace(t)
+	pool := controllertest.GitHubPool(t, ns, "frugal", 2, sim, gh)
 
 	g.Eventually(func(g Gomega) {
-		p := get(g, pool)
+		p := controllertest.Get(g, pool)
 		c := conditions.Get(p, fleetv1.PlatformRateLimitedCondition)
 		g.Expect(c).NotTo(BeNil())
 		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
@@ -401,7 +343,7 @@ func TestRepairPausesToKeepTheBudgetReserve(t *testing.T) {
 		g.Expect(p.Status.RepairResumeTime).NotTo(BeNil())
 		g.Expect(p.Status.PlatformRetryTime).To(BeNil(), "not rate-limited: registrations go on")
 	}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
-	g.Expect(get(g, pool).Status.RepairResumeTime.Time).To(BeTemporally("~", time.Now().Add(time.Hour), 2*time.Minute))
+	g.Expect(controllertest.Get(g, pool).Status.RepairResumeTime.Time).To(BeTemporally("~", time.Now().Add(time.Hour), 2*time.Minute))
 	listed := gh.Requests(fakegithub.EndpointWorkflowRunJobs)
 	remaining, _ := gh.RateRemaining(gh.InstallationID("frugal"))
 	g.Expect(remaining).To(BeNumerically(">=", 99), "the reserve is left")
@@ -417,12 +359,12 @@ func TestRepairRunsWhenTheManagerStarts(t *testing.T) {
 	sim := pvesim.StartForTest(t, pvesim.Config{})
 	gh := fakegithub.StartForTest(t, fakegithub.Options{TLS: true})
 	hour := func(c *config.Manager) { c.RepairInterval = time.Hour }
-	stop := startManagerWith(t, hour)
-	ns := newNamespace(t)
-	pool := githubPool(t, ns, "restarts", 4, sim, gh)
+	stop := controllertest.StartManagerWith(t, hour)
+	ns := controllertest.NewNamespace(t)
+	pool := controllertest.GitHubPool(t, ns, "restarts", 4, sim, gh)
 	var first time.Time
 	g.Eventually(func(g Gomega) {
-		got := get(g, pool)
+		got := controllertest.Get(g, pool)
 		g.Expect(got.Status.LastRepairTime).NotTo(BeNil(), "the first manager repairs as it starts")
 		first = got.Status.LastRepairTime.Time
 	}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
@@ -435,9 +377,9 @@ func TestRepairRunsWhenTheManagerStarts(t *testing.T) {
 	for range 2 {
 		gh.CreateJob("restarts/app", []string{"self-hosted", "linux"}, fakegithub.WithoutQueuedWebhook())
 	}
-	startManagerWith(t, hour)
+	controllertest.StartManagerWith(t, hour)
 	g.Eventually(func(g Gomega) {
-		got := get(g, pool)
+		got := controllertest.Get(g, pool)
 		g.Expect(got.Status.QueuedJobs).To(Equal(int32(2)), "conditions: %+v", got.Status.Conditions)
 		g.Expect(got.Status.LastRepairTime.Time).To(BeTemporally(">", first))
 	}, 30*time.Second, 200*time.Millisecond).Should(Succeed(), "the new manager repairs at once, not an hour after the last repair")

@@ -1,4 +1,4 @@
-package controllers_test
+package runnerpool_test
 
 import (
 	"context"
@@ -13,7 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
-	"github.com/hyperfleet-io/hyperfleet/controllers"
+	"github.com/hyperfleet-io/hyperfleet/controllers/controllertest"
+	"github.com/hyperfleet-io/hyperfleet/controllers/runnerpool"
 	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
 	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
@@ -26,17 +27,17 @@ import (
 func TestPolledDemandFeedsTheLedgerOnce(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := controllertest.NewNamespace(t)
 	mk := func(name string, labels ...string) *fleetv1.RunnerPool {
 		p := builder.NewRunnerPool(name, ns).WithGitHub(fleetv1.GitHubSpec{Organization: "acme", Labels: labels,
 			CredentialsRef: fleetv1.LocalObjectReference{Name: "github-app"}, Demand: fleetv1.GitHubDemandPolling}).Build()
-		g.Expect(env.Client.Create(ctx, p)).To(Succeed())
+		g.Expect(controllertest.Env.Client.Create(ctx, p)).To(Succeed())
 		return p
 	}
 	linux, gpu := mk("linux", "linux"), mk("gpu", "linux", "gpu")
-	store := demand.NewStore(env.Client)
+	store := demand.NewStore(controllertest.Env.Client)
 	var woken []types.NamespacedName
-	feed := &controllers.PolledDemand{Client: env.Client, Demand: store, Notify: func(k types.NamespacedName) { woken = append(woken, k) }}
+	feed := &runnerpool.PolledDemand{Client: controllertest.Env.Client, Demand: store, Notify: func(k types.NamespacedName) { woken = append(woken, k) }}
 	pools := []types.NamespacedName{client.ObjectKeyFromObject(linux), client.ObjectKeyFromObject(gpu)}
 	job := func(id string, state platform.JobState, runner string, labels ...string) platform.Job {
 		return platform.Job{ID: id, State: state, Labels: labels, Repository: "acme/api", RunnerName: runner}
@@ -79,7 +80,7 @@ func TestPolledDemandFeedsTheLedgerOnce(t *testing.T) {
 		Err: &platform.Error{Class: platform.ErrRateLimited, Op: "list queued workflow runs", StatusCode: 403, Err: context.DeadlineExceeded}})
 	for _, p := range []*fleetv1.RunnerPool{linux, gpu} {
 		got := &fleetv1.RunnerPool{}
-		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
+		g.Expect(controllertest.Env.Client.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
 		g.Expect(conditions.Get(got, fleetv1.PlatformRateLimitedCondition)).To(HaveField("Reason", fleetv1.RateLimitedReason))
 		msg, ok := strings.CutPrefix(conditions.Get(got, fleetv1.PlatformRateLimitedCondition).Message, "RetryAt=")
 		g.Expect(ok).To(BeTrue(), "the repair loop reads the time after RetryAt=")
@@ -89,6 +90,6 @@ func TestPolledDemandFeedsTheLedgerOnce(t *testing.T) {
 	}
 	feed.Feed(ctx, poll)
 	got := &fleetv1.RunnerPool{}
-	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(linux), got)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Get(ctx, client.ObjectKeyFromObject(linux), got)).To(Succeed())
 	g.Expect(conditions.Get(got, fleetv1.PlatformRateLimitedCondition)).To(HaveField("Status", metav1.ConditionFalse))
 }

@@ -1,4 +1,4 @@
-package controllers
+package runnerpool
 
 import (
 	"context"
@@ -59,7 +59,7 @@ func claimQueued(c *infrav1.MachineClaim) bool {
 
 // warmRunners reads the pool's claims, by runner name: their warm marks and whether they still
 // wait in the hypervisor's queue.
-func (r *RunnerPoolReconciler) warmRunners(ctx context.Context, s *poolScope) (map[string]warmRunner, error) {
+func (r *Reconciler) warmRunners(ctx context.Context, s *poolScope) (map[string]warmRunner, error) {
 	listed, err := r.listing(ctx, s)
 	if err != nil {
 		return nil, err
@@ -96,7 +96,7 @@ func markWarm(config *bootstrapv1.BootstrapConfig, claim *infrav1.MachineClaim) 
 }
 
 // startWarmRunners starts the warm runners the plan picked and reports how many it started.
-func (r *RunnerPoolReconciler) startWarmRunners(ctx context.Context, s *poolScope) (int, error) {
+func (r *Reconciler) startWarmRunners(ctx context.Context, s *poolScope) (int, error) {
 	started := 0
 	for _, name := range s.plan.Start {
 		if err := r.startWarm(ctx, s, name); err != nil {
@@ -114,7 +114,7 @@ func (r *RunnerPoolReconciler) startWarmRunners(ctx context.Context, s *poolScop
 // minted now, valid for the boot only), then its claim is told to deliver the bootstrap data and
 // start the VM. In that order, a failure in between leaves a held claim the pool may start again,
 // never a started claim whose config stays held.
-func (r *RunnerPoolReconciler) startWarm(ctx context.Context, s *poolScope, name string) error {
+func (r *Reconciler) startWarm(ctx context.Context, s *poolScope, name string) error {
 	config := &bootstrapv1.BootstrapConfig{}
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.pool.Namespace, Name: name}, config)
 	switch {
@@ -149,7 +149,7 @@ func (r *RunnerPoolReconciler) startWarm(ctx context.Context, s *poolScope, name
 
 // waitForWarmStarts blocks until the cache shows the claims just started, so the next reconcile
 // neither counts them warm nor refills the tier twice.
-func (r *RunnerPoolReconciler) waitForWarmStarts(ctx context.Context, pool *fleetv1.RunnerPool, names []string) error {
+func (r *Reconciler) waitForWarmStarts(ctx context.Context, pool *fleetv1.RunnerPool, names []string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	for _, name := range names {

@@ -1,4 +1,4 @@
-package controllers_test
+package runnerpool_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/controllertest"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 )
@@ -27,18 +28,18 @@ func TestRunnerNameTakenByAnotherObject(t *testing.T) {
 		t.Run(taken, func(t *testing.T) {
 			g := NewWithT(t)
 			ctx := context.Background()
-			startCAPI(t)
+			controllertest.StartCAPI(t)
 			sim := pvesim.StartForTest(t, pvesim.Config{})
 			var calls atomic.Int32
-			startManager(t, testTiming{Sweep: time.Second, OrphanGrace: 2 * time.Second, RunnerName: func(pool string) string {
+			controllertest.StartManager(t, controllertest.Timing{Sweep: time.Second, OrphanGrace: 2 * time.Second, RunnerName: func(pool string) string {
 				if calls.Add(1) == 1 {
 					return pool + "-taken"
 				}
 				return pool + "-free"
 			}})
-			ns := newNamespace(t)
-			capiFleet(t, ns, sim)
-			runnerTemplates(t, ns)
+			ns := controllertest.NewNamespace(t)
+			controllertest.CAPIFleet(t, ns, sim)
+			controllertest.RunnerTemplates(t, ns)
 
 			owner := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "someone-else", UID: types.UID("4b1d0000-0000-4000-8000-000000000001")}
 			var planted client.Object
@@ -51,21 +52,21 @@ func TestRunnerNameTakenByAnotherObject(t *testing.T) {
 				mc.Labels, mc.OwnerReferences = map[string]string{"team": "b"}, []metav1.OwnerReference{owner}
 				planted = mc
 			}
-			g.Expect(env.Client.Create(ctx, planted)).To(Succeed())
+			g.Expect(controllertest.Env.Client.Create(ctx, planted)).To(Succeed())
 			before := planted.DeepCopyObject().(client.Object)
 
 			pool := builder.NewRunnerPool("linux", ns).WithCluster("fleet").WithBounds(1, 2).
 				WithTemplates("runner", "runner").Build()
-			g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
+			g.Expect(controllertest.Env.Client.Create(ctx, pool)).To(Succeed())
 
 			g.Eventually(func(g Gomega) {
-				ms := poolMachines(g, pool)
+				ms := controllertest.PoolMachines(g, pool)
 				g.Expect(ms).To(HaveLen(1))
 				g.Expect(ms[0].Name).To(Equal("linux-free"))
 			}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 			g.Consistently(func(g Gomega) {
 				now := before.DeepCopyObject().(client.Object)
-				g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(before), now)).To(Succeed())
+				g.Expect(controllertest.Env.Client.Get(ctx, client.ObjectKeyFromObject(before), now)).To(Succeed())
 				// Its own controller may reconcile it; the pool must not have written to it at all.
 				g.Expect(now.GetManagedFields()).NotTo(ContainElement(HaveField("Manager", "runnerpool-controller")), "the pool wrote no field of it")
 				g.Expect(now.GetLabels()).To(Equal(before.GetLabels()))
@@ -81,7 +82,7 @@ func TestRunnerNameTakenByAnotherObject(t *testing.T) {
 			// Events are posted asynchronously by the manager's recorder.
 			g.Eventually(func(g Gomega) {
 				events := &corev1.EventList{}
-				g.Expect(env.Client.List(ctx, events, client.InNamespace(ns))).To(Succeed())
+				g.Expect(controllertest.Env.Client.List(ctx, events, client.InNamespace(ns))).To(Succeed())
 				g.Expect(events.Items).To(ContainElement(HaveField("Reason", "RunnerNameTaken")))
 			}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
 		})

@@ -1,4 +1,4 @@
-package controllers_test
+package runnerpool_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/controllertest"
 	"github.com/hyperfleet-io/hyperfleet/pkg/config"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
@@ -27,31 +28,31 @@ import (
 func TestGitHubOverPlainHTTP(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	_, ns, _ := startFleet(t)
-	runnerTemplates(t, ns)
+	_, ns, _ := controllertest.StartFleet(t)
+	controllertest.RunnerTemplates(t, ns)
 	pool := func(name, url string, allow bool) *fleetv1.RunnerPool {
 		return builder.NewRunnerPool(name, ns).WithCluster("fleet").WithBounds(0, 1).WithTemplates("runner", "runner").
 			WithGitHub(fleetv1.GitHubSpec{Organization: "acme", Labels: []string{"linux"}, APIURL: url, AllowInsecureHTTP: allow,
 				CredentialsRef: fleetv1.LocalObjectReference{Name: "github-app"}}).Build()
 	}
 
-	err := env.Client.Create(ctx, pool("clear", "http://ghes.example.com/api/v3/", false))
+	err := controllertest.Env.Client.Create(ctx, pool("clear", "http://ghes.example.com/api/v3/", false))
 	g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "http:// without allowInsecureHTTP is refused: %v", err)
 	g.Expect(err.Error()).To(ContainSubstring("allowInsecureHTTP"))
 
 	lab := pool("lab", "http://ghes.example.com/api/v3/", true)
-	g.Expect(env.Client.Create(ctx, lab)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Create(ctx, lab)).To(Succeed())
 	tls := pool("tls", "https://ghes.example.com/api/v3/", false)
-	g.Expect(env.Client.Create(ctx, tls)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Create(ctx, tls)).To(Succeed())
 
 	g.Eventually(func(g Gomega) {
-		c := conditions.Get(get(g, lab), fleetv1.InsecureTransportCondition)
+		c := conditions.Get(controllertest.Get(g, lab), fleetv1.InsecureTransportCondition)
 		g.Expect(c).NotTo(BeNil())
 		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
 		g.Expect(c.Reason).To(Equal(fleetv1.PlainHTTPReason))
-		g.Expect(conditions.IsFalse(get(g, tls), fleetv1.InsecureTransportCondition)).To(BeTrue())
+		g.Expect(conditions.IsFalse(controllertest.Get(g, tls), fleetv1.InsecureTransportCondition)).To(BeTrue())
 		events := &corev1.EventList{}
-		g.Expect(env.Client.List(ctx, events, client.InNamespace(ns))).To(Succeed())
+		g.Expect(controllertest.Env.Client.List(ctx, events, client.InNamespace(ns))).To(Succeed())
 		g.Expect(events.Items).To(ContainElement(And(
 			HaveField("InvolvedObject.Name", "lab"), HaveField("Type", corev1.EventTypeWarning), HaveField("Reason", fleetv1.PlainHTTPReason))))
 	}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
@@ -65,14 +66,14 @@ func TestGitHubOverPlainHTTP(t *testing.T) {
 func TestGitHubCABundle(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	startCAPI(t)
+	controllertest.StartCAPI(t)
 	sim := pvesim.StartForTest(t, pvesim.Config{})
 	ghes := fakegithub.StartForTest(t, fakegithub.Options{TLS: true})
 	impostor := fakegithub.StartForTest(t, fakegithub.Options{TLS: true, AppKeyPEM: ghes.AppKeyPEM()})
-	startManagerWith(t, func(c *config.Manager) { c.RepairInterval = time.Second })
-	ns := newNamespace(t)
-	capiFleet(t, ns, sim)
-	runnerTemplates(t, ns)
+	controllertest.StartManagerWith(t, func(c *config.Manager) { c.RepairInterval = time.Second })
+	ns := controllertest.NewNamespace(t)
+	controllertest.CAPIFleet(t, ns, sim)
+	controllertest.RunnerTemplates(t, ns)
 	ghes.InstallationID("acme")
 	impostor.InstallationID("acme")
 	for name, data := range map[string]map[string][]byte{
@@ -80,7 +81,7 @@ func TestGitHubCABundle(t *testing.T) {
 		"ghes-ca":    {"ca.crt": ghes.CACertPEM()},
 		"junk-ca":    {"ca.crt": []byte("not a certificate")},
 	} {
-		g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: data})).To(Succeed())
+		g.Expect(controllertest.Env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: data})).To(Succeed())
 	}
 	pool := func(name, url, ca string) *fleetv1.RunnerPool {
 		return builder.NewRunnerPool(name, ns).WithCluster("fleet").WithBounds(0, 1).WithTemplates("runner", "runner").
@@ -89,14 +90,14 @@ func TestGitHubCABundle(t *testing.T) {
 				CredentialsRef: fleetv1.LocalObjectReference{Name: "github-app"}}).Build()
 	}
 
-	err := env.Client.Create(ctx, pool("clear", "http://ghes.example.com/api/v3/", "ghes-ca"))
+	err := controllertest.Env.Client.Create(ctx, pool("clear", "http://ghes.example.com/api/v3/", "ghes-ca"))
 	g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "a CA bundle with http:// is refused: %v", err)
 
 	trusted := pool("trusted", ghes.URL()+"/", "ghes-ca")
 	mitm := pool("mitm", impostor.URL()+"/", "ghes-ca")
 	junk := pool("junk", ghes.URL()+"/", "junk-ca")
 	for _, p := range []*fleetv1.RunnerPool{trusted, mitm, junk} {
-		g.Expect(env.Client.Create(ctx, p)).To(Succeed())
+		g.Expect(controllertest.Env.Client.Create(ctx, p)).To(Succeed())
 	}
 
 	g.Eventually(func(g Gomega) {
@@ -109,7 +110,7 @@ func TestGitHubCABundle(t *testing.T) {
 			{mitm, metav1.ConditionFalse, fleetv1.TLSErrorReason},
 			{junk, metav1.ConditionFalse, fleetv1.CABundleInvalidReason},
 		} {
-			p := get(g, tt.pool)
+			p := controllertest.Get(g, tt.pool)
 			c := conditions.Get(p, fleetv1.PlatformAvailableCondition)
 			g.Expect(c).NotTo(BeNil(), tt.pool.Name)
 			g.Expect(c.Status).To(Equal(tt.status), "%s: %s", tt.pool.Name, c.Message)

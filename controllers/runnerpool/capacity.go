@@ -1,4 +1,4 @@
-package controllers
+package runnerpool
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 
 // reconcileWaitingForCapacity counts the pool's runners whose MachineClaim waits for a host with
 // room, per HypervisorCluster, for the status and the Ready message.
-func (r *RunnerPoolReconciler) reconcileWaitingForCapacity(ctx context.Context, s *poolScope) (ctrl.Result, error) {
+func (r *Reconciler) reconcileWaitingForCapacity(ctx context.Context, s *poolScope) (ctrl.Result, error) {
 	listed, err := r.listing(ctx, s)
 	if err != nil {
 		return ctrl.Result{}, err

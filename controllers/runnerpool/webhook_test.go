@@ -1,9 +1,8 @@
-package controllers_test
+package runnerpool_test
 
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -15,49 +14,40 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/controllertest"
 	"github.com/hyperfleet-io/hyperfleet/pkg/config"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 )
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // TestWebhooksScaleThePool sends GitHub's signed workflow_job deliveries to the manager's receiver:
 // queued jobs grow the pool, a forged delivery is refused and changes nothing.
 func TestWebhooksScaleThePool(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	startCAPI(t)
+	controllertest.StartCAPI(t)
 	sim := pvesim.StartForTest(t, pvesim.Config{})
-	addr, secret := freeAddr(t), "webhook-secret"
-	startManagerWith(t, func(c *config.Manager) { c.WebhookBindAddress, c.WebhookSecret = addr, secret })
+	addr, secret := controllertest.FreeAddr(t), "webhook-secret"
+	controllertest.StartManagerWith(t, func(c *config.Manager) { c.WebhookBindAddress, c.WebhookSecret = addr, secret })
 	url := fmt.Sprintf("http://%s/webhooks/github", addr)
 	gh := fakegithub.StartForTest(t, fakegithub.Options{WebhookURL: url, WebhookSecret: secret, TLS: true})
 
-	ns := newNamespace(t)
-	capiFleet(t, ns, sim)
-	runnerTemplates(t, ns)
-	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github-app", Namespace: ns},
+	ns := controllertest.NewNamespace(t)
+	controllertest.CAPIFleet(t, ns, sim)
+	controllertest.RunnerTemplates(t, ns)
+	g.Expect(controllertest.Env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github-app", Namespace: ns},
 		StringData: map[string]string{"app-id": fmt.Sprint(gh.AppID()), "private-key": string(gh.AppKeyPEM())}})).To(Succeed())
 	// An organization of its own: jobs are routed to one pool across all namespaces, and other
 	// tests leave pools for "acme" behind. The pool's credentials hold the App's installation on
 	// "hooks", which the deliveries name.
 	pool := builder.NewRunnerPool("linux", ns).WithCluster("fleet").WithBounds(0, 10).
-		WithGitHub(fleetv1.GitHubSpec{Organization: "hooks", Labels: []string{"linux"}, APIURL: gh.URL() + "/", CABundleRef: githubCA(t, ns, gh),
+		WithGitHub(fleetv1.GitHubSpec{Organization: "hooks", Labels: []string{"linux"}, APIURL: gh.URL() + "/", CABundleRef: controllertest.GitHubCA(t, ns, gh),
 			CredentialsRef: fleetv1.LocalObjectReference{Name: "github-app"}}).
 		WithTemplates("runner", "runner").Build()
-	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Create(ctx, pool)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		g.Expect(get(g, pool).Status.Selector).NotTo(BeEmpty())
+		g.Expect(controllertest.Get(g, pool).Status.Selector).NotTo(BeEmpty())
 	}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
 
 	// A forged delivery: 401 and no demand.
@@ -70,12 +60,12 @@ func TestWebhooksScaleThePool(t *testing.T) {
 		gh.CreateJob("hooks/app", []string{"self-hosted", "linux"})
 	}
 	g.Eventually(func(g Gomega) {
-		got := get(g, pool)
+		got := controllertest.Get(g, pool)
 		g.Expect(got.Status.QueuedJobs).To(Equal(int32(3)))
-		g.Expect(poolMachines(g, pool)).To(HaveLen(3))
+		g.Expect(controllertest.PoolMachines(g, pool)).To(HaveLen(3))
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 	g.Consistently(func(g Gomega) {
-		g.Expect(poolMachines(g, pool)).To(HaveLen(3), "the forged delivery and duplicates add nothing")
+		g.Expect(controllertest.PoolMachines(g, pool)).To(HaveLen(3), "the forged delivery and duplicates add nothing")
 	}, 2*time.Second, 200*time.Millisecond).Should(Succeed())
 }
 
@@ -87,30 +77,30 @@ func TestOneJobOneMachineAcrossNamespaces(t *testing.T) {
 	for _, order := range []string{"webhook first", "repair first"} {
 		t.Run(order, func(t *testing.T) {
 			g := NewWithT(t)
-			startCAPI(t)
+			controllertest.StartCAPI(t)
 			sim := pvesim.StartForTest(t, pvesim.Config{})
-			addr, secret := freeAddr(t), "one-job"
+			addr, secret := controllertest.FreeAddr(t), "one-job"
 			url := fmt.Sprintf("http://%s/webhooks/github", addr)
 			gh := fakegithub.StartForTest(t, fakegithub.Options{WebhookURL: url, WebhookSecret: secret, TLS: true})
-			startManagerWith(t, func(c *config.Manager) {
+			controllertest.StartManagerWith(t, func(c *config.Manager) {
 				c.WebhookBindAddress, c.WebhookSecret, c.RepairInterval = addr, secret, time.Second
 			})
 			org := "onejob" + strings.ReplaceAll(order, " ", "")
 			pools := []*fleetv1.RunnerPool{
-				githubPool(t, newNamespace(t), org, 10, sim, gh),
-				githubPool(t, newNamespace(t), org, 10, sim, gh),
+				controllertest.GitHubPool(t, controllertest.NewNamespace(t), org, 10, sim, gh),
+				controllertest.GitHubPool(t, controllertest.NewNamespace(t), org, 10, sim, gh),
 			}
 			// Each pool has repaired once, so the next repair is a second away.
 			g.Eventually(func(g Gomega) {
 				for _, p := range pools {
-					g.Expect(get(g, p).Status.LastRepairTime).NotTo(BeNil())
+					g.Expect(controllertest.Get(g, p).Status.LastRepairTime).NotTo(BeNil())
 				}
 			}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 
 			machines := func(g Gomega) int {
 				n := 0
 				for _, p := range pools {
-					n += len(poolMachines(g, p))
+					n += len(controllertest.PoolMachines(g, p))
 				}
 				return n
 			}
@@ -138,17 +128,17 @@ func TestOneJobOneMachineAcrossNamespaces(t *testing.T) {
 func TestHeldJobBootsNoVMUntilApproved(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	startCAPI(t)
+	controllertest.StartCAPI(t)
 	sim := pvesim.StartForTest(t, pvesim.Config{})
-	addr, secret := freeAddr(t), "held-secret"
-	startManagerWith(t, func(c *config.Manager) {
+	addr, secret := controllertest.FreeAddr(t), "held-secret"
+	controllertest.StartManagerWith(t, func(c *config.Manager) {
 		c.WebhookBindAddress, c.WebhookSecret, c.RepairInterval = addr, secret, time.Hour
 	})
 	url := fmt.Sprintf("http://%s/webhooks/github", addr)
 	gh := fakegithub.StartForTest(t, fakegithub.Options{TLS: true})
-	ns := newNamespace(t)
-	pool := githubPool(t, ns, "held", 5, sim, gh)
-	g.Eventually(func(g Gomega) { g.Expect(get(g, pool).Status.Selector).NotTo(BeEmpty()) }, 20*time.Second, 100*time.Millisecond).Should(Succeed())
+	ns := controllertest.NewNamespace(t)
+	pool := controllertest.GitHubPool(t, ns, "held", 5, sim, gh)
+	g.Eventually(func(g Gomega) { g.Expect(controllertest.Get(g, pool).Status.Selector).NotTo(BeEmpty()) }, 20*time.Second, 100*time.Millisecond).Should(Succeed())
 
 	raw, err := os.ReadFile("testdata/workflow_job_waiting.json")
 	g.Expect(err).NotTo(HaveOccurred())
@@ -162,9 +152,9 @@ func TestHeldJobBootsNoVMUntilApproved(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(code).To(Equal(http.StatusAccepted))
 	g.Consistently(func(g Gomega) {
-		g.Expect(get(g, pool).Status.QueuedJobs).To(BeZero())
-		g.Expect(poolMachines(g, pool)).To(BeEmpty(), "a job held for approval boots no VM")
-		g.Expect(ownedVMs(sim)).To(BeEmpty())
+		g.Expect(controllertest.Get(g, pool).Status.QueuedJobs).To(BeZero())
+		g.Expect(controllertest.PoolMachines(g, pool)).To(BeEmpty(), "a job held for approval boots no VM")
+		g.Expect(controllertest.OwnedVMs(sim)).To(BeEmpty())
 	}, 5*time.Second, 250*time.Millisecond).Should(Succeed())
 
 	// Approved: GitHub queues the job for runners.
@@ -173,14 +163,14 @@ func TestHeldJobBootsNoVMUntilApproved(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(code).To(Equal(http.StatusAccepted))
 	g.Eventually(func(g Gomega) {
-		g.Expect(get(g, pool).Status.QueuedJobs).To(Equal(int32(1)))
-		g.Expect(poolMachines(g, pool)).To(HaveLen(1))
+		g.Expect(controllertest.Get(g, pool).Status.QueuedJobs).To(Equal(int32(1)))
+		g.Expect(controllertest.PoolMachines(g, pool)).To(HaveLen(1))
 	}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
 	// A late redelivery of "waiting" does not take the demand back.
 	code, err = fakegithub.PostWebhook(ctx, http.DefaultClient, url, []byte(secret), "workflow_job", fakegithub.NewDeliveryID(), []byte(waiting))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(code).To(Equal(http.StatusAccepted))
 	g.Consistently(func(g Gomega) {
-		g.Expect(get(g, pool).Status.QueuedJobs).To(Equal(int32(1)))
+		g.Expect(controllertest.Get(g, pool).Status.QueuedJobs).To(Equal(int32(1)))
 	}, 2*time.Second, 250*time.Millisecond).Should(Succeed())
 }

@@ -1,4 +1,4 @@
-package controllers
+package runnerpool
 
 import (
 	"context"
@@ -35,7 +35,7 @@ const maxRetireAttempts = 3
 // learns that it may have. It marks the runner's BootstrapConfig retired with the resourceVersion it
 // read, as the bootstrap service claims the runner config: whichever writes first wins, so a runner
 // never registers (and takes a job) after the pool decided it was unregistered.
-func (r *RunnerPoolReconciler) retire(ctx context.Context, m *clusterv1.Machine) (runnerConfigState, error) {
+func (r *Reconciler) retire(ctx context.Context, m *clusterv1.Machine) (runnerConfigState, error) {
 	ref := m.Spec.Bootstrap.ConfigRef
 	if ref.Kind != "BootstrapConfig" || ref.APIGroup != bootstrapv1.GroupVersion.Group {
 		return runnerConfigIssued, nil // not ours to reason about: ask the platform

@@ -1,4 +1,4 @@
-package controllers
+package runnerpool
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/condition"
 	"github.com/hyperfleet-io/hyperfleet/pkg/placement"
 )
 
@@ -33,7 +34,7 @@ type runnerTarget struct {
 // reconcileTargets reads, for a pool with spec.template.targets, each target's runners and whether
 // it takes new ones: Down when its Cluster or HypervisorCluster is missing or not Available, Full
 // when one of its runners waits for capacity, Failing when one failed to provision recently.
-func (r *RunnerPoolReconciler) reconcileTargets(ctx context.Context, s *poolScope) (ctrl.Result, error) {
+func (r *Reconciler) reconcileTargets(ctx context.Context, s *poolScope) (ctrl.Result, error) {
 	specs := s.pool.Spec.Template.Targets
 	s.targets = nil
 	if len(specs) == 0 {
@@ -56,7 +57,7 @@ func (r *RunnerPoolReconciler) reconcileTargets(ctx context.Context, s *poolScop
 	return ctrl.Result{}, nil
 }
 
-func (r *RunnerPoolReconciler) targetHealth(ctx context.Context, ns string, spec fleetv1.RunnerTarget, claims []infrav1.MachineClaim) (placement.TargetState, string) {
+func (r *Reconciler) targetHealth(ctx context.Context, ns string, spec fleetv1.RunnerTarget, claims []infrav1.MachineClaim) (placement.TargetState, string) {
 	cluster := &clusterv1.Cluster{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: spec.ClusterName}, cluster); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -131,7 +132,7 @@ func (s *poolScope) placed(target string) {
 func (s *poolScope) targetStatus() []fleetv1.RunnerTargetStatus {
 	var out []fleetv1.RunnerTargetStatus
 	for _, t := range s.targets {
-		out = append(out, fleetv1.RunnerTargetStatus{Name: t.Name, Replicas: int32(t.Runners), State: string(t.State), Message: truncate(t.Reason, 1024)})
+		out = append(out, fleetv1.RunnerTargetStatus{Name: t.Name, Replicas: int32(t.Runners), State: string(t.State), Message: condition.Truncate(t.Reason, 1024)})
 	}
 	return out
 }
@@ -161,7 +162,7 @@ func targetsOfCluster(p *fleetv1.RunnerPool, name string) bool {
 
 // hypervisorClusterToPools wakes the namespace's pools with targets when a HypervisorCluster's
 // availability may have changed.
-func (r *RunnerPoolReconciler) hypervisorClusterToPools(ctx context.Context, o client.Object) []ctrl.Request {
+func (r *Reconciler) hypervisorClusterToPools(ctx context.Context, o client.Object) []ctrl.Request {
 	pools := &fleetv1.RunnerPoolList{}
 	if err := r.Client.List(ctx, pools, client.InNamespace(o.GetNamespace())); err != nil {
 		return nil
@@ -173,12 +174,4 @@ func (r *RunnerPoolReconciler) hypervisorClusterToPools(ctx context.Context, o c
 		}
 	}
 	return reqs
-}
-
-// truncate keeps s within n bytes.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
 }

@@ -1,4 +1,4 @@
-package controllers
+package runnerpool
 
 import (
 	"context"
@@ -27,7 +27,7 @@ import (
 const runnerPoolFieldOwner = client.FieldOwner("runnerpool-controller")
 
 // reconcileRunners reads the pool's Machines and how far each runner got.
-func (r *RunnerPoolReconciler) reconcileRunners(ctx context.Context, s *poolScope) (ctrl.Result, error) {
+func (r *Reconciler) reconcileRunners(ctx context.Context, s *poolScope) (ctrl.Result, error) {
 	listed, err := r.listing(ctx, s)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -97,7 +97,7 @@ var errRunnerNameTaken = errors.New("runner name taken")
 // then the Machine that ties them together. A generated name may be taken by someone else's
 // object: objects are created (never applied with forced ownership, which would take the other
 // object over), and a taken name is given up for another.
-func (r *RunnerPoolReconciler) createRunner(ctx context.Context, s *poolScope, warm bool) (string, error) {
+func (r *Reconciler) createRunner(ctx context.Context, s *poolScope, warm bool) (string, error) {
 	pool := s.pool
 	bct := &bootstrapv1.BootstrapConfigTemplate{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: pool.Spec.Template.BootstrapConfigRef.Name}, bct); err != nil {
@@ -137,14 +137,14 @@ func (r *RunnerPoolReconciler) createRunner(ctx context.Context, s *poolScope, w
 	return "", err
 }
 
-func (r *RunnerPoolReconciler) runnerName(pool string) string {
+func (r *Reconciler) runnerName(pool string) string {
 	if r.RunnerName != nil {
 		return r.RunnerName(pool)
 	}
 	return names.SimpleNameGenerator.GenerateName(pool + "-")
 }
 
-func (r *RunnerPoolReconciler) createRunnerNamed(ctx context.Context, pool *fleetv1.RunnerPool, bct *bootstrapv1.BootstrapConfigTemplate,
+func (r *Reconciler) createRunnerNamed(ctx context.Context, pool *fleetv1.RunnerPool, bct *bootstrapv1.BootstrapConfigTemplate,
 	mct *infrav1.MachineClaimTemplate, target runnerTarget, name string, warm bool) error {
 	labels := map[string]string{}
 	for k, v := range pool.Spec.Template.ObjectMeta.Labels {
@@ -222,7 +222,7 @@ func sparesJobs(reason scaling.Reason) bool {
 	return false
 }
 
-func (r *RunnerPoolReconciler) templateError(s *poolScope, kind, name string, err error) error {
+func (r *Reconciler) templateError(s *poolScope, kind, name string, err error) error {
 	if apierrors.IsNotFound(err) {
 		conditions.Set(s.pool, metav1.Condition{Type: fleetv1.ReadyCondition, Status: metav1.ConditionFalse,
 			Reason: fleetv1.PoolTemplateNotFoundReason, Message: fmt.Sprintf("%s %s not found", kind, name)})
@@ -233,7 +233,7 @@ func (r *RunnerPoolReconciler) templateError(s *poolScope, kind, name string, er
 // removeRunner deletes a runner's Machine. A runner that may have registered is first deregistered
 // from the CI platform; if the platform says it is running a job, it stays (scale-down must never
 // kill a job). It reports whether the Machine was deleted.
-func (r *RunnerPoolReconciler) removeRunner(ctx context.Context, s *poolScope, rm scaling.Removal) (bool, error) {
+func (r *Reconciler) removeRunner(ctx context.Context, s *poolScope, rm scaling.Removal) (bool, error) {
 	m, ok := s.machines[rm.Name]
 	if !ok {
 		return false, nil
@@ -305,7 +305,7 @@ func (r *RunnerPoolReconciler) removeRunner(ctx context.Context, s *poolScope, r
 }
 
 // deleteRunnerParts deletes a runner's MachineClaim and BootstrapConfig (named like its Machine).
-func (r *RunnerPoolReconciler) deleteRunnerParts(ctx context.Context, namespace, name string) error {
+func (r *Reconciler) deleteRunnerParts(ctx context.Context, namespace, name string) error {
 	for _, obj := range []client.Object{
 		&infrav1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}},
 		&bootstrapv1.BootstrapConfig{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}},
@@ -323,7 +323,7 @@ const orphanGrace = time.Minute
 // reconcileOrphans deletes MachineClaims and BootstrapConfigs of the pool that no Machine backs:
 // left by a Machine creation that failed after them, or by a Machine deleted before Cluster API
 // took charge of it. Without this they would hold their names (and a claim its VM) forever.
-func (r *RunnerPoolReconciler) reconcileOrphans(ctx context.Context, s *poolScope) (ctrl.Result, error) {
+func (r *Reconciler) reconcileOrphans(ctx context.Context, s *poolScope) (ctrl.Result, error) {
 	listed, err := r.listing(ctx, s)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -361,7 +361,7 @@ func isOwnedByPool(o client.Object, pool *fleetv1.RunnerPool) bool {
 	return false
 }
 
-func (r *RunnerPoolReconciler) deregister(ctx context.Context, s *poolScope, name string) error {
+func (r *Reconciler) deregister(ctx context.Context, s *poolScope, name string) error {
 	c, scope, err := r.Platforms.Platform(ctx, s.pool)
 	if err != nil {
 		return err
@@ -371,7 +371,7 @@ func (r *RunnerPoolReconciler) deregister(ctx context.Context, s *poolScope, nam
 
 // waitForCache blocks until the cache shows the Machines just created, the staleness guard
 // MachineSet uses: without it a reconcile right after a burst would count too few and create again.
-func (r *RunnerPoolReconciler) waitForCache(ctx context.Context, pool *fleetv1.RunnerPool, created []string) error {
+func (r *Reconciler) waitForCache(ctx context.Context, pool *fleetv1.RunnerPool, created []string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	for _, name := range created {
