@@ -22,6 +22,8 @@ var mayNameProxmox = []string{
 	module + "internal/devfleet",
 	module + "cmd/pve-simulator",
 	module + "test/scale",
+	// The controllers' test harness tells HyperFleet's VMs on the simulator by their tag.
+	module + "controllers/controllertest",
 }
 
 // TestOnlyTheProxmoxProviderNamesProxmoxTypes: controllers, the connection registry and every

@@ -49,14 +49,14 @@ func platformPackages() []string {
 // against the fake GitHub directly:
 //   - pkg/platform/all registers every platform (the one registration file);
 //   - pkg/platform/instrumented's tests trace the real GitHub client;
-//   - controllers' tests register a runner as another party would, with the App's client;
+//   - the RunnerPool controller's tests register a runner as another party would, with the App's client;
 //   - internal/devfleet, the local development fleet, writes the fake GitHub App's and the fake
 //     GitLab's Secret keys, and names a GitLab job's Machine from its runner's description;
 //   - test/scale, the bench-scale and soak harness, writes the fake GitHub App's Secret keys.
 var importAllowed = map[string][]string{
 	module + "pkg/platform/all":          {"*"},
 	module + "pkg/platform/instrumented": {module + "pkg/platform/github"},
-	module + "controllers":               {module + "pkg/platform/github"},
+	module + "controllers/runnerpool":    {module + "pkg/platform/github"},
 	module + "internal/devfleet":         {module + "pkg/platform/github", module + "pkg/platform/gitlab"},
 	module + "test/scale":                {module + "pkg/platform/github"},
 }
