@@ -8,6 +8,7 @@ TOOLS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/hyperfleet/tools
 KUBEBUILDER_ASSETS ?= $(TOOLS_CACHE)/k8s
 CAPI_DIR ?= $(TOOLS_CACHE)/capi
 CONTROLLER_GEN ?= $(TOOLS_CACHE)/bin/controller-gen
+STATICCHECK ?= $(TOOLS_CACHE)/bin/staticcheck
 export KUBEBUILDER_ASSETS CAPI_DIR
 
 GO_TEST_FLAGS ?=
@@ -20,7 +21,7 @@ all: build
 ##@ Development
 
 .PHONY: tools
-tools: ## Build (or reuse) the offline toolchain: envtest binaries, the test node's Kubernetes binaries, CAPI manager, clusterctl, controller-gen.
+tools: ## Build (or reuse) the offline toolchain: envtest binaries, the test node's Kubernetes binaries, CAPI manager, clusterctl, controller-gen, staticcheck.
 	hack/prereqs.sh
 	hack/tools.sh --node "$(TOOLS_CACHE)"
 	hack/helm.sh "$(TOOLS_CACHE)"
@@ -55,8 +56,10 @@ vet: ## go vet.
 	go vet ./...
 
 .PHONY: lint
-lint: vet ## Static checks: gofmt and go vet.
+lint: vet controller-gen ## Static checks: gofmt, go vet, go mod tidy, staticcheck (staticcheck.conf).
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@if ! go mod tidy -diff >/dev/null 2>&1; then echo "go.mod or go.sum is not tidy; run 'go mod tidy':"; go mod tidy -diff; exit 1; fi
+	$(STATICCHECK) ./...
 
 ##@ Test
 

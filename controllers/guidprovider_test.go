@@ -44,7 +44,7 @@ func (p *guidProvider) Builder() connection.ProviderBuilder { return guidBuilder
 type guidBuilder struct{ p *guidProvider }
 
 func (b guidBuilder) Config(context.Context, connection.Source) (connection.Config, error) {
-	return guidConfig{b.p}, nil
+	return guidConfig(b), nil
 }
 
 type guidConfig struct{ p *guidProvider }

@@ -32,7 +32,6 @@ var (
 	keyOf                 = controllertest.KeyOf
 	credentialsSecret     = controllertest.CredentialsSecret
 	persistentVM          = controllertest.PersistentVM
-	persistentVMWith      = controllertest.PersistentVMWith
 	persistentVMIn        = controllertest.PersistentVMIn
 	vmStatus              = controllertest.VMStatus
 	staysOff              = controllertest.StaysOff
@@ -40,7 +39,6 @@ var (
 	idOf                  = controllertest.IDOf
 	runnerTemplates       = controllertest.RunnerTemplates
 	poolMachines          = controllertest.PoolMachines
-	mintInstallationToken = controllertest.MintInstallationToken
 	capiFleet             = controllertest.CAPIFleet
 	startFleet            = controllertest.StartFleet
 	capiMachineWithConfig = controllertest.CAPIMachineWithConfig
@@ -49,7 +47,6 @@ var (
 	freeAddr              = controllertest.FreeAddr
 	githubPool            = controllertest.GitHubPool
 	registerJITRunner     = controllertest.RegisterJITRunner
-	githubCA              = controllertest.GitHubCA
 )
 
 func get[T client.Object](g Gomega, obj T) T { return controllertest.Get(g, obj) }

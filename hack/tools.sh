@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Builds HyperFleet's test and development toolchain from the Go module proxy alone:
 # envtest's etcd, kube-apiserver and kubectl, the Cluster API core manager and clusterctl,
-# and controller-gen. Idempotent: a warm cache returns in about a second.
+# controller-gen and staticcheck. Idempotent: a warm cache returns in about a second.
 #
 #   hack/tools.sh [CACHE_DIR]      # prints `export KUBEBUILDER_ASSETS=...` on success
 #
 # Layout of CACHE_DIR (default ${XDG_CACHE_HOME:-$HOME/.cache}/hyperfleet/tools):
 #   k8s/{etcd,kube-apiserver,kubectl}      -> KUBEBUILDER_ASSETS
 #   capi/{capi-manager,clusterctl,crds/,webhook/}
-#   bin/controller-gen
+#   bin/controller-gen, bin/staticcheck
 #   node/{kubelet,kube-controller-manager,kube-scheduler,kube-proxy}   (NODE=1 or `hack/tools.sh --node`)
 #   capi/{kcp-manager,config/,kcp-config/,metadata.yaml}, cert-manager/{controller,webhook,cainjector,chart/}   (likewise)
 set -euo pipefail
@@ -17,6 +17,7 @@ K8S_VERSION=${K8S_VERSION:-1.34.3}
 ETCD_VERSION=${ETCD_VERSION:-3.6.5}
 CAPI_VERSION=${CAPI_VERSION:-1.12.5}
 CONTROLLER_GEN_VERSION=${CONTROLLER_GEN_VERSION:-0.19.0}
+STATICCHECK_VERSION=${STATICCHECK_VERSION:-0.8.2}
 CERT_MANAGER_VERSION=${CERT_MANAGER_VERSION:-1.11.5}
 
 NODE=${NODE:-0}
@@ -160,6 +161,14 @@ if version_is "$BIN_DIR/controller-gen" "v$CONTROLLER_GEN_VERSION" --version; th
 else
   log "installing controller-gen v$CONTROLLER_GEN_VERSION"
   GOFLAGS= GOBIN=$BIN_DIR go install "sigs.k8s.io/controller-tools/cmd/controller-gen@v$CONTROLLER_GEN_VERSION"
+fi
+
+# staticcheck for `make lint`.
+if version_is "$BIN_DIR/staticcheck" "($STATICCHECK_VERSION)" -version; then
+  log "staticcheck v$STATICCHECK_VERSION cached"
+else
+  log "installing staticcheck v$STATICCHECK_VERSION"
+  GOFLAGS= GOBIN=$BIN_DIR go install "honnef.co/go/tools/cmd/staticcheck@v$STATICCHECK_VERSION"
 fi
 
 echo "export KUBEBUILDER_ASSETS=$K8S_DIR"

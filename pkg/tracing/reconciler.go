@@ -58,7 +58,8 @@ func (t *tracedReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		span.SetStatus(codes.Error, err.Error())
 	case res.RequeueAfter > 0:
 		span.SetAttributes(AttrResult.String("requeue_after"))
-	case res.Requeue: //nolint:staticcheck // deprecated but still honoured by controller-runtime
+	//lint:ignore SA1019 deprecated but still honoured by controller-runtime: a reconciler may return it
+	case res.Requeue:
 		span.SetAttributes(AttrResult.String("requeue"))
 	default:
 		span.SetAttributes(AttrResult.String("success"))

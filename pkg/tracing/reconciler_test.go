@@ -135,6 +135,7 @@ func TestReconcileOutcomesOnTheSpan(t *testing.T) {
 	}{
 		{name: "success", result: "success"},
 		{name: "requeue after", res: reconcile.Result{RequeueAfter: time.Minute}, result: "requeue_after"},
+		//lint:ignore SA1019 a reconciler may still return the deprecated Requeue
 		{name: "requeue", res: reconcile.Result{Requeue: true}, result: "requeue"},
 		{name: "hypervisor error", err: busy, result: "error", attrs: []attribute.KeyValue{AttrErrorType.String("Busy")}},
 		{name: "terminal error", err: terminal, result: "error",

@@ -24,7 +24,7 @@ func (s *Server) verifyAppJWT(token string) error {
 		return errors.New("missing bearer token")
 	}
 	claims := &jwt.RegisteredClaims{}
-	parser := jwt.Parser{ValidMethods: []string{"RS256"}, SkipClaimsValidation: true}
+	parser := jwt.NewParser(jwt.WithValidMethods([]string{"RS256"}), jwt.WithoutClaimsValidation())
 	if _, err := parser.ParseWithClaims(token, claims, func(*jwt.Token) (any, error) {
 		return &s.appKey.PublicKey, nil
 	}); err != nil {

@@ -88,7 +88,7 @@ func (s *Server) runnerAccessToken(w http.ResponseWriter, r *http.Request, _ int
 		return
 	}
 	claims := &jwt.RegisteredClaims{}
-	parser := jwt.Parser{ValidMethods: []string{"RS256"}, SkipClaimsValidation: true}
+	parser := jwt.NewParser(jwt.WithValidMethods([]string{"RS256"}), jwt.WithoutClaimsValidation())
 	if _, err := parser.ParseWithClaims(r.PostForm.Get("client_assertion"), claims, func(*jwt.Token) (any, error) {
 		return rn.key, nil
 	}); err != nil {

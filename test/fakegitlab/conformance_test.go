@@ -117,6 +117,7 @@ func TestListOwnedRunners(t *testing.T) {
 	g.Expect(ids(&gl.ListRunnersOptions{Status: gl.Ptr("online")})).To(Equal([]int64{grp.ID}))
 	g.Expect(ids(&gl.ListRunnersOptions{Status: gl.Ptr("never_contacted")})).To(Equal([]int64{proj.ID}))
 	g.Expect(ids(&gl.ListRunnersOptions{Paused: gl.Ptr(true)})).To(Equal([]int64{proj.ID}))
+	//lint:ignore SA1019 the fake answers the deprecated scope parameter as GitLab still does
 	g.Expect(ids(&gl.ListRunnersOptions{Scope: gl.Ptr("active")})).To(Equal([]int64{grp.ID}))
 	g.Expect(ids(&gl.ListRunnersOptions{TagList: gl.Ptr([]string{"x64", "linux"})})).To(Equal([]int64{grp.ID}))
 

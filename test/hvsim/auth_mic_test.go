@@ -11,7 +11,8 @@ import (
 
 	"github.com/Azure/go-ntlmssp"
 	. "github.com/onsi/gomega"
-	"golang.org/x/crypto/md4" //nolint:staticcheck // NTLM's NT hash is MD4 by definition.
+	//lint:ignore SA1019 NTLM's NT hash is MD4 by definition.
+	"golang.org/x/crypto/md4"
 )
 
 // negotiateWith sends a NEGOTIATE message and returns the server's CHALLENGE.

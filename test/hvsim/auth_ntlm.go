@@ -11,7 +11,8 @@ import (
 	"time"
 	"unicode/utf16"
 
-	"golang.org/x/crypto/md4" //nolint:staticcheck // NTLM's NT hash is MD4 by definition.
+	//lint:ignore SA1019 NTLM's NT hash is MD4 by definition.
+	"golang.org/x/crypto/md4"
 )
 
 // The server side of NTLMv2 (MS-NLMP): NEGOTIATE (type 1) is answered with a CHALLENGE (type 2)

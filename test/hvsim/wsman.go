@@ -110,15 +110,6 @@ func (e *envelope) selector(name string) string {
 	return ""
 }
 
-func (e *envelope) option(name string) (string, bool) {
-	for _, o := range e.Header.Options {
-		if strings.EqualFold(o.Name, name) {
-			return strings.TrimSpace(o.Value), true
-		}
-	}
-	return "", false
-}
-
 // parseEnvelope reads a request, or returns the fault WinRM answers a body that is not a SOAP 1.2
 // envelope or has no wsa:Action with (env then holds what could be read, for RelatesTo).
 func parseEnvelope(body []byte) (*envelope, *wsmanFault) {

@@ -227,8 +227,7 @@ func TestLargeOutputSpansReceives(t *testing.T) {
 func TestSignalTerminatesCommand(t *testing.T) {
 	g := NewWithT(t)
 	started := make(chan string, 1)
-	var s *Server
-	s = startServer(t, Options{TLS: true, Executor: echoExecutor(started)})
+	s := startServer(t, Options{TLS: true, Executor: echoExecutor(started)})
 	c := mzClient(t, s, testUser, testPassword, false, "PT0.2S")
 	sh, err := c.CreateShell()
 	g.Expect(err).NotTo(HaveOccurred())

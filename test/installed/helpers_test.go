@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -34,21 +33,6 @@ func kubectl(t *testing.T, stdin []byte, args ...string) string {
 		t.Fatal(err)
 	}
 	return strings.TrimSpace(string(out))
-}
-
-// clusterctlGenerate renders a release file with clusterctl, variables at their defaults or the
-// given values, as `clusterctl init` does before it applies.
-func clusterctlGenerate(t *testing.T, file string, env ...string) []byte {
-	t.Helper()
-	cmd := exec.Command(filepath.Join(tools.CAPIDir, "clusterctl"), "generate", "yaml", "--from", file)
-	cmd.Env = append(cmd.Environ(), append([]string{"CLUSTERCTL_DISABLE_VERSIONCHECK=true"}, env...)...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("clusterctl generate yaml --from %s: %v: %s", file, err, stderr.String())
-	}
-	return out
 }
 
 // waitAvailable waits until every Deployment of ns is Available; when one is not in time it

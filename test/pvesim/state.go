@@ -69,7 +69,6 @@ type vmState struct {
 	startedAt time.Time
 	pid       int
 	ip        string
-	ctimeSeq  int
 	// snapshots by name and parent, the snapshot the current state derives from.
 	snapshots map[string]*vmSnapshot
 	parent    string

@@ -276,10 +276,14 @@ func pemAndDER(name string, keyPEM []byte) secret {
 	}
 	s.forms = append(s.forms, block.Bytes)
 	if k, err := x509.ParseECPrivateKey(block.Bytes); err == nil {
-		s.forms = append(s.forms, k.D.FillBytes(make([]byte, 32)))
+		if raw, err := k.Bytes(); err == nil {
+			s.forms = append(s.forms, raw)
+		}
 	} else if k, err := x509.ParsePKCS8PrivateKey(block.Bytes); err == nil {
 		if ec, ok := k.(*ecdsa.PrivateKey); ok {
-			s.forms = append(s.forms, ec.D.FillBytes(make([]byte, 32)))
+			if raw, err := ec.Bytes(); err == nil {
+				s.forms = append(s.forms, raw)
+			}
 		}
 	}
 	return s

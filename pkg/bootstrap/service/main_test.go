@@ -3,7 +3,6 @@ package service_test
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -146,11 +145,4 @@ func (h *harness) runnerConfig(c *http.Client) (int, *protocol.RunnerConfig, err
 		}
 	}
 	return resp.StatusCode, rc, nil
-}
-
-// tlsClientWithoutAuthz trusts the CA but presents no certificate.
-func (h *harness) plainTLSClient() *http.Client {
-	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
-		InsecureSkipVerify: true, //nolint:gosec // the server's identity is not what this test is about
-	}}}
 }

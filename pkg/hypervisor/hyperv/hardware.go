@@ -30,13 +30,6 @@ const (
 	fnSetAdapters = "Set-HFAdapters"
 )
 
-// extraDiskFile is the VHDX file of an extra disk: named by the VM's GUID and the disk's name, so
-// it is unique per VM and disk, a retried Configure recognises it on the VM, and Remove-HFVM
-// knows it for the VM's own. The module builds the same name (Get-HFDiskFile).
-func extraDiskFile(vmID, disk string) string {
-	return "hyperfleet-" + lowerGUID(vmID) + "-" + disk + ".vhdx"
-}
-
 // diskInput is one disk of Add-HFDisks: it goes to SCSI controller 0 at Lun, the boot disk being
 // at 0, so the guest finds spec.disks[i] at LUN i+1.
 type diskInput struct {

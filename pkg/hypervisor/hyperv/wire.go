@@ -250,10 +250,6 @@ type wireOneVM struct {
 	VM      wireVM
 }
 
-type wireRemoved struct{ Removed psList[string] }
-
-type wireSeedRemoved struct{ Removed bool }
-
 // moduleProbe is what the version probe reports about the module installed on a host.
 type moduleProbe struct {
 	Version string

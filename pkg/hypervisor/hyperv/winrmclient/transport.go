@@ -32,12 +32,6 @@ type transport struct {
 
 var _ winrm.Transporter = (*transport)(nil)
 
-func (t *transport) setContext(ctx context.Context) {
-	t.mu.Lock()
-	t.ctx = ctx
-	t.mu.Unlock()
-}
-
 // detach moves the transport to a context that outlives the caller's by a short deadline, for
 // the requests that clean up (Signal, Delete) after the caller's context ended.
 func (t *transport) detach() context.CancelFunc {
