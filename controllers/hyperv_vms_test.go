@@ -108,7 +108,7 @@ func TestHyperVMigration(t *testing.T) {
 	target := map[string]string{"hv1": "hv2", "hv2": "hv1"}[source]
 	g.Expect(sim.EnableMigration(source, true)).To(Succeed())
 
-	refused := newMigration("refused", claim.Namespace, claim.Name, target)
+	refused := builder.NewMachineMigration("refused", claim.Namespace, claim.Name, target)
 	refused.Spec.WithLocalDisks = true
 	g.Expect(env.Client.Create(ctx, refused)).To(Succeed())
 	got := migrationDone(g, refused)
@@ -121,7 +121,7 @@ func TestHyperVMigration(t *testing.T) {
 		ShouldNot(HaveKey(infrav1.MigrationInProgressAnnotation))
 
 	g.Expect(sim.EnableMigration(target, true)).To(Succeed())
-	moved := newMigration("moved", claim.Namespace, claim.Name, fleetv1.MigrationTargetAny)
+	moved := builder.NewMachineMigration("moved", claim.Namespace, claim.Name, fleetv1.MigrationTargetAny)
 	moved.Spec.WithLocalDisks = true
 	g.Expect(env.Client.Create(ctx, moved)).To(Succeed())
 	g.Eventually(func(g Gomega) {
@@ -158,7 +158,7 @@ func TestHyperVMigrationCancelledByDeletion(t *testing.T) {
 	for _, h := range sim.Names {
 		g.Expect(sim.EnableMigration(h, true)).To(Succeed())
 	}
-	m := newMigration("cancel-me", claim.Namespace, claim.Name, fleetv1.MigrationTargetAny)
+	m := builder.NewMachineMigration("cancel-me", claim.Namespace, claim.Name, fleetv1.MigrationTargetAny)
 	m.Spec.WithLocalDisks = true
 	g.Expect(env.Client.Create(ctx, m)).To(Succeed())
 	g.Eventually(func() *fleetv1.MigrationTask { return get(g, m).Status.Task }, 20*time.Second, 50*time.Millisecond).ShouldNot(BeNil())

@@ -29,6 +29,7 @@ import (
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/claimplacement"
 	"github.com/hyperfleet-io/hyperfleet/controllers/condition"
 	"github.com/hyperfleet-io/hyperfleet/controllers/fresh"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
@@ -114,7 +115,7 @@ func (r *HostDrainReconciler) reconcileDrain(ctx context.Context, hc *infrav1.Hy
 		r.reportDrains(hc, nil, nil)
 		return ctrl.Result{}, nil
 	}
-	claims, err := clusterClaims(ctx, r.Client, hc.Namespace, hc.Name)
+	claims, err := claimplacement.ClusterClaims(ctx, r.Client, hc.Namespace, hc.Name)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -255,10 +256,10 @@ func (r *HostDrainReconciler) planNextMove(ctx context.Context, hc *infrav1.Hype
 		return nil, nil, fmt.Errorf("listing hosts: %w", err)
 	}
 	r.nodes.put(provider, nodes, listedAt)
-	hosts := placementHosts(hc, nodes, reservedSince(claims, "", listedAt))
+	hosts := claimplacement.Hosts(hc, nodes, reservedSince(claims, "", listedAt))
 	var vms []placement.PlacedVM
 	policies := map[string]placement.Policy{}
-	for _, vm := range placedVMs(claims) {
+	for _, vm := range claimplacement.PlacedVMs(claims) {
 		if vm.Host == host && !slices.ContainsFunc(movable, func(c infrav1.MachineClaim) bool { return c.Name == vm.Name }) {
 			continue // stays on the host in maintenance, which is no target: nothing to weigh
 		}
@@ -267,14 +268,14 @@ func (r *HostDrainReconciler) planNextMove(ctx context.Context, hc *infrav1.Hype
 	stuck := map[string]error{}
 	for i := range movable {
 		c := &movable[i]
-		p, err := placementPolicy(c, claimMemoryMiB(c))
+		p, err := claimplacement.Policy(c, claimplacement.MemoryMiB(c))
 		if err != nil {
 			stuck[c.Name] = err
 			vms = slices.DeleteFunc(vms, func(vm placement.PlacedVM) bool { return vm.Name == c.Name })
 			continue
 		}
 		// A VM with passed-through devices goes only where each of its mappings has a device.
-		if p.HostReasons, err = pciReasons(ctx, nil, provider, c, nodes); err != nil {
+		if p.HostReasons, err = claimplacement.PCIReasons(ctx, nil, provider, c, nodes); err != nil {
 			return nil, nil, fmt.Errorf("listing PCI resource mappings: %w", err)
 		}
 		policies[c.Name] = p

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hyperfleet-io/hyperfleet/controllers/sharedcall"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 )
 
@@ -22,7 +23,7 @@ type nodeInventory struct {
 	mu      sync.Mutex
 	entries map[hypervisor.Provider]nodeListing
 	// reads shares a listing under way among the claims that found none fresh meanwhile.
-	reads callGroup[hypervisor.Provider, nodeListing]
+	reads sharedcall.Group[hypervisor.Provider, nodeListing]
 }
 
 type nodeListing struct {
@@ -75,7 +76,7 @@ func (inv *nodeInventory) nodes(ctx context.Context, p hypervisor.Provider) ([]h
 	if inv == nil {
 		l, err = list()
 	} else {
-		l, err = inv.reads.do(ctx, p, list)
+		l, err = inv.reads.Do(ctx, p, list)
 	}
 	if err != nil {
 		return nil, time.Time{}, err

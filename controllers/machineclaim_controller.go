@@ -31,6 +31,7 @@ import (
 
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/claimplacement"
 	"github.com/hyperfleet-io/hyperfleet/controllers/condition"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
@@ -64,7 +65,7 @@ type MachineClaimReconciler struct {
 	// templates shares template resolutions among the claims of each HypervisorCluster.
 	templates templateCache
 	// pciMappings shares the PCI resource mapping listing among the claims of each HypervisorCluster.
-	pciMappings pciMappingCache
+	pciMappings claimplacement.PCIMappingCache
 	// placements rate-limits persistent claims that wait for a host to fit them.
 	placements placementGate
 	// polls paces each claim's reads of its task and its guest agent.

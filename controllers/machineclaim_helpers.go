@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/claimplacement"
 	"github.com/hyperfleet-io/hyperfleet/controllers/claimvm"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 	"github.com/hyperfleet-io/hyperfleet/pkg/placement"
@@ -21,7 +22,7 @@ import (
 // so a burst of claims spreads over nodes instead of all choosing the emptiest one; and of those
 // whose VM started at or after listedAt, which the node listing placement uses does not show.
 func (r *MachineClaimReconciler) reservedMemory(ctx context.Context, s *claimScope, listedAt time.Time) (map[string]int, error) {
-	claims, err := clusterClaims(ctx, r.Client, s.claim.Namespace, s.hc.Name)
+	claims, err := claimplacement.ClusterClaims(ctx, r.Client, s.claim.Namespace, s.hc.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -42,16 +43,16 @@ func (r *MachineClaimReconciler) reservedFor(s *claimScope, claims []infrav1.Mac
 	return reserved
 }
 
-// reservedSince is reservedBy plus the memory of VMs started since the node listing made at
+// reservedSince is claimplacement.ReservedBy plus the memory of VMs started since the node listing made at
 // listedAt, which it does not show yet.
 func reservedSince(claims []infrav1.MachineClaim, self types.UID, listedAt time.Time) map[string]int {
-	reserved := reservedBy(claims, self)
+	reserved := claimplacement.ReservedBy(claims, self)
 	for i := range claims {
 		other := &claims[i]
 		// The condition's time has whole seconds: a second's margin counts a VM started just
 		// before the listing too.
 		if t, ok := startedAt(other, self); ok && !t.Before(listedAt.Add(-time.Second)) {
-			mem := claimMemoryMiB(other)
+			mem := claimplacement.MemoryMiB(other)
 			if mem == 0 {
 				mem = 2048
 			}
@@ -64,7 +65,7 @@ func reservedSince(claims []infrav1.MachineClaim, self types.UID, listedAt time.
 // startsAmbiguous says how long until a node listing made at listedAt stops being ambiguous about
 // the cluster's VMs that started about then (ambiguousUntil); zero when none did.
 func (r *MachineClaimReconciler) startsAmbiguous(ctx context.Context, s *claimScope, listedAt time.Time) (time.Duration, error) {
-	claims, err := clusterClaims(ctx, r.Client, s.claim.Namespace, s.hc.Name)
+	claims, err := claimplacement.ClusterClaims(ctx, r.Client, s.claim.Namespace, s.hc.Name)
 	if err != nil {
 		return 0, err
 	}

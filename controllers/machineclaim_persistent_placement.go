@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/claimplacement"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 	"github.com/hyperfleet-io/hyperfleet/pkg/placement"
 )
@@ -62,104 +63,6 @@ func (g *placementGate) placed(uid types.UID) {
 	delete(g.last, uid)
 }
 
-// placementPolicy is a persistent claim's spec.placement as the placement package reads it.
-func placementPolicy(c *infrav1.MachineClaim, memoryMiB int) (placement.Policy, error) {
-	p := placement.Policy{MemoryMiB: memoryMiB}
-	spec := c.Spec.Placement
-	if spec == nil {
-		return p, nil
-	}
-	convert := func(field string, s metav1.LabelSelector) (labels.Selector, error) {
-		out, err := metav1.LabelSelectorAsSelector(&s)
-		if err != nil {
-			return nil, fmt.Errorf("spec.placement.%s: %w", field, err)
-		}
-		return out, nil
-	}
-	if spec.HostSelector != nil {
-		sel, err := convert("hostSelector", *spec.HostSelector)
-		if err != nil {
-			return p, err
-		}
-		p.HostSelector = sel
-	}
-	for i, s := range spec.Affinity {
-		sel, err := convert(fmt.Sprintf("affinity[%d]", i), s)
-		if err != nil {
-			return p, err
-		}
-		p.Affinity = append(p.Affinity, sel)
-	}
-	for i, s := range spec.AntiAffinity {
-		sel, err := convert(fmt.Sprintf("antiAffinity[%d]", i), s)
-		if err != nil {
-			return p, err
-		}
-		p.AntiAffinity = append(p.AntiAffinity, sel)
-	}
-	return p, nil
-}
-
-// clusterClaims lists the claims of a HypervisorCluster in a namespace, from the cache.
-func clusterClaims(ctx context.Context, c client.Client, namespace, hc string) ([]infrav1.MachineClaim, error) {
-	list := &infrav1.MachineClaimList{}
-	if err := c.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{infrav1.HypervisorClusterNameLabel: hc}); err != nil {
-		return nil, err
-	}
-	return list.Items, nil
-}
-
-// placedVMs are the persistent VMs of claims that have a host (chosen or running), for affinity
-// and anti-affinity. A VM being deleted still holds its host until it is gone.
-func placedVMs(claims []infrav1.MachineClaim) []placement.PlacedVM {
-	var out []placement.PlacedVM
-	for i := range claims {
-		c := &claims[i]
-		if !c.Spec.IsPersistent() || c.Status.Node == "" {
-			continue
-		}
-		out = append(out, placement.PlacedVM{Name: c.Name, Host: c.Status.Node, Labels: c.Labels, MemoryMiB: claimMemoryMiB(c)})
-	}
-	return out
-}
-
-// reservedBy sums the memory of claims that have a host but no running VM yet, per host, leaving
-// out self: the node's usage does not show them yet.
-func reservedBy(claims []infrav1.MachineClaim, self types.UID) map[string]int {
-	reserved := map[string]int{}
-	for _, other := range claims {
-		if other.UID == self || other.Status.Node == "" || other.Status.CompletedStep == infrav1.StepStarted {
-			continue
-		}
-		mem := int(other.Spec.MemoryMiB)
-		if mem == 0 {
-			mem = 2048
-		}
-		reserved[other.Status.Node] += mem
-	}
-	return reserved
-}
-
-// placementHosts turns the hypervisor's nodes into the hosts persistent placement weighs: labels
-// and maintenance from the HypervisorCluster's spec.hosts, free memory after reservations, and
-// hosts outside allowedNodes left out with that reason.
-func placementHosts(hc *infrav1.HypervisorCluster, nodes []hypervisor.Node, reserved map[string]int) []placement.Host {
-	declared := map[string]infrav1.HypervisorHost{}
-	for _, h := range hc.Spec.Hosts {
-		declared[h.Name] = h
-	}
-	hosts := make([]placement.Host, 0, len(nodes))
-	for _, n := range nodes {
-		h := placement.Host{Name: n.Name, Online: n.Online, Labels: declared[n.Name].Labels, Maintenance: declared[n.Name].Maintenance,
-			FreeMiB: int(n.MemoryFree>>20) - reserved[n.Name]}
-		if len(hc.Spec.AllowedNodes) > 0 && !slices.Contains(hc.Spec.AllowedNodes, n.Name) {
-			h.Unavailable = "not in the HypervisorCluster's allowedNodes"
-		}
-		hosts = append(hosts, h)
-	}
-	return hosts
-}
-
 // placePersistent chooses the host of a new persistent VM with its placement rules (ChooseHost),
 // over the HypervisorCluster's shared node listing (made at listedAt) and the claims in the
 // cache: no listing of its own. A linked clone can only go where a copy of its template is. When no host fits, the claim
@@ -169,18 +72,18 @@ func placementHosts(hc *infrav1.HypervisorCluster, nodes []hypervisor.Node, rese
 func (r *MachineClaimReconciler) placePersistent(ctx context.Context, s *claimScope, nodes []hypervisor.Node, listedAt time.Time,
 	sources []hypervisor.Template, memory int) (hypervisor.Template, string, ctrl.Result, error) {
 	c := s.claim
-	policy, err := placementPolicy(c, memory)
+	policy, err := claimplacement.Policy(c, memory)
 	if err != nil {
 		s.terminal = true
 		setVMCondition(c, metav1.ConditionFalse, infrav1.InvalidPlacementReason, err.Error())
 		return hypervisor.Template{}, "", ctrl.Result{}, nil
 	}
-	claims, err := clusterClaims(ctx, r.Client, c.Namespace, s.hc.Name)
+	claims, err := claimplacement.ClusterClaims(ctx, r.Client, c.Namespace, s.hc.Name)
 	if err != nil {
 		return hypervisor.Template{}, "", ctrl.Result{}, err
 	}
-	hosts := placementHosts(s.hc, nodes, r.reservedFor(s, claims, listedAt))
-	lacking, err := pciReasons(ctx, &r.pciMappings, s.provider, c, nodes)
+	hosts := claimplacement.Hosts(s.hc, nodes, r.reservedFor(s, claims, listedAt))
+	lacking, err := claimplacement.PCIReasons(ctx, &r.pciMappings, s.provider, c, nodes)
 	if err != nil {
 		return hypervisor.Template{}, "", ctrl.Result{}, fmt.Errorf("listing PCI resource mappings: %w", err)
 	}
@@ -197,7 +100,7 @@ func (r *MachineClaimReconciler) placePersistent(ctx context.Context, s *claimSc
 			h.Unavailable = "holds no copy of the template (a linked clone is made beside it; use cloneMode Full)"
 		}
 	}
-	node, err := placement.ChooseHost(hosts, placedVMs(claims), c.Name, policy)
+	node, err := placement.ChooseHost(hosts, claimplacement.PlacedVMs(claims), c.Name, policy)
 	if errors.Is(err, placement.ErrNoHost) {
 		r.placements.failed(c.UID, time.Now())
 		setVMCondition(c, metav1.ConditionFalse, infrav1.NoHostFitsReason, err.Error())
@@ -249,7 +152,7 @@ func (r *MachineClaimReconciler) claimsWaitingForHost(ctx context.Context, o cli
 	if hc == "" {
 		return nil
 	}
-	claims, err := clusterClaims(ctx, r.Client, o.GetNamespace(), hc)
+	claims, err := claimplacement.ClusterClaims(ctx, r.Client, o.GetNamespace(), hc)
 	if err != nil {
 		return nil
 	}

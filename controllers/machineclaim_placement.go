@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/claimplacement"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 	"github.com/hyperfleet-io/hyperfleet/pkg/placement"
 )
@@ -93,14 +94,14 @@ func (r *MachineClaimReconciler) reserveVMID(ctx context.Context, s *claimScope)
 	// Hosts in maintenance take no new VMs (a copy: the listing is shared).
 	nodes = slices.DeleteFunc(slices.Clone(nodes), func(n hypervisor.Node) bool { return slices.Contains(s.hc.Spec.HostsInMaintenance(), n.Name) })
 	// A VM with passed-through devices starts only where each of its mappings has a device.
-	lacking, err := pciReasons(ctx, &r.pciMappings, s.provider, c, nodes)
+	lacking, err := claimplacement.PCIReasons(ctx, &r.pciMappings, s.provider, c, nodes)
 	if err != nil {
 		return r.fail(ctx, s, fmt.Errorf("listing PCI resource mappings: %w", err))
 	}
 	if len(lacking) > 0 {
 		nodes = slices.DeleteFunc(slices.Clone(nodes), func(n hypervisor.Node) bool { return lacking[n.Name] != "" })
 		if len(nodes) == 0 {
-			return r.retryLater(s, infrav1.NoHostFitsReason, "no node can take the VM's PCI devices: "+describeReasons(lacking))
+			return r.retryLater(s, infrav1.NoHostFitsReason, "no node can take the VM's PCI devices: "+claimplacement.DescribeReasons(lacking))
 		}
 	}
 	reserved, err := r.reservedMemory(ctx, s, listedAt)

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hyperfleet-io/hyperfleet/controllers/sharedcall"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 )
 
@@ -27,7 +28,7 @@ type templateCache struct {
 	mu      sync.Mutex
 	entries map[templateKey]templateEntry
 	// reads shares a resolution under way among the claims that missed the cache meanwhile.
-	reads callGroup[templateKey, []hypervisor.Template]
+	reads sharedcall.Group[templateKey, []hypervisor.Template]
 }
 
 type templateKey struct {
@@ -58,7 +59,7 @@ func (tc *templateCache) resolveAll(ctx context.Context, p hypervisor.Provider, 
 	if t, ok := tc.get(key); ok {
 		return t, nil
 	}
-	return tc.reads.do(ctx, key, func() ([]hypervisor.Template, error) {
+	return tc.reads.Do(ctx, key, func() ([]hypervisor.Template, error) {
 		t, err := p.ResolveTemplates(ctx, sel)
 		if err != nil {
 			return nil, err
@@ -82,7 +83,7 @@ func (tc *templateCache) resolveOne(ctx context.Context, p hypervisor.Provider, 
 	if t, ok := tc.get(key); ok && len(t) == 1 {
 		return t[0], nil
 	}
-	t, err := tc.reads.do(ctx, key, func() ([]hypervisor.Template, error) {
+	t, err := tc.reads.Do(ctx, key, func() ([]hypervisor.Template, error) {
 		t, err := p.ResolveTemplate(ctx, sel)
 		if err != nil {
 			return nil, err

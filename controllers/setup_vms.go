@@ -4,6 +4,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
+	"github.com/hyperfleet-io/hyperfleet/controllers/machinemigration"
 	"github.com/hyperfleet-io/hyperfleet/controllers/machinesnapshot"
 	"github.com/hyperfleet-io/hyperfleet/controllers/machinesnapshotrestore"
 	"github.com/hyperfleet-io/hyperfleet/controllers/machinesnapshotschedule"
@@ -32,7 +33,7 @@ func setupVMControllers(mgr ctrl.Manager, registry *connection.Registry, opts Op
 	if err := restores.SetupWithManager(mgr, copts); err != nil {
 		return err
 	}
-	migrations := &MachineMigrationReconciler{
+	migrations := &machinemigration.Reconciler{
 		Client:       mgr.GetClient(),
 		APIReader:    mgr.GetAPIReader(),
 		Recorder:     mgr.GetEventRecorderFor("machinemigration-controller"),

@@ -44,6 +44,8 @@ var (
 	capiMachineWithConfig = controllertest.CAPIMachineWithConfig
 	hypervCluster         = controllertest.HyperVCluster
 	setRunnerConfigTime   = controllertest.SetRunnerConfigTime
+	onSharedStorage       = controllertest.OnSharedStorage
+	migrationDone         = controllertest.MigrationDone
 	freeAddr              = controllertest.FreeAddr
 	githubPool            = controllertest.GitHubPool
 	registerJITRunner     = controllertest.RegisterJITRunner

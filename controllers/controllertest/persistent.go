@@ -9,6 +9,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
@@ -84,4 +85,16 @@ func VMIDOf(id string) int {
 		panic(fmt.Sprintf("VM ID %q is not a VMID", id))
 	}
 	return n
+}
+
+// OnSharedStorage moves the VM's disk to shared storage, as an administrator would.
+func OnSharedStorage(g Gomega, sim *pvesim.Simulator, claim *infrav1.MachineClaim) {
+	g.Expect(sim.SetVMConfig(VMIDOf(claim.Status.VMID), "scsi0", "ceph:vm-"+claim.Status.VMID+"-disk-0,size=32G")).To(Succeed())
+}
+
+// MigrationDone waits for a migration to end and returns it.
+func MigrationDone(g Gomega, m *fleetv1.MachineMigration) *fleetv1.MachineMigration {
+	g.Eventually(func() fleetv1.MachineMigrationPhase { return Get(g, m).Status.Phase }, 60*time.Second, 100*time.Millisecond).
+		Should(BeElementOf(fleetv1.MachineMigrationPhaseSucceeded, fleetv1.MachineMigrationPhaseFailed))
+	return Get(g, m)
 }

@@ -149,3 +149,9 @@ func NewMachineSnapshotRestore(name, ns, claim, snapshot string) *fleetv1.Machin
 	return &fleetv1.MachineSnapshotRestore{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: fleetv1.MachineSnapshotRestoreSpec{Target: fleetv1.MachineSnapshotSource{MachineClaimName: claim}, MachineSnapshotName: snapshot}}
 }
+
+// NewMachineMigration moves the MachineClaim claim's VM to target ("" lets placement choose).
+func NewMachineMigration(name, ns, claim, target string) *fleetv1.MachineMigration {
+	return &fleetv1.MachineMigration{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: fleetv1.MachineMigrationSpec{MachineClaimName: claim, Target: target}}
+}

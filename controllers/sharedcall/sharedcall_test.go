@@ -1,4 +1,4 @@
-package controllers
+package sharedcall
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 func TestCallGroupSharesACallUnderWay(t *testing.T) {
 	g := NewWithT(t)
-	var group callGroup[string, int]
+	var group Group[string, int]
 	var calls atomic.Int32
 	release := make(chan struct{})
 	fn := func() (int, error) {
@@ -27,7 +27,7 @@ func TestCallGroupSharesACallUnderWay(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			v, err := group.do(context.Background(), "templates", fn)
+			v, err := group.Do(context.Background(), "templates", fn)
 			if err == nil {
 				results <- v
 			}
@@ -47,7 +47,7 @@ func TestCallGroupSharesACallUnderWay(t *testing.T) {
 	g.Expect(n).To(Equal(10))
 
 	// Once done, the next caller calls again: the group shares calls, it caches nothing.
-	v, err := group.do(context.Background(), "templates", func() (int, error) { calls.Add(1); return 7, nil })
+	v, err := group.Do(context.Background(), "templates", func() (int, error) { calls.Add(1); return 7, nil })
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(v).To(Equal(7))
 	g.Expect(calls.Load()).To(Equal(int32(2)))
@@ -55,12 +55,12 @@ func TestCallGroupSharesACallUnderWay(t *testing.T) {
 
 func TestCallGroupKeysAndCancellation(t *testing.T) {
 	g := NewWithT(t)
-	var group callGroup[string, int]
+	var group Group[string, int]
 	release := make(chan struct{})
 	started := make(chan struct{})
 	leader := make(chan error, 1)
 	go func() {
-		_, err := group.do(context.Background(), "a", func() (int, error) {
+		_, err := group.Do(context.Background(), "a", func() (int, error) {
 			close(started)
 			<-release
 			return 0, errors.New("host unreachable")
@@ -69,13 +69,13 @@ func TestCallGroupKeysAndCancellation(t *testing.T) {
 	}()
 	<-started
 	// Another key is not held up.
-	v, err := group.do(context.Background(), "b", func() (int, error) { return 1, nil })
+	v, err := group.Do(context.Background(), "b", func() (int, error) { return 1, nil })
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(v).To(Equal(1))
 	// A waiter whose context ends stops waiting.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	_, err = group.do(ctx, "a", func() (int, error) { t.Error("a second call of a"); return 0, nil })
+	_, err = group.Do(ctx, "a", func() (int, error) { t.Error("a second call of a"); return 0, nil })
 	g.Expect(err).To(MatchError(context.DeadlineExceeded))
 	// The leader's error reaches the leader.
 	close(release)

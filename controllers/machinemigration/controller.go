@@ -1,4 +1,4 @@
-package controllers
+package machinemigration
 
 import (
 	"context"
@@ -26,6 +26,7 @@ import (
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/claimplacement"
 	"github.com/hyperfleet-io/hyperfleet/controllers/claimvm"
 	"github.com/hyperfleet-io/hyperfleet/controllers/fresh"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
@@ -34,12 +35,12 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/tracing"
 )
 
-// MachineMigrationReconciler moves a persistent claim's VM to another host: it holds the claim
+// Reconciler moves a persistent claim's VM to another host: it holds the claim
 // (MigrationInProgressAnnotation, so the claim shows Migrating and its run strategy waits),
 // chooses the target, starts the hypervisor's migration and follows its task, then records the
 // VM's new host on the claim and hands it back. Deleting a MachineMigration mid-way cancels the
 // task.
-type MachineMigrationReconciler struct {
+type Reconciler struct {
 	Client client.Client
 	// APIReader reads the migration itself past the cache: a reconcile that saw no task because
 	// the cache lagged behind the one that started it would start the move again (and fail, the
@@ -55,7 +56,7 @@ type MachineMigrationReconciler struct {
 // +kubebuilder:rbac:groups=hyperfleet.io,resources=machinemigrations/status;machinemigrations/finalizers,verbs=get;update;patch
 
 // Reconcile moves one migration one step on.
-func (r *MachineMigrationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	m := &fleetv1.MachineMigration{}
 	reader := r.APIReader
 	if reader == nil {
@@ -89,7 +90,7 @@ func (r *MachineMigrationReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	return r.reconcileMigration(ctx, m)
 }
 
-func (r *MachineMigrationReconciler) poll() time.Duration {
+func (r *Reconciler) poll() time.Duration {
 	if r.PollInterval > 0 {
 		return r.PollInterval
 	}
@@ -110,7 +111,7 @@ func setMigrationState(m *fleetv1.MachineMigration, phase fleetv1.MachineMigrati
 	conditions.Set(m, metav1.Condition{Type: fleetv1.ProgressingCondition, Status: progressing, Reason: reason, Message: msg, ObservedGeneration: m.Generation})
 }
 
-func (r *MachineMigrationReconciler) reconcileMigration(ctx context.Context, m *fleetv1.MachineMigration) (ctrl.Result, error) {
+func (r *Reconciler) reconcileMigration(ctx context.Context, m *fleetv1.MachineMigration) (ctrl.Result, error) {
 	vm, err := claimvm.ResolveProvider(ctx, r.Client, r.Registry, m.Namespace, m.Spec.MachineClaimName)
 	var nr *claimvm.NotReady
 	switch {
@@ -197,7 +198,7 @@ func migrationRefusal(claim *infrav1.MachineClaim, m *fleetv1.MachineMigration) 
 }
 
 // startMigration chooses the target and starts the hypervisor's migration task.
-func (r *MachineMigrationReconciler) startMigration(ctx context.Context, m *fleetv1.MachineMigration, vm *claimvm.VM, migrator hypervisor.Migrator) (ctrl.Result, error) {
+func (r *Reconciler) startMigration(ctx context.Context, m *fleetv1.MachineMigration, vm *claimvm.VM, migrator hypervisor.Migrator) (ctrl.Result, error) {
 	state, err := vm.Provider.VM(ctx, vm.Ref())
 	if err != nil {
 		if !hypervisor.IsRetryable(err) {
@@ -265,20 +266,20 @@ func chooseMigrationTarget(ctx context.Context, c client.Client, vm *claimvm.VM,
 		}
 		hypervisorAllows = mg.AllowedHosts
 	}
-	policy, err := placementPolicy(vm.Claim, claimMemoryMiB(vm.Claim))
+	policy, err := claimplacement.Policy(vm.Claim, claimplacement.MemoryMiB(vm.Claim))
 	if err != nil {
 		return "", err
 	}
-	claims, err := clusterClaims(ctx, c, vm.Claim.Namespace, vm.HC.Name)
+	claims, err := claimplacement.ClusterClaims(ctx, c, vm.Claim.Namespace, vm.HC.Name)
 	if err != nil {
 		return "", err
 	}
-	lacking, err := pciReasons(ctx, nil, vm.Provider, vm.Claim, nodes)
+	lacking, err := claimplacement.PCIReasons(ctx, nil, vm.Provider, vm.Claim, nodes)
 	if err != nil {
 		return "", fmt.Errorf("listing PCI resource mappings: %w", err)
 	}
 	var hosts []placement.Host
-	for _, h := range placementHosts(vm.HC, nodes, reservedBy(claims, vm.Claim.UID)) {
+	for _, h := range claimplacement.Hosts(vm.HC, nodes, claimplacement.ReservedBy(claims, vm.Claim.UID)) {
 		switch {
 		case target != "" && h.Name != target:
 			continue
@@ -292,23 +293,15 @@ func chooseMigrationTarget(ctx context.Context, c client.Client, vm *claimvm.VM,
 		}
 		hosts = append(hosts, h)
 	}
-	chosen, err := placement.ChooseHost(hosts, placedVMs(claims), vm.Claim.Name, policy)
+	chosen, err := placement.ChooseHost(hosts, claimplacement.PlacedVMs(claims), vm.Claim.Name, policy)
 	if err != nil {
 		return "", fmt.Errorf("VM %s: %w", vm.Ref(), err)
 	}
 	return chosen, nil
 }
 
-// claimMemoryMiB is the claim's VM memory: what the hypervisor reported, else the spec's.
-func claimMemoryMiB(c *infrav1.MachineClaim) int {
-	if r := c.Status.Resources; r != nil && r.Memory.Allocated != nil {
-		return int(r.Memory.Allocated.Value() >> 20)
-	}
-	return int(c.Spec.MemoryMiB)
-}
-
 // followTask polls the migration task; once it ends well the claim learns its VM's new host.
-func (r *MachineMigrationReconciler) followTask(ctx context.Context, m *fleetv1.MachineMigration, vm *claimvm.VM, t *fleetv1.MigrationTask) (ctrl.Result, error) {
+func (r *Reconciler) followTask(ctx context.Context, m *fleetv1.MachineMigration, vm *claimvm.VM, t *fleetv1.MigrationTask) (ctrl.Result, error) {
 	st, err := vm.Provider.TaskStatus(ctx, t.Node, hypervisor.TaskID(t.ID))
 	switch {
 	case err != nil:
@@ -341,7 +334,7 @@ func (r *MachineMigrationReconciler) followTask(ctx context.Context, m *fleetv1.
 }
 
 // recordHost writes the VM's new host into the claim's status.
-func (r *MachineMigrationReconciler) recordHost(ctx context.Context, claim *infrav1.MachineClaim, host string) error {
+func (r *Reconciler) recordHost(ctx context.Context, claim *infrav1.MachineClaim, host string) error {
 	fresh := &infrav1.MachineClaim{}
 	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(claim), fresh); err != nil {
 		return client.IgnoreNotFound(err)
@@ -354,7 +347,7 @@ func (r *MachineMigrationReconciler) recordHost(ctx context.Context, claim *infr
 	return client.IgnoreNotFound(r.Client.Status().Patch(ctx, fresh, p))
 }
 
-func (r *MachineMigrationReconciler) fail(ctx context.Context, m *fleetv1.MachineMigration, reason, msg string) (ctrl.Result, error) {
+func (r *Reconciler) fail(ctx context.Context, m *fleetv1.MachineMigration, reason, msg string) (ctrl.Result, error) {
 	if err := r.releaseClaim(ctx, m); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -370,7 +363,7 @@ func (r *MachineMigrationReconciler) fail(ctx context.Context, m *fleetv1.Machin
 
 // reconcileDelete cancels a running migration task and waits for it to end, records where the
 // VM ended up, and hands the claim back.
-func (r *MachineMigrationReconciler) reconcileDelete(ctx context.Context, m *fleetv1.MachineMigration) (ctrl.Result, error) {
+func (r *Reconciler) reconcileDelete(ctx context.Context, m *fleetv1.MachineMigration) (ctrl.Result, error) {
 	if t := m.Status.Task; t != nil {
 		vm, err := claimvm.ResolveProvider(ctx, r.Client, r.Registry, m.Namespace, m.Spec.MachineClaimName)
 		var nr *claimvm.NotReady
@@ -415,7 +408,7 @@ func (r *MachineMigrationReconciler) reconcileDelete(ctx context.Context, m *fle
 
 // releaseClaim hands the claim back to its run strategy if this migration holds it, with a JSON
 // patch that tests the annotation's value first.
-func (r *MachineMigrationReconciler) releaseClaim(ctx context.Context, m *fleetv1.MachineMigration) error {
+func (r *Reconciler) releaseClaim(ctx context.Context, m *fleetv1.MachineMigration) error {
 	path := "/metadata/annotations/" + strings.ReplaceAll(strings.ReplaceAll(infrav1.MigrationInProgressAnnotation, "~", "~0"), "/", "~1")
 	ops, err := json.Marshal([]map[string]any{
 		{"op": "test", "path": path, "value": m.Name},
@@ -433,7 +426,7 @@ func (r *MachineMigrationReconciler) releaseClaim(ctx context.Context, m *fleetv
 }
 
 // SetupWithManager registers the controller.
-func (r *MachineMigrationReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&fleetv1.MachineMigration{}).
 		WithOptions(opts).

@@ -1,16 +1,18 @@
-package controllers
+// Package sharedcall runs one call per key at a time for every caller that asks meanwhile: the
+// per-cluster listings and caches the controllers share.
+package sharedcall
 
 import (
 	"context"
 	"sync"
 )
 
-// callGroup runs one call per key at a time and hands its result to every caller that asked
+// Group runs one call per key at a time and hands its result to every caller that asked
 // meanwhile: the shared template resolutions and node listings expire for all claims at once, and
 // ten concurrent reconciles each made their own listing of every VM of the cluster (a burst of
 // 400 runners made 848 such listings where 70 served). A caller whose context ends stops waiting;
 // the call goes on for the others.
-type callGroup[K comparable, V any] struct {
+type Group[K comparable, V any] struct {
 	mu    sync.Mutex
 	calls map[K]*sharedCall[V]
 }
@@ -21,8 +23,8 @@ type sharedCall[V any] struct {
 	err  error
 }
 
-// do returns fn's result for key, calling fn unless a call for key is under way.
-func (g *callGroup[K, V]) do(ctx context.Context, key K, fn func() (V, error)) (V, error) {
+// Do returns fn's result for key, calling fn unless a call for key is under way.
+func (g *Group[K, V]) Do(ctx context.Context, key K, fn func() (V, error)) (V, error) {
 	g.mu.Lock()
 	if g.calls == nil {
 		g.calls = map[K]*sharedCall[V]{}

@@ -1,4 +1,4 @@
-package controllers
+package claimplacement
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/sharedcall"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 	"github.com/hyperfleet-io/hyperfleet/pkg/placement"
 )
@@ -20,13 +21,13 @@ import (
 // mappings change when an administrator edits them, not per VM.
 const pciMappingTTL = 30 * time.Second
 
-// pciMappingCache shares the PCI resource mapping listing among the claims of a HypervisorCluster
+// PCIMappingCache shares the PCI resource mapping listing among the claims of a HypervisorCluster
 // (keyed by provider instance, as templateCache is): a burst of GPU runners lists the mappings
 // once, not once per VM.
-type pciMappingCache struct {
+type PCIMappingCache struct {
 	mu      sync.Mutex
 	entries map[hypervisor.Provider]pciMappingEntry
-	reads   callGroup[hypervisor.Provider, map[string][]string]
+	reads   sharedcall.Group[hypervisor.Provider, map[string][]string]
 }
 
 type pciMappingEntry struct {
@@ -34,14 +35,14 @@ type pciMappingEntry struct {
 	at       time.Time
 }
 
-func (pc *pciMappingCache) list(ctx context.Context, p hypervisor.PCIMapper, key hypervisor.Provider) (map[string][]string, error) {
+func (pc *PCIMappingCache) list(ctx context.Context, p hypervisor.PCIMapper, key hypervisor.Provider) (map[string][]string, error) {
 	pc.mu.Lock()
 	e, ok := pc.entries[key]
 	pc.mu.Unlock()
 	if ok && time.Since(e.at) < pciMappingTTL {
 		return e.mappings, nil
 	}
-	return pc.reads.do(ctx, key, func() (map[string][]string, error) {
+	return pc.reads.Do(ctx, key, func() (map[string][]string, error) {
 		m, err := p.PCIMappingNodes(ctx)
 		if err != nil {
 			return nil, err
@@ -68,10 +69,10 @@ func claimPCIMappings(c *infrav1.MachineClaim) []string {
 	return out
 }
 
-// pciReasons says why each of the nodes cannot take the claim's PCI devices (placement.PCIReasons).
+// PCIReasons says why each of the nodes cannot take the claim's PCI devices (placement.PCIReasons).
 // It is nil when the claim names none, or the provider cannot say (it has no resource mappings, as
 // before Proxmox VE 8): the start then reports a missing device in PVE's words. cache may be nil.
-func pciReasons(ctx context.Context, cache *pciMappingCache, p hypervisor.Provider, c *infrav1.MachineClaim, nodes []hypervisor.Node) (map[string]string, error) {
+func PCIReasons(ctx context.Context, cache *PCIMappingCache, p hypervisor.Provider, c *infrav1.MachineClaim, nodes []hypervisor.Node) (map[string]string, error) {
 	wanted := claimPCIMappings(c)
 	mapper, ok := p.(hypervisor.PCIMapper)
 	if len(wanted) == 0 || !ok {
@@ -100,8 +101,8 @@ func pciReasons(ctx context.Context, cache *pciMappingCache, p hypervisor.Provid
 	return placement.PCIReasons(names, mappings, wanted), nil
 }
 
-// describeReasons lists each node with why it was left out, by node name.
-func describeReasons(reasons map[string]string) string {
+// DescribeReasons lists each node with why it was left out, by node name.
+func DescribeReasons(reasons map[string]string) string {
 	parts := make([]string, 0, len(reasons))
 	for _, n := range slices.Sorted(maps.Keys(reasons)) {
 		parts = append(parts, n+": "+reasons[n])

@@ -1,4 +1,4 @@
-package controllers_test
+package machinemigration_test
 
 import (
 	"context"
@@ -7,42 +7,28 @@ import (
 
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/controllertest"
+	"github.com/hyperfleet-io/hyperfleet/test/builder"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 )
 
-func newMigration(name, ns, claim, target string) *fleetv1.MachineMigration {
-	return &fleetv1.MachineMigration{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: fleetv1.MachineMigrationSpec{MachineClaimName: claim, Target: target}}
-}
+func TestMain(m *testing.M) { controllertest.Main(m, "an API server and the manager") }
 
 // migratableVM is a running persistent VM on a simulator with shared storage besides the local
 // ones.
 func migratableVM(t *testing.T) (*infrav1.MachineClaim, *pvesim.Simulator) {
 	inv := pvesim.DefaultInventory()
 	inv.Storages = append(inv.Storages, pvesim.StorageSpec{Name: "ceph", Type: "rbd", Content: []string{"images"}, Shared: true, TotalGiB: 1024})
-	claim, sim := persistentVMIn(t, pvesim.Config{Inventory: inv}, testTiming{Sweep: 300 * time.Millisecond, OrphanGrace: time.Second}, infrav1.RunStrategyAlways)
-	NewWithT(t).Eventually(func(g Gomega) infrav1.MachineClaimPhase { return get(g, claim).Status.Phase }, 30*time.Second, 100*time.Millisecond).
+	claim, sim := controllertest.PersistentVMIn(t, pvesim.Config{Inventory: inv}, controllertest.Timing{Sweep: 300 * time.Millisecond, OrphanGrace: time.Second}, infrav1.RunStrategyAlways)
+	NewWithT(t).Eventually(func(g Gomega) infrav1.MachineClaimPhase { return controllertest.Get(g, claim).Status.Phase }, 30*time.Second, 100*time.Millisecond).
 		Should(Equal(infrav1.MachineClaimPhaseRunning))
 	return claim, sim
-}
-
-// onSharedStorage moves the VM's disk to shared storage, as an administrator would.
-func onSharedStorage(g Gomega, sim *pvesim.Simulator, claim *infrav1.MachineClaim) {
-	g.Expect(sim.SetVMConfig(vmidOf(claim.Status.VMID), "scsi0", "ceph:vm-"+claim.Status.VMID+"-disk-0,size=32G")).To(Succeed())
-}
-
-// migrationDone waits for a migration to end and returns it.
-func migrationDone(g Gomega, m *fleetv1.MachineMigration) *fleetv1.MachineMigration {
-	g.Eventually(func() fleetv1.MachineMigrationPhase { return get(g, m).Status.Phase }, 60*time.Second, 100*time.Millisecond).
-		Should(BeElementOf(fleetv1.MachineMigrationPhaseSucceeded, fleetv1.MachineMigrationPhaseFailed))
-	return get(g, m)
 }
 
 // TestMachineMigrationFailsThenSucceeds moves a running persistent VM with the real manager and
@@ -54,12 +40,12 @@ func TestMachineMigrationFailsThenSucceeds(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	claim, sim := migratableVM(t)
-	ns, vmid := claim.Namespace, vmidOf(claim.Status.VMID)
-	source := get(g, claim).Status.Node
+	ns, vmid := claim.Namespace, controllertest.VMIDOf(claim.Status.VMID)
+	source := controllertest.Get(g, claim).Status.Node
 
-	failed := newMigration("local-disk", ns, claim.Name, fleetv1.MigrationTargetAny)
-	g.Expect(env.Client.Create(ctx, failed)).To(Succeed())
-	got := migrationDone(g, failed)
+	failed := builder.NewMachineMigration("local-disk", ns, claim.Name, fleetv1.MigrationTargetAny)
+	g.Expect(controllertest.Env.Client.Create(ctx, failed)).To(Succeed())
+	got := controllertest.MigrationDone(g, failed)
 	g.Expect(got.Status.Phase).To(Equal(fleetv1.MachineMigrationPhaseFailed))
 	g.Expect(conditions.GetReason(got, fleetv1.ReadyCondition)).To(Equal(fleetv1.MigrationFailedReason))
 	g.Expect(got.Status.Error).To(ContainSubstring("can't migrate local disk"))
@@ -69,30 +55,30 @@ func TestMachineMigrationFailsThenSucceeds(t *testing.T) {
 	g.Expect(got.Status.EndTime).NotTo(BeNil())
 	vm, _ := sim.VM(vmid)
 	g.Expect(vm.Node).To(Equal(source))
-	g.Eventually(func() map[string]string { return get(g, claim).Annotations }, 10*time.Second, 100*time.Millisecond).
+	g.Eventually(func() map[string]string { return controllertest.Get(g, claim).Annotations }, 10*time.Second, 100*time.Millisecond).
 		ShouldNot(HaveKey(infrav1.MigrationInProgressAnnotation))
 
-	forbidden := newMigration("with-disks", ns, claim.Name, fleetv1.MigrationTargetAny)
+	forbidden := builder.NewMachineMigration("with-disks", ns, claim.Name, fleetv1.MigrationTargetAny)
 	forbidden.Spec.WithLocalDisks = true
-	g.Expect(env.Client.Create(ctx, forbidden)).To(Succeed())
-	got = migrationDone(g, forbidden)
+	g.Expect(controllertest.Env.Client.Create(ctx, forbidden)).To(Succeed())
+	got = controllertest.MigrationDone(g, forbidden)
 	g.Expect(conditions.GetReason(got, fleetv1.ReadyCondition)).To(Equal(fleetv1.MigrationForbiddenReason))
 	g.Expect(got.Status.Error).To(ContainSubstring("allowLocalDisks"))
 
 	// On shared storage the VM can move live; the task runs long enough to watch the claim.
-	onSharedStorage(g, sim, claim)
+	controllertest.OnSharedStorage(g, sim, claim)
 	sim.InjectFault(pvesim.Fault{Endpoint: "POST /nodes/{node}/qemu/{vmid}/migrate", Count: 1, TaskDuration: 3 * time.Second})
-	ok := newMigration("to-pve3", ns, claim.Name, "pve3")
-	g.Expect(env.Client.Create(ctx, ok)).To(Succeed())
-	g.Eventually(func() infrav1.MachineClaimPhase { return get(g, claim).Status.Phase }, 10*time.Second, 50*time.Millisecond).
+	ok := builder.NewMachineMigration("to-pve3", ns, claim.Name, "pve3")
+	g.Expect(controllertest.Env.Client.Create(ctx, ok)).To(Succeed())
+	g.Eventually(func() infrav1.MachineClaimPhase { return controllertest.Get(g, claim).Status.Phase }, 10*time.Second, 50*time.Millisecond).
 		Should(Equal(infrav1.MachineClaimPhaseMigrating))
 	g.Eventually(func(g Gomega) {
-		got := get(g, ok)
+		got := controllertest.Get(g, ok)
 		g.Expect(got.Status.Phase).To(Equal(fleetv1.MachineMigrationPhaseRunning))
 		g.Expect(got.Status.Task).NotTo(BeNil())
-		g.Expect(get(g, claim).Status.Phase).To(Equal(infrav1.MachineClaimPhaseMigrating))
+		g.Expect(controllertest.Get(g, claim).Status.Phase).To(Equal(infrav1.MachineClaimPhaseMigrating))
 	}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
-	got = migrationDone(g, ok)
+	got = controllertest.MigrationDone(g, ok)
 	g.Expect(got.Status.Phase).To(Equal(fleetv1.MachineMigrationPhaseSucceeded), "%+v", got.Status)
 	g.Expect(conditions.IsTrue(got, fleetv1.ReadyCondition)).To(BeTrue())
 	g.Expect(got.Status.Online).To(BeTrue())
@@ -101,12 +87,12 @@ func TestMachineMigrationFailsThenSucceeds(t *testing.T) {
 	g.Expect(vm.Node).To(Equal("pve3"))
 	g.Expect(vm.Status).To(Equal("running"))
 	g.Eventually(func(g Gomega) {
-		c := get(g, claim)
+		c := controllertest.Get(g, claim)
 		g.Expect(c.Status.Node).To(Equal("pve3"))
 		g.Expect(c.Annotations).NotTo(HaveKey(infrav1.MigrationInProgressAnnotation))
 		g.Expect(c.Status.Phase).To(Equal(infrav1.MachineClaimPhaseRunning))
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
-	g.Consistently(vmStatus(sim, claim), time.Second, 100*time.Millisecond).Should(Equal("running"))
+	g.Consistently(controllertest.VMStatus(sim, claim), time.Second, 100*time.Millisecond).Should(Equal("running"))
 }
 
 // TestMachineMigrationCancelledByDeletion deletes a MachineMigration while PVE's task runs: the
@@ -116,35 +102,37 @@ func TestMachineMigrationCancelledByDeletion(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	claim, sim := migratableVM(t)
-	ns, vmid := claim.Namespace, vmidOf(claim.Status.VMID)
-	source := get(g, claim).Status.Node
-	onSharedStorage(g, sim, claim)
+	ns, vmid := claim.Namespace, controllertest.VMIDOf(claim.Status.VMID)
+	source := controllertest.Get(g, claim).Status.Node
+	controllertest.OnSharedStorage(g, sim, claim)
 	sim.InjectFault(pvesim.Fault{Endpoint: "POST /nodes/{node}/qemu/{vmid}/migrate", Count: 1, TaskDuration: 30 * time.Second})
 
-	m := newMigration("cancel-me", ns, claim.Name, fleetv1.MigrationTargetAny)
-	g.Expect(env.Client.Create(ctx, m)).To(Succeed())
-	g.Eventually(func() *fleetv1.MigrationTask { return get(g, m).Status.Task }, 20*time.Second, 50*time.Millisecond).ShouldNot(BeNil())
-	g.Expect(env.Client.Delete(ctx, m)).To(Succeed())
-	g.Eventually(func() bool { return apierrors.IsNotFound(env.Client.Get(ctx, keyOf(m), &fleetv1.MachineMigration{})) },
+	m := builder.NewMachineMigration("cancel-me", ns, claim.Name, fleetv1.MigrationTargetAny)
+	g.Expect(controllertest.Env.Client.Create(ctx, m)).To(Succeed())
+	g.Eventually(func() *fleetv1.MigrationTask { return controllertest.Get(g, m).Status.Task }, 20*time.Second, 50*time.Millisecond).ShouldNot(BeNil())
+	g.Expect(controllertest.Env.Client.Delete(ctx, m)).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(controllertest.Env.Client.Get(ctx, controllertest.KeyOf(m), &fleetv1.MachineMigration{}))
+	},
 		20*time.Second, 100*time.Millisecond).Should(BeTrue(), "the cancelled task ends long before its 30s")
 	vm, _ := sim.VM(vmid)
 	g.Expect(vm.Node).To(Equal(source))
 	g.Expect(vm.Lock).To(BeEmpty())
 	g.Eventually(func(g Gomega) {
-		c := get(g, claim)
+		c := controllertest.Get(g, claim)
 		g.Expect(c.Annotations).NotTo(HaveKey(infrav1.MigrationInProgressAnnotation))
 		g.Expect(c.Status.Node).To(Equal(source))
 		g.Expect(c.Status.Phase).To(Equal(infrav1.MachineClaimPhaseRunning))
 	}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
 
-	c := get(g, claim)
+	c := controllertest.Get(g, claim)
 	p := client.MergeFrom(c.DeepCopy())
 	c.Spec.MigrationPolicy = &infrav1.MigrationPolicy{Strategy: infrav1.MigrationStrategyNone}
-	g.Expect(env.Client.Patch(ctx, c, p)).To(Succeed())
-	never := newMigration("never", ns, claim.Name, "pve2")
+	g.Expect(controllertest.Env.Client.Patch(ctx, c, p)).To(Succeed())
+	never := builder.NewMachineMigration("never", ns, claim.Name, "pve2")
 	never.Spec.Online = ptr.To(true)
-	g.Expect(env.Client.Create(ctx, never)).To(Succeed())
-	got := migrationDone(g, never)
+	g.Expect(controllertest.Env.Client.Create(ctx, never)).To(Succeed())
+	got := controllertest.MigrationDone(g, never)
 	g.Expect(conditions.GetReason(got, fleetv1.ReadyCondition)).To(Equal(fleetv1.MigrationForbiddenReason))
 	vm, _ = sim.VM(vmid)
 	g.Expect(vm.Node).To(Equal(source))
@@ -157,24 +145,24 @@ func TestMachineMigrationAvoidsHostsInMaintenance(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	claim, sim := migratableVM(t)
-	ns, vmid := claim.Namespace, vmidOf(claim.Status.VMID)
-	source := get(g, claim).Status.Node
-	onSharedStorage(g, sim, claim)
+	ns, vmid := claim.Namespace, controllertest.VMIDOf(claim.Status.VMID)
+	source := controllertest.Get(g, claim).Status.Node
+	controllertest.OnSharedStorage(g, sim, claim)
 	hc := &infrav1.HypervisorCluster{}
-	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pve"}, hc)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pve"}, hc)).To(Succeed())
 	p := client.MergeFrom(hc.DeepCopy())
 	hc.Spec.Hosts = []infrav1.HypervisorHost{{Name: "pve3", Maintenance: true, Labels: map[string]string{"rack": "b"}}}
-	g.Expect(env.Client.Patch(ctx, hc, p)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Patch(ctx, hc, p)).To(Succeed())
 
-	named := newMigration("to-pve3", ns, claim.Name, "pve3")
-	g.Expect(env.Client.Create(ctx, named)).To(Succeed())
-	got := migrationDone(g, named)
+	named := builder.NewMachineMigration("to-pve3", ns, claim.Name, "pve3")
+	g.Expect(controllertest.Env.Client.Create(ctx, named)).To(Succeed())
+	got := controllertest.MigrationDone(g, named)
 	g.Expect(conditions.GetReason(got, fleetv1.ReadyCondition)).To(Equal(fleetv1.NoTargetHostReason))
 	g.Expect(got.Status.Error).To(ContainSubstring("pve3 is in maintenance"))
 
-	anyHost := newMigration("anywhere", ns, claim.Name, fleetv1.MigrationTargetAny)
-	g.Expect(env.Client.Create(ctx, anyHost)).To(Succeed())
-	got = migrationDone(g, anyHost)
+	anyHost := builder.NewMachineMigration("anywhere", ns, claim.Name, fleetv1.MigrationTargetAny)
+	g.Expect(controllertest.Env.Client.Create(ctx, anyHost)).To(Succeed())
+	got = controllertest.MigrationDone(g, anyHost)
 	g.Expect(got.Status.Phase).To(Equal(fleetv1.MachineMigrationPhaseSucceeded), "%+v", got.Status)
 	g.Expect(got.Status.TargetHost).NotTo(Or(Equal("pve3"), Equal(source)))
 	vm, _ := sim.VM(vmid)
