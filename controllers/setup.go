@@ -38,28 +38,9 @@ type Options struct {
 	// Manager is the manager's configuration; each setting is declared, defaulted and validated
 	// there once and read here as it is.
 	config.Manager
-	// TaskPollInterval is how often in-flight hypervisor tasks are polled. Default 2s.
-	TaskPollInterval time.Duration
-	// TaskDeadline is how long a deleting MachineClaim waits for one hypervisor task before acting
-	// anew. Default DefaultTaskDeadline.
-	TaskDeadline time.Duration
-	// ProviderTaskPollInterval is how often a hypervisor client polls a task it waits for itself;
-	// zero keeps each provider's default (tests poll faster this way).
-	ProviderTaskPollInterval time.Duration
-	// Providers adds or replaces hypervisor provider builders, keyed by spec.provider, on top of
-	// pkg/providers' list (tests connect a fake provider this way).
-	Providers map[infrav1.ProviderType]connection.ProviderBuilder
-	// CapacityRecheck is how long a MachineClaim waiting for capacity waits for a wake-up before
-	// it looks for room by itself. Default DefaultCapacityRecheck.
-	CapacityRecheck time.Duration
-	// TemplateCheckInterval is how often MachineClaimTemplates are re-checked. Default 1m.
-	TemplateCheckInterval time.Duration
 	// SPIRESelectors are what a VM's workload must match to get its machine SVID ("type:value");
 	// spire.DefaultSelector (the agent running as root) when empty.
 	SPIRESelectors []string
-	// RunnerName names a pool's new runner (Machine, MachineClaim and BootstrapConfig); nil
-	// appends a random suffix to the pool's name. Tests make it predictable.
-	RunnerName func(pool string) string
 	// JobClaimNamespace holds the job claims that give each job one pool cluster-wide (the
 	// manager's own namespace); empty turns claims off.
 	JobClaimNamespace string
@@ -72,24 +53,57 @@ type Options struct {
 	PlatformTransport http.RoundTripper
 	// PoolWakeups lets the webhook receiver trigger a RunnerPool reconcile when demand changes.
 	PoolWakeups <-chan event.TypedGenericEvent[*fleetv1.RunnerPool]
-	// SkipNameValidation allows several managers in one process, as tests that restart the manager need.
+	// Pace is how often the controllers poll and look again; its zero value is production's.
+	Pace Pace
+	// Testing holds what only tests set.
+	Testing TestHooks
+}
+
+// Pace is how often the controllers poll the hypervisor and look again. Each zero field is
+// production's default; the local fleet and the tests go faster so that a person or a test does not
+// wait on production's pace.
+type Pace struct {
+	// TaskPollInterval is how often in-flight hypervisor tasks are polled. Default 2s.
+	TaskPollInterval time.Duration
+	// TaskDeadline is how long a deleting MachineClaim waits for one hypervisor task before acting
+	// anew. Default DefaultTaskDeadline.
+	TaskDeadline time.Duration
+	// ProviderTaskPollInterval is how often a hypervisor client polls a task it waits for itself;
+	// zero keeps each provider's default.
+	ProviderTaskPollInterval time.Duration
+	// CapacityRecheck is how long a MachineClaim waiting for capacity waits for a wake-up before
+	// it looks for room by itself. Default DefaultCapacityRecheck.
+	CapacityRecheck time.Duration
+	// TemplateCheckInterval is how often MachineClaimTemplates are re-checked. Default 1m.
+	TemplateCheckInterval time.Duration
+}
+
+// TestHooks are what tests change in the controllers and nothing else does.
+type TestHooks struct {
+	// Providers adds or replaces hypervisor provider builders, keyed by spec.provider, on top of
+	// pkg/providers' list (a fake provider).
+	Providers map[infrav1.ProviderType]connection.ProviderBuilder
+	// RunnerName names a pool's new runner (Machine, MachineClaim and BootstrapConfig); nil
+	// appends a random suffix to the pool's name.
+	RunnerName func(pool string) string
+	// SkipNameValidation allows several managers in one process (tests that restart the manager).
 	SkipNameValidation bool
-	// Clock tells snapshot schedules the time; nil is the real clock. Tests pass a fake one.
+	// Clock tells snapshot schedules the time; nil is the real clock.
 	Clock clock.PassiveClock
 }
 
 // Setup registers every controller with the manager.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	registry := connection.NewRegistry(mgr.GetClient(), opts.ProviderTimeout, providers.Builders())
-	registry.TaskPollInterval = opts.ProviderTaskPollInterval
-	for kind, b := range opts.Providers {
+	registry.TaskPollInterval = opts.Pace.ProviderTaskPollInterval
+	for kind, b := range opts.Testing.Providers {
 		registry.Register(kind, b)
 	}
 	// Every hypervisor call gets a span and latency/error metrics.
 	registry.Wrap = hvinstrumented.Wrap
 	copts := controller.Options{MaxConcurrentReconciles: opts.Concurrency}
-	if opts.SkipNameValidation {
-		copts.SkipNameValidation = &opts.SkipNameValidation
+	if opts.Testing.SkipNameValidation {
+		copts.SkipNameValidation = &opts.Testing.SkipNameValidation
 	}
 	nodes := &nodeInventory{}
 	queues := NewClaimQueues(mgr.GetClient())
@@ -127,11 +141,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Recorder:     mgr.GetEventRecorderFor("machineclaim-controller"),
 		Registry:     registry,
 		WatchFilter:  opts.WatchFilter,
-		PollInterval: opts.TaskPollInterval,
-		TaskDeadline: opts.TaskDeadline,
+		PollInterval: opts.Pace.TaskPollInterval,
+		TaskDeadline: opts.Pace.TaskDeadline,
 		Queues:       queues,
 		// Waiting claims are woken when capacity frees; this is only their fallback.
-		CapacityRecheck: opts.CapacityRecheck,
+		CapacityRecheck: opts.Pace.CapacityRecheck,
 	}
 	if err := claims.SetupWithManager(ctx, mgr, copts); err != nil {
 		return err
@@ -144,7 +158,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Recorder:    mgr.GetEventRecorderFor("machineclaimtemplate-controller"),
 		Registry:    registry,
 		WatchFilter: opts.WatchFilter,
-		Interval:    opts.TemplateCheckInterval,
+		Interval:    opts.Pace.TemplateCheckInterval,
 	}
 	if err := templates.SetupWithManager(ctx, mgr, copts); err != nil {
 		return err
@@ -209,7 +223,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		WatchFilter:    opts.WatchFilter,
 		RepairInterval: opts.RepairInterval,
 		Wakeups:        opts.PoolWakeups,
-		RunnerName:     opts.RunnerName,
+		RunnerName:     opts.Testing.RunnerName,
 	}
 	return pools.SetupWithManager(ctx, mgr, copts)
 }

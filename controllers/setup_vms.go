@@ -19,7 +19,7 @@ func setupVMControllers(mgr ctrl.Manager, registry *connection.Registry, opts Op
 		Client:       mgr.GetClient(),
 		Recorder:     mgr.GetEventRecorderFor("machinesnapshot-controller"),
 		Registry:     registry,
-		PollInterval: opts.TaskPollInterval,
+		PollInterval: opts.Pace.TaskPollInterval,
 	}
 	if err := snapshots.SetupWithManager(mgr, copts); err != nil {
 		return err
@@ -28,7 +28,7 @@ func setupVMControllers(mgr ctrl.Manager, registry *connection.Registry, opts Op
 		Client:       mgr.GetClient(),
 		Recorder:     mgr.GetEventRecorderFor("machinesnapshotrestore-controller"),
 		Registry:     registry,
-		PollInterval: opts.TaskPollInterval,
+		PollInterval: opts.Pace.TaskPollInterval,
 	}
 	if err := restores.SetupWithManager(mgr, copts); err != nil {
 		return err
@@ -38,7 +38,7 @@ func setupVMControllers(mgr ctrl.Manager, registry *connection.Registry, opts Op
 		APIReader:    mgr.GetAPIReader(),
 		Recorder:     mgr.GetEventRecorderFor("machinemigration-controller"),
 		Registry:     registry,
-		PollInterval: opts.TaskPollInterval,
+		PollInterval: opts.Pace.TaskPollInterval,
 	}
 	if err := migrations.SetupWithManager(mgr, copts); err != nil {
 		return err
@@ -49,7 +49,7 @@ func setupVMControllers(mgr ctrl.Manager, registry *connection.Registry, opts Op
 	schedules := &machinesnapshotschedule.Reconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorderFor("machinesnapshotschedule-controller"),
-		Clock:    opts.Clock,
+		Clock:    opts.Testing.Clock,
 	}
 	return schedules.SetupWithManager(mgr, copts)
 }

@@ -149,20 +149,20 @@ func StartManagerOn(t *testing.T, e *testenv.Env, mutate func(*config.Manager), 
 		mutate(cfg)
 	}
 	mgr, err := manager.New(context.Background(), e.Config, cfg, func(o *controllers.Options) {
-		o.TaskPollInterval = 100 * time.Millisecond
-		o.TaskDeadline = tm.TaskDeadline
-		o.SkipNameValidation = true
-		o.TemplateCheckInterval = time.Second
-		o.RunnerName = tm.RunnerName
-		o.Clock = tm.Clock
-		o.ProviderTaskPollInterval = 20 * time.Millisecond
-		o.Providers = tm.Providers
-		o.CapacityRecheck = tm.CapacityRecheck
+		o.Pace.TaskPollInterval = 100 * time.Millisecond
+		o.Pace.TaskDeadline = tm.TaskDeadline
+		o.Testing.SkipNameValidation = true
+		o.Pace.TemplateCheckInterval = time.Second
+		o.Testing.RunnerName = tm.RunnerName
+		o.Testing.Clock = tm.Clock
+		o.Pace.ProviderTaskPollInterval = 20 * time.Millisecond
+		o.Testing.Providers = tm.Providers
+		o.Pace.CapacityRecheck = tm.CapacityRecheck
 		if tm.TaskPoll > 0 {
-			o.TaskPollInterval = tm.TaskPoll
+			o.Pace.TaskPollInterval = tm.TaskPoll
 		}
 		if tm.ProviderTaskPoll > 0 {
-			o.ProviderTaskPollInterval = tm.ProviderTaskPoll
+			o.Pace.ProviderTaskPollInterval = tm.ProviderTaskPoll
 		}
 	})
 	if err != nil {

@@ -191,9 +191,9 @@ func (f *Fleet) startManager(ctx, runCtx context.Context, webhookSecret, gitlabS
 		// The fleet's VMs run their agent as this user, not as root.
 		o.SPIRESelectors = []string{spirelocal.UIDSelectorString()}
 		// A person watching wants VMs to appear within a second, not at production's pace.
-		o.TaskPollInterval = 200 * time.Millisecond
-		o.TemplateCheckInterval = 30 * time.Second
-		o.ProviderTaskPollInterval = 100 * time.Millisecond
+		o.Pace.TaskPollInterval = 200 * time.Millisecond
+		o.Pace.TemplateCheckInterval = 30 * time.Second
+		o.Pace.ProviderTaskPollInterval = 100 * time.Millisecond
 	})
 	if err != nil {
 		return err

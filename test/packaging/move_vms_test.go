@@ -125,8 +125,8 @@ func startHyperFleet(t *testing.T, e *testenv.Env) {
 		WebhookBindAddress:           "0",
 	}
 	mgr, err := manager.New(context.Background(), e.Config, cfg, func(o *controllers.Options) {
-		o.TaskPollInterval = 100 * time.Millisecond
-		o.SkipNameValidation = true
+		o.Pace.TaskPollInterval = 100 * time.Millisecond
+		o.Testing.SkipNameValidation = true
 	})
 	if err != nil {
 		t.Fatalf("manager: %v", err)

@@ -45,7 +45,7 @@ func startManagerListening(t *testing.T) listeners {
 		BootstrapServiceURL: "https://127.0.0.1:8443", RepairInterval: time.Hour,
 		WorkloadReaderServiceAccount: inst.WorkloadReader.String(),
 	}
-	mgr, err := manager.New(context.Background(), inst.Manager, cfg, func(o *controllers.Options) { o.SkipNameValidation = true })
+	mgr, err := manager.New(context.Background(), inst.Manager, cfg, func(o *controllers.Options) { o.Testing.SkipNameValidation = true })
 	g.Expect(err).NotTo(HaveOccurred())
 	testenv.RunManager(t, mgr)
 	g.Eventually(func() int { return status(t, http.DefaultClient, "http://"+l.health+"/readyz", "") }, time.Minute, 200*time.Millisecond).Should(Equal(http.StatusOK))

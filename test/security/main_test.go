@@ -63,7 +63,7 @@ func startManager(t *testing.T) {
 		BootstrapServiceURL: "https://127.0.0.1:8443", RepairInterval: time.Hour,
 		WorkloadReaderServiceAccount: inst.WorkloadReader.String(),
 	}
-	mgr, err := manager.New(context.Background(), inst.Manager, cfg, func(o *controllers.Options) { o.SkipNameValidation = true })
+	mgr, err := manager.New(context.Background(), inst.Manager, cfg, func(o *controllers.Options) { o.Testing.SkipNameValidation = true })
 	if err != nil {
 		t.Fatalf("manager: %v", err)
 	}

@@ -50,7 +50,7 @@ func main() {
 	}
 	ctx := ctrl.LoggerInto(ctrl.SetupSignalHandler(), log)
 	mgr, err := manager.New(ctx, restConfig, cfg, func(o *controllers.Options) {
-		o.TaskPollInterval, o.ProviderTaskPollInterval = poll, providerPoll
+		o.Pace.TaskPollInterval, o.Pace.ProviderTaskPollInterval = poll, providerPoll
 	})
 	if err != nil {
 		log.Error(err, "building the manager")
