@@ -153,7 +153,7 @@ func (m *Manager) Bind(fs *flag.FlagSet, getenv func(string) string) func() erro
 	str(&m.SPIREAgentServerAddress, setting{"spire-agent-server-address", "SPIRE_AGENT_SERVER_ADDRESS", "host:port of the SPIRE server as VMs' spire-agent reach it"}, "")
 	str(&m.SPIREBootstrapServiceURL, setting{"spire-bootstrap-service-url", "SPIRE_BOOTSTRAP_SERVICE_URL", "URL VMs attested by SPIRE reach the bootstrap service's SPIRE endpoint (its --spire-listen) at"}, "")
 	str(&m.SPIREWorkloadAPIAddress, setting{"spire-workload-api-address", "SPIRE_WORKLOAD_API_ADDRESS", "Workload API giving the manager its SVID for a SPIRE server over TCP; empty uses SPIFFE_ENDPOINT_SOCKET"}, "")
-	duration(&m.RepairInterval, setting{"repair-interval", "REPAIR_INTERVAL", "how often RunnerPool demand is reconciled against the GitHub API"}, DefaultRepairInterval)
+	duration(&m.RepairInterval, setting{"repair-interval", "REPAIR_INTERVAL", "how often RunnerPool demand is reconciled against the pool's CI platform API (repairs missed webhooks)"}, DefaultRepairInterval)
 	str(&m.OTLPEndpoint, setting{"otlp-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "OpenTelemetry OTLP endpoint; empty disables tracing"}, "")
 	str(&m.OTelServiceName, setting{"otel-service-name", "OTEL_SERVICE_NAME", "service name of the traces"}, "hyperfleet-operator")
 
