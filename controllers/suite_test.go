@@ -32,7 +32,6 @@ var (
 	keyOf                 = controllertest.KeyOf
 	credentialsSecret     = controllertest.CredentialsSecret
 	persistentVM          = controllertest.PersistentVM
-	persistentVMIn        = controllertest.PersistentVMIn
 	vmStatus              = controllertest.VMStatus
 	staysOff              = controllertest.StaysOff
 	vmidOf                = controllertest.VMIDOf
