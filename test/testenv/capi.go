@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -28,23 +29,40 @@ type CAPIManager struct {
 
 // StartCAPIManager runs the Cluster API core controllers (built by hack/tools.sh) against e. They
 // reconcile Clusters, Machines and MachineHealthChecks exactly as in a real management cluster.
-// extraArgs are added to the manager's flags (e.g. --kube-api-qps).
+// extraArgs are added to the manager's flags (e.g. --kube-api-qps). Its ports are picked free just
+// before it starts, so another process can take one first: a manager that exits before it is ready
+// is started again on new ports (three tries), and an error carries the end of its log, which lives
+// in a directory removed with the environment.
 func (e *Env) StartCAPIManager(ctx context.Context, extraArgs ...string) (*CAPIManager, error) {
+	var err error
+	for try := 1; try <= 3; try++ {
+		var m *CAPIManager
+		var exited bool
+		m, exited, err = e.startCAPIManager(ctx, extraArgs)
+		if err == nil || !exited || ctx.Err() != nil {
+			return m, err
+		}
+	}
+	return nil, err
+}
+
+// startCAPIManager is one try of StartCAPIManager; exited says the process ended before it was ready.
+func (e *Env) startCAPIManager(ctx context.Context, extraArgs []string) (_ *CAPIManager, exited bool, _ error) {
 	dir, err := os.MkdirTemp(e.dir, "capi-")
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := writeSelfSignedCert(dir); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	ports, err := freePorts(3)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	logPath := filepath.Join(dir, "capi-manager.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	health := "127.0.0.1:" + strconv.Itoa(ports[1])
 	args := append([]string{
@@ -63,28 +81,41 @@ func (e *Env) StartCAPIManager(ctx context.Context, extraArgs ...string) (*CAPIM
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		_ = logf.Close()
-		return nil, fmt.Errorf("starting %s: %w", e.Tools.CAPIManager(), err)
+		return nil, false, fmt.Errorf("starting %s: %w", e.Tools.CAPIManager(), err)
 	}
 	m := &CAPIManager{cmd: cmd, LogPath: logPath}
-	go func() { _ = cmd.Wait(); _ = logf.Close() }()
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); _ = logf.Close(); close(done) }()
 	deadline := time.Now().Add(90 * time.Second)
 	for time.Now().Before(deadline) {
 		resp, err := http.Get("http://" + health + "/readyz")
 		if err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return m, nil
+				return m, false, nil
 			}
 		}
 		select {
+		case <-done:
+			return nil, true, fmt.Errorf("Cluster API manager exited before it was ready (%s); its log ends:\n%s", cmd.ProcessState, logTail(logPath, 20))
 		case <-ctx.Done():
 			m.Stop()
-			return nil, ctx.Err()
+			return nil, false, ctx.Err()
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
 	m.Stop()
-	return nil, fmt.Errorf("Cluster API manager not ready after 90s; see %s", logPath)
+	return nil, false, fmt.Errorf("Cluster API manager not ready after 90s; its log ends:\n%s", logTail(logPath, 20))
+}
+
+// logTail is the last n lines of the file at path.
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // Stop ends the process.

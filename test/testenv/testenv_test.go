@@ -112,3 +112,21 @@ func statField(pid, i int) (string, bool) {
 	}
 	return fields[i], true
 }
+
+// TestCAPIManagerThatExitsIsReportedAtOnce: a Cluster API manager that ends before it is ready
+// (here refused its flags; in a full run, a port another process took first) is tried again, then
+// reported at once with the end of its log, not after the 90 s readiness wait.
+func TestCAPIManagerThatExitsIsReportedAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an API server")
+	}
+	g := NewWithT(t)
+	e, err := Start()
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = e.Stop() }()
+	started := time.Now()
+	_, err = e.StartCAPIManager(t.Context(), "--no-such-flag")
+	g.Expect(err).To(MatchError(ContainSubstring("exited before it was ready")))
+	g.Expect(err).To(MatchError(ContainSubstring("no-such-flag")), "the error carries the log's end")
+	g.Expect(time.Since(started)).To(BeNumerically("<", 60*time.Second))
+}
