@@ -66,8 +66,9 @@ lint: vet controller-gen ## Static checks: gofmt, go vet, go mod tidy, staticche
 .PHONY: test
 # The longest packages first: go test starts packages in the order it is given them (each once),
 # so the two lanes of a two-core machine finish together instead of one waiting on a long tail.
-TEST_LONGEST := ./controllers ./test/realguest ./controllers/runnerpool ./test/packaging ./test/e2e \
-	./test/console ./controllers/bootstrapconfig ./hack/imagebuild ./test/scale ./test/e2e/mixedplatforms
+TEST_LONGEST := ./test/realguest ./controllers/runnerpool ./controllers/machineclaim ./test/packaging ./test/e2e \
+	./test/console ./controllers ./controllers/bootstrapconfig ./hack/imagebuild ./controllers/hostdrain \
+	./controllers/hypervisorcluster ./test/scale ./test/e2e/mixedplatforms
 # test/installed mostly waits on a Kubernetes node's pods: it runs in a go test of its own beside
 # the others, its output printed after theirs. internal/node, which needs the same node (a lock),
 # comes last in the others' run.

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/controllertest"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
 )
 
@@ -29,7 +30,7 @@ func TestMachineDeploymentConsumesMachineClaimTemplate(t *testing.T) {
 	template := builder.NewMachineClaimTemplate("worker", ns).Build()
 	template.Spec.Template.ObjectMeta = clusterv1.ObjectMeta{Labels: map[string]string{"tier": "worker"}}
 	g.Expect(env.Client.Create(ctx, template)).To(Succeed())
-	bootstrapSecret(t, ns, "workers-bootstrap", userData)
+	bootstrapSecret(t, ns, "workers-bootstrap", controllertest.UserData)
 	selector := map[string]string{"deployment": "workers"}
 	md := &clusterv1.MachineDeployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "workers", Namespace: ns},

@@ -14,6 +14,7 @@ import (
 
 	bootstrapv1 "github.com/hyperfleet-io/hyperfleet/api/bootstrap/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/controllertest"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
 )
 
@@ -21,7 +22,7 @@ import (
 func capiMachine(t *testing.T, ns, name string) (*clusterv1.Machine, *infrav1.MachineClaim) {
 	t.Helper()
 	g := NewWithT(t)
-	bootstrapSecret(t, ns, name+"-bootstrap", userData)
+	bootstrapSecret(t, ns, name+"-bootstrap", controllertest.UserData)
 	labels := map[string]string{clusterv1.ClusterNameLabel: "fleet"}
 	claim := builder.NewMachineClaim(name, ns).WithLabels(labels).Build()
 	g.Expect(env.Client.Create(context.Background(), claim)).To(Succeed())

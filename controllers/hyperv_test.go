@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/controllertest"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
 	"github.com/hyperfleet-io/hyperfleet/test/hvsim"
 )
@@ -45,7 +46,7 @@ func TestHyperVClaimLifecycle(t *testing.T) {
 		g.Expect(got.Status.Nodes).To(Equal(int32(2)))
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 
-	bootstrapSecret(t, ns, "vm-h-userdata", userData)
+	bootstrapSecret(t, ns, "vm-h-userdata", controllertest.UserData)
 	claim := builder.NewMachineClaim("vm-h", ns).WithHypervisorCluster("hv").WithTemplateName(hvsim.HyperVTemplate).
 		WithBootstrapSecret("vm-h-userdata").WithResources(2, 2048).WithDiskGiB(40).WithNetwork(hvsim.HyperVSwitch, 42).
 		WithTags("ci").Build()

@@ -9,44 +9,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/util/conditions"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/controllertest"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
 	"github.com/hyperfleet-io/hyperfleet/test/hvsim"
 )
-
-// persistentHyperVVM is a running persistent claim (run strategy Always) on simulated Hyper-V hosts,
-// whose migrationPolicy lets a move copy its local disk.
-func persistentHyperVVM(t *testing.T, cfg hvsim.HyperVConfig, hosts ...string) (*infrav1.MachineClaim, *hvsim.HyperVHosts) {
-	t.Helper()
-	g := NewWithT(t)
-	cfg.BootHook = func(ctx context.Context, _ hvsim.HyperVBootVM) error { <-ctx.Done(); return nil }
-	sim := hvsim.StartHyperVForTest(t, cfg, hosts...)
-	startManager(t)
-	ns := newNamespace(t)
-	hypervCluster(t, ns, "hv", sim)
-	claim := builder.NewMachineClaim("db-0", ns).WithHypervisorCluster("hv").WithTemplateName(hvsim.HyperVTemplate).
-		WithNetwork(hvsim.HyperVSwitch, 0).WithResources(2, 2048).WithPersistent(infrav1.RunStrategyAlways).Build()
-	claim.Spec.MigrationPolicy = &infrav1.MigrationPolicy{Strategy: infrav1.MigrationStrategyLive, AllowLocalDisks: true}
-	g.Expect(env.Client.Create(context.Background(), claim)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		got := get(g, claim)
-		g.Expect(got.Status.Phase).To(Equal(infrav1.MachineClaimPhaseRunning), "conditions: %+v", got.Status.Conditions)
-	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
-	return get(g, claim), sim
-}
-
-// hypervVMState is the simulator's state of the claim's VM on host (0 when it is not there).
-func hypervVMState(sim *hvsim.HyperVHosts, host, id string) int {
-	for _, vm := range sim.VMs(host) {
-		if vm.ID == id {
-			return vm.State
-		}
-	}
-	return 0
-}
 
 // TestHyperVSnapshotRestoreDelete: a MachineSnapshot with memory of a running persistent claim on
 // Hyper-V is a standard checkpoint; a MachineSnapshotRestore stops the VM, applies it and Hyper-V's
@@ -55,7 +24,7 @@ func hypervVMState(sim *hvsim.HyperVHosts, host, id string) int {
 func TestHyperVSnapshotRestoreDelete(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	claim, sim := persistentHyperVVM(t, hvsim.HyperVConfig{MergeDuration: 2 * time.Second}, "hv1")
+	claim, sim := controllertest.PersistentHyperVVM(t, hvsim.HyperVConfig{MergeDuration: 2 * time.Second}, "hv1")
 	host, id := claim.Status.Node, claim.Status.VMID
 
 	snap := builder.NewMachineSnapshot("before-upgrade", claim.Namespace, claim.Name)
@@ -78,7 +47,7 @@ func TestHyperVSnapshotRestoreDelete(t *testing.T) {
 		g.Expect(got.Status.Complete).To(BeTrue(), "%v", got.Status.Conditions)
 		g.Expect(*got.Status.WasRunning).To(BeTrue())
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
-	g.Expect(hypervVMState(sim, host, id)).To(Equal(2), "resumed from the checkpoint's saved state")
+	g.Expect(controllertest.HyperVVMState(sim, host, id)).To(Equal(2), "resumed from the checkpoint's saved state")
 	g.Eventually(func() map[string]string { return get(g, claim).Annotations }, 10*time.Second, 100*time.Millisecond).
 		ShouldNot(HaveKey(infrav1.RestoreInProgressAnnotation))
 
@@ -93,7 +62,7 @@ func TestHyperVSnapshotRestoreDelete(t *testing.T) {
 		30*time.Second, 100*time.Millisecond).Should(BeTrue())
 	g.Expect(sim.Merging(host, id)).To(BeFalse(), "released once Hyper-V had merged the checkpoint's disk")
 	g.Expect(sim.Checkpoints(host, id)).To(BeEmpty())
-	g.Expect(hypervVMState(sim, host, id)).To(Equal(2))
+	g.Expect(controllertest.HyperVVMState(sim, host, id)).To(Equal(2))
 }
 
 // TestHyperVMigration: a MachineMigration to a host whose live migration is off fails with
@@ -103,7 +72,7 @@ func TestHyperVSnapshotRestoreDelete(t *testing.T) {
 func TestHyperVMigration(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	claim, sim := persistentHyperVVM(t, hvsim.HyperVConfig{MoveDuration: time.Second}, "hv1", "hv2")
+	claim, sim := controllertest.PersistentHyperVVM(t, hvsim.HyperVConfig{MoveDuration: time.Second}, "hv1", "hv2")
 	source, id := claim.Status.Node, claim.Status.VMID
 	target := map[string]string{"hv1": "hv2", "hv2": "hv1"}[source]
 	g.Expect(sim.EnableMigration(source, true)).To(Succeed())
@@ -115,7 +84,7 @@ func TestHyperVMigration(t *testing.T) {
 	g.Expect(got.Status.Phase).To(Equal(fleetv1.MachineMigrationPhaseFailed))
 	g.Expect(conditions.GetReason(got, fleetv1.ReadyCondition)).To(Equal(fleetv1.MigrationFailedReason))
 	g.Expect(got.Status.Error).To(ContainSubstring("Virtual machine migration is not enabled on host"))
-	g.Expect(hypervVMState(sim, source, id)).To(Equal(2), "still running on its host")
+	g.Expect(controllertest.HyperVVMState(sim, source, id)).To(Equal(2), "still running on its host")
 	g.Expect(sim.VMs(target)).To(BeEmpty())
 	g.Eventually(func() map[string]string { return get(g, claim).Annotations }, 10*time.Second, 100*time.Millisecond).
 		ShouldNot(HaveKey(infrav1.MigrationInProgressAnnotation))
@@ -144,8 +113,8 @@ func TestHyperVMigration(t *testing.T) {
 		g.Expect(c.Status.Phase).To(Equal(infrav1.MachineClaimPhaseRunning))
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 	g.Expect(sim.VMs(source)).To(BeEmpty())
-	g.Expect(hypervVMState(sim, target, id)).To(Equal(2), "the same VM, running on its new host")
-	g.Consistently(func() int { return hypervVMState(sim, target, id) }, time.Second, 100*time.Millisecond).Should(Equal(2))
+	g.Expect(controllertest.HyperVVMState(sim, target, id)).To(Equal(2), "the same VM, running on its new host")
+	g.Consistently(func() int { return controllertest.HyperVVMState(sim, target, id) }, time.Second, 100*time.Millisecond).Should(Equal(2))
 }
 
 // TestHyperVMigrationCancelledByDeletion: deleting a MachineMigration while Hyper-V's migration job
@@ -153,7 +122,7 @@ func TestHyperVMigration(t *testing.T) {
 func TestHyperVMigrationCancelledByDeletion(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	claim, sim := persistentHyperVVM(t, hvsim.HyperVConfig{MoveDuration: 30 * time.Second}, "hv1", "hv2")
+	claim, sim := controllertest.PersistentHyperVVM(t, hvsim.HyperVConfig{MoveDuration: 30 * time.Second}, "hv1", "hv2")
 	source, id := claim.Status.Node, claim.Status.VMID
 	for _, h := range sim.Names {
 		g.Expect(sim.EnableMigration(h, true)).To(Succeed())
@@ -168,45 +137,11 @@ func TestHyperVMigrationCancelledByDeletion(t *testing.T) {
 	moves := sim.Moves(source)
 	g.Expect(moves).To(HaveLen(1))
 	g.Expect(moves[0].State).To(Equal(8), "Terminated")
-	g.Expect(hypervVMState(sim, source, id)).To(Equal(2), "still running on its source")
+	g.Expect(controllertest.HyperVVMState(sim, source, id)).To(Equal(2), "still running on its source")
 	g.Eventually(func(g Gomega) {
 		c := get(g, claim)
 		g.Expect(c.Annotations).NotTo(HaveKey(infrav1.MigrationInProgressAnnotation))
 		g.Expect(c.Status.Node).To(Equal(source))
 		g.Expect(c.Status.Phase).To(Equal(infrav1.MachineClaimPhaseRunning))
 	}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
-}
-
-// TestHyperVHostDrain: the host drain is the same on Hyper-V: a persistent VM on a host put into
-// maintenance is moved by a MachineMigration the drain creates (Move-VM, live, with its disk), and
-// the host is reported drained.
-func TestHyperVHostDrain(t *testing.T) {
-	g := NewWithT(t)
-	claim, sim := persistentHyperVVM(t, hvsim.HyperVConfig{}, "hv1", "hv2")
-	source, id := claim.Status.Node, claim.Status.VMID
-	target := map[string]string{"hv1": "hv2", "hv2": "hv1"}[source]
-	for _, h := range []string{"hv1", "hv2"} {
-		g.Expect(sim.EnableMigration(h, true)).To(Succeed())
-	}
-
-	setMaintenanceOf(g, claim.Namespace, "hv", source, true)
-	g.Eventually(func(g Gomega) {
-		ms := drainMigrations(g, claim.Namespace)
-		g.Expect(ms).To(HaveLen(1))
-		g.Expect(ms[0].Spec.MachineClaimName).To(Equal(claim.Name))
-		g.Expect(ms[0].Spec.Target).To(Equal(target))
-		g.Expect(ms[0].Labels).To(HaveKeyWithValue(fleetv1.DrainHypervisorClusterLabel, "hv"))
-		g.Expect(ms[0].Status.Phase).To(Equal(fleetv1.MachineMigrationPhaseSucceeded), "%+v", ms[0].Status)
-	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
-	g.Eventually(func(g Gomega) {
-		g.Expect(get(g, claim).Status.Node).To(Equal(target))
-		h := hostStatusOf(g, claim.Namespace, "hv", source)
-		g.Expect(h.PersistentVMs).To(BeZero())
-		g.Expect(h.Drained).To(BeTrue())
-		hc := &infrav1.HypervisorCluster{}
-		g.Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: claim.Namespace, Name: "hv"}, hc)).To(Succeed())
-		g.Expect(conditions.GetReason(hc, infrav1.HypervisorClusterHostsDrainedCondition)).To(Equal(infrav1.HostsDrainedReason))
-	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
-	g.Expect(sim.VMs(source)).To(BeEmpty())
-	g.Expect(hypervVMState(sim, target, id)).To(Equal(2), "the same VM, running on the other host")
 }

@@ -19,7 +19,11 @@ import (
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/controllers/bootstrapconfig"
+	"github.com/hyperfleet-io/hyperfleet/controllers/clusterruntime"
 	"github.com/hyperfleet-io/hyperfleet/controllers/fleetcontrolplane"
+	"github.com/hyperfleet-io/hyperfleet/controllers/hostdrain"
+	"github.com/hyperfleet-io/hyperfleet/controllers/hypervisorcluster"
+	"github.com/hyperfleet-io/hyperfleet/controllers/machineclaim"
 	"github.com/hyperfleet-io/hyperfleet/controllers/machineclaimtemplate"
 	"github.com/hyperfleet-io/hyperfleet/controllers/runnerpool"
 	"github.com/hyperfleet-io/hyperfleet/pkg/config"
@@ -66,13 +70,13 @@ type Pace struct {
 	// TaskPollInterval is how often in-flight hypervisor tasks are polled. Default 2s.
 	TaskPollInterval time.Duration
 	// TaskDeadline is how long a deleting MachineClaim waits for one hypervisor task before acting
-	// anew. Default DefaultTaskDeadline.
+	// anew. Default machineclaim.DefaultTaskDeadline.
 	TaskDeadline time.Duration
 	// ProviderTaskPollInterval is how often a hypervisor client polls a task it waits for itself;
 	// zero keeps each provider's default.
 	ProviderTaskPollInterval time.Duration
 	// CapacityRecheck is how long a MachineClaim waiting for capacity waits for a wake-up before
-	// it looks for room by itself. Default DefaultCapacityRecheck.
+	// it looks for room by itself. Default machineclaim.DefaultCapacityRecheck.
 	CapacityRecheck time.Duration
 	// TemplateCheckInterval is how often MachineClaimTemplates are re-checked. Default 1m.
 	TemplateCheckInterval time.Duration
@@ -105,27 +109,26 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if opts.Testing.SkipNameValidation {
 		copts.SkipNameValidation = &opts.Testing.SkipNameValidation
 	}
-	nodes := &nodeInventory{}
-	queues := NewClaimQueues(mgr.GetClient())
-	hc := &HypervisorClusterReconciler{
-		nodes:           nodes,
-		Queues:          queues,
+	clusters := clusterruntime.New(mgr.GetClient(), registry)
+	hc := &hypervisorcluster.Reconciler{
+		Clusters:        clusters,
 		Client:          mgr.GetClient(),
 		Recorder:        mgr.GetEventRecorderFor("hypervisorcluster-controller"),
 		Registry:        registry,
 		WatchFilter:     opts.WatchFilter,
 		DefaultInterval: opts.SweepInterval,
-		Sweeper: &Sweeper{
+		Sweeper: &hypervisorcluster.Sweeper{
 			Client:      mgr.GetClient(),
 			Recorder:    mgr.GetEventRecorderFor("hypervisorcluster-sweeper"),
 			OrphanGrace: opts.OrphanGracePeriod,
+			Clusters:    clusters,
 		},
 	}
 	if err := hc.SetupWithManager(ctx, mgr, copts); err != nil {
 		return err
 	}
-	drains := &HostDrainReconciler{
-		nodes:       nodes,
+	drains := &hostdrain.Reconciler{
+		Clusters:    clusters,
 		Client:      mgr.GetClient(),
 		Recorder:    mgr.GetEventRecorderFor("hostdrain-controller"),
 		Registry:    registry,
@@ -134,8 +137,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := drains.SetupWithManager(ctx, mgr, copts); err != nil {
 		return err
 	}
-	claims := &MachineClaimReconciler{
-		nodes:        nodes,
+	claims := &machineclaim.Reconciler{
+		Clusters:     clusters,
 		Client:       mgr.GetClient(),
 		APIReader:    mgr.GetAPIReader(),
 		Recorder:     mgr.GetEventRecorderFor("machineclaim-controller"),
@@ -143,7 +146,6 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		WatchFilter:  opts.WatchFilter,
 		PollInterval: opts.Pace.TaskPollInterval,
 		TaskDeadline: opts.Pace.TaskDeadline,
-		Queues:       queues,
 		// Waiting claims are woken when capacity frees; this is only their fallback.
 		CapacityRecheck: opts.Pace.CapacityRecheck,
 	}

@@ -28,26 +28,16 @@ var (
 	proxmoxCluster        = controllertest.ProxmoxCluster
 	bootstrapSecret       = controllertest.BootstrapSecret
 	ownedVMs              = controllertest.OwnedVMs
-	foreignVMs            = controllertest.ForeignVMs
 	keyOf                 = controllertest.KeyOf
-	credentialsSecret     = controllertest.CredentialsSecret
-	persistentVM          = controllertest.PersistentVM
 	vmStatus              = controllertest.VMStatus
-	staysOff              = controllertest.StaysOff
 	vmidOf                = controllertest.VMIDOf
 	idOf                  = controllertest.IDOf
-	runnerTemplates       = controllertest.RunnerTemplates
-	poolMachines          = controllertest.PoolMachines
 	capiFleet             = controllertest.CAPIFleet
 	startFleet            = controllertest.StartFleet
 	capiMachineWithConfig = controllertest.CAPIMachineWithConfig
 	hypervCluster         = controllertest.HyperVCluster
-	setRunnerConfigTime   = controllertest.SetRunnerConfigTime
-	onSharedStorage       = controllertest.OnSharedStorage
 	migrationDone         = controllertest.MigrationDone
 	freeAddr              = controllertest.FreeAddr
-	githubPool            = controllertest.GitHubPool
-	registerJITRunner     = controllertest.RegisterJITRunner
 )
 
 func get[T client.Object](g Gomega, obj T) T { return controllertest.Get(g, obj) }

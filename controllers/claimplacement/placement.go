@@ -5,6 +5,8 @@
 package claimplacement
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"context"
@@ -13,6 +15,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
@@ -124,4 +127,36 @@ func MemoryMiB(c *infrav1.MachineClaim) int {
 		return int(r.Memory.Allocated.Value() >> 20)
 	}
 	return int(c.Spec.MemoryMiB)
+}
+
+// ReservedSince is ReservedBy plus the memory of VMs started since the node listing made at
+// listedAt, which it does not show yet.
+func ReservedSince(claims []infrav1.MachineClaim, self types.UID, listedAt time.Time) map[string]int {
+	reserved := ReservedBy(claims, self)
+	for i := range claims {
+		other := &claims[i]
+		// The condition's time has whole seconds: a second's margin counts a VM started just
+		// before the listing too.
+		if t, ok := StartedAt(other, self); ok && !t.Before(listedAt.Add(-time.Second)) {
+			mem := MemoryMiB(other)
+			if mem == 0 {
+				mem = 2048
+			}
+			reserved[other.Status.Node] += mem
+		}
+	}
+	return reserved
+}
+
+// StartedAt is when a claim other than self was recorded with its VM running on a host (its
+// VMProvisioned condition's time, in whole seconds); ok is false for any other claim.
+func StartedAt(c *infrav1.MachineClaim, self types.UID) (time.Time, bool) {
+	if c.UID == self || c.Status.Node == "" || c.Status.CompletedStep != infrav1.StepStarted {
+		return time.Time{}, false
+	}
+	started := conditions.Get(c, infrav1.MachineClaimVMProvisionedCondition)
+	if started == nil || started.Status != metav1.ConditionTrue {
+		return time.Time{}, false
+	}
+	return started.LastTransitionTime.Time, true
 }

@@ -5,6 +5,8 @@ package claimvm
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -106,4 +108,31 @@ func ResolveProvider(ctx context.Context, c client.Client, registry *connection.
 // clusterctl move takes obj with its claim and deleting the claim deletes obj.
 func SetOwner(c client.Client, obj client.Object, claim *infrav1.MachineClaim) error {
 	return controllerutil.SetOwnerReference(claim, obj, c.Scheme())
+}
+
+// OwnedBy reports whether vm carries c's identity: its claim ID with its namespace and name.
+func OwnedBy(vm hypervisor.VM, c *infrav1.MachineClaim) bool {
+	o := vm.Owner
+	return o != nil && !o.Legacy && c.Spec.ClaimID != "" && o.ClaimID == c.Spec.ClaimID &&
+		o.ClaimNamespace == c.Namespace && o.ClaimName == c.Name
+}
+
+// LegacyOf reports whether vm is c's VM as a release before claim IDs marked it.
+func LegacyOf(vm hypervisor.VM, c *infrav1.MachineClaim) bool {
+	o := vm.Owner
+	return o != nil && o.Legacy && o.LegacyClaimUID == string(c.UID) && o.ClaimNamespace == c.Namespace && o.ClaimName == c.Name
+}
+
+// Ownership is the ownership stamped on c's VM.
+func Ownership(c *infrav1.MachineClaim) hypervisor.Ownership {
+	return hypervisor.Ownership{ClaimNamespace: c.Namespace, ClaimName: c.Name, ClaimID: c.Spec.ClaimID}
+}
+
+// NewRandomID returns 16 random lower-case hex digits: installation and claim IDs.
+func NewRandomID() (string, error) {
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
 }

@@ -258,6 +258,15 @@ type TaskRef struct {
 	StartTime metav1.Time `json:"startTime"`
 }
 
+// Operations a claim records in status.task.operation.
+const (
+	TaskClone     = "Clone"
+	TaskConfigure = "Configure"
+	TaskStart     = "Start"
+	TaskStop      = "Stop"
+	TaskDelete    = "Delete"
+)
+
 // TemplateRef is one template on one node.
 type TemplateRef struct {
 	// node holds the template.

@@ -1,0 +1,45 @@
+package machineclaim_test
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hyperfleet-io/hyperfleet/controllers/controllertest"
+	"github.com/hyperfleet-io/hyperfleet/test/testenv"
+)
+
+// The package's tests use controllertest's harness under the short names they were written with.
+var env *testenv.Env
+
+type testTiming = controllertest.Timing
+
+func TestMain(m *testing.M) {
+	controllertest.Main(m, "an API server and the manager", func(e *testenv.Env) { env = e })
+}
+
+var (
+	startCAPI             = controllertest.StartCAPI
+	startManager          = controllertest.StartManager
+	startManagerWith      = controllertest.StartManagerWith
+	newNamespace          = controllertest.NewNamespace
+	proxmoxCluster        = controllertest.ProxmoxCluster
+	bootstrapSecret       = controllertest.BootstrapSecret
+	ownedVMs              = controllertest.OwnedVMs
+	foreignVMs            = controllertest.ForeignVMs
+	keyOf                 = controllertest.KeyOf
+	credentialsSecret     = controllertest.CredentialsSecret
+	persistentVM          = controllertest.PersistentVM
+	vmStatus              = controllertest.VMStatus
+	staysOff              = controllertest.StaysOff
+	vmidOf                = controllertest.VMIDOf
+	idOf                  = controllertest.IDOf
+	runnerTemplates       = controllertest.RunnerTemplates
+	capiFleet             = controllertest.CAPIFleet
+	startFleet            = controllertest.StartFleet
+	capiMachineWithConfig = controllertest.CAPIMachineWithConfig
+	hypervCluster         = controllertest.HyperVCluster
+)
+
+func get[T client.Object](g Gomega, obj T) T { return controllertest.Get(g, obj) }
