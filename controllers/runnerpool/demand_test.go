@@ -74,7 +74,7 @@ func TestFiftyWebhooksFiftyVMs(t *testing.T) {
 	url := fmt.Sprintf("http://%s/webhooks/github", addr)
 	gh := fakegithub.StartForTest(t, fakegithub.Options{WebhookURL: url, WebhookSecret: secret, TLS: true})
 	controllertest.StartManagerWith(t, func(c *config.Manager) {
-		c.WebhookBindAddress, c.WebhookSecret, c.RepairInterval = addr, secret, time.Hour
+		c.WebhookBindAddress, c.WebhookSecrets, c.RepairInterval = addr, map[platform.Kind]string{platform.KindGitHub: secret}, time.Hour
 	})
 	ns := controllertest.NewNamespace(t)
 	pool := controllertest.GitHubPool(t, ns, "fifty", 60, sim, gh)

@@ -18,6 +18,7 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/controllers/controllertest"
 	"github.com/hyperfleet-io/hyperfleet/pkg/config"
 	"github.com/hyperfleet-io/hyperfleet/pkg/demand"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegitlab"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
@@ -83,7 +84,7 @@ func TestForgedDeliveriesDoNotHideQueuedJobs(t *testing.T) {
 	url := fmt.Sprintf("http://%s/webhooks/gitlab", addr)
 	gl.SetWebhook(url, token)
 	controllertest.StartManagerWith(t, func(c *config.Manager) {
-		c.WebhookBindAddress, c.GitLabWebhookSecret, c.RepairInterval = addr, token, time.Second
+		c.WebhookBindAddress, c.WebhookSecrets, c.RepairInterval = addr, map[platform.Kind]string{platform.KindGitLab: token}, time.Second
 	})
 
 	for _, tt := range []struct {

@@ -16,6 +16,7 @@ import (
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/controllers/controllertest"
 	"github.com/hyperfleet-io/hyperfleet/pkg/config"
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
@@ -29,7 +30,9 @@ func TestWebhooksScaleThePool(t *testing.T) {
 	controllertest.StartCAPI(t)
 	sim := pvesim.StartForTest(t, pvesim.Config{})
 	addr, secret := controllertest.FreeAddr(t), "webhook-secret"
-	controllertest.StartManagerWith(t, func(c *config.Manager) { c.WebhookBindAddress, c.WebhookSecret = addr, secret })
+	controllertest.StartManagerWith(t, func(c *config.Manager) {
+		c.WebhookBindAddress, c.WebhookSecrets = addr, map[platform.Kind]string{platform.KindGitHub: secret}
+	})
 	url := fmt.Sprintf("http://%s/webhooks/github", addr)
 	gh := fakegithub.StartForTest(t, fakegithub.Options{WebhookURL: url, WebhookSecret: secret, TLS: true})
 
@@ -83,7 +86,7 @@ func TestOneJobOneMachineAcrossNamespaces(t *testing.T) {
 			url := fmt.Sprintf("http://%s/webhooks/github", addr)
 			gh := fakegithub.StartForTest(t, fakegithub.Options{WebhookURL: url, WebhookSecret: secret, TLS: true})
 			controllertest.StartManagerWith(t, func(c *config.Manager) {
-				c.WebhookBindAddress, c.WebhookSecret, c.RepairInterval = addr, secret, time.Second
+				c.WebhookBindAddress, c.WebhookSecrets, c.RepairInterval = addr, map[platform.Kind]string{platform.KindGitHub: secret}, time.Second
 			})
 			org := "onejob" + strings.ReplaceAll(order, " ", "")
 			pools := []*fleetv1.RunnerPool{
@@ -132,7 +135,7 @@ func TestHeldJobBootsNoVMUntilApproved(t *testing.T) {
 	sim := pvesim.StartForTest(t, pvesim.Config{})
 	addr, secret := controllertest.FreeAddr(t), "held-secret"
 	controllertest.StartManagerWith(t, func(c *config.Manager) {
-		c.WebhookBindAddress, c.WebhookSecret, c.RepairInterval = addr, secret, time.Hour
+		c.WebhookBindAddress, c.WebhookSecrets, c.RepairInterval = addr, map[platform.Kind]string{platform.KindGitHub: secret}, time.Hour
 	})
 	url := fmt.Sprintf("http://%s/webhooks/github", addr)
 	gh := fakegithub.StartForTest(t, fakegithub.Options{TLS: true})

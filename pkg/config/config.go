@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hyperfleet-io/hyperfleet/pkg/platform"
 )
 
 // Manager is the manager's configuration.
@@ -37,13 +39,11 @@ type Manager struct {
 	ProviderTimeout time.Duration
 	// WebhookBindAddress serves the CI platform webhook receiver.
 	WebhookBindAddress string
-	// WebhookSecret is the GitHub App's webhook secret, proving deliveries to /webhooks/github.
-	WebhookSecret string
-	// GitLabWebhookSecret is the X-Gitlab-Token of GitLab's job webhooks (/webhooks/gitlab).
-	GitLabWebhookSecret string
-	// BuildkiteWebhookSecret is the token (or signature key) of Buildkite's webhooks
-	// (/webhooks/buildkite).
-	BuildkiteWebhookSecret string
+	// WebhookSecrets holds the secret of each CI platform's route /webhooks/<kind>, by kind; each
+	// is the setting its platform's driver declares (platform.Driver.WebhookSecret: GitHub's
+	// --webhook-secret / GITHUB_WEBHOOK_SECRET, GitLab's --gitlab-webhook-secret, ...). A route
+	// without one refuses every delivery.
+	WebhookSecrets map[platform.Kind]string
 	// BootstrapServiceURL is the address VMs reach the bootstrap service at.
 	BootstrapServiceURL string
 	// BootstrapCASecret is namespace/name of the Secret with the builtin identity CA, shared with
@@ -142,9 +142,17 @@ func (m *Manager) Bind(fs *flag.FlagSet, getenv func(string) string) func() erro
 	duration(&m.OrphanGracePeriod, setting{"orphan-grace-period", "ORPHAN_GRACE_PERIOD", "age after which an owned VM without a MachineClaim is deleted"}, 5*time.Minute)
 	duration(&m.ProviderTimeout, setting{"provider-timeout", "PROVIDER_TIMEOUT", "timeout of each hypervisor API call"}, 30*time.Second)
 	str(&m.WebhookBindAddress, setting{"webhook-bind-address", "WEBHOOK_BIND_ADDRESS", "address of the CI webhook receiver; 0 disables it"}, ":9090")
-	str(&m.WebhookSecret, setting{"webhook-secret", "GITHUB_WEBHOOK_SECRET", "GitHub App webhook secret for /webhooks/github (prefer the environment variable from a Secret); the route refuses every delivery without it"}, "")
-	str(&m.GitLabWebhookSecret, setting{"gitlab-webhook-secret", "GITLAB_WEBHOOK_SECRET", "X-Gitlab-Token of GitLab's job webhooks for /webhooks/gitlab (prefer the environment variable); the route refuses every delivery without it"}, "")
-	str(&m.BuildkiteWebhookSecret, setting{"buildkite-webhook-secret", "BUILDKITE_WEBHOOK_SECRET", "Buildkite webhook token or signature key for /webhooks/buildkite (prefer the environment variable); the route refuses every delivery without it"}, "")
+	// Each registered CI platform declares the setting of its webhook secret.
+	if m.WebhookSecrets == nil {
+		m.WebhookSecrets = map[platform.Kind]string{}
+	}
+	for _, d := range platform.Drivers() {
+		s := d.WebhookSecret
+		if v := getenv(s.Env); v != "" {
+			m.WebhookSecrets[d.Kind] = v
+		}
+		fs.Var(secretValue{m.WebhookSecrets, d.Kind}, s.Flag, fmt.Sprintf("%s (env %s)", s.Usage, s.Env))
+	}
 	str(&m.BootstrapServiceURL, setting{"bootstrap-service-url", "BOOTSTRAP_SERVICE_URL", "URL VMs reach the bootstrap service at"}, "")
 	str(&m.BootstrapCASecret, setting{"bootstrap-ca-secret", "BOOTSTRAP_CA_SECRET", "namespace/name of the Secret holding the builtin identity CA (shared with the bootstrap service)"}, "hyperfleet-system/hyperfleet-bootstrap-ca")
 	str(&m.TrustDomain, setting{"trust-domain", "TRUST_DOMAIN", "SPIFFE trust domain of runner VMs"}, "hyperfleet.local")
@@ -163,6 +171,19 @@ func (m *Manager) Bind(fs *flag.FlagSet, getenv func(string) string) func() erro
 		}
 		return m.Validate()
 	}
+}
+
+// secretValue is a flag that sets one platform's webhook secret; its value is never printed.
+type secretValue struct {
+	secrets map[platform.Kind]string
+	kind    platform.Kind
+}
+
+func (v secretValue) String() string { return "" }
+
+func (v secretValue) Set(s string) error {
+	v.secrets[v.kind] = s
+	return nil
 }
 
 // Validate checks values flags cannot type-check.

@@ -116,13 +116,15 @@ func addWebhookReceiver(mgr manager.Manager, cfg *config.Manager, opts controlle
 		return nil
 	}
 	secrets := map[platform.Kind][]byte{}
-	for kind, s := range map[platform.Kind]string{platform.KindGitHub: cfg.WebhookSecret, platform.KindGitLab: cfg.GitLabWebhookSecret, platform.KindBuildkite: cfg.BuildkiteWebhookSecret} {
-		if s != "" {
-			secrets[kind] = []byte(s)
+	var envs []string
+	for _, d := range platform.Drivers() {
+		envs = append(envs, d.WebhookSecret.Env)
+		if s := cfg.WebhookSecrets[d.Kind]; s != "" {
+			secrets[d.Kind] = []byte(s)
 		}
 	}
 	if len(secrets) == 0 {
-		ctrl.Log.WithName("setup").Info("No webhook secret is set (GITHUB_WEBHOOK_SECRET, GITLAB_WEBHOOK_SECRET, BUILDKITE_WEBHOOK_SECRET): the webhook receiver is off and demand comes from the repair loop only")
+		ctrl.Log.WithName("setup").Info("No webhook secret is set (" + strings.Join(envs, ", ") + "): the webhook receiver is off and demand comes from the repair loop only")
 		return nil
 	}
 	notify := wakeUp(wakeups)

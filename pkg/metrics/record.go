@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -116,7 +117,7 @@ func ObserveJobPickup(d time.Duration) {
 
 // ObservePickup records a job's pickup latency on a platform's runner by path (the Pickup* constants).
 func ObservePickup(platform, path string, d time.Duration) {
-	JobPickupSeconds.WithLabelValues(bounded(platform, platforms), bounded(path, pickupPaths)).Observe(max(d, 0).Seconds())
+	JobPickupSeconds.WithLabelValues(platformLabel(platform), bounded(path, pickupPaths)).Observe(max(d, 0).Seconds())
 }
 
 // SetPool publishes a RunnerPool's replica counts and queued jobs, as in its status.
@@ -151,12 +152,29 @@ func SetGitHubRateLimit(n int) {
 	GitHubRateLimitRemaining.Set(float64(n))
 }
 
-// platforms bounds the platform label.
+// platforms bounds the platform label: the platforms HyperFleet ships and every platform that
+// registers its driver (AllowPlatform).
 var platforms = set("github", "gitlab", "buildkite")
+
+var platformsMu sync.RWMutex
+
+// AllowPlatform lets a CI platform's kind label the platform metrics; pkg/platform calls it for
+// every driver that registers. Any other value is reported as "other".
+func AllowPlatform(kind string) {
+	platformsMu.Lock()
+	defer platformsMu.Unlock()
+	platforms[kind] = true
+}
+
+func platformLabel(kind string) string {
+	platformsMu.RLock()
+	defer platformsMu.RUnlock()
+	return bounded(kind, platforms)
+}
 
 // PlatformRateLimit counts one API call a CI platform refused for its rate limits.
 func PlatformRateLimit(platform string) {
-	PlatformRateLimited.WithLabelValues(bounded(platform, platforms)).Inc()
+	PlatformRateLimited.WithLabelValues(platformLabel(platform)).Inc()
 }
 
 func set(values ...string) map[string]bool {

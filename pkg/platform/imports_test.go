@@ -34,6 +34,26 @@ func TestCallersSeeOnePlatformSeam(t *testing.T) {
 	}
 }
 
+// TestTheAgentLinksNoPlatformClient: the in-VM agent starts each platform's runner through its
+// launch package alone; no platform's API client or manager-side package reaches a runner VM.
+func TestTheAgentLinksNoPlatformClient(t *testing.T) {
+	g := NewWithT(t)
+	out, err := exec.Command("go", "list", "-deps", module+"cmd/hyperfleet-agent").CombinedOutput()
+	g.Expect(err).NotTo(HaveOccurred(), string(out))
+	deps := strings.Fields(string(out))
+	for _, name := range []string{"github", "gitlab", "buildkite"} {
+		g.Expect(deps).To(ContainElement(module+"pkg/platform/"+name+"/launch"), "the agent cannot start %s runners", name)
+	}
+	for _, dep := range deps {
+		for _, plat := range platformPackages() {
+			if dep == plat+"/launch" {
+				continue
+			}
+			g.Expect(dep == plat || strings.HasPrefix(dep, plat+"/")).To(BeFalse(), "the agent links %s", dep)
+		}
+	}
+}
+
 // platformPackages are the packages that name one platform's types: its HyperFleet package and
 // the API client it is built on.
 func platformPackages() []string {
@@ -47,7 +67,8 @@ func platformPackages() []string {
 // importAllowed lists who may import a platform's package besides the package itself and its
 // fake: the registration file, and test or dev-environment code that drives the GitHub client
 // against the fake GitHub directly:
-//   - pkg/platform/all registers every platform (the one registration file);
+//   - pkg/platform/all registers every platform (the one registration file), and
+//     pkg/platform/all/launches every platform's runner launch in the agent;
 //   - pkg/platform/instrumented's tests trace the real GitHub client;
 //   - the RunnerPool controller's tests register a runner as another party would, with the App's client;
 //   - internal/devfleet, the local development fleet, writes the fake GitHub App's and the fake
@@ -55,6 +76,7 @@ func platformPackages() []string {
 //   - test/scale, the bench-scale and soak harness, writes the fake GitHub App's Secret keys.
 var importAllowed = map[string][]string{
 	module + "pkg/platform/all":          {"*"},
+	module + "pkg/platform/all/launches": {"*"},
 	module + "pkg/platform/instrumented": {module + "pkg/platform/github"},
 	module + "controllers/runnerpool":    {module + "pkg/platform/github"},
 	module + "internal/devfleet":         {module + "pkg/platform/github", module + "pkg/platform/gitlab"},

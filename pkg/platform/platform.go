@@ -3,13 +3,15 @@ package platform
 import (
 	"context"
 	"net/http"
+	"slices"
 )
 
 // Kind names a CI platform; it is also the name of the RunnerPool's spec.platform member and of
 // the receiver's route, /webhooks/<kind>.
 type Kind string
 
-// The CI platforms HyperFleet knows.
+// The CI platforms HyperFleet ships. Another platform is a package that registers its Driver
+// (Register) under a kind of its own.
 const (
 	// KindGitHub is GitHub Actions (github.com or GitHub Enterprise Server).
 	KindGitHub Kind = "github"
@@ -19,16 +21,26 @@ const (
 	KindBuildkite Kind = "buildkite"
 )
 
-// Kinds lists every known kind in a stable order.
-func Kinds() []Kind { return []Kind{KindGitHub, KindGitLab, KindBuildkite} }
+// Kinds lists every known kind in a stable order: the kinds HyperFleet ships, then any other
+// registered kind in the order it registered.
+func Kinds() []Kind {
+	out := []Kind{KindGitHub, KindGitLab, KindBuildkite}
+	for _, k := range Registered() {
+		if !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
 
-// Valid reports whether k is a known kind.
+// Valid reports whether k is a known kind: one HyperFleet ships, or a registered one.
 func (k Kind) Valid() bool {
 	switch k {
 	case KindGitHub, KindGitLab, KindBuildkite:
 		return true
 	}
-	return false
+	_, ok := Lookup(k)
+	return ok
 }
 
 // Platform is everything HyperFleet needs from a CI platform, for one pool.

@@ -2,9 +2,12 @@ package platform
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"fmt"
 	"maps"
 	"net/http"
+	"regexp"
 	"slices"
 	"sync"
 	"time"
@@ -12,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/metrics"
 )
 
 // Inputs are what every platform's Source is built from; each process (the manager, the bootstrap
@@ -50,26 +54,50 @@ type Driver struct {
 	// NewPollers, when set, builds the pollers of the platform's pools whose demand comes from
 	// polling its API; the manager runs them on its leader and feeds their polls to the ledger.
 	NewPollers func(Inputs, DemandFeed) (Pollers, error)
+	// WebhookSecret is the manager's setting that holds the secret of the route /webhooks/<kind>
+	// (pkg/config binds it as a flag and an environment variable); the route refuses every
+	// delivery while it is empty.
+	WebhookSecret Setting
+	// CheckDelivery, when set, judges a delivery from its headers alone, before its body is read:
+	// proven when a header carries the secret itself (a token compared here), an error wrapping
+	// ErrInvalidSignature for a delivery to refuse at once. Without it every delivery waits for
+	// its body, and Webhooks alone decides.
+	CheckDelivery func(header http.Header, secret []byte) (proven bool, err error)
 }
+
+// Setting is one of the manager's settings a driver declares: its command-line flag, its
+// environment variable, and what it is for.
+type Setting struct {
+	Flag, Env, Usage string
+}
+
+// kindName is what a kind may be called: its route and spec.platform member.
+var kindName = regexp.MustCompile(`^[a-z][a-z0-9]{1,30}$`)
 
 var (
 	registryMu sync.RWMutex
 	registry   = map[Kind]Driver{}
+	// order is the kinds in the order they registered.
+	order []Kind
 )
 
 // Register adds a platform's driver; each platform package calls it from an init function, and
-// pkg/platform/all imports every platform package. Registering a kind twice, an unknown kind or
-// an incomplete driver panics: it is a programming error found at start-up.
+// pkg/platform/all imports every platform package. Registering a kind twice, a kind not spelt as
+// a route can be, or an incomplete driver panics: it is a programming error found at start-up.
 func Register(d Driver) {
 	registryMu.Lock()
 	defer registryMu.Unlock()
-	if !d.Kind.Valid() || d.NewSource == nil || d.Webhooks == nil {
+	s := d.WebhookSecret
+	if !kindName.MatchString(string(d.Kind)) || d.NewSource == nil || d.Webhooks == nil || s.Flag == "" || s.Env == "" || s.Usage == "" {
 		panic(fmt.Sprintf("platform.Register: incomplete driver for %q", d.Kind))
 	}
 	if _, dup := registry[d.Kind]; dup {
 		panic(fmt.Sprintf("platform.Register: %q registered twice", d.Kind))
 	}
 	registry[d.Kind] = d
+	order = append(order, d.Kind)
+	// Its metrics are labelled with its kind, not "other".
+	metrics.AllowPlatform(string(d.Kind))
 }
 
 // Lookup returns the registered driver of kind.
@@ -80,15 +108,20 @@ func Lookup(kind Kind) (Driver, bool) {
 	return d, ok
 }
 
-// Registered lists the kinds with a driver, in Kinds order.
+// Registered lists the kinds with a driver, in the order they registered.
 func Registered() []Kind {
 	registryMu.RLock()
 	defer registryMu.RUnlock()
-	var out []Kind
-	for _, k := range Kinds() {
-		if _, ok := registry[k]; ok {
-			out = append(out, k)
-		}
+	return slices.Clone(order)
+}
+
+// Drivers lists the registered drivers, in the order they registered.
+func Drivers() []Driver {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	out := make([]Driver, 0, len(order))
+	for _, k := range order {
+		out = append(out, registry[k])
 	}
 	return out
 }
@@ -142,4 +175,14 @@ func (d Dispatch) Installation(ctx context.Context, pool *fleetv1.RunnerPool) (s
 		return "", err
 	}
 	return s.Installation(ctx, pool)
+}
+
+// TokenMatches reports whether a delivery's token header equals secret, in constant time (hashing
+// first makes it constant in the length too); an empty token never matches.
+func TokenMatches(got string, secret []byte) bool {
+	if got == "" {
+		return false
+	}
+	a, b := sha256.Sum256([]byte(got)), sha256.Sum256(secret)
+	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
 }

@@ -3,8 +3,10 @@ package webhook
 import (
 	"context"
 	"errors"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -85,7 +87,11 @@ func (r *Receiver) Serve(ctx context.Context, l net.Listener) error {
 	}()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(l) }()
-	ctrl.LoggerFrom(ctx).Info("Serving CI platform webhooks", "address", l.Addr().String(), "paths", PathPrefix+"{github,gitlab,buildkite}")
+	var paths []string
+	for _, k := range slices.Sorted(maps.Keys(r.cfg.Secrets)) {
+		paths = append(paths, PathPrefix+string(k))
+	}
+	ctrl.LoggerFrom(ctx).Info("Serving CI platform webhooks", "address", l.Addr().String(), "paths", paths)
 
 	var err error
 	select {

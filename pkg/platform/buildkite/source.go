@@ -23,7 +23,22 @@ func Driver() platform.Driver {
 		Kind:      platform.KindBuildkite,
 		NewSource: func(in platform.Inputs) (platform.Source, error) { return NewSource(in), nil },
 		Webhooks:  webhookParser{},
+		WebhookSecret: platform.Setting{Flag: "buildkite-webhook-secret", Env: "BUILDKITE_WEBHOOK_SECRET",
+			Usage: "Buildkite webhook token or signature key for /webhooks/buildkite (prefer the environment variable); the route refuses every delivery without it"},
+		CheckDelivery: checkDelivery,
 	}
+}
+
+// checkDelivery: a signature covers the body, as GitHub's does, and is preferred when both are
+// sent (as the parser does); a token alone is verified from the headers.
+func checkDelivery(header http.Header, secret []byte) (bool, error) {
+	if header.Get(HeaderSignature) != "" {
+		return false, nil
+	}
+	if !platform.TokenMatches(header.Get(HeaderToken), secret) {
+		return false, fmt.Errorf("%w: neither %s nor a matching %s", platform.ErrInvalidSignature, HeaderSignature, HeaderToken)
+	}
+	return true, nil
 }
 
 // webhookParser reads deliveries to /webhooks/buildkite before any pool is known.

@@ -24,7 +24,19 @@ func Driver() platform.Driver {
 		Kind:      platform.KindGitLab,
 		NewSource: func(in platform.Inputs) (platform.Source, error) { return NewSource(in), nil },
 		Webhooks:  webhookParser{},
+		WebhookSecret: platform.Setting{Flag: "gitlab-webhook-secret", Env: "GITLAB_WEBHOOK_SECRET",
+			Usage: "X-Gitlab-Token of GitLab's job webhooks for /webhooks/gitlab (prefer the environment variable); the route refuses every delivery without it"},
+		CheckDelivery: checkDelivery,
 	}
+}
+
+// checkDelivery: GitLab sends the secret itself, so the delivery is verified in full from its
+// headers.
+func checkDelivery(header http.Header, secret []byte) (bool, error) {
+	if !platform.TokenMatches(header.Get(HeaderToken), secret) {
+		return false, fmt.Errorf("%w: %s is missing or wrong", platform.ErrInvalidSignature, HeaderToken)
+	}
+	return true, nil
 }
 
 // webhookParser reads deliveries to /webhooks/gitlab before any pool is known.
