@@ -72,3 +72,34 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// vspherePackages speak vSphere: the provider, govmomi (its client and its simulator).
+var vspherePackages = []string{module + "pkg/hypervisor/vsphere", "github.com/vmware/govmomi"}
+
+// mayNameVSphere are the only packages outside the vSphere provider and its simulator that import
+// them: the registration file and the controllers' test harness, which points a HypervisorCluster
+// at the simulator.
+var mayNameVSphere = []string{
+	module + "pkg/providers",
+	module + "controllers/controllertest",
+}
+
+// TestOnlyTheVSphereProviderNamesVSphereTypes: as for Proxmox, the third provider is its own
+// package, its simulator and one registration line; nothing else links govmomi.
+func TestOnlyTheVSphereProviderNamesVSphereTypes(t *testing.T) {
+	g := NewWithT(t)
+	out, err := exec.Command("go", "list", "-e", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"...").CombinedOutput()
+	g.Expect(err).NotTo(HaveOccurred(), string(out))
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg, imports := fields[0], fields[1:]
+		if pkg == module+"pkg/hypervisor/vsphere" || strings.HasPrefix(pkg, module+"test/vspheresim") || contains(mayNameVSphere, pkg) {
+			continue
+		}
+		for _, imp := range imports {
+			for _, vs := range vspherePackages {
+				g.Expect(imp == vs || strings.HasPrefix(imp, vs+"/")).To(BeFalse(), "%s imports %s", pkg, imp)
+			}
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/hyperv"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/proxmox"
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/vsphere"
 )
 
 // Builders returns every kind of hypervisor HyperFleet connects to, keyed by spec.provider: one
@@ -14,5 +15,6 @@ func Builders() map[infrav1.ProviderType]connection.ProviderBuilder {
 	return map[infrav1.ProviderType]connection.ProviderBuilder{
 		infrav1.ProviderProxmox: proxmox.Connector{},
 		infrav1.ProviderHyperV:  hyperv.Connector{},
+		infrav1.ProviderVSphere: vsphere.Connector{},
 	}
 }

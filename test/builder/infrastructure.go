@@ -58,6 +58,11 @@ func (b *HypervisorClusterBuilder) WithHyperV(p infrav1.HyperVClusterParameters)
 	return b
 }
 
+func (b *HypervisorClusterBuilder) WithVSphere(p infrav1.VSphereClusterParameters) *HypervisorClusterBuilder {
+	b.obj.Spec.Provider, b.obj.Spec.VSphere = infrav1.ProviderVSphere, &p
+	return b
+}
+
 func (b *HypervisorClusterBuilder) WithHealthCheckInterval(d metav1.Duration) *HypervisorClusterBuilder {
 	b.obj.Spec.HealthCheckInterval = &d
 	return b

@@ -106,6 +106,20 @@ func TestValidationRules(t *testing.T) {
 			message: "spec.hyperv applies only to provider hyperv",
 		},
 		{
+			name: "valid vSphere HypervisorCluster",
+			obj: builder.NewHypervisorCluster("vc", ns).WithEndpoint("https://vcenter.example.com").
+				WithVSphere(infrav1.VSphereClusterParameters{Datacenter: "DC0", ComputeCluster: "C0", Datastore: "ds-ssd"}).Build(),
+		},
+		{
+			name: "HypervisorCluster vSphere settings under Proxmox",
+			obj: func() *infrav1.HypervisorCluster {
+				hc := builder.NewHypervisorCluster("px-vc", ns).WithVSphere(infrav1.VSphereClusterParameters{Datacenter: "DC0"}).Build()
+				hc.Spec.Provider = infrav1.ProviderProxmox
+				return hc
+			}(),
+			message: "spec.vsphere applies only to provider vsphere",
+		},
+		{
 			name: "HypervisorCluster Hyper-V path that is not a Windows path",
 			obj: withProvider(builder.NewHypervisorCluster("hv-path", ns).Build(), infrav1.ProviderHyperV,
 				nil, &infrav1.HyperVClusterParameters{VMPath: `C:\VMs'; Remove-Item C:\ -Recurse; '`}),

@@ -1,7 +1,7 @@
 package v1alpha1
 
 // ProviderType names the hypervisor behind a HypervisorCluster.
-// +kubebuilder:validation:Enum=Proxmox;hyperv
+// +kubebuilder:validation:Enum=Proxmox;hyperv;vsphere
 type ProviderType string
 
 const (
@@ -9,6 +9,8 @@ const (
 	ProviderProxmox ProviderType = "Proxmox"
 	// ProviderHyperV is a set of Hyper-V hosts (Windows Server 2019 or later) reached over WinRM.
 	ProviderHyperV ProviderType = "hyperv"
+	// ProviderVSphere is a VMware vCenter's compute cluster, reached over vCenter's SOAP API.
+	ProviderVSphere ProviderType = "vsphere"
 )
 
 // CloneMode chooses how a VM is copied from its template. Both providers make linked clones:

@@ -14,6 +14,7 @@ const HypervisorClusterFinalizer = "hypervisorcluster.infrastructure.cluster.x-k
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.installationID) || (has(self.installationID) && self.installationID == oldSelf.installationID)",message="installationID cannot be changed or removed once set: every VM HyperFleet made on this cluster carries it"
 // +kubebuilder:validation:XValidation:rule="!has(self.proxmox) || !has(self.provider) || self.provider == 'Proxmox'",message="spec.proxmox applies only to provider Proxmox: remove it, or set provider: Proxmox"
 // +kubebuilder:validation:XValidation:rule="!has(self.hyperv) || (has(self.provider) && self.provider == 'hyperv')",message="spec.hyperv applies only to provider hyperv: remove it, or set provider: hyperv"
+// +kubebuilder:validation:XValidation:rule="!has(self.vsphere) || (has(self.provider) && self.provider == 'vsphere')",message="spec.vsphere applies only to provider vsphere: remove it, or set provider: vsphere"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.provider) || (has(self.provider) && self.provider == oldSelf.provider)",message="provider cannot change: every VM of this cluster belongs to its provider; create another HypervisorCluster"
 type HypervisorClusterSpec struct {
 	// installationID identifies this HypervisorCluster's installation of HyperFleet on the
@@ -31,14 +32,16 @@ type HypervisorClusterSpec struct {
 	// +optional
 	ControlPlaneEndpoint clusterv1.APIEndpoint `json:"controlPlaneEndpoint,omitempty,omitzero"`
 
-	// provider is the kind of hypervisor: Proxmox (Proxmox VE) or hyperv (Hyper-V over WinRM).
-	// Its settings go in the sub-struct of the same name, spec.proxmox or spec.hyperv.
+	// provider is the kind of hypervisor: Proxmox (Proxmox VE), hyperv (Hyper-V over WinRM) or
+	// vsphere (a VMware vCenter). Its settings go in the sub-struct of the same name, spec.proxmox,
+	// spec.hyperv or spec.vsphere.
 	// +optional
 	// +kubebuilder:default=Proxmox
 	Provider ProviderType `json:"provider,omitempty"`
 
-	// endpoint is the URL of the hypervisor's API, e.g. https://pve.example.com:8006 (Proxmox) or
-	// https://hv1.example.com:5986/wsman (Hyper-V; with spec.hyperv.hosts, the first host's).
+	// endpoint is the URL of the hypervisor's API, e.g. https://pve.example.com:8006 (Proxmox),
+	// https://hv1.example.com:5986/wsman (Hyper-V; with spec.hyperv.hosts, the first host's) or
+	// https://vcenter.example.com (vSphere; the SDK path /sdk is added).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://')",message="endpoint must be an http:// or https:// URL, e.g. https://pve.example.com:8006"
@@ -46,7 +49,8 @@ type HypervisorClusterSpec struct {
 
 	// credentialsRef names a Secret in this namespace holding either an API token
 	// (keys token_id "user@realm!name" and token_secret, Proxmox only) or a user and password
-	// (keys username and password; for Hyper-V "DOMAIN\user" or "user").
+	// (keys username and password; for Hyper-V "DOMAIN\user" or "user", for vSphere a vCenter
+	// SSO user such as "hyperfleet@vsphere.local").
 	CredentialsRef LocalSecretReference `json:"credentialsRef"`
 
 	// caBundleRef points at a Secret key with the PEM CA bundle that signs the API's certificate
@@ -95,6 +99,11 @@ type HypervisorClusterSpec struct {
 	// +optional
 	HyperV *HyperVClusterParameters `json:"hyperv,omitempty"`
 
+	// vsphere holds settings that only apply to VMware vSphere: where in the vCenter's inventory
+	// the VMs go.
+	// +optional
+	VSphere *VSphereClusterParameters `json:"vsphere,omitempty"`
+
 	// limits bound the clones and deletes HyperFleet runs at once, per host and per storage;
 	// claims beyond them wait their turn (condition reason WaitingForSlot).
 	// +optional
@@ -105,6 +114,38 @@ type HypervisorClusterSpec struct {
 	// VMs are swept. Default 30s.
 	// +optional
 	HealthCheckInterval *metav1.Duration `json:"healthCheckInterval,omitempty"`
+}
+
+// VSphereClusterParameters are VMware vSphere specific settings: the inventory objects, by name or
+// inventory path, that HyperFleet's VMs of this cluster use.
+type VSphereClusterParameters struct {
+	// datacenter is the datacenter's name or inventory path; empty is the vCenter's only
+	// datacenter.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Datacenter string `json:"datacenter,omitempty"`
+
+	// computeCluster is the compute cluster whose ESXi hosts run the VMs (its hosts are the
+	// HypervisorCluster's nodes); empty is the datacenter's only compute cluster.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	ComputeCluster string `json:"computeCluster,omitempty"`
+
+	// resourcePool is the resource pool new VMs join; empty is the compute cluster's root pool.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	ResourcePool string `json:"resourcePool,omitempty"`
+
+	// folder is the VM folder new VMs are created in; empty is the datacenter's VM folder.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Folder string `json:"folder,omitempty"`
+
+	// datastore holds full clones; empty keeps each clone on its template's datastore. Linked
+	// clones always stay beside their template's disks.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Datastore string `json:"datastore,omitempty"`
 }
 
 // ProxmoxClusterParameters are Proxmox VE specific settings.

@@ -1,0 +1,76 @@
+package controllers_test
+
+import (
+	"context"
+	"encoding/base64"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/controllertest"
+	"github.com/hyperfleet-io/hyperfleet/test/builder"
+	"github.com/hyperfleet-io/hyperfleet/test/vspheresim"
+)
+
+// TestVSphereClaimLifecycle runs a MachineClaim's whole life on vSphere through the real manager
+// and VMware's simulator: the HypervisorCluster connects and reports the compute cluster's hosts,
+// the claim's VM is cloned from the template with the installation's marks, configured with the
+// bootstrap data as guestinfo, started and given an address by VMware Tools; deleting the claim
+// stops and destroys the VM, and the simulator's other VM is never touched.
+func TestVSphereClaimLifecycle(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	sim := vspheresim.StartForTest(t, vspheresim.Config{})
+	startManager(t)
+	ns := newNamespace(t)
+	hc := controllertest.VSphereCluster(t, ns, "vc", sim)
+	g.Eventually(func(g Gomega) {
+		got := get(g, hc)
+		g.Expect(conditions.IsTrue(got, infrav1.HypervisorClusterAvailableCondition)).To(BeTrue(), "conditions: %+v", got.Status.Conditions)
+		g.Expect(got.Status.Nodes).To(Equal(int32(3)))
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+
+	bootstrapSecret(t, ns, "vm-v-userdata", controllertest.UserData)
+	claim := builder.NewMachineClaim("vm-v", ns).WithHypervisorCluster("vc").WithTemplateName("ubuntu-2404-runner", "runner").
+		WithBootstrapSecret("vm-v-userdata").WithResources(2, 2048).Build()
+	g.Expect(env.Client.Create(ctx, claim)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := get(g, claim)
+		g.Expect(got.Status.Phase).To(Equal(infrav1.MachineClaimPhaseReady), "conditions: %+v", got.Status.Conditions)
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+
+	got := get(g, claim)
+	g.Expect(got.Status.VMID).To(MatchRegexp(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`))
+	g.Expect(got.Spec.ProviderID).To(HaveSuffix("/" + got.Status.VMID))
+	g.Expect(got.Status.Addresses).NotTo(BeEmpty())
+	var vm vspheresim.VM
+	for _, v := range sim.VMs() {
+		if v.InstanceUUID == got.Status.VMID {
+			vm = v
+		}
+	}
+	g.Expect(vm.PowerState).To(BeEquivalentTo("poweredOn"))
+	g.Expect(vm.Host).To(Equal(got.Status.Node))
+	g.Expect(vm.ExtraConfig).To(HaveKeyWithValue("hyperfleet.claim", ns+"/vm-v"))
+	g.Expect(vm.ExtraConfig).To(HaveKeyWithValue("hyperfleet.installation", get(g, hc).Spec.InstallationID))
+	userData, err := base64.StdEncoding.DecodeString(vm.ExtraConfig["guestinfo.userdata"])
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(userData)).To(ContainSubstring("echo bootstrap"))
+
+	g.Expect(env.Client.Delete(ctx, claim)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		err := env.Client.Get(ctx, keyOf(claim), &infrav1.MachineClaim{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "claim still there: %v", err)
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	var left []string
+	for _, v := range sim.VMs() {
+		if !v.Template {
+			left = append(left, v.Name)
+		}
+	}
+	g.Expect(left).To(ConsistOf("DC0_C0_RP0_VM1"), "only the VM that is not HyperFleet's is left")
+}

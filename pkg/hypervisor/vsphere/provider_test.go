@@ -1,0 +1,275 @@
+package vsphere_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/vsphere"
+	"github.com/hyperfleet-io/hyperfleet/test/vspheresim"
+)
+
+func newProvider(t *testing.T, sim *vspheresim.Simulator, installation string) *vsphere.Provider {
+	t.Helper()
+	p, err := vsphere.New(vsphere.Config{Endpoint: sim.URL, Username: sim.Username, Password: sim.Password, CABundle: sim.CA,
+		Cluster: "fleet/vsphere", InstallationID: installation, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// wait polls a task until it is done and fails the test on its error.
+func wait(t *testing.T, p hypervisor.Provider, id hypervisor.TaskID) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st, err := p.TaskStatus(context.Background(), "", id)
+		if err != nil {
+			t.Fatalf("task %s: %v", id, err)
+		}
+		if st.Done {
+			if st.Err != nil {
+				t.Fatalf("task %s failed: %v", id, st.Err)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s still running", id)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestLifecycleAgainstVCSim drives one VM's whole life through govmomi's client against VMware's
+// simulator over HTTPS: the template on every host, a clone stamped with the installation's marks,
+// configuration with cloud-init data as guestinfo, start, an address from VMware Tools, the spent
+// bootstrap data removed, stop and delete.
+func TestLifecycleAgainstVCSim(t *testing.T) {
+	ctx := context.Background()
+	sim := vspheresim.StartForTest(t, vspheresim.Config{})
+	p := newProvider(t, sim, "inst0000a")
+
+	version, err := p.Verify(ctx)
+	if err != nil || !strings.Contains(version, "vCenter") {
+		t.Fatalf("Verify: %q, %v", version, err)
+	}
+	nodes, err := p.Nodes(ctx)
+	if err != nil || len(nodes) != 3 {
+		t.Fatalf("Nodes: %+v, %v", nodes, err)
+	}
+	for _, n := range nodes {
+		if !n.Online || n.MemoryTotal == 0 || n.MemoryFree == 0 || n.MemoryFree > n.MemoryTotal {
+			t.Errorf("node %+v", n)
+		}
+	}
+	templates, err := p.ResolveTemplates(ctx, hypervisor.TemplateSelector{Name: "ubuntu-2404-runner", Tags: []string{"runner"}})
+	if err != nil || len(templates) != 3 {
+		t.Fatalf("ResolveTemplates: %+v, %v", templates, err)
+	}
+	if _, err := p.ResolveTemplates(ctx, hypervisor.TemplateSelector{Name: "ubuntu-2404-runner", Tags: []string{"gpu"}}); !errors.Is(err, hypervisor.ErrNotFound) {
+		t.Errorf("a tag the template lacks: %v", err)
+	}
+	target := templates[1]
+
+	owner := hypervisor.Ownership{ClaimNamespace: "fleet", ClaimName: "runner-1", ClaimID: "c0ffee"}
+	ref, task, err := p.Clone(ctx, hypervisor.CloneSpec{Source: target.Ref, Target: hypervisor.VMRef{Node: target.Ref.Node}, Name: "runner-1", Owner: owner})
+	if err != nil || ref.ID == "" || ref.Node != target.Ref.Node || task == "" {
+		t.Fatalf("Clone: %+v %q %v", ref, task, err)
+	}
+	wait(t, p, task)
+	vm, err := p.VM(ctx, ref)
+	if err != nil || vm.Owner == nil || vm.Owner.ClaimID != "c0ffee" || vm.State != hypervisor.PowerStateStopped || vm.Ref.Node != target.Ref.Node {
+		t.Fatalf("VM after clone: %+v %v", vm, err)
+	}
+
+	spec := hypervisor.ConfigSpec{Cores: 2, MemoryMiB: 2048, Tags: []string{"pool-a"},
+		CloudInit: &hypervisor.CloudInitData{UserData: "#cloud-config\nruncmd: [echo hi]\n", MetaData: "instance-id: runner-1\n", NetworkConfig: "version: 2\n"}}
+	proven := false
+	spec.Proven = func() { proven = true }
+	task, err = p.Configure(ctx, ref, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, p, task)
+	if !proven {
+		t.Error("Configure did not report the clone proven over")
+	}
+	held := simVM(t, sim, ref.ID)
+	if got, _ := base64.StdEncoding.DecodeString(held.ExtraConfig["guestinfo.userdata"]); string(got) != spec.CloudInit.UserData {
+		t.Errorf("guestinfo.userdata: %q", got)
+	}
+	if held.ExtraConfig["guestinfo.userdata.encoding"] != "base64" || held.ExtraConfig["hyperfleet.tags"] != "pool-a" {
+		t.Errorf("extra config: %v", held.ExtraConfig)
+	}
+	if meta, _ := base64.StdEncoding.DecodeString(held.ExtraConfig["guestinfo.metadata"]); !strings.Contains(string(meta), "network.encoding: base64") {
+		t.Errorf("the network config is not in the metadata: %q", meta)
+	}
+	if vm, _ := p.VM(ctx, ref); vm.Cores != 2 || vm.MemoryMiB != 2048 {
+		t.Errorf("hardware: %+v", vm)
+	}
+
+	task, err = p.Start(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, p, task)
+	var addrs []hypervisor.Address
+	for deadline := time.Now().Add(10 * time.Second); len(addrs) == 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if addrs, err = p.Addresses(ctx, ref); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(addrs) == 0 || !strings.HasPrefix(addrs[0].Address, "10.56.") {
+		t.Fatalf("addresses: %+v", addrs)
+	}
+
+	if err := p.EjectCloudInit(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	for k := range simVM(t, sim, ref.ID).ExtraConfig {
+		if strings.HasPrefix(k, "guestinfo.") {
+			t.Errorf("the spent bootstrap data is still readable: %s", k)
+		}
+	}
+
+	if _, err := p.Delete(ctx, ref); !errors.Is(err, hypervisor.ErrBusy) {
+		t.Errorf("deleting a running VM: %v", err)
+	}
+	task, err = p.Stop(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, p, task)
+	owned, err := p.OwnedVMs(ctx)
+	if err != nil || len(owned) != 1 || owned[0].Ref.ID != ref.ID {
+		t.Fatalf("OwnedVMs: %+v %v", owned, err)
+	}
+	task, err = p.Delete(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, p, task)
+	if _, err := p.VM(ctx, ref); !errors.Is(err, hypervisor.ErrNotFound) {
+		t.Errorf("VM after delete: %v", err)
+	}
+}
+
+// TestForeignVMsAreOnlyRead plays another installation with same-named objects and a VM nobody
+// made through HyperFleet: neither is listed as ours, and every change to them is refused
+// without touching them.
+func TestForeignVMsAreOnlyRead(t *testing.T) {
+	ctx := context.Background()
+	sim := vspheresim.StartForTest(t, vspheresim.Config{})
+	ours := newProvider(t, sim, "inst0000a")
+	theirs := newProvider(t, sim, "inst0000b") // same HypervisorCluster namespace/name, another installation
+
+	tmpl, err := theirs.ResolveTemplate(ctx, hypervisor.TemplateSelector{Name: "ubuntu-2404-runner"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, task, err := theirs.Clone(ctx, hypervisor.CloneSpec{Source: tmpl.Ref, Target: hypervisor.VMRef{Node: tmpl.Ref.Node}, Name: "runner-1",
+		Owner: hypervisor.Ownership{ClaimNamespace: "fleet", ClaimName: "runner-1", ClaimID: "c0ffee"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, theirs, task)
+	task, err = theirs.Start(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, theirs, task)
+
+	owned, err := ours.OwnedVMs(ctx)
+	if err != nil || len(owned) != 0 {
+		t.Fatalf("another installation's VM listed as ours: %+v %v", owned, err)
+	}
+	var plain hypervisor.VMRef
+	for _, v := range sim.VMs() {
+		if !v.Template && v.ExtraConfig["hyperfleet.installation"] == "" {
+			plain = hypervisor.VMRef{Node: v.Host, ID: v.InstanceUUID}
+		}
+	}
+	if plain.ID == "" {
+		t.Fatal("the simulator holds no foreign VM")
+	}
+	for _, target := range []hypervisor.VMRef{ref, plain, {ID: tmpl.Ref.ID}} {
+		if _, err := ours.Stop(ctx, target); !errors.Is(err, hypervisor.ErrNotOwned) {
+			t.Errorf("Stop %s: %v", target.ID, err)
+		}
+		if _, err := ours.Delete(ctx, target); !errors.Is(err, hypervisor.ErrNotOwned) {
+			t.Errorf("Delete %s: %v", target.ID, err)
+		}
+		if _, err := ours.Configure(ctx, target, hypervisor.ConfigSpec{Cores: 8}); !errors.Is(err, hypervisor.ErrNotOwned) {
+			t.Errorf("Configure %s: %v", target.ID, err)
+		}
+		if err := ours.EjectCloudInit(ctx, target); !errors.Is(err, hypervisor.ErrNotOwned) {
+			t.Errorf("EjectCloudInit %s: %v", target.ID, err)
+		}
+	}
+	if v := simVM(t, sim, ref.ID); v.PowerState != "poweredOn" {
+		t.Errorf("the other installation's VM was touched: %+v", v)
+	}
+}
+
+// TestCredentialsAndCertificateAreChecked: a wrong password is ErrUnauthorized, and a vCenter
+// whose certificate the configured CA does not sign is refused before any credential is sent.
+func TestCredentialsAndCertificateAreChecked(t *testing.T) {
+	ctx := context.Background()
+	sim := vspheresim.StartForTest(t, vspheresim.Config{})
+	bad, err := vsphere.New(vsphere.Config{Endpoint: sim.URL, Username: sim.Username, Password: "wrong", CABundle: sim.CA,
+		Cluster: "fleet/vsphere", InstallationID: "inst0000a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bad.Verify(ctx); !errors.Is(err, hypervisor.ErrUnauthorized) {
+		t.Errorf("a wrong password: %v", err)
+	}
+	untrusted, err := vsphere.New(vsphere.Config{Endpoint: sim.URL, Username: sim.Username, Password: sim.Password, CABundle: otherCA(t),
+		Cluster: "fleet/vsphere", InstallationID: "inst0000a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := untrusted.Verify(ctx); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("a certificate the CA does not sign: %v", err)
+	}
+}
+
+func simVM(t *testing.T, sim *vspheresim.Simulator, id string) vspheresim.VM {
+	t.Helper()
+	for _, v := range sim.VMs() {
+		if v.InstanceUUID == id {
+			return v
+		}
+	}
+	t.Fatalf("the simulator holds no VM %s", id)
+	return vspheresim.VM{}
+}
+
+// otherCA is a CA that signed nothing the simulator serves.
+func otherCA(t *testing.T) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "another CA"}, IsCA: true,
+		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}

@@ -1,0 +1,239 @@
+package vsphere
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/property"
+	"github.com/vmware/govmomi/view"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
+)
+
+// vmProps are the properties every read of a VM takes, in one PropertyCollector call.
+var vmProps = []string{"name", "config.template", "config.instanceUuid", "config.extraConfig",
+	"config.hardware.numCPU", "config.hardware.memoryMB", "runtime.powerState", "runtime.host",
+	"runtime.bootTime", "guest.net", "guest.ipAddress", "snapshot"}
+
+// marks are a VM's ExtraConfig values HyperFleet reads.
+type marks map[string]string
+
+func marksOf(vm mo.VirtualMachine) marks {
+	m := marks{}
+	if vm.Config == nil {
+		return m
+	}
+	for _, o := range vm.Config.ExtraConfig {
+		if v := o.GetOptionValue(); v != nil && (strings.HasPrefix(v.Key, "hyperfleet.") || strings.HasPrefix(v.Key, "guestinfo.")) {
+			if s, ok := v.Value.(string); ok {
+				m[v.Key] = s
+			}
+		}
+	}
+	return m
+}
+
+// owner is the VM's ownership when this installation's HypervisorCluster made it, nil otherwise.
+func (p *Provider) owner(m marks) *hypervisor.Ownership {
+	if m[keyInstallation] != p.cfg.InstallationID || m[keyCluster] != p.cfg.Cluster {
+		return nil
+	}
+	ns, name, ok := strings.Cut(m[keyClaim], "/")
+	if !ok {
+		return nil
+	}
+	return &hypervisor.Ownership{Cluster: p.cfg.Cluster, ClaimNamespace: ns, ClaimName: name, ClaimID: m[keyClaimID]}
+}
+
+// ownerMarks are the ExtraConfig entries that make a VM o's.
+func (p *Provider) ownerMarks(o hypervisor.Ownership) []types.BaseOptionValue {
+	return []types.BaseOptionValue{
+		&types.OptionValue{Key: keyInstallation, Value: p.cfg.InstallationID},
+		&types.OptionValue{Key: keyCluster, Value: p.cfg.Cluster},
+		&types.OptionValue{Key: keyClaim, Value: o.Claim()},
+		&types.OptionValue{Key: keyClaimID, Value: o.ClaimID},
+	}
+}
+
+// hostNames maps the hosts of the datacenter to their names.
+func hostNames(ctx context.Context, cn *conn) (map[types.ManagedObjectReference]string, error) {
+	v, err := view.NewManager(cn.c).CreateContainerView(ctx, cn.dc.Reference(), []string{"HostSystem"}, true)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = v.Destroy(context.WithoutCancel(ctx)) }()
+	var hosts []mo.HostSystem
+	if err := v.Retrieve(ctx, []string{"HostSystem"}, []string{"name"}, &hosts); err != nil {
+		return nil, err
+	}
+	names := make(map[types.ManagedObjectReference]string, len(hosts))
+	for _, h := range hosts {
+		names[h.Reference()] = h.Name
+	}
+	return names, nil
+}
+
+// toVM converts a VM's properties.
+func (p *Provider) toVM(vm mo.VirtualMachine, hosts map[types.ManagedObjectReference]string) hypervisor.VM {
+	out := hypervisor.VM{Name: vm.Name, State: hypervisor.PowerStateUnknown}
+	if vm.Config != nil {
+		out.Ref.ID = strings.ToLower(vm.Config.InstanceUuid)
+		out.Template = vm.Config.Template
+		out.Cores = int(vm.Config.Hardware.NumCPU)
+		out.MemoryMiB = int(vm.Config.Hardware.MemoryMB)
+	}
+	if vm.Runtime.Host != nil {
+		out.Ref.Node = hosts[*vm.Runtime.Host]
+	}
+	switch vm.Runtime.PowerState {
+	case types.VirtualMachinePowerStatePoweredOn:
+		out.State = hypervisor.PowerStateRunning
+		if vm.Runtime.BootTime != nil {
+			out.Uptime = time.Since(*vm.Runtime.BootTime)
+		}
+	case types.VirtualMachinePowerStatePoweredOff:
+		out.State = hypervisor.PowerStateStopped
+	case types.VirtualMachinePowerStateSuspended:
+		out.State = hypervisor.PowerStatePaused
+	}
+	m := marksOf(vm)
+	out.Tags = splitTags(m[keyTags])
+	out.Owner = p.owner(m)
+	return out
+}
+
+// listVMs reads every VM of the datacenter through one container view.
+func listVMs(ctx context.Context, cn *conn) ([]mo.VirtualMachine, error) {
+	v, err := view.NewManager(cn.c).CreateContainerView(ctx, cn.dc.Reference(), []string{"VirtualMachine"}, true)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = v.Destroy(context.WithoutCancel(ctx)) }()
+	var vms []mo.VirtualMachine
+	if err := v.Retrieve(ctx, []string{"VirtualMachine"}, vmProps, &vms); err != nil {
+		return nil, err
+	}
+	return vms, nil
+}
+
+// find returns the VM whose instance UUID is id, with its properties.
+func (p *Provider) find(ctx context.Context, cn *conn, id string) (*object.VirtualMachine, mo.VirtualMachine, error) {
+	instance := true
+	ref, err := object.NewSearchIndex(cn.c).FindByUuid(ctx, cn.dc, id, true, &instance)
+	if err != nil {
+		return nil, mo.VirtualMachine{}, err
+	}
+	if ref == nil {
+		return nil, mo.VirtualMachine{}, refused(hypervisor.ErrNotFound, "find", "no VM with instance UUID %s", id)
+	}
+	obj := object.NewVirtualMachine(cn.c, ref.Reference())
+	var vm mo.VirtualMachine
+	if err := property.DefaultCollector(cn.c).RetrieveOne(ctx, obj.Reference(), vmProps, &vm); err != nil {
+		return nil, mo.VirtualMachine{}, err
+	}
+	return obj, vm, nil
+}
+
+// owned returns the VM of ref when this installation owns it: ErrNotFound when it does not
+// exist, ErrNotOwned when it is not ours (templates included).
+func (p *Provider) owned(ctx context.Context, cn *conn, op string, ref hypervisor.VMRef) (*object.VirtualMachine, mo.VirtualMachine, error) {
+	obj, vm, err := p.find(ctx, cn, ref.ID)
+	if err != nil {
+		return nil, vm, err
+	}
+	if (vm.Config != nil && vm.Config.Template) || p.owner(marksOf(vm)) == nil {
+		return nil, vm, refused(hypervisor.ErrNotOwned, op, "VM %s (%s) does not carry this HypervisorCluster's marks", ref.ID, vm.Name)
+	}
+	return obj, vm, nil
+}
+
+// VM implements hypervisor.Provider.
+func (p *Provider) VM(ctx context.Context, ref hypervisor.VMRef) (hypervisor.VM, error) {
+	var out hypervisor.VM
+	err := p.do(ctx, "VM", func(ctx context.Context, cn *conn) error {
+		_, vm, err := p.find(ctx, cn, ref.ID)
+		if err != nil {
+			return err
+		}
+		hosts, err := hostNames(ctx, cn)
+		if err != nil {
+			return err
+		}
+		out = p.toVM(vm, hosts)
+		return nil
+	})
+	return out, err
+}
+
+// OwnedVMs implements hypervisor.Provider: one listing of the datacenter's VMs.
+func (p *Provider) OwnedVMs(ctx context.Context) ([]hypervisor.VM, error) {
+	var out []hypervisor.VM
+	err := p.do(ctx, "OwnedVMs", func(ctx context.Context, cn *conn) error {
+		vms, err := listVMs(ctx, cn)
+		if err != nil {
+			return err
+		}
+		hosts, err := hostNames(ctx, cn)
+		if err != nil {
+			return err
+		}
+		for _, vm := range vms {
+			if v := p.toVM(vm, hosts); v.Owner != nil && !v.Template {
+				out = append(out, v)
+			}
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+		return nil
+	})
+	return out, err
+}
+
+// Addresses implements hypervisor.Provider: the addresses VMware Tools reports.
+func (p *Provider) Addresses(ctx context.Context, ref hypervisor.VMRef) ([]hypervisor.Address, error) {
+	var out []hypervisor.Address
+	err := p.do(ctx, "Addresses", func(ctx context.Context, cn *conn) error {
+		_, vm, err := p.find(ctx, cn, ref.ID)
+		if err != nil {
+			return err
+		}
+		seen := map[string]bool{}
+		add := func(ip string) {
+			if ip == "" || seen[ip] || strings.HasPrefix(ip, "fe80:") || strings.HasPrefix(ip, "127.") || ip == "::1" {
+				return
+			}
+			seen[ip] = true
+			out = append(out, hypervisor.Address{Type: hypervisor.AddressInternalIP, Address: ip})
+		}
+		if vm.Guest == nil {
+			return nil
+		}
+		for _, nic := range vm.Guest.Net {
+			for _, ip := range nic.IpAddress {
+				add(ip)
+			}
+		}
+		add(vm.Guest.IpAddress)
+		return nil
+	})
+	return out, err
+}
+
+// Adopt implements hypervisor.Provider. vSphere VMs were never marked by an older release, so
+// only a VM already marked for owner is accepted.
+func (p *Provider) Adopt(ctx context.Context, ref hypervisor.VMRef, owner hypervisor.Ownership, _ string) error {
+	return p.do(ctx, "Adopt", func(ctx context.Context, cn *conn) error {
+		_, vm, err := p.owned(ctx, cn, "Adopt", ref)
+		if err != nil {
+			return err
+		}
+		if o := p.owner(marksOf(vm)); o.ClaimID != owner.ClaimID || o.Claim() != owner.Claim() {
+			return refused(hypervisor.ErrNotOwned, "Adopt", "VM %s belongs to claim %s", ref.ID, o.Claim())
+		}
+		return nil
+	})
+}

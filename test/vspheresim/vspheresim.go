@@ -1,0 +1,296 @@
+// Package vspheresim runs VMware's own vSphere simulator (govmomi's vcsim, the simulator package)
+// for HyperFleet's tests and local fleet: a vCenter with one datacenter, one compute cluster of
+// ESXi hosts, a datastore, a port group and the templates the tests clone, served over HTTPS on
+// loopback with a certificate the caller is handed the CA of. Clients talk to it over the wire
+// with govmomi's SOAP client, as they would to a vCenter.
+//
+// What vcsim does not do by itself, this package plays: VMware Tools in a powered-on guest reports
+// an IP address (as a booted guest's tools would), so a VM gets an address once it runs.
+package vspheresim
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vmware/govmomi"
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// Template is a template the simulator starts with.
+type Template struct {
+	Name string
+	// Tags go in the template's hyperfleet.tags advanced setting.
+	Tags []string
+	// NoSnapshot leaves the template without a snapshot: its clones are full copies.
+	NoSnapshot bool
+}
+
+// Config shapes the simulated vCenter.
+type Config struct {
+	// Hosts is the number of ESXi hosts in the compute cluster; 0 is 3.
+	Hosts int
+	// Username and Password are the only credentials accepted; empty are
+	// administrator@vsphere.local and Simulat0r!.
+	Username, Password string
+	// Templates; nil is one template, ubuntu-2404-runner, tagged runner, with a snapshot.
+	Templates []Template
+	// NoGuestIP keeps powered-on VMs without an address.
+	NoGuestIP bool
+}
+
+// Simulator is a running simulated vCenter.
+type Simulator struct {
+	model  *simulator.Model
+	server *simulator.Server
+	// URL is the vCenter's endpoint (https://127.0.0.1:port), without the SDK path.
+	URL string
+	// CA is the PEM certificate the endpoint's TLS certificate is verified with.
+	CA                 []byte
+	Username, Password string
+	// Datacenter, Cluster, Datastore and Network name the inventory the simulator made.
+	Datacenter, Cluster, Datastore, Network string
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// Start starts a simulator.
+func Start(cfg Config) (*Simulator, error) {
+	if cfg.Hosts == 0 {
+		cfg.Hosts = 3
+	}
+	if cfg.Username == "" {
+		cfg.Username, cfg.Password = "administrator@vsphere.local", "Simulat0r!"
+	}
+	if cfg.Templates == nil {
+		cfg.Templates = []Template{{Name: "ubuntu-2404-runner", Tags: []string{"runner"}}}
+	}
+	m := simulator.VPX()
+	m.Host = 0
+	m.ClusterHost = cfg.Hosts
+	m.Machine = len(cfg.Templates) + 1 // one more: a VM that is not HyperFleet's
+	m.Autostart = false
+	if err := m.Create(); err != nil {
+		return nil, fmt.Errorf("vcsim model: %w", err)
+	}
+	m.Service.TLS = new(tls.Config)
+	m.Service.Listen = &url.URL{Host: "127.0.0.1:0", User: url.UserPassword(cfg.Username, cfg.Password)}
+	server := m.Service.NewServer()
+	s := &Simulator{model: m, server: server, Username: cfg.Username, Password: cfg.Password,
+		URL: "https://" + server.URL.Host, stop: make(chan struct{}),
+		CA: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: server.Certificate().Raw})}
+	if err := s.setUp(cfg); err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.applyCloneSpecs()
+	if !cfg.NoGuestIP {
+		s.wg.Add(1)
+		go s.tools()
+	}
+	return s, nil
+}
+
+// StartForTest starts a simulator that the test's end stops.
+func StartForTest(t testing.TB, cfg Config) *Simulator {
+	t.Helper()
+	s, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Close stops the simulator.
+func (s *Simulator) Close() {
+	select {
+	case <-s.stop:
+		return
+	default:
+		close(s.stop)
+	}
+	s.wg.Wait()
+	s.server.Close()
+	s.model.Remove()
+}
+
+// client logs in as the administrator, for the simulator's own set-up.
+func (s *Simulator) client(ctx context.Context) (*govmomi.Client, error) {
+	u, err := url.Parse(s.URL + "/sdk")
+	if err != nil {
+		return nil, err
+	}
+	u.User = url.UserPassword(s.Username, s.Password)
+	return govmomi.NewClient(ctx, u, true)
+}
+
+// setUp names the inventory and turns the model's first VMs into the configured templates.
+func (s *Simulator) setUp(cfg Config) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := s.client(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Logout(ctx) }()
+	f := find.NewFinder(c.Client, true)
+	dc, err := f.DefaultDatacenter(ctx)
+	if err != nil {
+		return err
+	}
+	f.SetDatacenter(dc)
+	s.Datacenter = dc.Name()
+	cluster, err := f.DefaultClusterComputeResource(ctx)
+	if err != nil {
+		return err
+	}
+	s.Cluster = cluster.Name()
+	ds, err := f.DefaultDatastore(ctx)
+	if err != nil {
+		return err
+	}
+	s.Datastore = ds.Name()
+	nets, err := f.NetworkList(ctx, "*")
+	if err != nil {
+		return err
+	}
+	for _, n := range nets {
+		if n.Reference().Type == "DistributedVirtualPortgroup" && !strings.Contains(n.GetInventoryPath(), "Uplink") {
+			s.Network = n.GetInventoryPath()[strings.LastIndex(n.GetInventoryPath(), "/")+1:]
+			break
+		}
+	}
+	vms, err := f.VirtualMachineList(ctx, "*")
+	if err != nil {
+		return err
+	}
+	if len(vms) < len(cfg.Templates) {
+		return fmt.Errorf("vcsim made %d VMs for %d templates", len(vms), len(cfg.Templates))
+	}
+	for i, tmpl := range cfg.Templates {
+		if err := makeTemplate(ctx, vms[i], tmpl); err != nil {
+			return fmt.Errorf("template %s: %w", tmpl.Name, err)
+		}
+	}
+	return nil
+}
+
+func makeTemplate(ctx context.Context, vm *object.VirtualMachine, tmpl Template) error {
+	wait := func(t *object.Task, err error) error {
+		if err != nil {
+			return err
+		}
+		return t.Wait(ctx)
+	}
+	if err := wait(vm.Rename(ctx, tmpl.Name)); err != nil {
+		return err
+	}
+	if len(tmpl.Tags) > 0 {
+		if err := wait(vm.Reconfigure(ctx, types.VirtualMachineConfigSpec{ExtraConfig: []types.BaseOptionValue{
+			&types.OptionValue{Key: "hyperfleet.tags", Value: strings.Join(tmpl.Tags, ",")}}})); err != nil {
+			return err
+		}
+	}
+	if !tmpl.NoSnapshot {
+		if err := wait(vm.CreateSnapshot(ctx, "base", "the disk state linked clones share", false, false)); err != nil {
+			return err
+		}
+	}
+	return vm.MarkAsTemplate(ctx)
+}
+
+// tools plays VMware Tools: a powered-on VM without an address reports one, 10.56.x.y.
+func (s *Simulator) tools() {
+	defer s.wg.Done()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	next := 10
+	ctx := s.model.Service.Context
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+		}
+		for _, e := range ctx.Map.All("VirtualMachine") {
+			vm := asVM(e)
+			if vm == nil {
+				continue
+			}
+			ctx.WithLock(vm, func() {
+				if vm.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOn || vm.Guest == nil || vm.Guest.IpAddress != "" {
+					return
+				}
+				ip := net.IPv4(10, 56, byte(next/250), byte(next%250+2)).String()
+				next++
+				vm.Guest.IpAddress = ip
+				vm.Guest.ToolsRunningStatus = string(types.VirtualMachineToolsRunningStatusGuestToolsRunning)
+				if len(vm.Guest.Net) > 0 {
+					vm.Guest.Net[0].IpAddress = []string{ip}
+				}
+			})
+		}
+	}
+}
+
+// VM is a VM as the simulator holds it, for assertions.
+type VM struct {
+	Name, InstanceUUID, Host string
+	PowerState               types.VirtualMachinePowerState
+	Template                 bool
+	ExtraConfig              map[string]string
+}
+
+// VMs lists every VM and template the simulator holds.
+func (s *Simulator) VMs() []VM {
+	ctx := s.model.Service.Context
+	var out []VM
+	for _, e := range ctx.Map.All("VirtualMachine") {
+		vm := asVM(e)
+		if vm == nil {
+			continue
+		}
+		ctx.WithLock(vm, func() {
+			v := VM{Name: vm.Name, PowerState: vm.Runtime.PowerState, ExtraConfig: map[string]string{}}
+			if vm.Config != nil {
+				v.InstanceUUID = strings.ToLower(vm.Config.InstanceUuid)
+				v.Template = vm.Config.Template
+				for _, o := range vm.Config.ExtraConfig {
+					if ov := o.GetOptionValue(); ov != nil {
+						v.ExtraConfig[ov.Key] = fmt.Sprint(ov.Value)
+					}
+				}
+			}
+			if vm.Runtime.Host != nil {
+				if h, ok := ctx.Map.Get(*vm.Runtime.Host).(*simulator.HostSystem); ok {
+					v.Host = h.Name
+				}
+			}
+			out = append(out, v)
+		})
+	}
+	return out
+}
+
+// asVM is the simulator's VM behind a registry entry, wrapped or not.
+func asVM(e any) *simulator.VirtualMachine {
+	switch vm := e.(type) {
+	case *simulator.VirtualMachine:
+		return vm
+	case *cloneSource:
+		return vm.VirtualMachine
+	}
+	return nil
+}
