@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
+	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/controllers/controllertest"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
@@ -73,4 +74,57 @@ func TestVSphereClaimLifecycle(t *testing.T) {
 		}
 	}
 	g.Expect(left).To(ConsistOf("DC0_C0_RP0_VM1"), "only the VM that is not HyperFleet's is left")
+}
+
+// TestVSphereSnapshotRestoreDelete: a MachineSnapshot with memory of a running persistent claim on
+// vSphere is a vCenter snapshot with memory; a MachineSnapshotRestore reverts to it and the VM
+// runs again; deleting the MachineSnapshot removes the snapshot.
+func TestVSphereSnapshotRestoreDelete(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	sim := vspheresim.StartForTest(t, vspheresim.Config{})
+	startManager(t)
+	ns := newNamespace(t)
+	controllertest.VSphereCluster(t, ns, "vc", sim)
+	claim := builder.NewMachineClaim("db-0", ns).WithHypervisorCluster("vc").WithTemplateName("ubuntu-2404-runner").
+		WithResources(2, 2048).WithPersistent(infrav1.RunStrategyAlways).Build()
+	g.Expect(env.Client.Create(ctx, claim)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := get(g, claim)
+		g.Expect(got.Status.Phase).To(Equal(infrav1.MachineClaimPhaseRunning), "conditions: %+v", got.Status.Conditions)
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+
+	snap := builder.NewMachineSnapshot("before-upgrade", ns, claim.Name)
+	snap.Spec.WithMemory = true
+	g.Expect(env.Client.Create(ctx, snap)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := get(g, snap)
+		g.Expect(got.Status.Phase).To(Equal(fleetv1.MachineSnapshotPhaseSucceeded), "conditions: %+v", got.Status.Conditions)
+		g.Expect(got.Status.ReadyToUse).To(BeTrue())
+		g.Expect(got.Status.WithMemory).To(BeTrue())
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	snapshotsOf := func() []string {
+		for _, v := range sim.VMs() {
+			if v.InstanceUUID == get(g, claim).Status.VMID {
+				return v.Snapshots
+			}
+		}
+		return nil
+	}
+	g.Expect(snapshotsOf()).To(ConsistOf(get(g, snap).Status.SnapshotName))
+
+	restore := builder.NewMachineSnapshotRestore("back", ns, claim.Name, snap.Name)
+	g.Expect(env.Client.Create(ctx, restore)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := get(g, restore)
+		g.Expect(got.Status.Complete).To(BeTrue(), "%v", got.Status.Conditions)
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(get(g, claim).Status.Phase).To(Equal(infrav1.MachineClaimPhaseRunning))
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+
+	g.Expect(env.Client.Delete(ctx, snap)).To(Succeed())
+	g.Eventually(func() bool { return apierrors.IsNotFound(env.Client.Get(ctx, keyOf(snap), &fleetv1.MachineSnapshot{})) },
+		30*time.Second, 100*time.Millisecond).Should(BeTrue())
+	g.Expect(snapshotsOf()).To(BeEmpty())
 }

@@ -251,6 +251,8 @@ type VM struct {
 	PowerState               types.VirtualMachinePowerState
 	Template                 bool
 	ExtraConfig              map[string]string
+	// Snapshots are the names in the VM's snapshot tree, parents first.
+	Snapshots []string
 }
 
 // VMs lists every VM and template the simulator holds.
@@ -272,6 +274,16 @@ func (s *Simulator) VMs() []VM {
 						v.ExtraConfig[ov.Key] = fmt.Sprint(ov.Value)
 					}
 				}
+			}
+			if vm.Snapshot != nil {
+				var walk func([]types.VirtualMachineSnapshotTree)
+				walk = func(list []types.VirtualMachineSnapshotTree) {
+					for _, sn := range list {
+						v.Snapshots = append(v.Snapshots, sn.Name)
+						walk(sn.ChildSnapshotList)
+					}
+				}
+				walk(vm.Snapshot.RootSnapshotList)
 			}
 			if vm.Runtime.Host != nil {
 				if h, ok := ctx.Map.Get(*vm.Runtime.Host).(*simulator.HostSystem); ok {
