@@ -82,17 +82,8 @@ func TestVSphereClaimLifecycle(t *testing.T) {
 func TestVSphereSnapshotRestoreDelete(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	sim := vspheresim.StartForTest(t, vspheresim.Config{})
-	startManager(t)
-	ns := newNamespace(t)
-	controllertest.VSphereCluster(t, ns, "vc", sim)
-	claim := builder.NewMachineClaim("db-0", ns).WithHypervisorCluster("vc").WithTemplateName("ubuntu-2404-runner").
-		WithResources(2, 2048).WithPersistent(infrav1.RunStrategyAlways).Build()
-	g.Expect(env.Client.Create(ctx, claim)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		got := get(g, claim)
-		g.Expect(got.Status.Phase).To(Equal(infrav1.MachineClaimPhaseRunning), "conditions: %+v", got.Status.Conditions)
-	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	claim, sim := persistentVSphereVM(t)
+	ns := claim.Namespace
 
 	snap := builder.NewMachineSnapshot("before-upgrade", ns, claim.Name)
 	snap.Spec.WithMemory = true
@@ -127,4 +118,54 @@ func TestVSphereSnapshotRestoreDelete(t *testing.T) {
 	g.Eventually(func() bool { return apierrors.IsNotFound(env.Client.Get(ctx, keyOf(snap), &fleetv1.MachineSnapshot{})) },
 		30*time.Second, 100*time.Millisecond).Should(BeTrue())
 	g.Expect(snapshotsOf()).To(BeEmpty())
+}
+
+// persistentVSphereVM is a running persistent claim (run strategy Always) on the vSphere
+// simulator, through the real manager.
+func persistentVSphereVM(t *testing.T) (*infrav1.MachineClaim, *vspheresim.Simulator) {
+	t.Helper()
+	g := NewWithT(t)
+	sim := vspheresim.StartForTest(t, vspheresim.Config{})
+	startManager(t)
+	ns := newNamespace(t)
+	controllertest.VSphereCluster(t, ns, "vc", sim)
+	claim := builder.NewMachineClaim("db-0", ns).WithHypervisorCluster("vc").WithTemplateName("ubuntu-2404-runner").
+		WithResources(2, 2048).WithPersistent(infrav1.RunStrategyAlways).Build()
+	g.Expect(env.Client.Create(context.Background(), claim)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := get(g, claim)
+		g.Expect(got.Status.Phase).To(Equal(infrav1.MachineClaimPhaseRunning), "conditions: %+v", got.Status.Conditions)
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	return get(g, claim), sim
+}
+
+// TestVSphereMigration: a MachineMigration to any host moves the running VM live with vMotion;
+// the claim's status.node is the new host, where the simulator holds the same VM, running.
+func TestVSphereMigration(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	claim, sim := persistentVSphereVM(t)
+	source := claim.Status.Node
+	g.Eventually(func(g Gomega) {
+		g.Expect(conditions.IsTrue(get(g, claim), infrav1.MachineClaimLiveMigratableCondition)).To(BeTrue())
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+
+	moved := builder.NewMachineMigration("moved", claim.Namespace, claim.Name, fleetv1.MigrationTargetAny)
+	g.Expect(env.Client.Create(ctx, moved)).To(Succeed())
+	got := migrationDone(g, moved)
+	g.Expect(got.Status.Phase).To(Equal(fleetv1.MachineMigrationPhaseSucceeded), "%+v", got.Status)
+	g.Expect(got.Status.SourceHost).To(Equal(source))
+	g.Expect(got.Status.TargetHost).NotTo(Equal(source))
+	g.Expect(got.Status.Online).To(BeTrue())
+	g.Eventually(func(g Gomega) {
+		c := get(g, claim)
+		g.Expect(c.Status.Node).To(Equal(got.Status.TargetHost))
+		g.Expect(c.Status.Phase).To(Equal(infrav1.MachineClaimPhaseRunning))
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	for _, v := range sim.VMs() {
+		if v.InstanceUUID == claim.Status.VMID {
+			g.Expect(v.Host).To(Equal(got.Status.TargetHost))
+			g.Expect(v.PowerState).To(BeEquivalentTo("poweredOn"))
+		}
+	}
 }
