@@ -3,6 +3,7 @@
 //	hyperfleet-dev up                               # make dev: start everything, Ctrl-C stops it
 //	hyperfleet-dev up --platform=gitlab             # make dev DEV_FLAGS=--platform=gitlab: a GitLab pool
 //	hyperfleet-dev up --hypervisor=both             # make dev DEV_FLAGS=--hypervisor=both: one pool over Proxmox and Hyper-V
+//	hyperfleet-dev up --hypervisor=all              # one pool over Proxmox, Hyper-V and vSphere
 //	hyperfleet-dev up --platform=buildkite          # a Buildkite pool of the fake Buildkite's queue
 //	hyperfleet-dev up --platform=all                # a mixed fleet: a GitHub, a GitLab and a Buildkite pool
 //	hyperfleet-dev jobs --count 20 --labels linux,x64 # make jobs: queue jobs on the pool's fake platform
@@ -107,7 +108,7 @@ func up(ctx context.Context, stopSignals func(), args []string, out io.Writer) e
 	maxReplicas := fs.Int("max", 5, "the RunnerPool's maxReplicas")
 	labels := fs.String("labels", strings.Join(devfleet.DefaultLabels, ","), "the RunnerPool's runner labels (Buildkite: agent tags key=value, default os=linux,arch=x64)")
 	platform := fs.String("platform", devfleet.PlatformGitHub, "CI platform of the sample pool: github, gitlab (a fake GitLab; the pool serves the group named by --org) or buildkite (a fake Buildkite; the pool serves --queue); a comma-separated list or all for a mixed fleet of one pool per platform on the one hypervisor")
-	hypervisor := fs.String("hypervisor", devfleet.HypervisorProxmox, "where the sample pool's VMs run: proxmox (the Proxmox simulator), hyperv (the Hyper-V WS-Management simulator) or both (one pool whose targets are both)")
+	hypervisor := fs.String("hypervisor", devfleet.HypervisorProxmox, "where the sample pool's VMs run: proxmox (the Proxmox simulator), hyperv (the Hyper-V WS-Management simulator), vsphere (VMware's vCenter simulator), both (one pool over Proxmox and Hyper-V) or all (one pool over the three)")
 	queue := fs.String("queue", devfleet.DefaultQueue, "the Buildkite pool's queue")
 	org := fs.String("org", devfleet.DefaultOrganization, "GitHub organization (GitLab: group) the pool serves")
 	repo := fs.String("repo", "", "GitHub repository owner/name the pool serves instead of the organization")

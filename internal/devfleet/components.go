@@ -233,6 +233,7 @@ func (f *Fleet) applySample(ctx context.Context, gitlabToken, buildkiteToken str
 			runnerURL:      f.runners[platform].URL, runnerSH: f.runners[platform].SHA256,
 			spire:      f.State.SPIRE,
 			hypervisor: f.opts.Hypervisor, hyperv: f.State.HyperV, hypervCA: f.hypervCA(),
+			vsphere: f.State.VSphere, vsphereCA: f.vsphereCA(),
 		}
 		switch platform {
 		case PlatformGitLab:

@@ -26,6 +26,7 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/test/hvsim"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 	"github.com/hyperfleet-io/hyperfleet/test/testenv"
+	"github.com/hyperfleet-io/hyperfleet/test/vspheresim"
 )
 
 // TrustDomain is the SPIFFE trust domain of the fleet's VMs.
@@ -65,8 +66,9 @@ type Options struct {
 	// hypervisor, each with its own runner package.
 	Platform string
 	// Hypervisor is where the sample pool's VMs run: HypervisorProxmox (default, the Proxmox
-	// simulator), HypervisorHyperV (the Hyper-V WS-Management simulator) or HypervisorBoth (one
-	// pool whose targets are both). The Proxmox simulator runs either way.
+	// simulator), HypervisorHyperV (the Hyper-V WS-Management simulator), HypervisorVSphere
+	// (VMware's vCenter simulator), HypervisorBoth (one pool whose targets are Proxmox and
+	// Hyper-V) or HypervisorAll (one pool over all three). The Proxmox simulator runs either way.
 	Hypervisor string
 	// NoConsole leaves the operator console and its identity provider out.
 	NoConsole bool
@@ -121,8 +123,10 @@ type Fleet struct {
 	Simulator *pvesim.Simulator
 	// HyperV is the simulated Hyper-V host (Hypervisor hyperv or both).
 	HyperV *hvsim.HyperVHosts
-	GitHub *fakegithub.Server
-	GitLab *fakegitlab.Server
+	// VSphere is the simulated vCenter (Hypervisor vsphere or all).
+	VSphere *vspheresim.Simulator
+	GitHub  *fakegithub.Server
+	GitLab  *fakegitlab.Server
 	// Buildkite is the fake Buildkite (Platform buildkite only).
 	Buildkite *fakebuildkite.Server
 	// AppliedAt is when the sample fleet's objects were created.
@@ -201,9 +205,9 @@ func (o *Options) defaults() error {
 	switch o.Hypervisor {
 	case "":
 		o.Hypervisor = HypervisorProxmox
-	case HypervisorProxmox, HypervisorHyperV, HypervisorBoth:
+	case HypervisorProxmox, HypervisorHyperV, HypervisorVSphere, HypervisorBoth, HypervisorAll:
 	default:
-		return fmt.Errorf("hypervisor %q: want %s, %s or %s", o.Hypervisor, HypervisorProxmox, HypervisorHyperV, HypervisorBoth)
+		return fmt.Errorf("hypervisor %q: want %s, %s, %s, %s or %s", o.Hypervisor, HypervisorProxmox, HypervisorHyperV, HypervisorVSphere, HypervisorBoth, HypervisorAll)
 	}
 	if in := o.Installed; in != nil {
 		switch {
@@ -330,9 +334,15 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	if err := f.startSimulator(agentBin); err != nil {
 		return nil, err
 	}
-	if opts.Hypervisor != HypervisorProxmox {
+	if usesHyperV(opts.Hypervisor) {
 		progress("starting the Hyper-V simulator")
 		if err := f.startHyperV(agentBin); err != nil {
+			return nil, err
+		}
+	}
+	if usesVSphere(opts.Hypervisor) {
+		progress("starting the vCenter simulator")
+		if err := f.startVSphere(agentBin); err != nil {
 			return nil, err
 		}
 	}
@@ -444,6 +454,9 @@ func (f *Fleet) Stop() {
 	}
 	if f.HyperV != nil {
 		_ = f.HyperV.Close()
+	}
+	if f.VSphere != nil {
+		f.VSphere.Close()
 	}
 	if f.GitHub != nil {
 		f.GitHub.Close()

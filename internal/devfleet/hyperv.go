@@ -110,8 +110,9 @@ func hypervObjects(meta func(string) metav1.ObjectMeta, hv *HyperVState, ca []by
 	}
 }
 
-// placePool points the sample pool at its hypervisors: hyperv makes it a pool of the Hyper-V
-// Cluster, both gives it two targets of equal priority, so runners alternate between them.
+// placePool points the sample pool at its hypervisors: hyperv (vsphere) makes it a pool of the
+// Hyper-V (vSphere) Cluster, both gives it two targets of equal priority, so runners alternate
+// between them, and all three.
 func placePool(pool *fleetv1.RunnerPool, hypervisor string) {
 	ref := func(name string) clusterv1.ContractVersionedObjectReference {
 		return clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "MachineClaimTemplate", Name: name}
@@ -121,11 +122,19 @@ func placePool(pool *fleetv1.RunnerPool, hypervisor string) {
 		pool.Spec.ClusterName = HyperVClusterName
 		pool.Labels[clusterv1.ClusterNameLabel] = HyperVClusterName
 		pool.Spec.Template.InfrastructureRef = ref(HyperVTemplateName)
-	case HypervisorBoth:
+	case HypervisorVSphere:
+		pool.Spec.ClusterName = VSphereClusterName
+		pool.Labels[clusterv1.ClusterNameLabel] = VSphereClusterName
+		pool.Spec.Template.InfrastructureRef = ref(VSphereTemplateName)
+	case HypervisorBoth, HypervisorAll:
 		pool.Spec.Template.InfrastructureRef = clusterv1.ContractVersionedObjectReference{}
 		pool.Spec.Template.Targets = []fleetv1.RunnerTarget{
 			{Name: HypervisorProxmox, ClusterName: ClusterName, InfrastructureRef: ref(TemplateName), Weight: 1},
 			{Name: HypervisorHyperV, ClusterName: HyperVClusterName, InfrastructureRef: ref(HyperVTemplateName), Weight: 1},
+		}
+		if hypervisor == HypervisorAll {
+			pool.Spec.Template.Targets = append(pool.Spec.Template.Targets,
+				fleetv1.RunnerTarget{Name: HypervisorVSphere, ClusterName: VSphereClusterName, InfrastructureRef: ref(VSphereTemplateName), Weight: 1})
 		}
 	}
 }

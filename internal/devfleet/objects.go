@@ -110,6 +110,9 @@ type sampleInput struct {
 	hypervisor string
 	hyperv     *HyperVState
 	hypervCA   []byte
+	// vsphere and vsphereCA describe the simulated vCenter, nil when it does not run.
+	vsphere   *VSphereState
+	vsphereCA []byte
 }
 
 // sampleFleet is a runner fleet as a person would write it (templates/cluster-template.yaml with
@@ -175,6 +178,9 @@ func sampleFleet(in sampleInput) []client.Object {
 	if in.hyperv != nil {
 		// Before the pool, as a person would create them.
 		objs = slices.Insert(objs, len(objs)-1, hypervObjects(meta, in.hyperv, in.hypervCA)...)
+	}
+	if in.vsphere != nil {
+		objs = slices.Insert(objs, len(objs)-1, vsphereObjects(meta, in.vsphere, in.vsphereCA)...)
 	}
 	placePool(objs[len(objs)-1].(*fleetv1.RunnerPool), in.hypervisor)
 	if in.gitlab != nil {

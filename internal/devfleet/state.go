@@ -43,7 +43,9 @@ type State struct {
 	Proxmox ProxmoxState `json:"proxmox"`
 	// HyperV is set when the fleet runs the Hyper-V simulator.
 	HyperV *HyperVState `json:"hyperv,omitempty"`
-	GitHub GitHubState  `json:"github"`
+	// VSphere is set when the fleet runs the vCenter simulator.
+	VSphere *VSphereState `json:"vsphere,omitempty"`
+	GitHub  GitHubState   `json:"github"`
 	// GitLab is set when the sample pool is a GitLab pool.
 	GitLab *GitLabState `json:"gitlab,omitempty"`
 	// Buildkite is set when the sample pool is a Buildkite pool.

@@ -47,6 +47,8 @@ type Config struct {
 	Templates []Template
 	// NoGuestIP keeps powered-on VMs without an address.
 	NoGuestIP bool
+	// BootHook, when set, plays each VM's guest from its power-on, once it has an address.
+	BootHook BootHook
 }
 
 // Simulator is a running simulated vCenter.
@@ -63,6 +65,10 @@ type Simulator struct {
 
 	stop chan struct{}
 	wg   sync.WaitGroup
+
+	hook   BootHook
+	mu     sync.Mutex
+	booted map[string]context.CancelFunc
 }
 
 // Start starts a simulator.
@@ -88,17 +94,15 @@ func Start(cfg Config) (*Simulator, error) {
 	m.Service.Listen = &url.URL{Host: "127.0.0.1:0", User: url.UserPassword(cfg.Username, cfg.Password)}
 	server := m.Service.NewServer()
 	s := &Simulator{model: m, server: server, Username: cfg.Username, Password: cfg.Password,
-		URL: "https://" + server.URL.Host, stop: make(chan struct{}),
+		URL: "https://" + server.URL.Host, stop: make(chan struct{}), hook: cfg.BootHook, booted: map[string]context.CancelFunc{},
 		CA: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: server.Certificate().Raw})}
 	if err := s.setUp(cfg); err != nil {
 		s.Close()
 		return nil, err
 	}
 	s.applyCloneSpecs()
-	if !cfg.NoGuestIP {
-		s.wg.Add(1)
-		go s.tools()
-	}
+	s.wg.Add(1)
+	go s.tools(!cfg.NoGuestIP)
 	return s, nil
 }
 
@@ -121,6 +125,11 @@ func (s *Simulator) Close() {
 	default:
 		close(s.stop)
 	}
+	s.mu.Lock()
+	for _, cancel := range s.booted {
+		cancel()
+	}
+	s.mu.Unlock()
 	s.wg.Wait()
 	s.server.Close()
 	s.model.Remove()
@@ -211,8 +220,9 @@ func makeTemplate(ctx context.Context, vm *object.VirtualMachine, tmpl Template)
 	return vm.MarkAsTemplate(ctx)
 }
 
-// tools plays VMware Tools: a powered-on VM without an address reports one, 10.56.x.y.
-func (s *Simulator) tools() {
+// tools plays VMware Tools and the guests: a powered-on VM without an address reports one,
+// 10.56.x.y (when guestIP), and boots (the BootHook) once it has one; a VM powered off halts.
+func (s *Simulator) tools(guestIP bool) {
 	defer s.wg.Done()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -229,18 +239,43 @@ func (s *Simulator) tools() {
 			if vm == nil {
 				continue
 			}
+			var id, ip string
+			on := false
 			ctx.WithLock(vm, func() {
-				if vm.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOn || vm.Guest == nil || vm.Guest.IpAddress != "" {
+				if vm.Config == nil {
 					return
 				}
-				ip := net.IPv4(10, 56, byte(next/250), byte(next%250+2)).String()
-				next++
-				vm.Guest.IpAddress = ip
-				vm.Guest.ToolsRunningStatus = string(types.VirtualMachineToolsRunningStatusGuestToolsRunning)
-				if len(vm.Guest.Net) > 0 {
-					vm.Guest.Net[0].IpAddress = []string{ip}
+				id = strings.ToLower(vm.Config.InstanceUuid)
+				on = vm.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOn
+				if on && guestIP && vm.Guest != nil && vm.Guest.IpAddress == "" {
+					addr := net.IPv4(10, 56, byte(next/250), byte(next%250+2)).String()
+					next++
+					vm.Guest.IpAddress = addr
+					vm.Guest.ToolsRunningStatus = string(types.VirtualMachineToolsRunningStatusGuestToolsRunning)
+					if len(vm.Guest.Net) > 0 {
+						vm.Guest.Net[0].IpAddress = []string{addr}
+					}
+				}
+				if vm.Guest != nil {
+					ip = vm.Guest.IpAddress
+				}
+				if !on && vm.Guest != nil {
+					vm.Guest.IpAddress = "" // a guest that is down reports nothing
+					for i := range vm.Guest.Net {
+						vm.Guest.Net[i].IpAddress = nil
+					}
 				}
 			})
+			switch {
+			case on && ip != "" && s.hook != nil && !s.isBooted(id):
+				for _, v := range s.VMs() {
+					if v.InstanceUUID == id {
+						s.boot(v, ip)
+					}
+				}
+			case !on && id != "":
+				s.halted(id)
+			}
 		}
 	}
 }

@@ -27,31 +27,34 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	os.Exit(devfleet.RunTests("e2e-mixed", devfleet.Options{
-		Hypervisor:  devfleet.HypervisorBoth,
-		Pool:        devfleet.PoolOptions{Min: 2, Max: 4, Labels: []string{"linux", "x64"}},
+		Hypervisor:  devfleet.HypervisorAll,
+		Pool:        devfleet.PoolOptions{Min: 3, Max: 6, Labels: []string{"linux", "x64"}},
 		JobDuration: time.Second,
 		NoConsole:   true,
 	}, func(f *devfleet.Fleet) int { fleet = f; return m.Run() }))
 }
 
-const jobs = 8
+const jobs = 9
 
-// TestJobsRunOnHyperVAndProxmoxVMs: a pool over the Proxmox and the Hyper-V simulator (equal
-// priority and weight) keeps its floor of two runners one on each, every Machine in its target's
-// Cluster; N jobs each run exactly once, on Hyper-V VMs and on Proxmox VMs; afterwards each
-// simulator holds exactly the VMs of the pool's claims there, none leaked or duplicated.
-func TestJobsRunOnHyperVAndProxmoxVMs(t *testing.T) {
+// TestJobsRunOnProxmoxHyperVAndVSphereVMs: a pool over the Proxmox, the Hyper-V and the vCenter
+// simulator (equal priority and weight) keeps its floor of three runners one on each, every
+// Machine in its target's Cluster; N jobs each run exactly once, on VMs of every hypervisor;
+// afterwards each simulator holds exactly the VMs of the pool's claims there, none leaked or
+// duplicated.
+func TestJobsRunOnProxmoxHyperVAndVSphereVMs(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	c := fleet.Client()
 	ns := fleet.State.Namespace
 	poolLabels := client.MatchingLabels{fleetv1.RunnerPoolNameLabel: fleet.State.Pool}
-	clusterOf := map[string]string{devfleet.HypervisorProxmox: devfleet.ClusterName, devfleet.HypervisorHyperV: devfleet.HyperVClusterName}
+	clusterOf := map[string]string{devfleet.HypervisorProxmox: devfleet.ClusterName, devfleet.HypervisorHyperV: devfleet.HyperVClusterName,
+		devfleet.HypervisorVSphere: devfleet.VSphereClusterName}
 
 	g.Eventually(func(g Gomega) {
 		claims := readyClaims(g, c, ns, poolLabels)
 		g.Expect(claims).To(HaveKeyWithValue(devfleet.HypervisorProxmox, 1))
 		g.Expect(claims).To(HaveKeyWithValue(devfleet.HypervisorHyperV, 1))
+		g.Expect(claims).To(HaveKeyWithValue(devfleet.HypervisorVSphere, 1))
 	}, 3*time.Minute, 250*time.Millisecond).Should(Succeed(), "the floor: one bootstrapped runner on each hypervisor")
 
 	created, err := devfleet.CreateJobs(ctx, &fleet.State, devfleet.JobRequest{Count: jobs, Labels: []string{"linux", "x64"}, Name: "mixed"})
@@ -89,13 +92,14 @@ func TestJobsRunOnHyperVAndProxmoxVMs(t *testing.T) {
 	g.Expect(fleet.GitHub.VerifyEachJobRanOnce()).To(Succeed())
 	t.Logf("jobs ran on targets: %v", ranOn)
 	g.Expect(ranOn).To(HaveKey(devfleet.HypervisorHyperV), "jobs ran on Hyper-V VMs")
-	g.Expect(ranOn).To(HaveKey(devfleet.HypervisorProxmox), "and on Proxmox VMs")
+	g.Expect(ranOn).To(HaveKey(devfleet.HypervisorProxmox), "on Proxmox VMs")
+	g.Expect(ranOn).To(HaveKey(devfleet.HypervisorVSphere), "and on vSphere VMs")
 
 	// Each simulator holds the VMs of the pool's claims on it, and no other owned VM.
 	g.Eventually(func(g Gomega) {
 		claims := &infrav1.MachineClaimList{}
 		g.Expect(c.List(ctx, claims, client.InNamespace(ns), poolLabels)).To(Succeed())
-		want := map[string]map[string]bool{devfleet.HypervisorProxmox: {}, devfleet.HypervisorHyperV: {}}
+		want := map[string]map[string]bool{devfleet.HypervisorProxmox: {}, devfleet.HypervisorHyperV: {}, devfleet.HypervisorVSphere: {}}
 		for _, cl := range claims.Items {
 			g.Expect(cl.DeletionTimestamp.IsZero()).To(BeTrue())
 			g.Expect(cl.Status.VMID).NotTo(BeEmpty())
@@ -112,7 +116,14 @@ func TestJobsRunOnHyperVAndProxmoxVMs(t *testing.T) {
 			hv[vm.ID] = true
 		}
 		g.Expect(hv).To(Equal(want[devfleet.HypervisorHyperV]), "Hyper-V VMs are the Hyper-V claims'")
-		g.Expect(len(claims.Items)).To(Equal(2), "back to the floor")
+		vc := map[string]bool{}
+		for _, vm := range fleet.VSphere.VMs() {
+			if !vm.Template && vm.ExtraConfig["hyperfleet.installation"] != "" {
+				vc[vm.InstanceUUID] = true
+			}
+		}
+		g.Expect(vc).To(Equal(want[devfleet.HypervisorVSphere]), "vSphere VMs are the vSphere claims'")
+		g.Expect(len(claims.Items)).To(Equal(3), "back to the floor")
 	}, 3*time.Minute, 500*time.Millisecond).Should(Succeed())
 }
 
