@@ -17,16 +17,22 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/test/vspheresim"
 )
 
+// maxVSphereCallsPerVM is the bar of the SOAP calls one VM's whole life costs on vSphere through
+// the controllers (the health check and sweep left out), as TestCallsPerVMEndToEnd holds Proxmox to
+// its own.
+const maxVSphereCallsPerVM = 30
+
 // TestVSphereClaimLifecycle runs a MachineClaim's whole life on vSphere through the real manager
 // and VMware's simulator: the HypervisorCluster connects and reports the compute cluster's hosts,
 // the claim's VM is cloned from the template with the installation's marks, configured with the
 // bootstrap data as guestinfo, started and given an address by VMware Tools; deleting the claim
-// stops and destroys the VM, and the simulator's other VM is never touched.
+// stops and destroys the VM, and the simulator's other VM is never touched. It counts the SOAP
+// calls of that life, by method, with the health checks a minute apart so that none falls inside.
 func TestVSphereClaimLifecycle(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	sim := vspheresim.StartForTest(t, vspheresim.Config{})
-	startManager(t)
+	startManager(t, testTiming{Sweep: time.Minute, OrphanGrace: time.Minute})
 	ns := newNamespace(t)
 	hc := controllertest.VSphereCluster(t, ns, "vc", sim)
 	g.Eventually(func(g Gomega) {
@@ -36,6 +42,7 @@ func TestVSphereClaimLifecycle(t *testing.T) {
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 
 	bootstrapSecret(t, ns, "vm-v-userdata", controllertest.UserData)
+	sim.ResetCalls()
 	claim := builder.NewMachineClaim("vm-v", ns).WithHypervisorCluster("vc").WithTemplateName("ubuntu-2404-runner", "runner").
 		WithBootstrapSecret("vm-v-userdata").WithResources(2, 2048).Build()
 	g.Expect(env.Client.Create(ctx, claim)).To(Succeed())
@@ -74,6 +81,14 @@ func TestVSphereClaimLifecycle(t *testing.T) {
 		}
 	}
 	g.Expect(left).To(ConsistOf("DC0_C0_RP0_VM1"), "only the VM that is not HyperFleet's is left")
+
+	calls := sim.Calls()
+	total := 0
+	for _, n := range calls {
+		total += n
+	}
+	t.Logf("vSphere SOAP calls of one VM's life: %d %v", total, calls)
+	g.Expect(total).To(BeNumerically("<=", maxVSphereCallsPerVM), "calls by method: %v", calls)
 }
 
 // TestVSphereSnapshotRestoreDelete: a MachineSnapshot with memory of a running persistent claim on

@@ -11,9 +11,9 @@ package vspheresim
 import (
 	"context"
 	"crypto/tls"
-	"encoding/pem"
 	"fmt"
 	"net"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -69,6 +69,10 @@ type Simulator struct {
 	hook   BootHook
 	mu     sync.Mutex
 	booted map[string]context.CancelFunc
+
+	front   *httptest.Server
+	callsMu sync.Mutex
+	calls   map[string]int
 }
 
 // Start starts a simulator.
@@ -94,13 +98,18 @@ func Start(cfg Config) (*Simulator, error) {
 	m.Service.Listen = &url.URL{Host: "127.0.0.1:0", User: url.UserPassword(cfg.Username, cfg.Password)}
 	server := m.Service.NewServer()
 	s := &Simulator{model: m, server: server, Username: cfg.Username, Password: cfg.Password,
-		URL: "https://" + server.URL.Host, stop: make(chan struct{}), hook: cfg.BootHook, booted: map[string]context.CancelFunc{},
-		CA: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: server.Certificate().Raw})}
+		stop: make(chan struct{}), hook: cfg.BootHook, booted: map[string]context.CancelFunc{}, calls: map[string]int{}}
+	if err := s.serveFront(m.Service.ServeMux); err != nil {
+		server.Close()
+		m.Remove()
+		return nil, err
+	}
 	if err := s.setUp(cfg); err != nil {
 		s.Close()
 		return nil, err
 	}
 	s.applyCloneSpecs()
+	s.ResetCalls()
 	s.wg.Add(1)
 	go s.tools(!cfg.NoGuestIP)
 	return s, nil
@@ -131,6 +140,7 @@ func (s *Simulator) Close() {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.front.Close()
 	s.server.Close()
 	s.model.Remove()
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/vmware/govmomi/session"
 	"github.com/vmware/govmomi/session/keepalive"
 	"github.com/vmware/govmomi/task"
+	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/soap"
@@ -48,6 +49,16 @@ type conn struct {
 	folder  *object.Folder
 	// datastore is nil when full clones stay on the template's datastore.
 	datastore *object.Datastore
+
+	mu sync.Mutex
+	// vms and hosts are the session's container views of the datacenter's VMs and hosts, made on
+	// first use and kept: each listing is then one RetrieveProperties call.
+	vms, hosts *view.ContainerView
+	// hostName names the hosts by reference; a reference it does not know reads them again.
+	hostName map[types.ManagedObjectReference]string
+	// vmRef remembers the managed object of each VM found by its instance UUID: it does not
+	// change while the VM exists, and a VM that is gone answers ManagedObjectNotFound.
+	vmRef map[string]types.ManagedObjectReference
 }
 
 // New returns a provider for cfg; it connects on its first call.

@@ -28,7 +28,7 @@ func (p *Provider) ResolveTemplates(ctx context.Context, sel hypervisor.Template
 		if err := property.DefaultCollector(cn.c).RetrieveOne(ctx, cn.cluster.Reference(), []string{"host"}, &cluster); err != nil {
 			return err
 		}
-		names, err := hostNames(ctx, cn)
+		names, err := hostNames(ctx, cn, cluster.Host...)
 		if err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package vsphere
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"strings"
 	"time"
@@ -60,22 +61,66 @@ func (p *Provider) ownerMarks(o hypervisor.Ownership) []types.BaseOptionValue {
 	}
 }
 
-// hostNames maps the hosts of the datacenter to their names.
-func hostNames(ctx context.Context, cn *conn) (map[types.ManagedObjectReference]string, error) {
-	v, err := view.NewManager(cn.c).CreateContainerView(ctx, cn.dc.Reference(), []string{"HostSystem"}, true)
+// view returns the session's container view of kind in the datacenter, making it on first use.
+func (cn *conn) view(ctx context.Context, kind string) (*view.ContainerView, error) {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	v := &cn.vms
+	if kind == "HostSystem" {
+		v = &cn.hosts
+	}
+	if *v == nil {
+		made, err := view.NewManager(cn.c).CreateContainerView(ctx, cn.dc.Reference(), []string{kind}, true)
+		if err != nil {
+			return nil, err
+		}
+		*v = made
+	}
+	return *v, nil
+}
+
+// hostNames maps the hosts of the datacenter to their names, read once per session and again
+// when want names a host the map does not know (a host added since).
+func hostNames(ctx context.Context, cn *conn, want ...types.ManagedObjectReference) (map[types.ManagedObjectReference]string, error) {
+	cn.mu.Lock()
+	names := cn.hostName
+	cn.mu.Unlock()
+	fresh := names != nil
+	for _, w := range want {
+		if _, ok := names[w]; !ok {
+			fresh = false
+		}
+	}
+	if fresh {
+		return names, nil
+	}
+	v, err := cn.view(ctx, "HostSystem")
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = v.Destroy(context.WithoutCancel(ctx)) }()
 	var hosts []mo.HostSystem
 	if err := v.Retrieve(ctx, []string{"HostSystem"}, []string{"name"}, &hosts); err != nil {
 		return nil, err
 	}
-	names := make(map[types.ManagedObjectReference]string, len(hosts))
+	names = make(map[types.ManagedObjectReference]string, len(hosts))
 	for _, h := range hosts {
 		names[h.Reference()] = h.Name
 	}
+	cn.mu.Lock()
+	cn.hostName = names
+	cn.mu.Unlock()
 	return names, nil
+}
+
+// hostsOf are the hosts the VMs run on.
+func hostsOf(vms ...mo.VirtualMachine) []types.ManagedObjectReference {
+	var out []types.ManagedObjectReference
+	for _, vm := range vms {
+		if vm.Runtime.Host != nil {
+			out = append(out, *vm.Runtime.Host)
+		}
+	}
+	return out
 }
 
 // toVM converts a VM's properties.
@@ -109,11 +154,10 @@ func (p *Provider) toVM(vm mo.VirtualMachine, hosts map[types.ManagedObjectRefer
 
 // listVMs reads every VM of the datacenter through one container view.
 func listVMs(ctx context.Context, cn *conn) ([]mo.VirtualMachine, error) {
-	v, err := view.NewManager(cn.c).CreateContainerView(ctx, cn.dc.Reference(), []string{"VirtualMachine"}, true)
+	v, err := cn.view(ctx, "VirtualMachine")
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = v.Destroy(context.WithoutCancel(ctx)) }()
 	var vms []mo.VirtualMachine
 	if err := v.Retrieve(ctx, []string{"VirtualMachine"}, vmProps, &vms); err != nil {
 		return nil, err
@@ -121,21 +165,45 @@ func listVMs(ctx context.Context, cn *conn) ([]mo.VirtualMachine, error) {
 	return vms, nil
 }
 
-// find returns the VM whose instance UUID is id, with its properties.
+// find returns the VM whose instance UUID is id, with its properties: one read when the session
+// found that VM before, a search by UUID and a read otherwise.
 func (p *Provider) find(ctx context.Context, cn *conn, id string) (*object.VirtualMachine, mo.VirtualMachine, error) {
+	id = strings.ToLower(id)
+	cn.mu.Lock()
+	ref, known := cn.vmRef[id]
+	cn.mu.Unlock()
+	if known {
+		var vm mo.VirtualMachine
+		err := property.DefaultCollector(cn.c).RetrieveOne(ctx, ref, vmProps, &vm)
+		if err == nil && vm.Config != nil && strings.EqualFold(vm.Config.InstanceUuid, id) {
+			return object.NewVirtualMachine(cn.c, ref), vm, nil
+		}
+		cn.mu.Lock()
+		delete(cn.vmRef, id)
+		cn.mu.Unlock()
+		if err != nil && !errors.Is(classify("find", err), hypervisor.ErrNotFound) {
+			return nil, mo.VirtualMachine{}, err
+		}
+	}
 	instance := true
-	ref, err := object.NewSearchIndex(cn.c).FindByUuid(ctx, cn.dc, id, true, &instance)
+	found, err := object.NewSearchIndex(cn.c).FindByUuid(ctx, cn.dc, id, true, &instance)
 	if err != nil {
 		return nil, mo.VirtualMachine{}, err
 	}
-	if ref == nil {
+	if found == nil {
 		return nil, mo.VirtualMachine{}, refused(hypervisor.ErrNotFound, "find", "no VM with instance UUID %s", id)
 	}
-	obj := object.NewVirtualMachine(cn.c, ref.Reference())
+	obj := object.NewVirtualMachine(cn.c, found.Reference())
 	var vm mo.VirtualMachine
 	if err := property.DefaultCollector(cn.c).RetrieveOne(ctx, obj.Reference(), vmProps, &vm); err != nil {
 		return nil, mo.VirtualMachine{}, err
 	}
+	cn.mu.Lock()
+	if cn.vmRef == nil {
+		cn.vmRef = map[string]types.ManagedObjectReference{}
+	}
+	cn.vmRef[id] = obj.Reference()
+	cn.mu.Unlock()
 	return obj, vm, nil
 }
 
@@ -160,7 +228,7 @@ func (p *Provider) VM(ctx context.Context, ref hypervisor.VMRef) (hypervisor.VM,
 		if err != nil {
 			return err
 		}
-		hosts, err := hostNames(ctx, cn)
+		hosts, err := hostNames(ctx, cn, hostsOf(vm)...)
 		if err != nil {
 			return err
 		}
@@ -178,7 +246,7 @@ func (p *Provider) OwnedVMs(ctx context.Context) ([]hypervisor.VM, error) {
 		if err != nil {
 			return err
 		}
-		hosts, err := hostNames(ctx, cn)
+		hosts, err := hostNames(ctx, cn, hostsOf(vms...)...)
 		if err != nil {
 			return err
 		}
