@@ -25,7 +25,10 @@ import (
 // soapMethod finds the method of a SOAP request: the first element inside the Body.
 var soapMethod = regexp.MustCompile(`<(?:[A-Za-z0-9]+:)?Body[^>]*>\s*<(?:[A-Za-z0-9]+:)?([A-Za-z0-9_]+)`)
 
-func (s *Simulator) serveFront(handler http.Handler) error {
+func (s *Simulator) serveFront(handler http.Handler, listen string) error {
+	if listen == "" {
+		listen = "127.0.0.1:0"
+	}
 	caPEM, cert, err := selfSignedTLS()
 	if err != nil {
 		return err
@@ -47,7 +50,7 @@ func (s *Simulator) serveFront(handler http.Handler) error {
 		handler.ServeHTTP(w, r)
 	}))
 	s.front.Listener.Close()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", listen)
 	if err != nil {
 		return err
 	}

@@ -49,6 +49,8 @@ type Config struct {
 	NoGuestIP bool
 	// BootHook, when set, plays each VM's guest from its power-on, once it has an address.
 	BootHook BootHook
+	// Listen is the loopback address the vCenter is served on; empty picks a free port.
+	Listen string
 }
 
 // Simulator is a running simulated vCenter.
@@ -99,7 +101,7 @@ func Start(cfg Config) (*Simulator, error) {
 	server := m.Service.NewServer()
 	s := &Simulator{model: m, server: server, Username: cfg.Username, Password: cfg.Password,
 		stop: make(chan struct{}), hook: cfg.BootHook, booted: map[string]context.CancelFunc{}, calls: map[string]int{}}
-	if err := s.serveFront(m.Service.ServeMux); err != nil {
+	if err := s.serveFront(m.Service.ServeMux, cfg.Listen); err != nil {
 		server.Close()
 		m.Remove()
 		return nil, err

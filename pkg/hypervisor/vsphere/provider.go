@@ -208,11 +208,28 @@ func (p *Provider) do(ctx context.Context, op string, f func(context.Context, *c
 }
 
 func isNotAuthenticated(err error) bool {
-	if err == nil || !soap.IsSoapFault(err) {
-		return false
+	switch faultOf(err).(type) {
+	case types.NotAuthenticated, *types.NotAuthenticated:
+		return true
 	}
-	_, ok := soap.ToSoapFault(err).VimFault().(types.NotAuthenticated)
-	return ok
+	return false
+}
+
+// faultOf is the vSphere fault an error carries, nil when none.
+func faultOf(err error) any {
+	if err == nil {
+		return nil
+	}
+	var te task.Error
+	switch {
+	case errors.As(err, &te):
+		return te.Fault()
+	case soap.IsSoapFault(err):
+		return soap.ToSoapFault(err).VimFault()
+	case soap.IsVimFault(err):
+		return soap.ToVimFault(err)
+	}
+	return nil
 }
 
 // classify maps a vSphere error to HyperFleet's classes.
@@ -221,18 +238,7 @@ func classify(op string, err error) error {
 		return nil
 	}
 	class := hypervisor.ErrTransient
-	var fault any
-	switch {
-	case soap.IsSoapFault(err):
-		fault = soap.ToSoapFault(err).VimFault()
-	case soap.IsVimFault(err):
-		fault = soap.ToVimFault(err)
-	}
-	var te task.Error
-	if errors.As(err, &te) {
-		fault = te.Fault()
-	}
-	switch fault.(type) {
+	switch faultOf(err).(type) {
 	case types.ManagedObjectNotFound, *types.ManagedObjectNotFound, types.NotFound, *types.NotFound:
 		class = hypervisor.ErrNotFound
 	case types.InvalidLogin, *types.InvalidLogin, types.NotAuthenticated, *types.NotAuthenticated:

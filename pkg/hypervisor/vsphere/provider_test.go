@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmware/govmomi/vim25/types"
+
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/vsphere"
 	"github.com/hyperfleet-io/hyperfleet/test/vspheresim"
@@ -272,4 +274,59 @@ func otherCA(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// TestSessionEndedByVCenterLogsInAgain: vCenter ends the provider's session (an idle timeout, a
+// restart); the next call logs in again and succeeds, without the caller seeing the fault.
+func TestSessionEndedByVCenterLogsInAgain(t *testing.T) {
+	ctx := context.Background()
+	sim := vspheresim.StartForTest(t, vspheresim.Config{})
+	p := newProvider(t, sim, "inst0000a")
+	if _, err := p.Nodes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.EndSessions(); err != nil {
+		t.Fatal(err)
+	}
+	sim.ResetCalls()
+	nodes, err := p.Nodes(ctx)
+	if err != nil || len(nodes) != 3 {
+		t.Fatalf("after vCenter ended the session: %+v %v", nodes, err)
+	}
+	if calls := sim.Calls(); calls["Login"] != 1 {
+		t.Errorf("logged in %d times: %v", calls["Login"], calls)
+	}
+}
+
+// TestRefusedCallsAreClassified: a clone vCenter refuses for a missing privilege is ErrForbidden,
+// one refused as busy is ErrBusy, and nothing is left behind.
+func TestRefusedCallsAreClassified(t *testing.T) {
+	ctx := context.Background()
+	sim := vspheresim.StartForTest(t, vspheresim.Config{})
+	p := newProvider(t, sim, "inst0000a")
+	tmpl, err := p.ResolveTemplate(ctx, hypervisor.TemplateSelector{Name: "ubuntu-2404-runner"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := hypervisor.CloneSpec{Source: tmpl.Ref, Target: hypervisor.VMRef{Node: tmpl.Ref.Node}, Name: "runner-1",
+		Owner: hypervisor.Ownership{ClaimNamespace: "fleet", ClaimName: "runner-1", ClaimID: "c0ffee"}}
+	sim.Fail("CloneVM_Task", &types.NoPermission{PrivilegeId: "VirtualMachine.Provisioning.Clone"}, 1)
+	if _, _, err := p.Clone(ctx, spec); !errors.Is(err, hypervisor.ErrForbidden) {
+		t.Errorf("a clone refused for a privilege: %v", err)
+	}
+	sim.Fail("CloneVM_Task", &types.TaskInProgress{}, 1)
+	if _, _, err := p.Clone(ctx, spec); !errors.Is(err, hypervisor.ErrBusy) {
+		t.Errorf("a clone refused as busy: %v", err)
+	}
+	if owned, err := p.OwnedVMs(ctx); err != nil || len(owned) != 0 {
+		t.Errorf("refused clones left VMs: %+v %v", owned, err)
+	}
+	ref, task, err := p.Clone(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, p, task)
+	if owned, err := p.OwnedVMs(ctx); err != nil || len(owned) != 1 || owned[0].Ref.ID != ref.ID {
+		t.Errorf("after the refusals, one clone: %+v %v", owned, err)
+	}
 }
