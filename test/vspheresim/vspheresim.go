@@ -300,6 +300,10 @@ type VM struct {
 	ExtraConfig              map[string]string
 	// Snapshots are the names in the VM's snapshot tree, parents first.
 	Snapshots []string
+	// DiskGiB are the sizes of its virtual disks, MACs the addresses of its network adapters,
+	// each in device order.
+	DiskGiB []int64
+	MACs    []string
 }
 
 // VMs lists every VM and template the simulator holds.
@@ -319,6 +323,16 @@ func (s *Simulator) VMs() []VM {
 				for _, o := range vm.Config.ExtraConfig {
 					if ov := o.GetOptionValue(); ov != nil {
 						v.ExtraConfig[ov.Key] = fmt.Sprint(ov.Value)
+					}
+				}
+			}
+			if vm.Config != nil {
+				for _, d := range vm.Config.Hardware.Device {
+					switch dev := d.(type) {
+					case *types.VirtualDisk:
+						v.DiskGiB = append(v.DiskGiB, dev.CapacityInKB>>20)
+					case types.BaseVirtualEthernetCard:
+						v.MACs = append(v.MACs, dev.GetVirtualEthernetCard().MacAddress)
 					}
 				}
 			}

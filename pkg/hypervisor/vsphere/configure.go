@@ -13,17 +13,12 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 )
 
-// Configure implements hypervisor.Provider in one ReconfigVM task: CPUs, memory, the first NIC's
-// port group, the boot disk's growth, the tags and description, and the cloud-init data as
-// guestinfo for cloud-init's VMware datasource. Extra disks, several NICs and PCI devices are
-// refused with ErrUnsupported: this provider does not make them yet.
+// Configure implements hypervisor.Provider in one ReconfigVM task: CPUs, memory, the network
+// adapters (the first NIC's port group, or the whole NIC list), the boot disk's growth, the extra
+// disks, the tags and description, and the cloud-init data as guestinfo for cloud-init's VMware
+// datasource. PCI devices are refused with ErrUnsupported.
 func (p *Provider) Configure(ctx context.Context, ref hypervisor.VMRef, spec hypervisor.ConfigSpec) (hypervisor.TaskID, error) {
-	switch {
-	case len(spec.ExtraDisks) > 0:
-		return "", refused(hypervisor.ErrUnsupported, "Configure", "extra disks are not supported on vSphere yet")
-	case len(spec.NICs) > 0:
-		return "", refused(hypervisor.ErrUnsupported, "Configure", "NIC lists are not supported on vSphere yet; name the port group in the claim's network")
-	case len(spec.PCIDevices) > 0:
+	if len(spec.PCIDevices) > 0 {
 		return "", refused(hypervisor.ErrUnsupported, "Configure", "PCI passthrough is not supported on vSphere")
 	}
 	var tid hypervisor.TaskID
@@ -47,10 +42,26 @@ func (p *Provider) Configure(ctx context.Context, ref hypervisor.VMRef, spec hyp
 			extra = append(extra, guestinfo(ci)...)
 		}
 		cs.ExtraConfig = extra
-		if spec.Disk != nil || spec.Network != nil {
+		if spec.Disk != nil || spec.Network != nil || len(spec.ExtraDisks) > 0 || len(spec.NICs) > 0 {
 			var withDevices mo.VirtualMachine
-			if err := property.DefaultCollector(cn.c).RetrieveOne(ctx, obj.Reference(), []string{"config.hardware.device"}, &withDevices); err != nil {
+			if err := property.DefaultCollector(cn.c).RetrieveOne(ctx, obj.Reference(), []string{"config.hardware.device", "datastore"}, &withDevices); err != nil {
 				return err
+			}
+			if len(spec.ExtraDisks) > 0 {
+				changes, marks, err := p.diskChanges(ctx, cn, withDevices, marksOf(vm), spec.ExtraDisks)
+				if err != nil {
+					return err
+				}
+				cs.DeviceChange = append(cs.DeviceChange, changes...)
+				cs.ExtraConfig = append(cs.ExtraConfig, marks...)
+			}
+			if len(spec.NICs) > 0 {
+				changes, err := p.nicChanges(ctx, cn, withDevices, spec.NICs)
+				if err != nil {
+					return err
+				}
+				cs.DeviceChange = append(cs.DeviceChange, changes...)
+				spec.Network = nil
 			}
 			if spec.Disk != nil {
 				if d := bootDisk(withDevices); d != nil && d.CapacityInKB < int64(spec.Disk.SizeGiB)<<20 {
@@ -69,7 +80,6 @@ func (p *Provider) Configure(ctx context.Context, ref hypervisor.VMRef, spec hyp
 				}
 			}
 		}
-		_ = vm
 		t, err := obj.Reconfigure(ctx, cs)
 		if err != nil {
 			return err

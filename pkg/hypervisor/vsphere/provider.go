@@ -85,7 +85,7 @@ func (p *Provider) Close() {
 
 // Capabilities implements hypervisor.Provider.
 func (p *Provider) Capabilities() hypervisor.Capabilities {
-	return hypervisor.Capabilities{LinkedClones: true, AsyncTasks: true}
+	return hypervisor.Capabilities{LinkedClones: true, AsyncTasks: true, ExtraDisks: true, NICs: true}
 }
 
 // connect returns the session, logging in and finding the inventory when there is none.
