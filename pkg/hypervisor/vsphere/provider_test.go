@@ -330,3 +330,27 @@ func TestRefusedCallsAreClassified(t *testing.T) {
 		t.Errorf("after the refusals, one clone: %+v %v", owned, err)
 	}
 }
+
+// TestHostsInMaintenanceModeAreOffline: a host an administrator put into vSphere's maintenance
+// mode is reported offline, so placement sends no new VM there.
+func TestHostsInMaintenanceModeAreOffline(t *testing.T) {
+	ctx := context.Background()
+	sim := vspheresim.StartForTest(t, vspheresim.Config{})
+	p := newProvider(t, sim, "inst0000a")
+	nodes, err := p.Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.SetMaintenance(nodes[0].Name, true); err != nil {
+		t.Fatal(err)
+	}
+	after, err := p.Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range after {
+		if n.Online == (n.Name == nodes[0].Name) {
+			t.Errorf("node %s online %v", n.Name, n.Online)
+		}
+	}
+}
