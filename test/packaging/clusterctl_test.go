@@ -25,7 +25,7 @@ func localRepository(t *testing.T) string {
 	dir := t.TempDir()
 	layout := map[string][]string{
 		"infrastructure-hyperfleet": {"infrastructure-components.yaml", "metadata.yaml", "cluster-template.yaml",
-			"cluster-template-org.yaml", "cluster-template-tpm.yaml", "cluster-template-spire.yaml"},
+			"cluster-template-org.yaml", "cluster-template-tpm.yaml", "cluster-template-spire.yaml", "cluster-template-vsphere.yaml"},
 		"bootstrap-hyperfleet": {"bootstrap-components.yaml", "metadata.yaml"},
 	}
 	for provider, files := range layout {
@@ -107,6 +107,12 @@ var fleetVariables = []string{
 	"GITHUB_ORG=example-org",
 	"SPIRE_SERVER_ADDRESS=spire-server.spire.svc:8081",
 	"SPIRE_TRUST_DOMAIN=example.org",
+	"VSPHERE_SERVER=https://vcenter.example.com",
+	"VSPHERE_USERNAME=hyperfleet@vsphere.local",
+	"VSPHERE_PASSWORD=S3cret!",
+	"VSPHERE_CA_B64=LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==",
+	"VSPHERE_DATACENTER=DC0",
+	"VSPHERE_COMPUTE_CLUSTER=C0",
 }
 
 func TestClusterctlGenerateCluster(t *testing.T) {
@@ -114,11 +120,14 @@ func TestClusterctlGenerateCluster(t *testing.T) {
 	for _, tc := range []struct {
 		flavor, file string
 		want         []string
+		// needs is a variable the flavor requires.
+		needs string
 	}{
-		{"", "cluster-template.yaml", []string{"repository: example-org/app", "method: JoinToken"}},
-		{"org", "cluster-template-org.yaml", []string{"organization: example-org", "runnerGroupID: 1"}},
-		{"tpm", "cluster-template-tpm.yaml", []string{"method: TPM", "name: ubuntu-2404-runner-tpm"}},
-		{"spire", "cluster-template-spire.yaml", []string{"provider: SPIRE", "spireServerAddress: spire-server.spire.svc:8081"}},
+		{"", "cluster-template.yaml", []string{"repository: example-org/app", "method: JoinToken"}, "PROXMOX_URL"},
+		{"org", "cluster-template-org.yaml", []string{"organization: example-org", "runnerGroupID: 1"}, "PROXMOX_URL"},
+		{"tpm", "cluster-template-tpm.yaml", []string{"method: TPM", "name: ubuntu-2404-runner-tpm"}, "PROXMOX_URL"},
+		{"spire", "cluster-template-spire.yaml", []string{"provider: SPIRE", "spireServerAddress: spire-server.spire.svc:8081"}, "PROXMOX_URL"},
+		{"vsphere", "cluster-template-vsphere.yaml", []string{"provider: vsphere", "computeCluster: C0", "name: VM Network"}, "VSPHERE_SERVER"},
 	} {
 		name := tc.flavor
 		if name == "" {
@@ -138,7 +147,7 @@ func TestClusterctlGenerateCluster(t *testing.T) {
 			}
 			required := string(run(t, nil, clusterctlEnv(t), env.Tools.Clusterctl(), append(args, "--list-variables")...))
 			g := NewWithT(t)
-			g.Expect(required).To(ContainSubstring("PROXMOX_URL"))
+			g.Expect(required).To(ContainSubstring(tc.needs))
 			g.Expect(required).To(MatchRegexp(`RUNNER_MAX\s+\(defaults to "10"\)`))
 
 			out := run(t, nil, vars, env.Tools.Clusterctl(), args...)

@@ -99,7 +99,7 @@ func TestReleaseManifests(t *testing.T) {
 		g.Expect(data).To(HaveKeyWithValue("TRUST_DOMAIN", "${HYPERFLEET_TRUST_DOMAIN:=hyperfleet.local}"))
 	})
 
-	for _, f := range []string{"metadata.yaml", "cluster-template.yaml", "cluster-template-org.yaml", "cluster-template-tpm.yaml", "cluster-template-spire.yaml"} {
+	for _, f := range []string{"metadata.yaml", "cluster-template.yaml", "cluster-template-org.yaml", "cluster-template-tpm.yaml", "cluster-template-spire.yaml", "cluster-template-vsphere.yaml"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("release asset missing: %v", err)
 		}
