@@ -17,6 +17,52 @@ import (
 // written in the same reconfiguration that adds the disk, so applying the spec again adds nothing.
 const keyDiskPrefix = "hyperfleet.disk."
 
+var _ hypervisor.HardwareChecker = (*Provider)(nil)
+
+// CheckHardware implements hypervisor.HardwareChecker: what vSphere has no place for is refused
+// before any VM is made, with the same reasons Configure gives.
+func (p *Provider) CheckHardware(spec hypervisor.ConfigSpec) error {
+	if len(spec.PCIDevices) > 0 {
+		return refused(hypervisor.ErrUnsupported, "Configure", "PCI passthrough is not supported on vSphere")
+	}
+	for _, d := range spec.ExtraDisks {
+		if err := checkDisk(d); err != nil {
+			return err
+		}
+	}
+	for i, nic := range spec.NICs {
+		if err := checkNIC(i, nic); err != nil {
+			return err
+		}
+	}
+	if n := spec.Network; n != nil && n.VLAN != 0 && len(spec.NICs) == 0 {
+		return refused(hypervisor.ErrUnsupported, "Configure", "vSphere VLANs belong to the port group: name a port group with VLAN %d instead of a VLAN tag", n.VLAN)
+	}
+	return nil
+}
+
+func checkDisk(d hypervisor.ExtraDisk) error {
+	if d.Bus != "" && d.Bus != "scsi" {
+		return refused(hypervisor.ErrUnsupported, "Configure", "disk %s: bus %s; vSphere disks here are SCSI", d.Name, d.Bus)
+	}
+	if d.SizeGiB <= 0 {
+		return refused(hypervisor.ErrInvalid, "Configure", "disk %s has no size", d.Name)
+	}
+	return nil
+}
+
+func checkNIC(i int, nic hypervisor.NIC) error {
+	switch {
+	case nic.VLAN != 0:
+		return refused(hypervisor.ErrUnsupported, "Configure", "NIC %d: vSphere VLANs belong to the port group; name a port group with VLAN %d instead of a VLAN tag", i, nic.VLAN)
+	case nic.Firewall:
+		return refused(hypervisor.ErrUnsupported, "Configure", "NIC %d: vSphere has no per-NIC firewall flag; use the port group's security policy or NSX", i)
+	case nic.Bridge == "":
+		return refused(hypervisor.ErrInvalid, "Configure", "NIC %d names no port group", i)
+	}
+	return nil
+}
+
 // diskChanges adds the extra disks the VM does not carry yet, thin-provisioned on the first SCSI
 // controller, on the named datastore or the boot disk's.
 func (p *Provider) diskChanges(ctx context.Context, cn *conn, vm mo.VirtualMachine, marks marks, disks []hypervisor.ExtraDisk) ([]types.BaseVirtualDeviceConfigSpec, []types.BaseOptionValue, error) {
@@ -27,11 +73,8 @@ func (p *Provider) diskChanges(ctx context.Context, cn *conn, vm mo.VirtualMachi
 		if _, made := marks[keyDiskPrefix+d.Name]; made {
 			continue
 		}
-		if d.Bus != "" && d.Bus != "scsi" {
-			return nil, nil, refused(hypervisor.ErrUnsupported, "Configure", "disk %s: bus %s; vSphere disks here are SCSI", d.Name, d.Bus)
-		}
-		if d.SizeGiB <= 0 {
-			return nil, nil, refused(hypervisor.ErrInvalid, "Configure", "disk %s has no size", d.Name)
+		if err := checkDisk(d); err != nil {
+			return nil, nil, err
 		}
 		ctrl := devices.PickController((*types.VirtualSCSIController)(nil))
 		if ctrl == nil {
@@ -86,13 +129,8 @@ func (p *Provider) nicChanges(ctx context.Context, cn *conn, vm mo.VirtualMachin
 	f := find.NewFinder(cn.c, true)
 	f.SetDatacenter(cn.dc)
 	for i, nic := range nics {
-		switch {
-		case nic.VLAN != 0:
-			return nil, refused(hypervisor.ErrUnsupported, "Configure", "NIC %d: vSphere VLANs belong to the port group; name a port group with VLAN %d instead of a VLAN tag", i, nic.VLAN)
-		case nic.Firewall:
-			return nil, refused(hypervisor.ErrUnsupported, "Configure", "NIC %d: vSphere has no per-NIC firewall flag; use the port group's security policy or NSX", i)
-		case nic.Bridge == "":
-			return nil, refused(hypervisor.ErrInvalid, "Configure", "NIC %d names no port group", i)
+		if err := checkNIC(i, nic); err != nil {
+			return nil, err
 		}
 		net, err := f.Network(ctx, nic.Bridge)
 		if err != nil {

@@ -60,7 +60,18 @@ func TestExtraDisksAndNICs(t *testing.T) {
 			t.Errorf("NIC %+v: %v", bad, err)
 		}
 	}
-	if _, err := p.Configure(ctx, ref, hypervisor.ConfigSpec{ExtraDisks: []hypervisor.ExtraDisk{{Name: "x", SizeGiB: 1, Bus: "sata"}}}); !errors.Is(err, hypervisor.ErrUnsupported) {
+	sata := hypervisor.ConfigSpec{ExtraDisks: []hypervisor.ExtraDisk{{Name: "x", SizeGiB: 1, Bus: "sata"}}}
+	if _, err := p.Configure(ctx, ref, sata); !errors.Is(err, hypervisor.ErrUnsupported) {
 		t.Errorf("a SATA disk: %v", err)
+	}
+	// The same refusals before any VM is made.
+	for _, spec := range []hypervisor.ConfigSpec{sata, {NICs: []hypervisor.NIC{{Bridge: "pg", VLAN: 7}}},
+		{Network: &hypervisor.NetworkSpec{Name: "pg", VLAN: 7}}, {PCIDevices: []hypervisor.PCIDevice{{Mapping: "gpu"}}}} {
+		if err := p.CheckHardware(spec); !errors.Is(err, hypervisor.ErrUnsupported) {
+			t.Errorf("CheckHardware(%+v): %v", spec, err)
+		}
+	}
+	if err := p.CheckHardware(spec); err != nil {
+		t.Errorf("CheckHardware of what vSphere gives: %v", err)
 	}
 }
