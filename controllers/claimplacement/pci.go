@@ -74,7 +74,7 @@ func claimPCIMappings(c *infrav1.MachineClaim) []string {
 // before Proxmox VE 8): the start then reports a missing device in PVE's words. cache may be nil.
 func PCIReasons(ctx context.Context, cache *PCIMappingCache, p hypervisor.Provider, c *infrav1.MachineClaim, nodes []hypervisor.Node) (map[string]string, error) {
 	wanted := claimPCIMappings(c)
-	mapper, ok := p.(hypervisor.PCIMapper)
+	mapper, ok := hypervisor.As[hypervisor.PCIMapper](p)
 	if len(wanted) == 0 || !ok {
 		return nil, nil
 	}

@@ -56,7 +56,7 @@ func Resolve(ctx context.Context, c client.Client, registry *connection.Registry
 	if err != nil {
 		return v, err
 	}
-	s, ok := v.Provider.(hypervisor.Snapshotter)
+	s, ok := hypervisor.As[hypervisor.Snapshotter](v.Provider)
 	if !ok {
 		return v, &NotReady{fleetv1.SnapshotsUnsupportedReason, fmt.Sprintf("HypervisorCluster %s's provider cannot take snapshots", v.HC.Name)}
 	}

@@ -312,7 +312,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 // naming each privilege long-lived VMs' features lack, before someone's first snapshot fails.
 // A provider that cannot tell leaves no condition.
 func reportFeaturePrivileges(hc *infrav1.HypervisorCluster, provider hypervisor.Provider) {
-	f, ok := provider.(hypervisor.FeaturePrivileges)
+	f, ok := hypervisor.As[hypervisor.FeaturePrivileges](provider)
 	if !ok {
 		return
 	}

@@ -30,7 +30,7 @@ func (r *Reconciler) reconcileHardwareSupport(_ context.Context, s *claimScope) 
 				s.hc.Name, strings.Join(missing, ", ")))
 		return ctrl.Result{RequeueAfter: time.Minute}, nil
 	}
-	if checker, ok := s.provider.(hypervisor.HardwareChecker); ok {
+	if checker, ok := hypervisor.As[hypervisor.HardwareChecker](s.provider); ok {
 		if err := checker.CheckHardware(claimHardware(s.claim)); err != nil {
 			s.terminal = true
 			setVMCondition(s.claim, metav1.ConditionFalse, infrav1.UnsupportedHardwareReason,

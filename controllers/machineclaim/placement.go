@@ -17,9 +17,9 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/placement"
 )
 
-// reserveVMID chooses the source template and the node and, for a provider with
+// placeClone chooses the source template and the node and, for a provider with
 // PreallocatedIDs, a free VMID, and records them before anything is created.
-func (r *Reconciler) reserveVMID(ctx context.Context, s *claimScope) (ctrl.Result, error) {
+func (r *Reconciler) placeClone(ctx context.Context, s *claimScope) (ctrl.Result, error) {
 	c := s.claim
 	if wait := r.placements.wait(c.UID, time.Now()); wait > 0 && c.Spec.IsPersistent() && isWaitingForHost(c) {
 		return ctrl.Result{RequeueAfter: wait}, nil // looked a moment ago and no host fitted

@@ -155,7 +155,7 @@ func (r *Reconciler) checkMigratable(ctx context.Context, s *claimScope) {
 		conditions.Set(c, metav1.Condition{Type: infrav1.MachineClaimLiveMigratableCondition, Status: status, Reason: reason,
 			Message: msg, ObservedGeneration: c.Generation})
 	}
-	checker, ok := s.provider.(hypervisor.MigrationChecker)
+	checker, ok := hypervisor.As[hypervisor.MigrationChecker](s.provider)
 	if !ok {
 		set(metav1.ConditionUnknown, infrav1.MigrationCheckFailedReason, "the provider cannot tell whether the VM can migrate")
 		return
@@ -193,7 +193,7 @@ func (r *Reconciler) observePower(ctx context.Context, s *claimScope, vm hypervi
 		}
 		c.Status.LastStopCause = infrav1.StopCauseUnknown
 		c.Status.LastStopTime = &metav1.Time{Time: time.Now()}
-		if reporter, ok := s.provider.(hypervisor.StopReporter); ok {
+		if reporter, ok := hypervisor.As[hypervisor.StopReporter](s.provider); ok {
 			rec, err := reporter.LastStop(ctx, vm.Ref)
 			switch {
 			case err != nil:
@@ -304,7 +304,7 @@ func (r *Reconciler) reconcileHook(ctx context.Context, s *claimScope) (ctrl.Res
 	if time.Since(h.StartTime.Time) > timeout {
 		return failed("did not finish within %s", timeout)
 	}
-	execer, ok := s.provider.(hypervisor.GuestExecer)
+	execer, ok := hypervisor.As[hypervisor.GuestExecer](s.provider)
 	if !ok {
 		return failed("the provider cannot run commands in a guest")
 	}

@@ -156,7 +156,7 @@ func (r *Reconciler) reconcileClone(ctx context.Context, s *claimScope) (ctrl.Re
 	preallocated := s.provider.Capabilities().PreallocatedIDs
 	switch {
 	case preallocated && c.Status.VMID == "", !preallocated && (c.Status.Node == "" || c.Status.SourceTemplate == nil):
-		return r.reserveVMID(ctx, s)
+		return r.placeClone(ctx, s)
 	case !preallocated && c.Status.VMID != "":
 		// Created, but the clone's end was not recorded: look at the VM.
 		return r.adoptVM(ctx, s)

@@ -135,7 +135,7 @@ func (r *Reconciler) reconcileMigration(ctx context.Context, m *fleetv1.MachineM
 			return r.fail(ctx, m, fleetv1.MigrationForbiddenReason, msg)
 		}
 	}
-	migrator, ok := vm.Provider.(hypervisor.Migrator)
+	migrator, ok := hypervisor.As[hypervisor.Migrator](vm.Provider)
 	if !ok {
 		return r.fail(ctx, m, fleetv1.MigrationsUnsupportedReason, fmt.Sprintf("HypervisorCluster %s's provider cannot migrate VMs", vm.HC.Name))
 	}
@@ -259,7 +259,7 @@ func chooseMigrationTarget(ctx context.Context, c client.Client, vm *claimvm.VM,
 		return target, nil
 	}
 	var hypervisorAllows []string
-	if checker, ok := vm.Provider.(hypervisor.MigrationChecker); ok && target == "" {
+	if checker, ok := hypervisor.As[hypervisor.MigrationChecker](vm.Provider); ok && target == "" {
 		mg, err := checker.CheckMigration(ctx, vm.Ref())
 		if err != nil {
 			return "", fmt.Errorf("asking where VM %s can go: %w", vm.Ref(), err)
@@ -382,7 +382,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, m *fleetv1.MachineMigr
 				return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
 			}
 			if err == nil && !st.Done {
-				if migrator, ok := vm.Provider.(hypervisor.Migrator); ok {
+				if migrator, ok := hypervisor.As[hypervisor.Migrator](vm.Provider); ok {
 					if err := migrator.CancelTask(ctx, t.Node, hypervisor.TaskID(t.ID)); err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
 						ctrl.LoggerFrom(ctx).Info("cancelling the migration task failed", "task", t.ID, "error", err.Error())
 					}

@@ -124,7 +124,7 @@ func readCluster(ctx context.Context, registry *connection.Registry, hc *infrav1
 		return ci
 	}
 	var vms []hypervisor.VM
-	if lister, ok := p.(hypervisor.VMLister); ok {
+	if lister, ok := hypervisor.As[hypervisor.VMLister](p); ok {
 		vms, err = lister.AllVMs(ctx)
 	} else {
 		vms, err = p.OwnedVMs(ctx)

@@ -80,3 +80,30 @@ type Provider interface {
 	// done; a provider without AsyncTasks reports every task done.
 	TaskStatus(ctx context.Context, node string, id TaskID) (TaskState, error)
 }
+
+// Unwrapper is a provider that wraps another (the instrumentation does): Unwrap returns the
+// provider it wraps.
+type Unwrapper interface {
+	Unwrap() Provider
+}
+
+// As returns p as the optional interface T (Snapshotter, Migrator, ...) when the provider behind
+// any wrappers implements it. A wrapper offers every optional interface, so that callers keep one
+// value and every call is instrumented; only the provider it wraps says which it really has, and
+// asserting the wrapper itself would always say yes.
+func As[T any](p Provider) (T, bool) {
+	var zero T
+	inner := p
+	for {
+		u, ok := inner.(Unwrapper)
+		if !ok {
+			break
+		}
+		inner = u.Unwrap()
+	}
+	if _, ok := inner.(T); !ok {
+		return zero, false
+	}
+	t, ok := p.(T)
+	return t, ok
+}

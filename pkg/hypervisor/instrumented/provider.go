@@ -58,7 +58,8 @@ type closingProvider struct{ *provider }
 // Close closes the wrapped provider.
 func (c *closingProvider) Close() { c.next.(interface{ Close() }).Close() }
 
-// Unwrap returns the wrapped provider, for callers that need its concrete type.
+// Unwrap implements hypervisor.Unwrapper: hypervisor.As asks the wrapped provider which optional
+// interfaces it really has, and callers that need its concrete type reach it.
 func (p *provider) Unwrap() hypervisor.Provider { return p.next }
 
 // call is one instrumented provider call.
