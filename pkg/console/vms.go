@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
@@ -51,6 +52,12 @@ type VM struct {
 	Job string `json:"job,omitempty"`
 	// Persistent is a long-lived VM (spec.lifecycle Persistent) with power control.
 	Persistent bool `json:"persistent,omitempty"`
+	// RunStrategy is a persistent VM's run strategy.
+	RunStrategy string `json:"runStrategy,omitempty"`
+	// DiskGiB, Bridge and VLAN are what the VM was asked for, when set.
+	DiskGiB int32  `json:"diskGiB,omitempty"`
+	Bridge  string `json:"bridge,omitempty"`
+	VLAN    int32  `json:"vlan,omitempty"`
 	// Foreign is a VM on the hypervisor that HyperFleet did not create (or another installation
 	// did): shown, never changed. Its namespace is its HypervisorCluster's.
 	Foreign bool `json:"foreign,omitempty"`
@@ -135,7 +142,13 @@ func (s *Server) vmOf(c *infrav1.MachineClaim) VM {
 		Template: claimTemplate(c), Phase: string(c.Status.Phase),
 		PowerState: c.Status.PowerState, CPUs: c.Spec.Cores, MemoryMiB: c.Spec.MemoryMiB,
 		Deleting: !c.DeletionTimestamp.IsZero(), Created: c.CreationTimestamp.Time,
-		Persistent: c.Spec.Lifecycle == infrav1.LifecyclePersistent}
+		Persistent: c.Spec.Lifecycle == infrav1.LifecyclePersistent, RunStrategy: string(c.Spec.RunStrategy), DiskGiB: c.Spec.DiskSizeGiB}
+	if n := c.Spec.Network; n != nil {
+		v.Bridge = n.Name
+		if n.VLAN != nil {
+			v.VLAN = *n.VLAN
+		}
+	}
 	switch {
 	case c.Labels[fleetv1.RunnerPoolNameLabel] != "":
 		v.Pool, v.PoolKind = c.Labels[fleetv1.RunnerPoolNameLabel], KindRunnerPool
@@ -194,6 +207,10 @@ type CreateVMRequest struct {
 	VLAN      int32  `json:"vlan,omitempty"`
 	// UserData is #cloud-config YAML; empty gives the VM just its hostname.
 	UserData string `json:"userData,omitempty"`
+	// RunStrategy, when set, makes the VM long-lived (spec.lifecycle Persistent) with that run
+	// strategy: Always, RerunOnFailure, Halted, Manual or Once; its power is then controlled with
+	// power-on and power-off. Empty makes a VM that is removed once it powers off.
+	RunStrategy string `json:"runStrategy,omitempty"`
 }
 
 var (
@@ -248,6 +265,11 @@ func (req CreateVMRequest) Validate() []FieldError {
 	if req.VLAN != 0 && (req.VLAN < 1 || req.VLAN > 4094) {
 		add("vlan", "must be between 1 and 4094")
 	}
+	switch infrav1.RunStrategy(req.RunStrategy) {
+	case "", infrav1.RunStrategyAlways, infrav1.RunStrategyRerunOnFailure, infrav1.RunStrategyHalted, infrav1.RunStrategyManual, infrav1.RunStrategyOnce:
+	default:
+		add("runStrategy", "must be Always, RerunOnFailure, Halted, Manual or Once")
+	}
 	if len(req.UserData) > 65536 {
 		add("userData", "must be at most 64 KiB")
 	} else if req.UserData != "" && !strings.HasPrefix(strings.TrimSpace(req.UserData), "#cloud-config") {
@@ -270,6 +292,9 @@ func createVM(ctx context.Context, c client.Client, req CreateVMRequest) (*infra
 			Bootstrap: &infrav1.BootstrapSpec{DataSecretName: ptr.To(userDataSecretName(req.Name))},
 		},
 	}
+	if req.RunStrategy != "" {
+		claim.Spec.Lifecycle, claim.Spec.RunStrategy = infrav1.LifecyclePersistent, infrav1.RunStrategy(req.RunStrategy)
+	}
 	if req.Bridge != "" || req.VLAN != 0 {
 		claim.Spec.Network = &infrav1.NetworkSpec{Name: req.Bridge}
 		if req.VLAN != 0 {
@@ -291,9 +316,37 @@ func createVM(ctx context.Context, c client.Client, req CreateVMRequest) (*infra
 				Name: claim.Name, UID: claim.UID}}},
 		StringData: map[string]string{"value": userData},
 	}
-	if err := c.Create(ctx, secret); err != nil {
+	err := c.Create(ctx, secret)
+	if apierrors.IsAlreadyExists(err) {
+		// Left by an earlier VM of the same name, whose claim is gone but whose Secret the
+		// garbage collector has not removed yet: the console's own Secret of a claim that no
+		// longer exists is taken over. Any other Secret of that name is not the console's to
+		// overwrite.
+		err = adoptUserData(ctx, c, secret)
+	}
+	if err != nil {
 		_ = c.Delete(ctx, claim)
 		return nil, err
 	}
 	return claim, nil
+}
+
+// adoptUserData takes over a stale user-data Secret: one the console made (CreatedByLabel) for a
+// claim of this name that no longer exists.
+func adoptUserData(ctx context.Context, c client.Client, want *corev1.Secret) error {
+	old := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(want), old); err != nil {
+		return err
+	}
+	stale := old.Labels[CreatedByLabel] == "hyperfleet-console"
+	for _, ref := range old.OwnerReferences {
+		if ref.Kind == "MachineClaim" && ref.UID == want.OwnerReferences[0].UID {
+			stale = false // this very claim's: nothing to take over
+		}
+	}
+	if !stale {
+		return apierrors.NewAlreadyExists(corev1.Resource("secrets"), want.Name)
+	}
+	old.OwnerReferences, old.Data, old.StringData = want.OwnerReferences, nil, want.StringData
+	return c.Update(ctx, old)
 }
