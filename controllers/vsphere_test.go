@@ -3,10 +3,12 @@ package controllers_test
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/vmware/govmomi/vim25/types"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
@@ -183,4 +185,49 @@ func TestVSphereMigration(t *testing.T) {
 			g.Expect(v.PowerState).To(BeEquivalentTo("poweredOn"))
 		}
 	}
+}
+
+// TestVSphereFaultsEventuallySucceed: a burst of claims on vSphere while vCenter refuses clones
+// as busy, a power-on for a privilege and a reconfiguration as busy, and ends a session: every
+// claim ends with exactly one running VM, and no VM is left over.
+func TestVSphereFaultsEventuallySucceed(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	sim := vspheresim.StartForTest(t, vspheresim.Config{})
+	sim.Fail("CloneVM_Task", &types.TaskInProgress{}, 2)
+	sim.Fail("PowerOnVM_Task", &types.NoPermission{PrivilegeId: "VirtualMachine.Interact.PowerOn"}, 1)
+	sim.Fail("ReconfigVM_Task", &types.TaskInProgress{}, 1)
+	startManager(t)
+	ns := newNamespace(t)
+	hc := controllertest.VSphereCluster(t, ns, "vc", sim)
+	g.Eventually(func(g Gomega) {
+		g.Expect(conditions.IsTrue(get(g, hc), infrav1.HypervisorClusterAvailableCondition)).To(BeTrue())
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	g.Expect(sim.EndSessions()).To(Succeed())
+	var claims []*infrav1.MachineClaim
+	for i := range 5 {
+		c := builder.NewMachineClaim(fmt.Sprintf("burst-%d", i), ns).WithHypervisorCluster("vc").
+			WithTemplateName("ubuntu-2404-runner", "runner").WithResources(1, 1024).Build()
+		g.Expect(env.Client.Create(ctx, c)).To(Succeed())
+		claims = append(claims, c)
+	}
+	// A failure backs off from 5 s: a few rounds of it.
+	ids := map[string]bool{}
+	g.Eventually(func(g Gomega) {
+		ids = map[string]bool{}
+		for _, c := range claims {
+			got := get(g, c)
+			g.Expect(got.Status.Phase).To(Equal(infrav1.MachineClaimPhaseReady), "%s: %+v", c.Name, got.Status.Conditions)
+			ids[got.Status.VMID] = true
+		}
+	}, 90*time.Second, 250*time.Millisecond).Should(Succeed())
+	g.Expect(ids).To(HaveLen(len(claims)), "one VM per claim")
+	owned := map[string]bool{}
+	for _, v := range sim.VMs() {
+		if v.ExtraConfig["hyperfleet.installation"] != "" {
+			owned[v.InstanceUUID] = true
+			g.Expect(v.PowerState).To(BeEquivalentTo("poweredOn"))
+		}
+	}
+	g.Expect(owned).To(Equal(ids), "the simulator holds exactly the claims' VMs")
 }

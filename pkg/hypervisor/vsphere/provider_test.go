@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"math/big"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -352,5 +353,50 @@ func TestHostsInMaintenanceModeAreOffline(t *testing.T) {
 		if n.Online == (n.Name == nodes[0].Name) {
 			t.Errorf("node %s online %v", n.Name, n.Online)
 		}
+	}
+}
+
+// TestVCenterDownIsTransient: a vCenter that does not answer is a transient fault, retried later.
+func TestVCenterDownIsTransient(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	p, err := vsphere.New(vsphere.Config{Endpoint: "https://" + addr, Username: "u", Password: "p",
+		Cluster: "fleet/vsphere", InstallationID: "inst0000a", Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Verify(context.Background()); !errors.Is(err, hypervisor.ErrTransient) {
+		t.Errorf("an unreachable vCenter: %v", err)
+	}
+}
+
+// TestFailedCloneTaskIsReported: a clone vCenter accepts and then fails (the name is taken in the
+// folder) is a finished task carrying ErrTaskFailed and vCenter's words.
+func TestFailedCloneTaskIsReported(t *testing.T) {
+	ctx := context.Background()
+	sim := vspheresim.StartForTest(t, vspheresim.Config{})
+	p := newProvider(t, sim, "inst0000a")
+	tmpl, err := p.ResolveTemplate(ctx, hypervisor.TemplateSelector{Name: "ubuntu-2404-runner"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := hypervisor.CloneSpec{Source: tmpl.Ref, Target: hypervisor.VMRef{Node: tmpl.Ref.Node}, Name: "DC0_C0_RP0_VM1",
+		Owner: hypervisor.Ownership{ClaimNamespace: "fleet", ClaimName: "x", ClaimID: "x"}}
+	_, task, err := p.Clone(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st hypervisor.TaskState
+	for deadline := time.Now().Add(10 * time.Second); !st.Done && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if st, err = p.TaskStatus(ctx, "", task); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !st.Done || !errors.Is(st.Err, hypervisor.ErrTaskFailed) {
+		t.Errorf("a clone onto a taken name: %+v", st)
 	}
 }
