@@ -93,7 +93,9 @@ type runStrategyModifier struct{}
 func (runStrategyModifier) Description(context.Context) string {
 	return "replaces the VM unless the change is between Always and Halted"
 }
-func (m runStrategyModifier) MarkdownDescription(ctx context.Context) string { return m.Description(ctx) }
+func (m runStrategyModifier) MarkdownDescription(ctx context.Context) string {
+	return m.Description(ctx)
+}
 func (runStrategyModifier) PlanModifyString(_ context.Context, req planmodifier.StringRequest, resp *planmodifier.StringResponse) {
 	if req.StateValue.IsNull() || req.PlanValue.IsUnknown() || req.StateValue.Equal(req.PlanValue) {
 		return
