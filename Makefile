@@ -144,7 +144,7 @@ build: ## Build all binaries into bin/.
 	go build -o bin/ ./cmd/...
 
 .PHONY: dev
-dev: tools ## Run the whole fleet on this machine (API server, CAPI, HyperFleet, Proxmox simulator, fake GitHub; DEV_FLAGS=--hypervisor=hyperv|both adds the Hyper-V simulator); Ctrl-C stops it.
+dev: tools ## Run the whole fleet on this machine (API server, CAPI, HyperFleet, Proxmox simulator, fake GitHub; DEV_FLAGS=--hypervisor=hyperv|vsphere|both|all adds the Hyper-V or vCenter simulator); Ctrl-C stops it.
 	go run ./cmd/hyperfleet-dev up $(DEV_FLAGS)
 
 NODE_IMAGES ?= $(wildcard $(IMAGES_DIR)/*-linux-amd64.tar)

@@ -30,19 +30,24 @@ func (f *feed) printf(format string, args ...any) {
 }
 
 func (f *feed) vmEvent(e devfleet.VMEvent) {
+	// A Proxmox VM has a number; a Hyper-V or vSphere VM is known by its name.
+	vm := "VM " + e.Name
+	if e.VMID != 0 {
+		vm = fmt.Sprintf("VM %d %s", e.VMID, e.Name)
+	}
 	switch e.Kind {
 	case "booted":
-		f.printf("VM %d %s booted: hyperfleet-agent attests and starts its runner", e.VMID, e.Name)
+		f.printf("%s booted: hyperfleet-agent attests and starts its runner", vm)
 	case "idle":
-		f.printf("VM %d %s booted without a HyperFleet agent: it runs until stopped", e.VMID, e.Name)
+		f.printf("%s booted without a HyperFleet agent: it runs until stopped", vm)
 	case "exited":
 		if e.Err != nil {
-			f.printf("VM %d %s: agent failed (%v), powering off; see its log", e.VMID, e.Name, e.Err)
+			f.printf("%s: agent failed (%v), powering off; see its log", vm, e.Err)
 		} else {
-			f.printf("VM %d %s: agent done, powering off", e.VMID, e.Name)
+			f.printf("%s: agent done, powering off", vm)
 		}
 	case "stopped":
-		f.printf("VM %d %s stopped", e.VMID, e.Name)
+		f.printf("%s stopped", vm)
 	}
 }
 

@@ -157,7 +157,7 @@ Press Ctrl-C to stop everything.
 `, time.Since(started).Round(time.Second), s.Namespace, s.Pool, fleet.PoolOptions().Min, fleet.PoolOptions().Max,
 		strings.Join(fleet.PoolOptions().Labels, ","), relative(s.Kubeconfig), s.Kubectl,
 		jobLabels(s, fleet.PoolOptions()), relative(filepath.Join(*stateDir, devfleet.StateFileName)),
-		relative(s.LogDir), s.Webhook.URL, s.Proxmox.URL, s.GitHub.URL, gitlabLine(s)+buildkiteLine(s)+poolsLine(s), identityLine(s), consoleLines(s))
+		relative(s.LogDir), s.Webhook.URL, s.Proxmox.URL, s.GitHub.URL, gitlabLine(s)+buildkiteLine(s)+hypervisorsLine(s)+poolsLine(s), identityLine(s), consoleLines(s))
 
 	feed.watch(ctx, fleet)
 	// A second Ctrl-C while stopping ends the process at once.
@@ -217,6 +217,18 @@ func buildkiteLine(s devfleet.State) string {
 }
 
 // poolsLine lists a mixed fleet's pools.
+// hypervisorsLine names the other simulators the fleet runs.
+func hypervisorsLine(s devfleet.State) string {
+	out := ""
+	if hv := s.HyperV; hv != nil {
+		out += fmt.Sprintf("\nHyper-V simulator: %s (host %s, user %s, CA %s)", hv.URL, hv.Host, hv.Username, relative(hv.CAFile))
+	}
+	if vc := s.VSphere; vc != nil {
+		out += fmt.Sprintf("\nvCenter simulator: %s (user %s, CA %s, datacenter %s, compute cluster %s)", vc.URL, vc.Username, relative(vc.CAFile), vc.Datacenter, vc.Cluster)
+	}
+	return out
+}
+
 func poolsLine(s devfleet.State) string {
 	if len(s.Pools) == 0 {
 		return ""

@@ -16,6 +16,7 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/api"
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/proxmox"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 )
@@ -91,17 +92,22 @@ func SplitVMs(vms []pvesim.VM) (owned, foreign []pvesim.VM) {
 	return owned, foreign
 }
 
-// Line is the one-line form the live feed prints when something changed.
+// Line is the one-line form the live feed prints when something changed. Its VMs are the
+// claims' on every hypervisor of the fleet, as the claims report them.
 func (s *Summary) Line() string {
-	running := 0
-	for _, vm := range s.OwnedVMs {
-		if vm.Status == "running" {
+	vms, running := 0, 0
+	for _, c := range s.Claims {
+		if c.Status.VMID == "" {
+			continue
+		}
+		vms++
+		if c.Status.PowerState == string(hypervisor.PowerStateRunning) {
 			running++
 		}
 	}
 	return fmt.Sprintf("pool desired=%d machines=%d ready=%d idle=%d busy=%d | VMs %d (%d running) | jobs queued=%d running=%d done=%d",
 		s.Pool.DesiredReplicas, len(s.Machines), s.Pool.ReadyReplicas, s.Pool.IdleReplicas, s.Pool.BusyReplicas,
-		len(s.OwnedVMs), running, s.Jobs.Queued, s.Jobs.Running, s.Jobs.Completed)
+		vms, running, s.Jobs.Queued, s.Jobs.Running, s.Jobs.Completed)
 }
 
 // Print writes the summary as tables.
