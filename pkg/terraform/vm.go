@@ -115,7 +115,7 @@ func (r *vmResource) Configure(_ context.Context, req resource.ConfigureRequest,
 // apiFields maps the console's field names to the resource's attributes.
 var apiFields = map[string]string{"namespace": "namespace", "name": "name", "cluster": "cluster", "template": "template",
 	"host": "host", "cpus": "cpus", "memoryMiB": "memory_mib", "diskGiB": "disk_gib", "bridge": "bridge", "vlan": "vlan",
-	"userData": "user_data", "runStrategy": "run_strategy"}
+	"userData": "user_data", "runStrategy": "run_strategy", "withMemory": "with_memory", "description": "description"}
 
 // report turns an API error into diagnostics, each field error on its attribute.
 func report(diags *diag.Diagnostics, what string, err error) {

@@ -181,3 +181,64 @@ func TestTerraformRefusals(t *testing.T) {
 		},
 	})
 }
+
+// TestTerraformSnapshotsAVM: a hyperfleet_vm_snapshot of a hyperfleet_vm is a MachineSnapshot
+// taken and waited for, a second plan is empty, it imports by namespace/vm/name, and destroying
+// it removes the hypervisor's snapshot.
+func TestTerraformSnapshotsAVM(t *testing.T) {
+	terraformBinary(t)
+	g := NewWithT(t)
+	sim := pvesim.StartForTest(t, pvesim.Config{})
+	startManager(t)
+	hypervisorCluster(t, sim, teamA, "pve-tf")
+	f := startConsole(t)
+	tok := f.token(t, alice, fakeoidc.TokenOptions{ExpiresIn: time.Hour})
+	g.Eventually(func(g Gomega) {
+		r := f.call(t, http.MethodGet, "/api/v1/hosts?namespace="+teamA, tok, nil)
+		var hosts console.List[console.Host]
+		r.decode(t, &hosts)
+		g.Expect(hosts.Items).To(ContainElement(HaveField("Cluster", "pve-tf")))
+	}, 30*time.Second, 250*time.Millisecond).Should(Succeed())
+	snapshot := `
+resource "hyperfleet_vm_snapshot" "before" {
+  namespace   = hyperfleet_vm.db.namespace
+  vm          = hyperfleet_vm.db.name
+  name        = "before-upgrade"
+  with_memory = true
+  description = "before the upgrade"
+}`
+	var vmID string
+	snapshotsOnSim := func(want int) resource.TestCheckFunc {
+		return func(s *terraform.State) error {
+			if vmID == "" {
+				vmID = s.RootModule().Resources["hyperfleet_vm.db"].Primary.Attributes["vm_id"]
+			}
+			vm, ok := sim.VM(vmidOf(vmID))
+			if !ok {
+				return fmt.Errorf("VM %s is not on the simulator", vmID)
+			}
+			if len(vm.Snapshots) != want {
+				return fmt.Errorf("VM %s has snapshots %v, want %d", vmID, vm.Snapshots, want)
+			}
+			return nil
+		}
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: providers,
+		Steps: []resource.TestStep{
+			{
+				Config: vmConfig(f, tok, teamA, "  cpus = 2") + snapshot,
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttr("hyperfleet_vm_snapshot.before", "id", teamA+"/tf-vm/before-upgrade"),
+					resource.TestCheckResourceAttr("hyperfleet_vm_snapshot.before", "ready_to_use", "true"),
+					resource.TestCheckResourceAttr("hyperfleet_vm_snapshot.before", "phase", "Succeeded"),
+					resource.TestCheckResourceAttrSet("hyperfleet_vm_snapshot.before", "hypervisor_name"),
+					snapshotsOnSim(1),
+				),
+			},
+			{Config: vmConfig(f, tok, teamA, "  cpus = 2") + snapshot, PlanOnly: true},
+			{ResourceName: "hyperfleet_vm_snapshot.before", ImportState: true, ImportStateId: teamA + "/tf-vm/before-upgrade", ImportStateVerify: true},
+			{Config: vmConfig(f, tok, teamA, "  cpus = 2"), Check: snapshotsOnSim(0)},
+		},
+	})
+}
