@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -82,6 +83,9 @@ type Pool struct {
 	PickupMedianSeconds *int64 `json:"pickupMedianSeconds,omitempty"`
 	// ScaleTo is the size the pool is asked to have: spec.replicas, else what demand decided.
 	ScaleTo int32 `json:"-"`
+	// SpecReplicas is the size set through the pool's scale subresource (spec.replicas), unset
+	// when none was set.
+	SpecReplicas *int32 `json:"specReplicas,omitempty"`
 	// Reason and Message are the pool's Ready condition's.
 	Reason  string `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`
@@ -99,6 +103,7 @@ func poolOf(p *fleetv1.RunnerPool) Pool {
 	out.ScaleTo = max(p.Status.DesiredReplicas, p.Spec.MinReplicas)
 	if p.Spec.Replicas != nil {
 		out.ScaleTo = *p.Spec.Replicas
+		out.SpecReplicas = ptr.To(*p.Spec.Replicas)
 	}
 	if c := conditions.Get(p, infrav1.ReadyCondition); c != nil {
 		out.Reason, out.Message = c.Reason, c.Message
@@ -113,6 +118,7 @@ func vmPoolOf(p *fleetv1.VMPool) Pool {
 		Available: &available, Updated: &updated, Strategy: string(p.Spec.Strategy.Type)}
 	if p.Spec.Replicas != nil {
 		out.Desired = *p.Spec.Replicas
+		out.SpecReplicas = ptr.To(*p.Spec.Replicas)
 	}
 	out.ScaleTo = out.Desired
 	if out.Strategy == "" {

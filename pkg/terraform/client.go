@@ -112,8 +112,17 @@ func newClient(s settings) (*client, error) {
 	return &client{base: u, http: &http.Client{Transport: tr, Timeout: 60 * time.Second}, token: token}, nil
 }
 
+// doPatch sends a JSON merge patch.
+func (c *client) doPatch(ctx context.Context, path string, body, out any) error {
+	return c.call(ctx, http.MethodPatch, path, "application/merge-patch+json", body, out)
+}
+
 // do calls the API; out, when set, receives a 2xx answer's body.
 func (c *client) do(ctx context.Context, method, path string, body, out any) error {
+	return c.call(ctx, method, path, "application/json", body, out)
+}
+
+func (c *client) call(ctx context.Context, method, path, contentType string, body, out any) error {
 	tok, err := c.token()
 	if err != nil {
 		return err
@@ -133,7 +142,7 @@ func (c *client) do(ctx context.Context, method, path string, body, out any) err
 	req.Header.Set("Authorization", "Bearer "+tok)
 	req.Header.Set("Accept", "application/json")
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

@@ -73,7 +73,7 @@ func (p *hyperfleetProvider) Configure(ctx context.Context, req provider.Configu
 }
 
 func (p *hyperfleetProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{newVMResource, newSnapshotResource}
+	return []func() resource.Resource{newVMResource, newSnapshotResource, newPoolScaleResource}
 }
 
 func (p *hyperfleetProvider) DataSources(context.Context) []func() datasource.DataSource {

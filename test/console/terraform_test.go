@@ -18,9 +18,11 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/pkg/console"
 	tfprovider "github.com/hyperfleet-io/hyperfleet/pkg/terraform"
+	"github.com/hyperfleet-io/hyperfleet/test/builder"
 	"github.com/hyperfleet-io/hyperfleet/test/fakeoidc"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 )
@@ -240,5 +242,62 @@ resource "hyperfleet_vm_snapshot" "before" {
 			{ResourceName: "hyperfleet_vm_snapshot.before", ImportState: true, ImportStateId: teamA + "/tf-vm/before-upgrade", ImportStateVerify: true},
 			{Config: vmConfig(f, tok, teamA, "  cpus = 2"), Check: snapshotsOnSim(0)},
 		},
+	})
+}
+
+// TestTerraformScalesAPool: hyperfleet_pool_scale sets a RunnerPool's size through its scale
+// subresource, changes it in place, refuses a size beyond the pool's bounds on the replicas
+// attribute, imports by kind/namespace/name, and leaves the pool at its size when destroyed.
+func TestTerraformScalesAPool(t *testing.T) {
+	terraformBinary(t)
+	g := NewWithT(t)
+	ctx := context.Background()
+	f := startConsole(t)
+	tok := f.token(t, alice, fakeoidc.TokenOptions{ExpiresIn: time.Hour})
+	p := builder.NewRunnerPool("tf-pool", teamA).WithCluster("fleet").WithBounds(1, 4).WithLabels("linux", "x64").Build()
+	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
+	config := func(n int) string {
+		return fmt.Sprintf(`
+provider "hyperfleet" {
+  endpoint            = %q
+  token               = %q
+  allow_insecure_http = true
+}
+
+resource "hyperfleet_pool_scale" "runners" {
+  namespace = %q
+  name      = "tf-pool"
+  replicas  = %d
+}
+`, f.URL, tok, teamA, n)
+	}
+	specReplicas := func(want int32) resource.TestCheckFunc {
+		return func(*terraform.State) error {
+			got := &fleetv1.RunnerPool{}
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), got); err != nil {
+				return err
+			}
+			if got.Spec.Replicas == nil || *got.Spec.Replicas != want {
+				return fmt.Errorf("spec.replicas %v, want %d", got.Spec.Replicas, want)
+			}
+			return nil
+		}
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: providers,
+		Steps: []resource.TestStep{
+			{Config: config(3), Check: resource.ComposeAggregateTestCheckFunc(
+				resource.TestCheckResourceAttr("hyperfleet_pool_scale.runners", "id", "RunnerPool/"+teamA+"/tf-pool"),
+				specReplicas(3))},
+			{Config: config(3), PlanOnly: true},
+			{Config: config(2),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("hyperfleet_pool_scale.runners", plancheck.ResourceActionUpdate)}},
+				Check: specReplicas(2)},
+			{Config: config(9), ExpectError: regexp.MustCompile(`replicas must be between the pool's minReplicas 1 and maxReplicas 4`)},
+			{ResourceName: "hyperfleet_pool_scale.runners", ImportState: true, ImportStateId: "RunnerPool/" + teamA + "/tf-pool",
+				ImportStateVerify: true, ImportStateVerifyIgnore: []string{"current_replicas", "ready_replicas"}},
+		},
+		CheckDestroy: specReplicas(2),
 	})
 }
