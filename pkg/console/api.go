@@ -21,6 +21,7 @@ func (s *Server) apiRoutes() []route {
 	return []route{
 		{Method: "GET", Path: "/api/v1/me", Handler: s.getMe},
 		{Method: "GET", Path: "/api/v1/hosts", Handler: s.getHosts},
+		{Method: "GET", Path: "/api/v1/clusters", Handler: s.getClusters},
 		{Method: "GET", Path: "/api/v1/vms", Handler: s.getVMs},
 		{Method: "POST", Path: "/api/v1/vms", Change: true, Handler: s.postVM},
 		{Method: "POST", Path: "/api/v1/vms/create", Change: true, Handler: s.postVM},
@@ -57,6 +58,16 @@ func (s *Server) getHosts(w http.ResponseWriter, r *http.Request, c *caller) {
 		return
 	}
 	writeJSON(w, http.StatusOK, List[Host]{Items: hosts})
+}
+
+// getClusters lists the HypervisorClusters the caller may read, with their health.
+func (s *Server) getClusters(w http.ResponseWriter, r *http.Request, c *caller) {
+	_, clusters, err := s.listHosts(r.Context(), c.Client, r.URL.Query().Get("namespace"))
+	if err != nil {
+		writeKubeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, List[Cluster]{Items: nonNilSlice(clusters)})
 }
 
 func (s *Server) getVMs(w http.ResponseWriter, r *http.Request, c *caller) {

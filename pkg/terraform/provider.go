@@ -77,5 +77,5 @@ func (p *hyperfleetProvider) Resources(context.Context) []func() resource.Resour
 }
 
 func (p *hyperfleetProvider) DataSources(context.Context) []func() datasource.DataSource {
-	return []func() datasource.DataSource{newHostsDataSource}
+	return []func() datasource.DataSource{newHostsDataSource, newClustersDataSource, newVMsDataSource}
 }

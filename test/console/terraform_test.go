@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os/exec"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,6 +56,15 @@ data "hyperfleet_hosts" "all" {
   namespace = %q
 }
 
+data "hyperfleet_clusters" "all" {
+  namespace = %q
+}
+
+data "hyperfleet_vms" "all" {
+  namespace  = %q
+  depends_on = [hyperfleet_vm.db]
+}
+
 resource "hyperfleet_vm" "db" {
   namespace = %q
   name      = "tf-vm"
@@ -63,7 +73,7 @@ resource "hyperfleet_vm" "db" {
   memory_mib = 1024
 %s
 }
-`, f.URL, token, namespace, namespace, extra)
+`, f.URL, token, namespace, namespace, namespace, namespace, extra)
 }
 
 // TestTerraformDrivesAVM runs HyperFleet's Terraform provider with a real Terraform binary against
@@ -112,6 +122,8 @@ func TestTerraformDrivesAVM(t *testing.T) {
 					resource.TestCheckResourceAttrSet("hyperfleet_vm.db", "node"),
 					resource.TestCheckResourceAttrWith("hyperfleet_vm.db", "vm_id", func(v string) error { firstID = v; return nil }),
 					resource.TestCheckResourceAttrSet("data.hyperfleet_hosts.all", "hosts.0.name"),
+					resource.TestCheckTypeSetElemNestedAttrs("data.hyperfleet_clusters.all", "clusters.*", map[string]string{"name": "pve-tf", "provider": "Proxmox"}),
+					resource.TestCheckTypeSetElemNestedAttrs("data.hyperfleet_vms.all", "vms.*", map[string]string{"name": "tf-vm", "persistent": "true"}),
 					vmOnSim("running"),
 				),
 			},
@@ -192,14 +204,14 @@ func TestTerraformSnapshotsAVM(t *testing.T) {
 	g := NewWithT(t)
 	sim := pvesim.StartForTest(t, pvesim.Config{})
 	startManager(t)
-	hypervisorCluster(t, sim, teamA, "pve-tf")
+	hypervisorCluster(t, sim, teamA, "pve-tfs")
 	f := startConsole(t)
 	tok := f.token(t, alice, fakeoidc.TokenOptions{ExpiresIn: time.Hour})
 	g.Eventually(func(g Gomega) {
 		r := f.call(t, http.MethodGet, "/api/v1/hosts?namespace="+teamA, tok, nil)
 		var hosts console.List[console.Host]
 		r.decode(t, &hosts)
-		g.Expect(hosts.Items).To(ContainElement(HaveField("Cluster", "pve-tf")))
+		g.Expect(hosts.Items).To(ContainElement(HaveField("Cluster", "pve-tfs")))
 	}, 30*time.Second, 250*time.Millisecond).Should(Succeed())
 	snapshot := `
 resource "hyperfleet_vm_snapshot" "before" {
@@ -229,7 +241,7 @@ resource "hyperfleet_vm_snapshot" "before" {
 		ProtoV6ProviderFactories: providers,
 		Steps: []resource.TestStep{
 			{
-				Config: vmConfig(f, tok, teamA, "  cpus = 2") + snapshot,
+				Config: strings.ReplaceAll(vmConfig(f, tok, teamA, "  cpus = 2"), `"pve-tf"`, `"pve-tfs"`) + snapshot,
 				Check: resource.ComposeAggregateTestCheckFunc(
 					resource.TestCheckResourceAttr("hyperfleet_vm_snapshot.before", "id", teamA+"/tf-vm/before-upgrade"),
 					resource.TestCheckResourceAttr("hyperfleet_vm_snapshot.before", "ready_to_use", "true"),
@@ -238,9 +250,9 @@ resource "hyperfleet_vm_snapshot" "before" {
 					snapshotsOnSim(1),
 				),
 			},
-			{Config: vmConfig(f, tok, teamA, "  cpus = 2") + snapshot, PlanOnly: true},
+			{Config: strings.ReplaceAll(vmConfig(f, tok, teamA, "  cpus = 2"), `"pve-tf"`, `"pve-tfs"`) + snapshot, PlanOnly: true},
 			{ResourceName: "hyperfleet_vm_snapshot.before", ImportState: true, ImportStateId: teamA + "/tf-vm/before-upgrade", ImportStateVerify: true},
-			{Config: vmConfig(f, tok, teamA, "  cpus = 2"), Check: snapshotsOnSim(0)},
+			{Config: strings.ReplaceAll(vmConfig(f, tok, teamA, "  cpus = 2"), `"pve-tf"`, `"pve-tfs"`), Check: snapshotsOnSim(0)},
 		},
 	})
 }
