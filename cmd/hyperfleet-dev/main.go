@@ -180,12 +180,17 @@ func consoleLines(s devfleet.State) string {
 	if c == nil {
 		return ""
 	}
-	return fmt.Sprintf(`
+	out := fmt.Sprintf(`
 Operator console: %s
   sign in as %s / %s (create and delete VMs in %s), or %s / %s (read-only)
   template for new VMs: %d (ubuntu-2404-runner), cluster %s/%s
 `, c.URL, c.Username, c.Password, s.Namespace, devfleet.ConsoleViewer, c.ViewerPassword,
 		devfleet.RunnerTemplateVMID, s.Namespace, devfleet.HypervisorClusterName)
+	if c.TokenFile != "" {
+		out += fmt.Sprintf(`Terraform (docs/terraform.md): provider "hyperfleet" { endpoint = %q, token_file = %q, allow_insecure_http = true }
+`, c.URL, c.TokenFile)
+	}
+	return out
 }
 
 // gitlabLine names the fake GitLab of a GitLab pool.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -34,6 +36,9 @@ type ConsoleState struct {
 	Username       string `json:"username"`
 	Password       string `json:"password"`
 	ViewerPassword string `json:"viewerPassword"`
+	// TokenFile holds an ID token of the operator, valid a day, for API clients such as the
+	// Terraform provider (token_file).
+	TokenFile string `json:"tokenFile,omitempty"`
 }
 
 // startConsole runs a local OIDC issuer and the console in front of it, with the console's shipped
@@ -103,6 +108,17 @@ func (f *Fleet) startConsole(ctx, runCtx context.Context) error {
 	f.stops = append(f.stops, func() { <-done; <-done })
 	f.State.Console = &ConsoleState{URL: base, IssuerURL: issuer.Issuer(), Username: operator.Username, Password: operatorPW,
 		ViewerPassword: viewerPW}
+	// An operator's token for API clients (Terraform), as the identity provider's tooling would
+	// write one.
+	tok, err := issuer.Token(operator, ConsoleClientID, fakeoidc.TokenOptions{ExpiresIn: 24 * time.Hour})
+	if err != nil {
+		return err
+	}
+	tokenFile := filepath.Join(f.stateDir, "operator-token")
+	if err := os.WriteFile(tokenFile, []byte(tok+"\n"), 0o600); err != nil {
+		return err
+	}
+	f.State.Console.TokenFile = tokenFile
 	return nil
 }
 
