@@ -57,7 +57,7 @@ vet: ## go vet.
 
 .PHONY: lint
 lint: vet controller-gen ## Static checks: gofmt, go vet, go mod tidy, staticcheck (staticcheck.conf).
-	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@if ! go mod tidy -diff >/dev/null 2>&1; then echo "go.mod or go.sum is not tidy; run 'go mod tidy':"; go mod tidy -diff; exit 1; fi
 	$(STATICCHECK) ./...
 
