@@ -17,11 +17,40 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 )
 
-// waitTimeout bounds how long create, power changes and delete wait for the VM.
+// waitTimeout bounds how long create, power changes and delete wait for the VM, unless the
+// resource's wait_timeout says otherwise.
 const waitTimeout = 15 * time.Minute
+
+// timeoutOf is m's wait_timeout, waitTimeout when unset (validated at plan time).
+func timeoutOf(m vmModel) time.Duration {
+	if d, err := time.ParseDuration(m.WaitTimeout.ValueString()); err == nil && d > 0 {
+		return d
+	}
+	return waitTimeout
+}
+
+// durationValidator refuses a wait_timeout that is not a positive Go duration.
+type durationValidator struct{}
+
+func (durationValidator) Description(context.Context) string {
+	return "a positive duration such as 10m or 1h"
+}
+func (v durationValidator) MarkdownDescription(ctx context.Context) string {
+	return v.Description(ctx)
+}
+func (durationValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if d, err := time.ParseDuration(req.ConfigValue.ValueString()); err != nil || d <= 0 {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid wait_timeout",
+			fmt.Sprintf("wait_timeout %q is not a positive duration such as 10m or 1h", req.ConfigValue.ValueString()))
+	}
+}
 
 type vmResource struct{ c *client }
 
@@ -46,6 +75,7 @@ type vmModel struct {
 	Phase       types.String `tfsdk:"phase"`
 	PowerState  types.String `tfsdk:"power_state"`
 	Addresses   types.List   `tfsdk:"addresses"`
+	WaitTimeout types.String `tfsdk:"wait_timeout"`
 }
 
 func (r *vmResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -83,6 +113,9 @@ func (r *vmResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *r
 			"phase":       schema.StringAttribute{Computed: true},
 			"power_state": schema.StringAttribute{Computed: true},
 			"addresses":   schema.ListAttribute{Computed: true, ElementType: types.StringType},
+			"wait_timeout": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(waitTimeout.String()),
+				Validators:  []validator.String{durationValidator{}},
+				Description: "How long create, power changes and delete wait for the VM (a Go duration). Default 15m."},
 		},
 	}
 }
@@ -171,7 +204,8 @@ func settled(strategy string) func(*vm) bool {
 
 // wait polls the VM until done says it is there; it fails on a Failed phase or after waitTimeout.
 func (r *vmResource) wait(ctx context.Context, m vmModel, done func(*vm) bool) (*vm, error) {
-	ctx, cancel := context.WithTimeout(ctx, waitTimeout)
+	limit := timeoutOf(m)
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	var last *vm
 	for {
@@ -192,7 +226,7 @@ func (r *vmResource) wait(ctx context.Context, m vmModel, done func(*vm) bool) (
 		select {
 		case <-ctx.Done():
 			if last != nil {
-				return last, fmt.Errorf("the VM is %s (%s): %s %s after %s", last.Phase, last.PowerState, last.Reason, last.Message, waitTimeout)
+				return last, fmt.Errorf("the VM is %s (%s): %s %s after wait_timeout %s", last.Phase, last.PowerState, last.Reason, last.Message, limit)
 			}
 			return nil, ctx.Err()
 		case <-time.After(time.Second):
@@ -294,7 +328,8 @@ func (r *vmResource) Delete(ctx context.Context, req resource.DeleteRequest, res
 		report(&resp.Diagnostics, "Deleting the VM", err)
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, waitTimeout)
+	limit := timeoutOf(m)
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	for {
 		err := r.c.do(ctx, http.MethodGet, p, nil, &vm{})
@@ -307,7 +342,7 @@ func (r *vmResource) Delete(ctx context.Context, req resource.DeleteRequest, res
 		}
 		select {
 		case <-ctx.Done():
-			resp.Diagnostics.AddError("Waiting for the VM to go", fmt.Sprintf("%s is still there after %s", m.ID.ValueString(), waitTimeout))
+			resp.Diagnostics.AddError("Waiting for the VM to go", fmt.Sprintf("%s is still there after wait_timeout %s", m.ID.ValueString(), limit))
 			return
 		case <-time.After(time.Second):
 		}
@@ -324,6 +359,7 @@ func (r *vmResource) ImportState(ctx context.Context, req resource.ImportStateRe
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("namespace"), ns)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("wait_timeout"), waitTimeout.String())...)
 }
 
 var (

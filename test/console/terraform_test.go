@@ -180,14 +180,17 @@ func TestTerraformDrivesAVM(t *testing.T) {
 	})
 }
 
-// TestTerraformRefusals: a field the console refuses is reported on its attribute, and a change
-// namespace RBAC forbids is a clear error, not a crash.
+// TestTerraformRefusals: a wait_timeout that is no duration is refused at plan time, a field the
+// console refuses is reported on its attribute, and a change namespace RBAC forbids is a clear
+// error, not a crash.
 func TestTerraformRefusals(t *testing.T) {
 	terraformBinary(t)
 	f := startConsole(t)
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: providers,
 		Steps: []resource.TestStep{
+			{Config: vmConfig(f, f.token(t, alice, fakeoidc.TokenOptions{ExpiresIn: time.Hour}), teamA, "  wait_timeout = \"soon\""),
+				ExpectError: regexp.MustCompile(`wait_timeout "soon" is not a positive duration`)},
 			{Config: vmConfig(f, f.token(t, alice, fakeoidc.TokenOptions{ExpiresIn: time.Hour}), teamA, "  cpus = 9999"),
 				ExpectError: regexp.MustCompile(`cpus must be between 1 and 512`)},
 			{Config: vmConfig(f, f.token(t, bob, fakeoidc.TokenOptions{ExpiresIn: time.Hour}), teamA, "  cpus = 2"),
