@@ -24,6 +24,9 @@ import (
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vapi/rest"
+	_ "github.com/vmware/govmomi/vapi/simulator" // vCenter's vAPI endpoints (tags)
+	"github.com/vmware/govmomi/vapi/tags"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -32,6 +35,8 @@ type Template struct {
 	Name string
 	// Tags go in the template's hyperfleet.tags advanced setting.
 	Tags []string
+	// VSphereTags are vSphere tags (vAPI tagging) attached to the template, "category:name".
+	VSphereTags []string
 	// NoSnapshot leaves the template without a snapshot: its clones are full copies.
 	NoSnapshot bool
 }
@@ -97,6 +102,8 @@ func Start(cfg Config) (*Simulator, error) {
 		return nil, fmt.Errorf("vcsim model: %w", err)
 	}
 	m.Service.TLS = new(tls.Config)
+	// The vAPI (REST) endpoints too: vSphere's tags.
+	m.Service.RegisterEndpoints = true
 	m.Service.Listen = &url.URL{Host: "127.0.0.1:0", User: url.UserPassword(cfg.Username, cfg.Password)}
 	server := m.Service.NewServer()
 	s := &Simulator{model: m, server: server, Username: cfg.Username, Password: cfg.Password,
@@ -203,6 +210,49 @@ func (s *Simulator) setUp(cfg Config) error {
 	for i, tmpl := range cfg.Templates {
 		if err := makeTemplate(ctx, vms[i], tmpl); err != nil {
 			return fmt.Errorf("template %s: %w", tmpl.Name, err)
+		}
+		if err := attachTags(ctx, c, url.UserPassword(s.Username, s.Password), vms[i], tmpl.VSphereTags); err != nil {
+			return fmt.Errorf("tagging template %s: %w", tmpl.Name, err)
+		}
+	}
+	return nil
+}
+
+// attachTags attaches vSphere tags ("category:name") to vm through the vAPI, making their
+// categories and tags as needed.
+func attachTags(ctx context.Context, c *govmomi.Client, user *url.Userinfo, vm *object.VirtualMachine, want []string) error {
+	if len(want) == 0 {
+		return nil
+	}
+	rc := rest.NewClient(c.Client)
+	if err := rc.Login(ctx, user); err != nil {
+		return err
+	}
+	defer func() { _ = rc.Logout(ctx) }()
+	m := tags.NewManager(rc)
+	for _, ct := range want {
+		category, name, ok := strings.Cut(ct, ":")
+		if !ok {
+			return fmt.Errorf("vSphere tag %q is not category:name", ct)
+		}
+		catID, err := m.CreateCategory(ctx, &tags.Category{Name: category, Cardinality: "MULTIPLE", AssociableTypes: []string{"VirtualMachine"}})
+		if err != nil {
+			existing, gerr := m.GetCategory(ctx, category)
+			if gerr != nil {
+				return err
+			}
+			catID = existing.ID
+		}
+		tagID, err := m.CreateTag(ctx, &tags.Tag{Name: name, CategoryID: catID})
+		if err != nil {
+			existing, gerr := m.GetTagForCategory(ctx, name, catID)
+			if gerr != nil {
+				return err
+			}
+			tagID = existing.ID
+		}
+		if err := m.AttachTag(ctx, tagID, vm.Reference()); err != nil {
+			return err
 		}
 	}
 	return nil

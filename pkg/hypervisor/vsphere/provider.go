@@ -14,6 +14,7 @@ import (
 	"github.com/vmware/govmomi/session"
 	"github.com/vmware/govmomi/session/keepalive"
 	"github.com/vmware/govmomi/task"
+	"github.com/vmware/govmomi/vapi/rest"
 	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/methods"
@@ -59,6 +60,8 @@ type conn struct {
 	// vmRef remembers the managed object of each VM found by its instance UUID: it does not
 	// change while the VM exists, and a VM that is gone answers ManagedObjectNotFound.
 	vmRef map[string]types.ManagedObjectReference
+	// rest is the session's vAPI (REST) client for vSphere tags, logged in on first use.
+	rest *rest.Client
 }
 
 // New returns a provider for cfg; it connects on its first call.
@@ -79,6 +82,9 @@ func (p *Provider) Close() {
 	if c != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.Timeout)
 		defer cancel()
+		if c.rest != nil {
+			_ = c.rest.Logout(ctx)
+		}
 		_ = c.session.Logout(ctx)
 	}
 }

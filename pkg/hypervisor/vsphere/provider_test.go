@@ -400,3 +400,27 @@ func TestFailedCloneTaskIsReported(t *testing.T) {
 		t.Errorf("a clone onto a taken name: %+v", st)
 	}
 }
+
+// TestTemplatesByVSphereTags: a template is selected by the vSphere tags attached to it through the
+// vAPI (by name, or category:name) as well as by its hyperfleet.tags setting; a tag it lacks
+// selects nothing.
+func TestTemplatesByVSphereTags(t *testing.T) {
+	ctx := context.Background()
+	sim := vspheresim.StartForTest(t, vspheresim.Config{Templates: []vspheresim.Template{
+		{Name: "ubuntu-2404-runner", Tags: []string{"runner"}, VSphereTags: []string{"os:ubuntu", "tier:gpu"}},
+		{Name: "debian-12", VSphereTags: []string{"os:debian"}},
+	}})
+	p := newProvider(t, sim, "inst0000a")
+	for _, sel := range [][]string{{"ubuntu"}, {"os:ubuntu"}, {"runner", "gpu"}, {"tier:gpu", "os:ubuntu"}} {
+		got, err := p.ResolveTemplate(ctx, hypervisor.TemplateSelector{Tags: sel})
+		if err != nil || got.Name != "ubuntu-2404-runner" {
+			t.Errorf("tags %v: %+v %v", sel, got, err)
+		}
+	}
+	if got, err := p.ResolveTemplate(ctx, hypervisor.TemplateSelector{Tags: []string{"os:debian"}}); err != nil || got.Name != "debian-12" {
+		t.Errorf("os:debian: %+v %v", got, err)
+	}
+	if _, err := p.ResolveTemplate(ctx, hypervisor.TemplateSelector{Tags: []string{"os:windows"}}); !errors.Is(err, hypervisor.ErrNotFound) {
+		t.Errorf("a tag no template has: %v", err)
+	}
+}

@@ -2,11 +2,14 @@ package vsphere
 
 import (
 	"context"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
 
 	"github.com/vmware/govmomi/property"
+	"github.com/vmware/govmomi/vapi/rest"
+	"github.com/vmware/govmomi/vapi/tags"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
@@ -65,12 +68,11 @@ func (p *Provider) resolve(ctx context.Context, cn *conn, sel hypervisor.Templat
 	if err != nil {
 		return hypervisor.Template{}, err
 	}
-	var found []mo.VirtualMachine
+	var candidates []mo.VirtualMachine
 	for _, vm := range vms {
 		if vm.Config == nil || !vm.Config.Template {
 			continue
 		}
-		m := marksOf(vm)
 		switch {
 		case sel.ID != "":
 			if !equalFold(vm.Config.InstanceUuid, sel.ID) {
@@ -79,11 +81,23 @@ func (p *Provider) resolve(ctx context.Context, cn *conn, sel hypervisor.Templat
 		case sel.Name != "" && vm.Name != sel.Name:
 			continue
 		}
-		tags := splitTags(m[keyTags])
-		if !containsAll(tags, sel.Tags) {
-			continue
+		candidates = append(candidates, vm)
+	}
+	// vSphere's own tags are read only when the selector names tags: one vAPI call for every
+	// candidate at once.
+	vsphereTags := map[types.ManagedObjectReference][]string{}
+	if len(sel.Tags) > 0 && len(candidates) > 0 {
+		var err error
+		if vsphereTags, err = p.attachedTags(ctx, cn, candidates); err != nil {
+			return hypervisor.Template{}, err
 		}
-		found = append(found, vm)
+	}
+	var found []mo.VirtualMachine
+	for _, vm := range candidates {
+		tags := append(splitTags(marksOf(vm)[keyTags]), vsphereTags[vm.Reference()]...)
+		if containsAll(tags, sel.Tags) {
+			found = append(found, vm)
+		}
 	}
 	switch len(found) {
 	case 0:
@@ -98,12 +112,68 @@ func (p *Provider) resolve(ctx context.Context, cn *conn, sel hypervisor.Templat
 		return hypervisor.Template{}, err
 	}
 	t := hypervisor.Template{Ref: hypervisor.VMRef{ID: lower(vm.Config.InstanceUuid)}, Name: vm.Name,
-		Tags: splitTags(marksOf(vm)[keyTags]), Cores: int(vm.Config.Hardware.NumCPU), MemoryMiB: int(vm.Config.Hardware.MemoryMB)}
+		Tags: append(splitTags(marksOf(vm)[keyTags]), vsphereTags[vm.Reference()]...), Cores: int(vm.Config.Hardware.NumCPU), MemoryMiB: int(vm.Config.Hardware.MemoryMB)}
 	if d := bootDisk(devices); d != nil {
 		t.BootDisk = d.DeviceInfo.GetDescription().Label
 		t.DiskGiB = int(d.CapacityInKB >> 20)
 	}
 	return t, nil
+}
+
+// attachedTags reads the vSphere tags attached to vms through the vAPI: each tag by its name, and
+// by category:name.
+func (p *Provider) attachedTags(ctx context.Context, cn *conn, vms []mo.VirtualMachine) (map[types.ManagedObjectReference][]string, error) {
+	rc, err := p.restClient(ctx, cn)
+	if err != nil {
+		return nil, err
+	}
+	m := tags.NewManager(rc)
+	refs := make([]mo.Reference, 0, len(vms))
+	for _, vm := range vms {
+		refs = append(refs, vm.Reference())
+	}
+	attached, err := m.GetAttachedTagsOnObjects(ctx, refs)
+	if err != nil {
+		// The vAPI session may have ended on its own: the next read logs in again.
+		cn.mu.Lock()
+		cn.rest = nil
+		cn.mu.Unlock()
+		return nil, refused(hypervisor.ErrTransient, "ResolveTemplates", "reading vSphere tags: %v", err)
+	}
+	categories := map[string]string{}
+	out := map[types.ManagedObjectReference][]string{}
+	for _, a := range attached {
+		for _, t := range a.Tags {
+			name, ok := categories[t.CategoryID]
+			if !ok {
+				if c, err := m.GetCategory(ctx, t.CategoryID); err == nil {
+					name = c.Name
+				}
+				categories[t.CategoryID] = name
+			}
+			ref := a.ObjectID.Reference()
+			out[ref] = append(out[ref], t.Name)
+			if name != "" {
+				out[ref] = append(out[ref], name+":"+t.Name)
+			}
+		}
+	}
+	return out, nil
+}
+
+// restClient is the session's vAPI client, logged in with the provider's credentials on first use.
+func (p *Provider) restClient(ctx context.Context, cn *conn) (*rest.Client, error) {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	if cn.rest != nil {
+		return cn.rest, nil
+	}
+	rc := rest.NewClient(cn.c)
+	if err := rc.Login(ctx, url.UserPassword(p.cfg.Username, p.cfg.Password)); err != nil {
+		return nil, classify("vAPI login", err)
+	}
+	cn.rest = rc
+	return rc, nil
 }
 
 // NextID implements hypervisor.Provider: vSphere VMs are known by the instance UUID the provider
