@@ -73,40 +73,43 @@ func (f *Fleet) startHyperV(agentBin string) error {
 	return nil
 }
 
-// hypervObjects are the Hyper-V half of the sample fleet: credentials and CA, the
-// HypervisorCluster of the simulated host, its own Cluster (a Cluster has one infrastructure) with
-// its FleetControlPlane, and the MachineClaimTemplate of linked clones of the simulator's template.
+// hypervObjects are the Hyper-V half of the sample fleet (hypervisorFleet): the HypervisorCluster
+// of the simulated host and the MachineClaimTemplate of linked clones of the simulator's template.
 func hypervObjects(meta func(string) metav1.ObjectMeta, hv *HyperVState, ca []byte) []client.Object {
-	hvMeta := func(name string) metav1.ObjectMeta {
+	return hypervisorFleet(meta, HyperVClusterName, HyperVHypervisorClusterName, HyperVTemplateName, hv.Username, hv.Password, ca,
+		infrav1.HypervisorClusterSpec{Provider: infrav1.ProviderHyperV, Endpoint: hv.URL,
+			HyperV: &infrav1.HyperVClusterParameters{Hosts: []infrav1.HyperVHost{{Name: hv.Host, Endpoint: hv.URL}}}},
+		infrav1.MachineClaimSpec{Template: infrav1.TemplateSource{Name: hvsim.HyperVTemplate},
+			CloneMode: infrav1.CloneLinked, Cores: 2, MemoryMiB: 2048,
+			Network: &infrav1.NetworkSpec{Name: hvsim.HyperVSwitch}, Tags: []string{"ci"}})
+}
+
+// hypervisorFleet is one simulated hypervisor's part of the sample fleet: its credentials and CA,
+// its HypervisorCluster (hc, with the Secrets filled in), its own Cluster (a Cluster has one
+// infrastructure) with its FleetControlPlane, and the MachineClaimTemplate of claim.
+func hypervisorFleet(meta func(string) metav1.ObjectMeta, cluster, hcName, template, user, password string, ca []byte,
+	hc infrav1.HypervisorClusterSpec, claim infrav1.MachineClaimSpec) []client.Object {
+	withCluster := func(name string) metav1.ObjectMeta {
 		m := meta(name)
-		m.Labels[clusterv1.ClusterNameLabel] = HyperVClusterName
+		m.Labels[clusterv1.ClusterNameLabel] = cluster
 		return m
 	}
+	hc.CredentialsRef = infrav1.LocalSecretReference{Name: hcName + "-credentials"}
+	hc.CABundleRef = &infrav1.SecretKeyReference{Name: hcName + "-ca", Key: "ca.crt"}
 	return []client.Object{
-		&corev1.Secret{ObjectMeta: hvMeta(HyperVHypervisorClusterName + "-credentials"), StringData: map[string]string{
-			connection.KeyUsername: hv.Username, connection.KeyPassword: hv.Password}},
-		&corev1.Secret{ObjectMeta: hvMeta(HyperVHypervisorClusterName + "-ca"), Data: map[string][]byte{"ca.crt": ca}},
-		&infrav1.HypervisorCluster{ObjectMeta: hvMeta(HyperVHypervisorClusterName), Spec: infrav1.HypervisorClusterSpec{
-			Provider:       infrav1.ProviderHyperV,
-			Endpoint:       hv.URL,
-			CredentialsRef: infrav1.LocalSecretReference{Name: HyperVHypervisorClusterName + "-credentials"},
-			CABundleRef:    &infrav1.SecretKeyReference{Name: HyperVHypervisorClusterName + "-ca", Key: "ca.crt"},
-			HyperV:         &infrav1.HyperVClusterParameters{Hosts: []infrav1.HyperVHost{{Name: hv.Host, Endpoint: hv.URL}}},
-		}},
-		&controlplanev1.FleetControlPlane{ObjectMeta: hvMeta(HyperVClusterName)},
-		&clusterv1.Cluster{ObjectMeta: hvMeta(HyperVClusterName), Spec: clusterv1.ClusterSpec{
+		&corev1.Secret{ObjectMeta: withCluster(hcName + "-credentials"), StringData: map[string]string{
+			connection.KeyUsername: user, connection.KeyPassword: password}},
+		&corev1.Secret{ObjectMeta: withCluster(hcName + "-ca"), Data: map[string][]byte{"ca.crt": ca}},
+		&infrav1.HypervisorCluster{ObjectMeta: withCluster(hcName), Spec: hc},
+		&controlplanev1.FleetControlPlane{ObjectMeta: withCluster(cluster)},
+		&clusterv1.Cluster{ObjectMeta: withCluster(cluster), Spec: clusterv1.ClusterSpec{
 			ControlPlaneRef: clusterv1.ContractVersionedObjectReference{
-				APIGroup: controlplanev1.GroupVersion.Group, Kind: "FleetControlPlane", Name: HyperVClusterName},
+				APIGroup: controlplanev1.GroupVersion.Group, Kind: "FleetControlPlane", Name: cluster},
 			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-				APIGroup: infrav1.GroupVersion.Group, Kind: "HypervisorCluster", Name: HyperVHypervisorClusterName},
+				APIGroup: infrav1.GroupVersion.Group, Kind: "HypervisorCluster", Name: hcName},
 		}},
-		&infrav1.MachineClaimTemplate{ObjectMeta: hvMeta(HyperVTemplateName), Spec: infrav1.MachineClaimTemplateSpec{
-			Template: infrav1.MachineClaimTemplateResource{Spec: infrav1.MachineClaimSpec{
-				Template:  infrav1.TemplateSource{Name: hvsim.HyperVTemplate},
-				CloneMode: infrav1.CloneLinked, Cores: 2, MemoryMiB: 2048,
-				Network: &infrav1.NetworkSpec{Name: hvsim.HyperVSwitch}, Tags: []string{"ci"},
-			}},
-		}},
+		&infrav1.MachineClaimTemplate{ObjectMeta: withCluster(template), Spec: infrav1.MachineClaimTemplateSpec{
+			Template: infrav1.MachineClaimTemplateResource{Spec: claim}}},
 	}
 }
 

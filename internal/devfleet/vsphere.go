@@ -6,14 +6,10 @@ import (
 	"os"
 	"path/filepath"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	controlplanev1 "github.com/hyperfleet-io/hyperfleet/api/controlplane/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
-	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 	"github.com/hyperfleet-io/hyperfleet/test/vspheresim"
 )
@@ -84,38 +80,13 @@ func (f *Fleet) vsphereCA() []byte {
 	return f.VSphere.CA
 }
 
-// vsphereObjects are the vSphere third of the sample fleet: credentials and CA, the
-// HypervisorCluster of the simulated vCenter, its own Cluster with its FleetControlPlane, and the
-// MachineClaimTemplate of linked clones of the simulator's template.
+// vsphereObjects are the vSphere third of the sample fleet (hypervisorFleet): the
+// HypervisorCluster of the simulated vCenter and the MachineClaimTemplate of linked clones of its
+// runner template.
 func vsphereObjects(meta func(string) metav1.ObjectMeta, vc *VSphereState, ca []byte) []client.Object {
-	vcMeta := func(name string) metav1.ObjectMeta {
-		m := meta(name)
-		m.Labels[clusterv1.ClusterNameLabel] = VSphereClusterName
-		return m
-	}
-	return []client.Object{
-		&corev1.Secret{ObjectMeta: vcMeta(VSphereHypervisorClusterName + "-credentials"), StringData: map[string]string{
-			connection.KeyUsername: vc.Username, connection.KeyPassword: vc.Password}},
-		&corev1.Secret{ObjectMeta: vcMeta(VSphereHypervisorClusterName + "-ca"), Data: map[string][]byte{"ca.crt": ca}},
-		&infrav1.HypervisorCluster{ObjectMeta: vcMeta(VSphereHypervisorClusterName), Spec: infrav1.HypervisorClusterSpec{
-			Provider:       infrav1.ProviderVSphere,
-			Endpoint:       vc.URL,
-			CredentialsRef: infrav1.LocalSecretReference{Name: VSphereHypervisorClusterName + "-credentials"},
-			CABundleRef:    &infrav1.SecretKeyReference{Name: VSphereHypervisorClusterName + "-ca", Key: "ca.crt"},
-			VSphere:        &infrav1.VSphereClusterParameters{Datacenter: vc.Datacenter, ComputeCluster: vc.Cluster, Datastore: vc.Datastore},
-		}},
-		&controlplanev1.FleetControlPlane{ObjectMeta: vcMeta(VSphereClusterName)},
-		&clusterv1.Cluster{ObjectMeta: vcMeta(VSphereClusterName), Spec: clusterv1.ClusterSpec{
-			ControlPlaneRef: clusterv1.ContractVersionedObjectReference{
-				APIGroup: controlplanev1.GroupVersion.Group, Kind: "FleetControlPlane", Name: VSphereClusterName},
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-				APIGroup: infrav1.GroupVersion.Group, Kind: "HypervisorCluster", Name: VSphereHypervisorClusterName},
-		}},
-		&infrav1.MachineClaimTemplate{ObjectMeta: vcMeta(VSphereTemplateName), Spec: infrav1.MachineClaimTemplateSpec{
-			Template: infrav1.MachineClaimTemplateResource{Spec: infrav1.MachineClaimSpec{
-				Template:  infrav1.TemplateSource{Name: VSphereTemplate, Tags: []string{"runner"}},
-				CloneMode: infrav1.CloneLinked, Cores: 2, MemoryMiB: 2048, Tags: []string{"ci"},
-			}},
-		}},
-	}
+	return hypervisorFleet(meta, VSphereClusterName, VSphereHypervisorClusterName, VSphereTemplateName, vc.Username, vc.Password, ca,
+		infrav1.HypervisorClusterSpec{Provider: infrav1.ProviderVSphere, Endpoint: vc.URL,
+			VSphere: &infrav1.VSphereClusterParameters{Datacenter: vc.Datacenter, ComputeCluster: vc.Cluster, Datastore: vc.Datastore}},
+		infrav1.MachineClaimSpec{Template: infrav1.TemplateSource{Name: VSphereTemplate, Tags: []string{"runner"}},
+			CloneMode: infrav1.CloneLinked, Cores: 2, MemoryMiB: 2048, Tags: []string{"ci"}})
 }
