@@ -260,6 +260,9 @@ type NIC struct {
 	Firewall bool
 	// MTU, 0 for the bridge's.
 	MTU int
+	// Policy is the security policy and bandwidth cap of the NIC's VirtualNetwork; nil for a
+	// NIC on a plain bridge.
+	Policy *NICPolicy
 }
 
 // ExtraDisk is an empty disk created with a VM.
