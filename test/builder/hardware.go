@@ -28,3 +28,9 @@ func (b *MachineClaimBuilder) WithPCIDevices(devs ...infrav1.PCIDevice) *Machine
 	b.obj.Spec.Proxmox.PCIDevices = append(b.obj.Spec.Proxmox.PCIDevices, devs...)
 	return b
 }
+
+// WithStorage places the claim's disks on a VMStorage, named or by tier.
+func (b *MachineClaimBuilder) WithStorage(req *infrav1.VMStorageRequest) *MachineClaimBuilder {
+	b.obj.Spec.Storage = req
+	return b
+}

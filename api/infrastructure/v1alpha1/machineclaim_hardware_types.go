@@ -55,6 +55,8 @@ const MaxNICs = 8
 // +kubebuilder:validation:XValidation:rule="!has(self.ipv6) || !has(self.ipv6PoolRef)",message="set either ipv6 (a static address) or ipv6PoolRef (an address from an IPAM pool), not both"
 // +kubebuilder:validation:XValidation:rule="!has(self.ipv4) || cidr(self.ipv4.address).ip().family() == 4",message="ipv4.address must be an IPv4 address with its prefix length, such as 192.0.2.10/24"
 // +kubebuilder:validation:XValidation:rule="!has(self.ipv6) || cidr(self.ipv6.address).ip().family() == 6",message="ipv6.address must be an IPv6 address with its prefix length, such as 2001:db8::10/64"
+// +kubebuilder:validation:XValidation:rule="!has(self.network) || !(has(self.bridge) || has(self.vlan) || has(self.firewall) || has(self.mtu))",message="a NIC on a network takes its bridge, VLAN, firewall and MTU from the VMNetwork: remove bridge, vlan, firewall and mtu"
+// +kubebuilder:validation:XValidation:rule="!has(self.network) || !(has(self.ipv4) || has(self.ipv4PoolRef))",message="a NIC on a network takes its IPv4 address from the VMNetwork's IPAM: remove ipv4 and ipv4PoolRef"
 type NIC struct {
 	// name of the interface in the guest: cloud-init's network-config finds the NIC by its MAC
 	// address and gives it this name. Unique in the claim.
@@ -62,6 +64,12 @@ type NIC struct {
 	// +kubebuilder:validation:MaxLength=15
 	// +kubebuilder:validation:Pattern=`^[a-z][a-z0-9-]*$`
 	Name string `json:"name"`
+
+	// network is a VMNetwork the NIC attaches to: the NIC gets the network's bridge, VLAN,
+	// security policy, bandwidth cap and MTU, and an IPv4 address from its IPAM range. A network
+	// of another namespace is usable only when it lists this namespace in allowedNamespaces.
+	// +optional
+	Network *VMNetworkReference `json:"network,omitempty"`
 
 	// bridge the NIC attaches to: a Proxmox bridge (default vmbr0), or on Hyper-V the virtual
 	// switch, which must be given.
@@ -111,6 +119,45 @@ type NIC struct {
 	// ipv6PoolRef is ipv4PoolRef for the NIC's IPv6 address.
 	// +optional
 	IPv6PoolRef *IPPoolReference `json:"ipv6PoolRef,omitempty"`
+}
+
+// VMNetworkReference names a VMNetwork.
+type VMNetworkReference struct {
+	// name of the VMNetwork.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
+
+	// namespace of the VMNetwork; default the claim's.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// VMStorageRequest places a VM's disks on a VMStorage, named or by tier.
+// +kubebuilder:validation:XValidation:rule="has(self.name) != has(self.tier)",message="set either name (one VMStorage) or tier (any VMStorage of that tier), not both"
+// +kubebuilder:validation:XValidation:rule="!has(self.namespace) || has(self.name)",message="namespace goes with name: a tier is looked for in the claim's namespace and in the storages shared with it"
+type VMStorageRequest struct {
+	// name of a VMStorage.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name,omitempty"`
+
+	// namespace of the named VMStorage; default the claim's.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespace string `json:"namespace,omitempty"`
+
+	// tier asks for any VMStorage of that tier (spec.tier) that is on the claim's hypervisor and
+	// has room for the VM's disks on the chosen node.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Tier string `json:"tier,omitempty"`
 }
 
 // IPPoolReference names a Cluster API IPAM pool in the claim's namespace.

@@ -142,6 +142,9 @@ type BootstrapSpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.nics) || !has(self.network)",message="set either network (the first NIC only) or nics, not both"
 // +kubebuilder:validation:XValidation:rule="!has(self.dns) || has(self.nics)",message="dns is given with nics: set spec.nics"
 // +kubebuilder:validation:XValidation:rule="(has(self.proxmox) && has(self.proxmox.pciDevices)) == (has(oldSelf.proxmox) && has(oldSelf.proxmox.pciDevices)) && (!has(self.proxmox) || !has(self.proxmox.pciDevices) || self.proxmox.pciDevices == oldSelf.proxmox.pciDevices)",message="proxmox.pciDevices cannot change once the claim exists: create a new claim instead"
+// +kubebuilder:validation:XValidation:rule="!has(self.storage) || (has(self.cloneMode) && self.cloneMode == 'Full') || has(self.disks)",message="storage places a Full clone's disks and the extra disks: a linked clone stays on its template's storage; set cloneMode: Full or add disks"
+// +kubebuilder:validation:XValidation:rule="!has(self.storage) || !has(self.proxmox) || !has(self.proxmox.storage)",message="set either storage (a VMStorage) or proxmox.storage, not both"
+// +kubebuilder:validation:XValidation:rule="has(self.storage) == has(oldSelf.storage) && (!has(self.storage) || self.storage == oldSelf.storage)",message="storage cannot change once the claim exists: the VM's disks are made there; create a new claim instead"
 type MachineClaimSpec struct {
 	// Lifecycle fields (lifecycle, runStrategy, hooks, terminationGracePeriodSeconds, migrationPolicy, placement).
 	MachineClaimLifecycleSpec `json:",inline"`
@@ -194,6 +197,11 @@ type MachineClaimSpec struct {
 	// network configures the first NIC; default the template's.
 	// +optional
 	Network *NetworkSpec `json:"network,omitempty"`
+
+	// storage places the VM's disks (a Full clone's, and extra disks that name no storage) on
+	// a VMStorage, named or by tier; the node chosen must have room for them on it.
+	// +optional
+	Storage *VMStorageRequest `json:"storage,omitempty"`
 
 	// tags are added to HyperFleet's ownership tags (Proxmox tags; kept in the VM's notes on Hyper-V).
 	// +optional
