@@ -68,7 +68,7 @@ type VMStorageReplication struct {
 // +kubebuilder:validation:XValidation:rule="!(self.type in ['zfspool', 'lvmthin']) || self.adopt || has(self.pool)",message="pool is required for a zfspool or lvmthin storage"
 // +kubebuilder:validation:XValidation:rule="self.type != 'nfs' || self.adopt || (has(self.server) && has(self.export))",message="server and export are required for an nfs storage"
 // +kubebuilder:validation:XValidation:rule="!has(self.replication) || self.type == 'zfspool'",message="replication needs a zfspool storage: Proxmox VE replicates ZFS volumes only"
-// +kubebuilder:validation:XValidation:rule="self.type == oldSelf.type && self.adopt == oldSelf.adopt && (has(self.storageName) ? self.storageName : '') == (has(oldSelf.storageName) ? oldSelf.storageName : '')",message="type, adopt and storageName cannot change: create a new VMStorage instead"
+// +kubebuilder:validation:XValidation:rule="self.type == oldSelf.type && self.adopt == oldSelf.adopt && has(self.storageName) == has(oldSelf.storageName) && (!has(self.storageName) || self.storageName == oldSelf.storageName)",message="type, adopt and storageName cannot change: create a new VMStorage instead"
 type VMStorageSpec struct {
 	// clusters are the HypervisorClusters of this namespace the storage is defined on.
 	// +listType=map
