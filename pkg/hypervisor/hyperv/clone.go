@@ -114,8 +114,8 @@ func (p *Provider) seedPath(ref hypervisor.VMRef) string {
 	return p.cfg.SeedDirectory + `\hyperfleet-` + lowerGUID(ref.ID) + "-cidata.iso"
 }
 
-// Configure applies CPU, memory, switch and VLAN (or every network adapter, for spec.NICs), the
-// extra disks, the Notes (description, ownership and tags), disk growth and the seed ISO to an
+// Configure applies CPU, memory, switch and VLAN (or every network adapter, for spec.NICs, with
+// its network's port ACLs and bandwidth cap), the extra disks, the Notes (description, ownership and tags), disk growth and the seed ISO to an
 // owned VM that is off; what Hyper-V has no equivalent for is refused before anything changes
 // (see hardware.go). The seed (a NoCloud ISO, label cidata, that cloud-init and cloudbase-init
 // both read) is built here and uploaded gzip-compressed (the image is mostly zeros: 57 KB become
@@ -124,6 +124,10 @@ func (p *Provider) seedPath(ref hypervisor.VMRef) string {
 func (p *Provider) Configure(ctx context.Context, ref hypervisor.VMRef, spec hypervisor.ConfigSpec) (hypervisor.TaskID, error) {
 	op := opName("configure", ref)
 	disks, adapters, err := hardwareInputs(op, spec)
+	if err != nil {
+		return "", err
+	}
+	policies, err := policyInputs(op, spec.NICs)
 	if err != nil {
 		return "", err
 	}
@@ -152,6 +156,9 @@ func (p *Provider) Configure(ctx context.Context, ref hypervisor.VMRef, spec hyp
 	// Adapters and extra disks before Set-HFVM: the disks take their SCSI locations after the
 	// boot disk before the seed's DVD drive takes the next free one.
 	if err := p.applyHardware(ctx, op, h, ref.ID, in.Expect, disks, adapters); err != nil {
+		return "", err
+	}
+	if err := applyPolicies(ctx, op, h, ref.ID, in.Expect, policies); err != nil {
 		return "", err
 	}
 	if ci := spec.CloudInit; ci != nil {

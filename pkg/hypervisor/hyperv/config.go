@@ -21,6 +21,7 @@ const (
 	DefaultSeedDirectory      = `C:\ProgramData\HyperFleet\Seeds`
 	DefaultTemplateDirectory  = `C:\ProgramData\HyperFleet\Templates`
 	DefaultModuleRoot         = `C:\ProgramData\HyperFleet\Modules`
+	DefaultStorageIndex       = `C:\ProgramData\HyperFleet\Storages`
 	DefaultSecureBootTemplate = "MicrosoftUEFICertificateAuthority"
 	// DefaultMemoryMiB is a new VM's memory until Configure sets the claim's, when the template
 	// does not say.
@@ -66,6 +67,9 @@ type Config struct {
 	SeedDirectory     string
 	TemplateDirectory string
 	ModuleRoot        string
+	// StorageIndex holds HyperFleet's record of each storage it defined or adopted on the host,
+	// one file per storage naming its folder.
+	StorageIndex string
 	// SecureBootTemplate is set on every new VM: "MicrosoftUEFICertificateAuthority" (Linux, the
 	// default), "MicrosoftWindows", or "Off" to disable Secure Boot.
 	SecureBootTemplate string
@@ -153,6 +157,7 @@ func (c Config) withDefaults() (Config, error) {
 		{&c.SeedDirectory, DefaultSeedDirectory, "seed directory"},
 		{&c.TemplateDirectory, DefaultTemplateDirectory, "template directory"},
 		{&c.ModuleRoot, DefaultModuleRoot, "module root"},
+		{&c.StorageIndex, DefaultStorageIndex, "storage index"},
 	} {
 		if *d.field == "" {
 			*d.field = d.def

@@ -189,6 +189,9 @@ var _ hypervisor.HardwareChecker = (*Provider)(nil)
 // CheckHardware refuses, before a VM is made, the hardware Configure would refuse: what Hyper-V
 // has no equivalent for (hardwareInputs).
 func (p *Provider) CheckHardware(spec hypervisor.ConfigSpec) error {
-	_, _, err := hardwareInputs("check hardware", spec)
+	if _, _, err := hardwareInputs("check hardware", spec); err != nil {
+		return err
+	}
+	_, err := policyInputs("check hardware", spec.NICs)
 	return err
 }

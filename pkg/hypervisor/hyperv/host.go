@@ -194,6 +194,8 @@ func classOf(class string) error {
 		return hypervisor.ErrForbidden
 	case "Ambiguous":
 		return hypervisor.ErrAmbiguous
+	case "Unsupported":
+		return hypervisor.ErrUnsupported
 	default:
 		return hypervisor.ErrTransient
 	}

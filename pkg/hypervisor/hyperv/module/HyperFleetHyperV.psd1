@@ -1,6 +1,6 @@
 @{
     RootModule        = 'HyperFleetHyperV.psm1'
-    ModuleVersion     = '1.3.0'
+    ModuleVersion     = '1.4.0'
     GUID              = '6f1d3c2a-8e4b-4f0e-9a57-2b1c7d9e4a10'
     Author            = 'HyperFleet'
     Description       = 'Hyper-V operations HyperFleet runs on each host over WinRM. Deployed and replaced by HyperFleet; do not edit.'
@@ -25,7 +25,14 @@
         'Test-HFMove',
         'Start-HFMove',
         'Get-HFMove',
-        'Stop-HFMove'
+        'Stop-HFMove',
+        'Set-HFVirtualNetwork',
+        'Remove-HFVirtualNetwork',
+        'Set-HFReservation',
+        'Set-HFPortPolicy',
+        'Set-HFStorage',
+        'Remove-HFStorage',
+        'Get-HFStorage'
     )
     CmdletsToExport   = @()
     VariablesToExport = @()

@@ -52,6 +52,7 @@ function Invoke-HFOperation([scriptblock]$Body) {
                 'PermissionDenied' { $class = 'Forbidden' }
                 'InvalidArgument'  { $class = 'Invalid' }
                 'InvalidData'      { $class = 'Invalid' }
+                'NotImplemented'   { $class = 'Unsupported' }
             }
         }
         ConvertTo-Json -InputObject @{ Ok = $false; Class = $class; Message = [string]$ex.Message } -Compress
@@ -787,4 +788,337 @@ function Stop-HFMove([string]$InputBase64) {
     }
 }
 
-Export-ModuleMember -Function Get-HFInventory, Get-HFVM, Find-HFTemplate, New-HFVM, Set-HFVM, Start-HFVM, Stop-HFVM, Remove-HFVM, Dismount-HFSeed, Add-HFDisks, Set-HFAdapters, Get-HFCheckpoints, New-HFCheckpoint, Restore-HFCheckpoint, Remove-HFCheckpoint, Test-HFMove, Start-HFMove, Get-HFMove, Stop-HFMove
+# Networks. An isolated network is an Internal virtual switch named after the network, marked in
+# its Notes by a ```hyperfleet-network block (Test-HFMarked); the host's adapter on it
+# ("vEthernet (<switch>)") takes each subnet's gateway, a WinNAT NetNat of the switch's name
+# masquerades the subnet that asks for SNAT, and the DHCP Server role serves the subnets with a
+# range, one scope each, named after the switch and described by the network's mark. Everything
+# named after a marked switch is the network's; nothing is changed before the switch's mark and
+# the scopes' descriptions are checked. A VLAN network lives on a switch HyperFleet does not own:
+# it is only checked to exist.
+
+function Test-HFMarked([string]$Text, [string]$Marker, $Owner) {
+    $kv = Get-HFBlock $Text $Marker
+    return ($kv['managed-by'] -eq 'hyperfleet') -and $Owner.Installation -and ($kv['installation'] -eq $Owner.Installation) -and
+        $Owner.OwnerTag -and ($kv['owner-tag'] -eq $Owner.OwnerTag) -and ($kv['name'] -eq $Owner.Name)
+}
+
+# Assert-HFDhcpServer refuses, before anything changes, a host without the DHCP Server role's cmdlets.
+function Assert-HFDhcpServer {
+    if (-not (Get-Command -Name 'Add-DhcpServerv4Scope' -ErrorAction SilentlyContinue)) {
+        throw (New-HFError 'Unsupported' "the DHCP Server role is not installed on $env:COMPUTERNAME (the term 'Add-DhcpServerv4Scope' is not recognized): install it (Install-WindowsFeature DHCP -IncludeManagementTools) or give the network's subnets no DHCP range")
+    }
+}
+
+function Test-HFHasDhcpServer {
+    return [bool](Get-Command -Name 'Get-DhcpServerv4Scope' -ErrorAction SilentlyContinue)
+}
+
+function Get-HFOwnedSwitch($In) {
+    $sw = @(Get-VMSwitch -Name $In.SwitchName -ErrorAction SilentlyContinue)
+    if ($sw.Count -eq 0) { return $null }
+    if ($sw.Count -gt 1 -or -not (Test-HFMarked ([string]$sw[0].Notes) '```hyperfleet-network' $In.Owner)) {
+        throw (New-HFError 'NotOwned' "virtual switch '$($In.SwitchName)' on $env:COMPUTERNAME does not carry this HyperFleet installation's mark for network $($In.Owner.Name) in its Notes; it is left alone")
+    }
+    return $sw[0]
+}
+
+# Get-HFNetworkScopes: the DHCP scopes named after the network, each proved the network's by its
+# description before the caller changes any.
+function Get-HFNetworkScopes($In) {
+    $out = @()
+    if (-not (Test-HFHasDhcpServer)) { return @($out) }
+    foreach ($s in @(Get-DhcpServerv4Scope | Where-Object { [string]$_.Name -eq $In.SwitchName })) {
+        if ([string]$s.Description -ne $In.ScopeDescription) {
+            throw (New-HFError 'NotOwned' "DHCP scope $($s.ScopeId) ('$($s.Name)') on $env:COMPUTERNAME is not described as this installation's network $($In.Owner.Name); it is left alone")
+        }
+        $out += $s
+    }
+    return @($out)
+}
+
+# Set-HFVirtualNetwork makes the host match the network; Changed says whether anything changed.
+function Set-HFVirtualNetwork([string]$InputBase64) {
+    Invoke-HFOperation {
+        $in = ConvertFrom-HFInput $InputBase64
+        if ($in.Kind -eq 'VLAN') {
+            if (@(Get-VMSwitch -Name $in.SwitchName -ErrorAction SilentlyContinue).Count -eq 0) {
+                throw (New-HFError 'NotFound' "virtual switch '$($in.SwitchName)', the uplink of network $($in.Owner.Name), does not exist on $env:COMPUTERNAME")
+            }
+            return @{ Changed = $false }
+        }
+        $subnets = @($in.Subnets)
+        if (@($subnets | Where-Object { $_.DhcpStart }).Count -gt 0) { Assert-HFDhcpServer }
+        $changed = $false
+        $sw = Get-HFOwnedSwitch $in
+        $scopes = @(Get-HFNetworkScopes $in)
+        if (-not $sw) {
+            $sw = New-VMSwitch -Name $in.SwitchName -SwitchType Internal -Notes $in.Notes
+            $changed = $true
+        } elseif ([string]$sw.Notes -cne $in.Notes) {
+            Set-VMSwitch -VMSwitch $sw -Notes $in.Notes
+            $changed = $true
+        }
+        $alias = "vEthernet ($($in.SwitchName))"
+        $want = @($subnets | Where-Object { $_.Gateway } | ForEach-Object { [string]$_.Gateway + '/' + [string]$_.PrefixLength })
+        $have = @(Get-NetIPAddress -InterfaceAlias $alias -AddressFamily IPv4 -ErrorAction SilentlyContinue | Where-Object { [string]$_.PrefixOrigin -eq 'Manual' })
+        foreach ($a in $have) {
+            if (-not ($want -contains ([string]$a.IPAddress + '/' + [string]$a.PrefixLength))) { Remove-NetIPAddress -InputObject $a -Confirm:$false; $changed = $true }
+        }
+        $haveText = @($have | ForEach-Object { [string]$_.IPAddress + '/' + [string]$_.PrefixLength })
+        foreach ($s in @($subnets | Where-Object { $_.Gateway })) {
+            if (-not ($haveText -contains ([string]$s.Gateway + '/' + [string]$s.PrefixLength))) {
+                New-NetIPAddress -InterfaceAlias $alias -IPAddress $s.Gateway -PrefixLength ([int]$s.PrefixLength) | Out-Null
+                $changed = $true
+            }
+        }
+        $natPrefix = @($subnets | Where-Object { $_.Nat } | ForEach-Object { [string]$_.Prefix })
+        $nat = Get-NetNat -Name $in.SwitchName -ErrorAction SilentlyContinue
+        if ($nat -and ($natPrefix.Count -eq 0 -or [string]$nat.InternalIPInterfaceAddressPrefix -ne $natPrefix[0])) {
+            Remove-NetNat -Name $in.SwitchName -Confirm:$false
+            $nat = $null
+            $changed = $true
+        }
+        if (-not $nat -and $natPrefix.Count -gt 0) {
+            New-NetNat -Name $in.SwitchName -InternalIPInterfaceAddressPrefix $natPrefix[0] | Out-Null
+            $changed = $true
+        }
+        $wantScopes = @($subnets | Where-Object { $_.DhcpStart } | ForEach-Object { [string]$_.NetworkAddress })
+        foreach ($sc in $scopes) {
+            if (-not ($wantScopes -contains $sc.ScopeId.ToString())) { Remove-DhcpServerv4Scope -ScopeId $sc.ScopeId -Force; $changed = $true }
+        }
+        foreach ($s in @($subnets | Where-Object { $_.DhcpStart })) {
+            $sc = Get-DhcpServerv4Scope -ScopeId $s.NetworkAddress -ErrorAction SilentlyContinue
+            if ($sc -and [string]$sc.Description -ne $in.ScopeDescription) {
+                throw (New-HFError 'NotOwned' "DHCP scope $($s.NetworkAddress) on $env:COMPUTERNAME ('$($sc.Name)') is not this installation's network $($in.Owner.Name); it is left alone")
+            }
+            if ($sc -and [string]$sc.SubnetMask -ne $s.SubnetMask) {
+                Remove-DhcpServerv4Scope -ScopeId $s.NetworkAddress -Force
+                $sc = $null
+            }
+            if (-not $sc) {
+                Add-DhcpServerv4Scope -Name $in.SwitchName -Description $in.ScopeDescription -StartRange $s.DhcpStart -EndRange $s.DhcpEnd -SubnetMask $s.SubnetMask -State Active
+                $changed = $true
+            } elseif ([string]$sc.StartRange -ne $s.DhcpStart -or [string]$sc.EndRange -ne $s.DhcpEnd) {
+                Set-DhcpServerv4Scope -ScopeId $s.NetworkAddress -StartRange $s.DhcpStart -EndRange $s.DhcpEnd
+                $changed = $true
+            }
+            foreach ($o in @(@{ Id = 3; Value = [string]$s.Gateway }, @{ Id = 6; Value = [string]$s.DnsServer })) {
+                $cur = Get-DhcpServerv4OptionValue -ScopeId $s.NetworkAddress -OptionId $o.Id -ErrorAction SilentlyContinue
+                $curValue = ''
+                if ($cur) { $curValue = (@($cur.Value) -join ',') }
+                if ($curValue -eq $o.Value) { continue }
+                if (-not $o.Value) {
+                    Remove-DhcpServerv4OptionValue -ScopeId $s.NetworkAddress -OptionId $o.Id
+                } elseif ($o.Id -eq 3) {
+                    Set-DhcpServerv4OptionValue -ScopeId $s.NetworkAddress -Router $o.Value
+                } else {
+                    # -Force: the resolver need not answer the host's validation query.
+                    Set-DhcpServerv4OptionValue -ScopeId $s.NetworkAddress -DnsServer $o.Value -Force
+                }
+                $changed = $true
+            }
+        }
+        return @{ Changed = $changed }
+    }
+}
+
+# Remove-HFVirtualNetwork removes what Set-HFVirtualNetwork made: the NetNat, the scopes, the host
+# adapter's addresses and last the switch, whose mark proves the rest the network's; a retry after
+# a failure finds the mark again. A switch VMs are still connected to is refused: Remove-VMSwitch
+# would cut them off.
+function Remove-HFVirtualNetwork([string]$InputBase64) {
+    Invoke-HFOperation {
+        $in = ConvertFrom-HFInput $InputBase64
+        $sw = Get-HFOwnedSwitch $in
+        $scopes = @(Get-HFNetworkScopes $in)
+        $removed = @()
+        if ($sw) {
+            $users = @(Get-VMNetworkAdapter -All | Where-Object { -not $_.IsManagementOs -and [string]$_.SwitchName -eq $in.SwitchName } | ForEach-Object { [string]$_.VMName } | Sort-Object -Unique)
+            if ($users.Count -gt 0) {
+                throw (New-HFError 'Busy' "virtual switch '$($in.SwitchName)' on $env:COMPUTERNAME still connects the network adapters of VMs $($users -join ', '); it is removed once none is connected")
+            }
+            if (Get-NetNat -Name $in.SwitchName -ErrorAction SilentlyContinue) { Remove-NetNat -Name $in.SwitchName -Confirm:$false; $removed += 'NetNat' }
+        }
+        foreach ($sc in $scopes) { Remove-DhcpServerv4Scope -ScopeId $sc.ScopeId -Force; $removed += 'DhcpScope ' + $sc.ScopeId.ToString() }
+        if ($sw) {
+            Get-NetIPAddress -InterfaceAlias "vEthernet ($($in.SwitchName))" -AddressFamily IPv4 -ErrorAction SilentlyContinue |
+                Where-Object { [string]$_.PrefixOrigin -eq 'Manual' } | Remove-NetIPAddress -Confirm:$false
+            Remove-VMSwitch -VMSwitch $sw -Force
+            $removed += 'VMSwitch'
+        }
+        return @{ Removed = @($removed) }
+    }
+}
+
+# Set-HFReservation reserves IPAddress for ClientId (a MAC) in the network's scope holding it, or
+# with Remove drops that reservation. A host without the DHCP role or a subnet without a scope
+# has nothing to reserve in: Reserved is false. A reservation for the address or the client that
+# is not described as the network's is left alone (NotOwned, or AlreadyExists for another client).
+function Set-HFReservation([string]$InputBase64) {
+    Invoke-HFOperation {
+        $in = ConvertFrom-HFInput $InputBase64
+        $ip = [System.Net.IPAddress]::Parse($in.IPAddress)
+        $scope = $null
+        foreach ($sc in @(Get-HFNetworkScopes $in)) {
+            $mask = [System.Net.IPAddress]::Parse([string]$sc.SubnetMask)
+            if (($ip.Address -band $mask.Address) -eq ([System.Net.IPAddress]::Parse($sc.ScopeId.ToString())).Address) { $scope = $sc }
+        }
+        if (-not $scope) { return @{ Reserved = $false } }
+        $client = ([string]$in.ClientId).Replace(':', '-').ToLowerInvariant()
+        $mine = @(Get-DhcpServerv4Reservation -ScopeId $scope.ScopeId | Where-Object {
+                [string]$_.IPAddress -eq $in.IPAddress -or ([string]$_.ClientId).Replace(':', '-').ToLowerInvariant() -eq $client })
+        foreach ($r in $mine) {
+            $same = [string]$r.IPAddress -eq $in.IPAddress -and ([string]$r.ClientId).Replace(':', '-').ToLowerInvariant() -eq $client
+            if ($same -and -not $in.Remove -and [string]$r.Description -eq $in.ScopeDescription) { return @{ Reserved = $true } }
+            if ([string]$r.Description -ne $in.ScopeDescription) {
+                if ($in.Remove -and -not $same) { continue }
+                throw (New-HFError 'NotOwned' "DHCP reservation of $($r.IPAddress) for $($r.ClientId) in scope $($scope.ScopeId) on $env:COMPUTERNAME is not this installation's network $($in.Owner.Name); it is left alone")
+            }
+            if ($in.Remove -and -not $same) { continue }
+            Remove-DhcpServerv4Reservation -ScopeId $scope.ScopeId -ClientId $r.ClientId
+        }
+        if ($in.Remove) { return @{ Reserved = $false } }
+        Add-DhcpServerv4Reservation -ScopeId $scope.ScopeId -IPAddress $in.IPAddress -ClientId $client -Description $in.ScopeDescription
+        return @{ Reserved = $true }
+    }
+}
+
+# Set-HFPortPolicy gives one network adapter of an owned VM exactly the extended port ACLs listed
+# and its bandwidth cap (bits per second, 0 for none). The ACLs are compared first and replaced
+# only when they differ, so a retried configuration adds none twice; every extended ACL on an
+# owned VM's adapter is HyperFleet's.
+function ConvertTo-HFAclKey($A) {
+    $parts = foreach ($v in @($A.Action, $A.Direction, $A.RemoteIPAddress, $A.LocalPort, $A.RemotePort, $A.Protocol)) {
+        $t = [string]$v
+        if (-not $t -or $t -eq 'ANY') { 'any' } else { $t.ToLowerInvariant() }
+    }
+    return ($parts -join '|') + '|' + [string][int]$A.Weight + '|' + [string][bool]$A.Stateful
+}
+
+function Set-HFPortPolicy([string]$InputBase64) {
+    Invoke-HFOperation {
+        $in = ConvertFrom-HFInput $InputBase64
+        $vm = Get-HFOwnedVM $in
+        $a = @(Get-VMNetworkAdapter -VM $vm | Where-Object { [string]$_.MacAddress -eq $in.MacAddress })
+        if ($a.Count -eq 0) { throw (New-HFError 'NotFound' "VM $($in.Id) has no network adapter with MAC $($in.MacAddress)") }
+        $a = $a[0]
+        $changed = $false
+        $have = @(Get-VMNetworkAdapterExtendedAcl -VMNetworkAdapter $a)
+        $haveKeys = @($have | ForEach-Object { ConvertTo-HFAclKey $_ } | Sort-Object)
+        $wantKeys = @(@($in.Acls) | ForEach-Object { ConvertTo-HFAclKey $_ } | Sort-Object)
+        if (($haveKeys -join ';') -ne ($wantKeys -join ';')) {
+            foreach ($x in $have) { Remove-VMNetworkAdapterExtendedAcl -InputObject $x }
+            foreach ($x in @($in.Acls)) {
+                $p = @{ VMNetworkAdapter = $a; Action = $x.Action; Direction = $x.Direction; Weight = [int]$x.Weight }
+                if ($x.RemoteIPAddress) { $p.RemoteIPAddress = $x.RemoteIPAddress }
+                if ($x.LocalPort) { $p.LocalPort = $x.LocalPort }
+                if ($x.RemotePort) { $p.RemotePort = $x.RemotePort }
+                if ($x.Protocol) { $p.Protocol = $x.Protocol }
+                if ($x.Stateful) { $p.Stateful = $true }
+                Add-VMNetworkAdapterExtendedAcl @p
+            }
+            $changed = $true
+        }
+        if ([int64]$a.BandwidthSetting.MaximumBandwidth -ne [int64]$in.MaximumBandwidth) {
+            Set-VMNetworkAdapter -VMNetworkAdapter $a -MaximumBandwidth ([int64]$in.MaximumBandwidth)
+            $changed = $true
+        }
+        return @{ Changed = $changed }
+    }
+}
+
+# Storages. A directory storage is a folder on a host volume. HyperFleet records each storage it
+# defines or adopts in its own index, a file per storage named by the owner and the storage's name
+# (IndexPath), so it finds the folder again by name; a folder it creates carries its mark in a file
+# of its own, .hyperfleet-owner. An adopted folder is only checked to exist, never written to.
+
+$script:StorageMarker = '.hyperfleet-owner'
+
+function Get-HFStorageIndex([string]$Path) {
+    if (-not (Test-Path -LiteralPath $Path -PathType Leaf)) { return $null }
+    return (Get-Content -LiteralPath $Path -Raw | ConvertFrom-Json)
+}
+
+function Test-HFStorageMarked([string]$Folder, $Owner) {
+    $marker = Join-Path $Folder $script:StorageMarker
+    if (-not (Test-Path -LiteralPath $marker -PathType Leaf)) { return $false }
+    return (Test-HFMarked (Get-Content -LiteralPath $marker -Raw) '```hyperfleet-storage' $Owner)
+}
+
+# Set-HFStorage creates the folder with its mark (or, to adopt, checks it exists) and records it.
+function Set-HFStorage([string]$InputBase64) {
+    Invoke-HFOperation {
+        $in = ConvertFrom-HFInput $InputBase64
+        $def = Get-HFStorageIndex $in.IndexPath
+        if ($def -and [string]$def.Path -ne $in.Path) {
+            throw (New-HFError 'AlreadyExists' "storage $($in.Owner.Name) already names folder $($def.Path) on $env:COMPUTERNAME, not $($in.Path)")
+        }
+        $changed = $false
+        if ($in.Adopt) {
+            if (-not (Test-Path -LiteralPath $in.Path -PathType Container)) {
+                throw (New-HFError 'NotFound' "folder $($in.Path) does not exist on $env:COMPUTERNAME: an adopted storage must exist")
+            }
+        } elseif (Test-Path -LiteralPath $in.Path) {
+            if (-not (Test-HFStorageMarked $in.Path $in.Owner)) {
+                throw (New-HFError 'NotOwned' "folder $($in.Path) on $env:COMPUTERNAME exists without this HyperFleet installation's mark ($($script:StorageMarker)); it is left alone (adopt it to use it as it is)")
+            }
+        } else {
+            New-Item -ItemType Directory -Path $in.Path | Out-Null
+            Set-Content -LiteralPath (Join-Path $in.Path $script:StorageMarker) -Value $in.Marker -Encoding UTF8
+            $changed = $true
+        }
+        if (-not $def) {
+            New-Item -ItemType Directory -Force -Path (Split-Path -Parent $in.IndexPath) | Out-Null
+            Set-Content -LiteralPath $in.IndexPath -Value (ConvertTo-Json -InputObject @{ Path = $in.Path; Adopted = [bool]$in.Adopt } -Compress) -Encoding UTF8
+            $changed = $true
+        }
+        return @{ Changed = $changed }
+    }
+}
+
+# Remove-HFStorage forgets a storage and removes the folder HyperFleet created, only when it holds
+# nothing but its mark: data is never deleted. An adopted folder stays as it is.
+function Remove-HFStorage([string]$InputBase64) {
+    Invoke-HFOperation {
+        $in = ConvertFrom-HFInput $InputBase64
+        $def = Get-HFStorageIndex $in.IndexPath
+        if (-not $def) { return @{ Removed = $false } }
+        $folder = [string]$def.Path
+        if (-not $def.Adopted -and (Test-Path -LiteralPath $folder -PathType Container)) {
+            $items = @(Get-ChildItem -LiteralPath $folder -Force)
+            $marked = Test-HFStorageMarked $folder $in.Owner
+            # An empty folder is one a removal cut short after taking the mark away.
+            if (-not $marked -and $items.Count -gt 0) {
+                throw (New-HFError 'NotOwned' "folder $folder on $env:COMPUTERNAME does not carry this HyperFleet installation's mark ($($script:StorageMarker)); it is left alone")
+            }
+            $data = @($items | Where-Object { $_.Name -ne $script:StorageMarker } | ForEach-Object { [string]$_.Name })
+            if ($data.Count -gt 0) {
+                throw (New-HFError 'Busy' "folder $folder on $env:COMPUTERNAME still holds $($data.Count) items ($(($data | Select-Object -First 5) -join ', ')); HyperFleet deletes no data: move or delete them, then delete the storage again")
+            }
+            if ($marked) { Remove-Item -LiteralPath (Join-Path $folder $script:StorageMarker) -Force }
+            Remove-Item -LiteralPath $folder
+        }
+        Remove-Item -LiteralPath $in.IndexPath -Force
+        return @{ Removed = $true }
+    }
+}
+
+# Get-HFStorage reads a recorded storage's folder and the size of the volume it is on.
+function Get-HFStorage([string]$InputBase64) {
+    Invoke-HFOperation {
+        $in = ConvertFrom-HFInput $InputBase64
+        $def = Get-HFStorageIndex $in.IndexPath
+        if (-not $def) { return @{ Defined = $false } }
+        $out = @{ Defined = $true; Path = [string]$def.Path; Adopted = [bool]$def.Adopted; Active = $false; SizeBytes = 0; RemainingBytes = 0 }
+        if (Test-Path -LiteralPath $def.Path -PathType Container) {
+            $v = Get-Volume -FilePath $def.Path
+            $out.Active = $true
+            $out.SizeBytes = [int64]$v.Size
+            $out.RemainingBytes = [int64]$v.SizeRemaining
+        }
+        return $out
+    }
+}
+
+Export-ModuleMember -Function Get-HFInventory, Get-HFVM, Find-HFTemplate, New-HFVM, Set-HFVM, Start-HFVM, Stop-HFVM, Remove-HFVM, Dismount-HFSeed, Add-HFDisks, Set-HFAdapters, Get-HFCheckpoints, New-HFCheckpoint, Restore-HFCheckpoint, Remove-HFCheckpoint, Test-HFMove, Start-HFMove, Get-HFMove, Stop-HFMove, Set-HFVirtualNetwork, Remove-HFVirtualNetwork, Set-HFReservation, Set-HFPortPolicy, Set-HFStorage, Remove-HFStorage, Get-HFStorage
