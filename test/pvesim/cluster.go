@@ -201,6 +201,7 @@ func (s *Simulator) poolJSON(p *poolState, withMembers bool) map[string]any {
 					"node": vm.node, "name": vm.conf["name"], "status": vm.status, "template": boolInt(vm.isTemplate())})
 			}
 		}
+		members = append(members, s.poolStorageMembers(p)...)
 		e["members"] = members
 	}
 	return e
@@ -255,6 +256,9 @@ func (s *Simulator) updatePool(rq *request) (any, *apiError) {
 	if c, ok := rq.p.str("comment"); ok {
 		p.comment = c
 	}
+	if err := s.updatePoolStorage(p, rq.p.get("storage"), rq.p.flag("delete")); err != nil {
+		return nil, err
+	}
 	for _, v := range splitList(rq.p.get("vms")) {
 		n, _ := strconv.Atoi(v)
 		if _, ok := s.vms[n]; !ok {
@@ -288,7 +292,7 @@ func (s *Simulator) removePool(rq *request) (any, *apiError) {
 	if !ok {
 		return nil, errf("delete pool failed: pool '%s' does not exist", id)
 	}
-	if len(p.members) > 0 {
+	if len(p.members) > 0 || len(p.storage) > 0 {
 		return nil, errf("delete pool failed: pool is not empty.")
 	}
 	delete(s.pools, id)

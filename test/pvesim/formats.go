@@ -96,6 +96,14 @@ var formatValidators = map[string]func(string) string{
 		}
 		return ""
 	},
+	"pve-sdn-zone-id": func(v string) string { return checkSDNID("zone", v) },
+	"pve-sdn-vnet-id": func(v string) string { return checkSDNID("vnet", v) },
+	"ip": func(v string) string {
+		if net.ParseIP(v) == nil {
+			return "value does not look like a valid IP address\n"
+		}
+		return ""
+	},
 	"ipv4": func(v string) string {
 		if ip := net.ParseIP(v); ip == nil || ip.To4() == nil || strings.Contains(v, ":") {
 			return "value does not look like a valid IPv4 address\n"

@@ -77,6 +77,9 @@ type Simulator struct {
 	volumes  map[string]*volume // key: node + "/" + volid (shared storages use "" node)
 	vms      map[int]*vmState
 	pools    map[string]*poolState
+	sdn      *sdnState
+	fw       *firewallState
+	repl     map[string]*replJob
 	tasks    map[string]*task
 	taskList []*task
 	tickets  map[string]string // ticket -> user
@@ -131,6 +134,9 @@ func New(cfg Config) (*Simulator, error) {
 		volumes:  map[string]*volume{},
 		vms:      map[int]*vmState{},
 		pools:    map[string]*poolState{},
+		sdn:      newSDNState(),
+		fw:       newFirewallState(),
+		repl:     map[string]*replJob{},
 		tasks:    map[string]*task{},
 		tickets:  map[string]string{},
 		csrf:     map[string]string{},

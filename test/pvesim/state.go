@@ -27,6 +27,8 @@ type storageDef struct {
 	shared  bool
 	total   int64
 	nodes   map[string]bool // nil: every node
+	// conf holds the type-specific options a POST /storage gave (path, pool, server, ...).
+	conf map[string]string
 }
 
 func (d *storageDef) onNode(node string) bool { return d.nodes == nil || d.nodes[node] }
@@ -57,6 +59,8 @@ type poolState struct {
 	id      string
 	comment string
 	members map[int]bool
+	// storage holds the pool's storage members by storage ID.
+	storage map[string]bool
 }
 
 // vmState is a VM's config file plus its runtime state.

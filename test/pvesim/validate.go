@@ -204,7 +204,8 @@ func compilePattern(p string) *regexp.Regexp {
 	if re, ok := patternCache.Load(p); ok {
 		return re.(*regexp.Regexp)
 	}
-	re, err := regexp.Compile("^" + p + "$")
+	// Perl's "(?^i:...)" (a group with default flags plus i) is RE2's "(?i:...)".
+	re, err := regexp.Compile("^" + strings.ReplaceAll(p, "(?^i:", "(?i:") + "$")
 	if err != nil {
 		return nil
 	}

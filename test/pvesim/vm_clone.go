@@ -353,6 +353,10 @@ func (s *Simulator) destroyVM(vm *vmState, purgeUnreferenced bool) {
 	for _, p := range s.pools {
 		delete(p.members, vm.vmid)
 	}
+	// qemu-server's destroy also drops the VM's firewall config and its NICs' IPAM entries.
+	s.dropVMAddresses(vm)
+	delete(s.fw.vms, vm.vmid)
+	s.dropReplicationJobs(vm.vmid)
 	if b, ok := s.boots[vm.vmid]; ok {
 		b.cancel()
 		delete(s.boots, vm.vmid)

@@ -144,6 +144,9 @@ func (s *Simulator) postVMStart(rq *request) (any, *apiError) {
 		if err := s.checkPCIMappings(vm); err != nil {
 			return err
 		}
+		if err := s.checkBridges(vm); err != nil {
+			return err
+		}
 		s.markRunning(vm, true)
 		s.configureGuestNetwork(vm)
 		s.startBoot(vm)
