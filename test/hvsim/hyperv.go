@@ -69,7 +69,7 @@ type hvHost struct {
 	cpus     int
 	memory   int64
 	version  string
-	switches map[string]bool
+	switches map[string]*hvSwitch
 	files    map[string]*hvFile // by lower-cased path
 	vms      map[string]*hvVM   // by lower-case GUID
 	// migration is live migration's switch (off until enabled, as on Hyper-V), processor the
@@ -78,6 +78,12 @@ type hvHost struct {
 	processor string
 	missing   []string
 	moves     []*hvMove
+	// net is the host's own networking (hyperv_network.go), dirs the folders made explicitly
+	// (hyperv_storage.go).
+	net  hvHostNet
+	dirs map[string]string
+	// volumes are the sizes of the volumes added (AddVolume) by their lower-cased mount point.
+	volumes map[string]int64
 }
 
 // hvFile is a file on a host: a virtual disk (vhdx, with its parent for a differencing disk), an
@@ -99,6 +105,9 @@ type hvAdapter struct {
 	vlan       int
 	mac        string
 	static     bool
+	// acls are its extended port ACLs, maxBandwidth its cap in bits per second (0 for none).
+	acls         []hvACL
+	maxBandwidth int64
 }
 
 type hvVM struct {
@@ -159,9 +168,9 @@ func (h *HyperV) AddHost(name string, cpus int, memoryMiB int64, switches ...str
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	host := &hvHost{name: name, cpus: cpus, memory: memoryMiB << 20, version: "10.0.20348", processor: "Intel(R) Xeon(R) Gold 6338",
-		switches: map[string]bool{}, files: map[string]*hvFile{}, vms: map[string]*hvVM{}}
+		switches: map[string]*hvSwitch{}, files: map[string]*hvFile{}, vms: map[string]*hvVM{}, dirs: map[string]string{}, net: newHostNet(), volumes: map[string]int64{}}
 	for _, s := range switches {
-		host.switches[s] = true
+		host.switches[s] = &hvSwitch{name: s, switchType: "External"}
 	}
 	h.hosts[name] = host
 }
@@ -258,6 +267,9 @@ type HyperVAdapter struct {
 	Name, Switch, MAC string
 	VLAN              int
 	StaticMAC         bool
+	// ACLs are its extended port ACLs, heaviest first; MaxBandwidth its cap in bits per second.
+	ACLs         []HyperVACL
+	MaxBandwidth int64
 }
 
 // HyperVFile is a snapshot of a file on a host.
@@ -284,7 +296,8 @@ func (h *HyperV) VMs(host string) []HyperVVM {
 			s.Switch, s.VLAN = vm.adapters[0].switchName, vm.adapters[0].vlan
 		}
 		for _, a := range vm.adapters {
-			s.Adapters = append(s.Adapters, HyperVAdapter{Name: a.name, Switch: a.switchName, MAC: a.mac, VLAN: a.vlan, StaticMAC: a.static})
+			s.Adapters = append(s.Adapters, HyperVAdapter{Name: a.name, Switch: a.switchName, MAC: a.mac, VLAN: a.vlan, StaticMAC: a.static,
+				ACLs: aclSnapshot(a.acls), MaxBandwidth: a.maxBandwidth})
 		}
 		out = append(out, s)
 	}

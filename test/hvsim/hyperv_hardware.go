@@ -146,7 +146,7 @@ func (h *HyperV) setAdapters(hh *hvHost, in hvInput) (any, *hvError) {
 	}
 	// The cmdlets' own checks, which the module's input never fails.
 	for _, n := range in.Adapters {
-		if !hh.switches[n.SwitchName] {
+		if hh.switches[n.SwitchName] == nil {
 			return nil, refuse("NotFound", "Unable to find a virtual switch with name '%s'.", n.SwitchName)
 		}
 		if n.VlanID < 0 || n.VlanID > 4094 {
@@ -200,7 +200,7 @@ func (h *HyperV) setAdapters(hh *hvHost, in hvInput) (any, *hvError) {
 
 // AddSwitch adds a virtual switch to a host, as New-VMSwitch would.
 func (h *HyperV) AddSwitch(host, name string) error {
-	return h.withHost(host, func(hh *hvHost) error { hh.switches[name] = true; return nil })
+	return h.withHost(host, func(hh *hvHost) error { hh.switches[name] = &hvSwitch{name: name, switchType: "External"}; return nil })
 }
 
 // AttachDisk puts a dynamic VHDX of sizeGiB at path (unless a file is there) and attaches it to a

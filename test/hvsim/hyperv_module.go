@@ -54,6 +54,21 @@ type hvInput struct {
 		Name, SwitchName, MacAddress string
 		VlanID                       int `json:"VlanId"`
 	}
+	// Networks, port policies and storages.
+	Kind             string
+	Owner            hvOwner
+	ScopeDescription string
+	Subnets          []hvSubnetInput
+	IPAddress        string
+	ClientID         string `json:"ClientId"`
+	Remove           bool
+	MacAddress       string
+	Acls             []hvACL
+	MaximumBandwidth int64
+	IndexPath        string
+	Path             string
+	Adopt            bool
+	Marker           string
 }
 
 // hvError is a module function's refusal or a cmdlet's failure, reported in the envelope.
@@ -137,6 +152,20 @@ func (e *HostExecutor) call(ctx context.Context, psd1, version, function, arg st
 		data, herr = h.getMove(hh, in)
 	case "Stop-HFMove":
 		data, herr = h.stopMove(hh, in)
+	case "Set-HFVirtualNetwork":
+		data, herr = h.setNetwork(hh, in)
+	case "Remove-HFVirtualNetwork":
+		data, herr = h.removeNetwork(hh, in)
+	case "Set-HFReservation":
+		data, herr = h.setReservation(hh, in)
+	case "Set-HFPortPolicy":
+		data, herr = h.setPortPolicy(hh, in)
+	case "Set-HFStorage":
+		data, herr = h.setStorage(hh, in)
+	case "Remove-HFStorage":
+		data, herr = h.removeStorage(hh, in)
+	case "Get-HFStorage":
+		data, herr = h.getStorage(hh, in)
 	default:
 		return nil, psCommandNotFoundAt(function, function+" -InputBase64 '"+arg+"'", 3, 1), 1
 	}
@@ -273,7 +302,7 @@ func (hh *hvHost) validateHardware(in hvInput, name string) *hvError {
 	if mem := in.MemoryMiB << 20; in.MemoryMiB != 0 && (mem < 32<<20 || mem%(2<<20) != 0) {
 		return refuse("Invalid", "Failed to modify device 'Memory'. Invalid startup memory amount assigned for '%s'. The minimum amount of memory you can assign to this virtual machine is '32' MB and it must be a multiple of 2 MB.", name)
 	}
-	if in.SwitchName != "" && !hh.switches[in.SwitchName] {
+	if in.SwitchName != "" && hh.switches[in.SwitchName] == nil {
 		return refuse("NotFound", "Unable to find a virtual switch with name '%s'.", in.SwitchName)
 	}
 	if in.VlanID < 0 || in.VlanID > 4094 {
