@@ -246,13 +246,6 @@ func (s *Simulator) deleteFWGroup(rq *request) (any, *apiError) {
 	if len(g.rules) > 0 {
 		return nil, errf("Security group '%s' is not empty", name)
 	}
-	for vmid, f := range s.fw.vms {
-		for _, r := range f.rules {
-			if r["type"] == "group" && r["action"] == name {
-				return nil, errf("Security group '%s' is used by VM %d", name, vmid)
-			}
-		}
-	}
 	delete(s.fw.groups, name)
 	return nil, nil
 }

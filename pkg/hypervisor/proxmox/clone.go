@@ -144,6 +144,11 @@ func (p *Provider) Configure(ctx context.Context, ref hypervisor.VMRef, spec hyp
 	if err := p.put(ctx, op, vmPath(ref, "/config"), params, nil); err != nil {
 		return "", err
 	}
+	// The bindings follow the write that gave the NICs their firewall flag, and precede any
+	// start: a VM never runs on its network without its policy.
+	if err := p.bindSecurityGroups(ctx, op, ref, spec.NICs); err != nil {
+		return "", err
+	}
 	if spec.Disk != nil {
 		return p.resizeDisk(ctx, op, ref, spec.Disk.Name, spec.Disk.SizeGiB)
 	}

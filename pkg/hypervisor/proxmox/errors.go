@@ -193,7 +193,8 @@ func classOfStatus(status int, text string) error {
 func classOfMessage(text string) error {
 	t := strings.ToLower(text)
 	switch {
-	case strings.Contains(t, "already exists"):
+	case strings.Contains(t, "already exists"), strings.Contains(t, "already defined"):
+		// PVE's SDN and storage configs say "object ID 'x' already defined".
 		return hypervisor.ErrAlreadyExists
 	case strings.Contains(t, "does not exist"), strings.Contains(t, "no such"):
 		return hypervisor.ErrNotFound
@@ -204,6 +205,9 @@ func classOfMessage(text string) error {
 		return hypervisor.ErrBusy
 	case strings.Contains(t, "permission check failed"):
 		return hypervisor.ErrForbidden
+	case strings.Contains(t, "missing replicate feature"):
+		// A volume on a storage that cannot replicate (anything but ZFS) stays so.
+		return hypervisor.ErrInvalid
 	case strings.Contains(t, "can't migrate"), strings.Contains(t, "target is local node"):
 		// qemu-server's migration refusals ("can't migrate running VM without --online") hold
 		// until the request changes.

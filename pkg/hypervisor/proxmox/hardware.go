@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
@@ -128,14 +129,24 @@ func nicParams(cfg map[string]string, nics []hypervisor.NIC) (map[string]any, []
 			return nil, nil, fmt.Errorf("NIC %d: VLAN %d or MTU %d out of range", i, n.VLAN, n.MTU)
 		}
 		s := fmt.Sprintf("%s=%s,bridge=%s", model, strings.ToUpper(n.MAC), bridge)
-		if n.Firewall {
+		if pol := n.Policy; pol != nil && len(pol.Rules) > 0 && pol.SecurityGroup == "" {
+			return nil, nil, fmt.Errorf("NIC %d: Proxmox binds a NIC to its network's security group; rules of the NIC's own are not supported", i)
+		}
+		if n.Firewall || (n.Policy != nil && n.Policy.SecurityGroup != "") {
+			// The group binding on the VM's firewall filters only NICs with the firewall on.
 			s += ",firewall=1"
+		}
+		if n.Policy != nil && n.Policy.RateMbps < 0 {
+			return nil, nil, fmt.Errorf("NIC %d: negative rate %d Mbps", i, n.Policy.RateMbps)
 		}
 		if n.MTU > 0 {
 			s += fmt.Sprintf(",mtu=%d", n.MTU)
 		}
 		if n.VLAN > 0 {
 			s += fmt.Sprintf(",tag=%d", n.VLAN)
+		}
+		if n.Policy != nil && n.Policy.RateMbps > 0 {
+			s += ",rate=" + rateMBps(n.Policy.RateMbps)
 		}
 		out[fmt.Sprintf("net%d", i)] = s
 	}
@@ -152,6 +163,12 @@ func nicParams(cfg map[string]string, nics []hypervisor.NIC) (map[string]any, []
 }
 
 var netIndexRe = regexp.MustCompile(`^\d+$`)
+
+// rateMBps renders a cap in megabits per second as PVE's NIC rate, megabytes per second as a
+// decimal number: 100 Mbps is "12.5".
+func rateMBps(mbps int) string {
+	return strconv.FormatFloat(float64(mbps)/8, 'f', -1, 64)
+}
 
 var mappingRe = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_-]+$`)
 
