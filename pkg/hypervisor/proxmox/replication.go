@@ -74,7 +74,6 @@ func (p *Provider) EnsureReplication(ctx context.Context, job hypervisor.Replica
 	return p.put(ctx, op, "/cluster/replication/"+id, params, nil)
 }
 
-
 // ReplicationState implements hypervisor.Replicator.
 func (p *Provider) ReplicationState(ctx context.Context, vm hypervisor.VMRef) (hypervisor.ReplicationState, error) {
 	op := opName("get replication of", vm)
