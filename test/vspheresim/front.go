@@ -19,8 +19,8 @@ import (
 )
 
 // The simulator is served through a front of its own: HTTPS with a CA made for this simulator
-// (vcsim's own server uses Go's one test certificate, which every vcsim shares), and a count of
-// the SOAP methods clients call, for the calls a VM's life costs.
+// (vcsim's own server uses Go's one test certificate, which every vcsim shares), a count of the
+// SOAP methods clients call, for the calls a VM's life costs, and vCenter's refusals vcsim lacks.
 
 // soapMethod finds the method of a SOAP request: the first element inside the Body.
 var soapMethod = regexp.MustCompile(`<(?:[A-Za-z0-9]+:)?Body[^>]*>\s*<(?:[A-Za-z0-9]+:)?([A-Za-z0-9_]+)`)
@@ -44,6 +44,7 @@ func (s *Simulator) serveFront(handler http.Handler, listen string) error {
 				s.callsMu.Lock()
 				s.calls[string(m[1])]++
 				s.callsMu.Unlock()
+				s.refuseDestroyingUsedPortgroup(string(m[1]), body)
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}

@@ -5,7 +5,8 @@
 // with govmomi's SOAP client, as they would to a vCenter.
 //
 // What vcsim does not do by itself, this package plays: VMware Tools in a powered-on guest reports
-// an IP address (as a booted guest's tools would), so a VM gets an address once it runs.
+// an IP address (as a booted guest's tools would), so a VM gets an address once it runs; a clone
+// keeps its clone spec's configuration; a distributed port group VMs use cannot be destroyed.
 package vspheresim
 
 import (
@@ -67,8 +68,9 @@ type Simulator struct {
 	// CA is the PEM certificate the endpoint's TLS certificate is verified with.
 	CA                 []byte
 	Username, Password string
-	// Datacenter, Cluster, Datastore and Network name the inventory the simulator made.
-	Datacenter, Cluster, Datastore, Network string
+	// Datacenter, Cluster, Datastore, Switch and Network name the inventory the simulator made:
+	// Network is a distributed port group on the distributed switch Switch.
+	Datacenter, Cluster, Datastore, Switch, Network string
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -195,9 +197,12 @@ func (s *Simulator) setUp(cfg Config) error {
 		return err
 	}
 	for _, n := range nets {
-		if n.Reference().Type == "DistributedVirtualPortgroup" && !strings.Contains(n.GetInventoryPath(), "Uplink") {
-			s.Network = n.GetInventoryPath()[strings.LastIndex(n.GetInventoryPath(), "/")+1:]
-			break
+		name := n.GetInventoryPath()[strings.LastIndex(n.GetInventoryPath(), "/")+1:]
+		switch {
+		case n.Reference().Type == "DistributedVirtualPortgroup" && !strings.Contains(name, "Uplink") && s.Network == "":
+			s.Network = name
+		case strings.HasSuffix(n.Reference().Type, "DistributedVirtualSwitch") && s.Switch == "":
+			s.Switch = name
 		}
 	}
 	vms, err := f.VirtualMachineList(ctx, "*")
@@ -350,10 +355,11 @@ type VM struct {
 	ExtraConfig              map[string]string
 	// Snapshots are the names in the VM's snapshot tree, parents first.
 	Snapshots []string
-	// DiskGiB are the sizes of its virtual disks, MACs the addresses of its network adapters,
-	// each in device order.
-	DiskGiB []int64
-	MACs    []string
+	// DiskGiB are the sizes of its virtual disks, MACs the addresses of its network adapters and
+	// Networks the port groups (or standard networks) they are connected to, each in device order.
+	DiskGiB  []int64
+	MACs     []string
+	Networks []string
 }
 
 // VMs lists every VM and template the simulator holds.
@@ -383,6 +389,7 @@ func (s *Simulator) VMs() []VM {
 						v.DiskGiB = append(v.DiskGiB, dev.CapacityInKB>>20)
 					case types.BaseVirtualEthernetCard:
 						v.MACs = append(v.MACs, dev.GetVirtualEthernetCard().MacAddress)
+						v.Networks = append(v.Networks, networkOf(ctx, dev.GetVirtualEthernetCard()))
 					}
 				}
 			}

@@ -20,6 +20,14 @@
 //     configuration in vCenter can read them, so EjectCloudInit removes them once the join token is
 //     spent.
 //   - Long operations return the vCenter task's managed object ID ("task-123") as the TaskID.
+//   - A VirtualNetwork is the distributed port group hf-<ID> on a distributed switch (the one
+//     Uplink names, or the only one), marked in its description with the same installation and
+//     HypervisorCluster identity as the VMs: a VLAN network's ports are tagged by vSphere, an
+//     Isolated network's port group has no uplink. A NIC's bandwidth cap is its port group's
+//     traffic shaping, which vSphere applies to each port. Overlays, firewall rules, DHCP and NAT
+//     need NSX and are gaps; there is no IPAM, so addresses reach the guest through cloud-init.
+//   - A StoragePool is an existing datastore, adopted: HyperFleet reads its capacity per host and
+//     never makes, changes or deletes a datastore.
 //
 // Tested against govmomi's vcsim (test/vspheresim) over the wire with govmomi's own client; not yet
 // against a real vCenter.

@@ -59,6 +59,10 @@ func checkNIC(i int, nic hypervisor.NIC) error {
 		return refused(hypervisor.ErrUnsupported, "Configure", "NIC %d: vSphere has no per-NIC firewall flag; use the port group's security policy or NSX", i)
 	case nic.Bridge == "":
 		return refused(hypervisor.ErrInvalid, "Configure", "NIC %d names no port group", i)
+	case nic.Policy != nil && (nic.Policy.SecurityGroup != "" || len(nic.Policy.Rules) > 0):
+		return refused(hypervisor.ErrUnsupported, "Configure", "NIC %d: vSphere has no distributed firewall without NSX", i)
+	case nic.Policy != nil && nic.Policy.RateMbps < 0:
+		return refused(hypervisor.ErrInvalid, "Configure", "NIC %d: a negative bandwidth cap", i)
 	}
 	return nil
 }
@@ -120,14 +124,16 @@ func (p *Provider) diskDatastore(ctx context.Context, cn *conn, vm mo.VirtualMac
 }
 
 // nicChanges makes the VM's network adapters exactly nics, in order: the first adapters are
-// pointed at their port groups with their MACs, missing ones added (vmxnet3 unless a model is
-// named), and the template's beyond them removed.
+// pointed at their port groups (standard or distributed) with their MACs, missing ones added
+// (vmxnet3 unless a model is named), and the template's beyond them removed. The bandwidth caps
+// of the NICs' networks are written to their port groups first (qos.go).
 func (p *Provider) nicChanges(ctx context.Context, cn *conn, vm mo.VirtualMachine, nics []hypervisor.NIC) ([]types.BaseVirtualDeviceConfigSpec, error) {
 	devices := object.VirtualDeviceList(vm.Config.Hardware.Device)
 	cards := devices.SelectByType((*types.VirtualEthernetCard)(nil))
 	var changes []types.BaseVirtualDeviceConfigSpec
 	f := find.NewFinder(cn.c, true)
 	f.SetDatacenter(cn.dc)
+	rates := map[types.ManagedObjectReference]int{}
 	for i, nic := range nics {
 		if err := checkNIC(i, nic); err != nil {
 			return nil, err
@@ -135,6 +141,18 @@ func (p *Provider) nicChanges(ctx context.Context, cn *conn, vm mo.VirtualMachin
 		net, err := f.Network(ctx, nic.Bridge)
 		if err != nil {
 			return nil, refused(hypervisor.ErrInvalid, "Configure", "NIC %d: port group %q: %v", i, nic.Bridge, err)
+		}
+		if nic.Policy != nil {
+			ref := net.Reference()
+			if rate, seen := rates[ref]; seen && rate != nic.Policy.RateMbps {
+				return nil, refused(hypervisor.ErrInvalid, "Configure", "NIC %d: port group %s caps each NIC at one rate, not %d and %d Mbps", i, nic.Bridge, rate, nic.Policy.RateMbps)
+			}
+			switch {
+			case ref.Type == "DistributedVirtualPortgroup":
+				rates[ref] = nic.Policy.RateMbps
+			case nic.Policy.RateMbps > 0:
+				return nil, refused(hypervisor.ErrUnsupported, "Configure", "NIC %d: %s is not a distributed port group: HyperFleet caps bandwidth on its own port groups only", i, nic.Bridge)
+			}
 		}
 		backing, err := net.EthernetCardBackingInfo(ctx)
 		if err != nil {
@@ -165,6 +183,9 @@ func (p *Provider) nicChanges(ctx context.Context, cn *conn, vm mo.VirtualMachin
 	}
 	for _, extra := range cards[min(len(nics), len(cards)):] {
 		changes = append(changes, &types.VirtualDeviceConfigSpec{Operation: types.VirtualDeviceConfigSpecOperationRemove, Device: extra})
+	}
+	if err := p.applyRates(ctx, cn, rates); err != nil {
+		return nil, err
 	}
 	return changes, nil
 }

@@ -52,9 +52,10 @@ type conn struct {
 	datastore *object.Datastore
 
 	mu sync.Mutex
-	// vms and hosts are the session's container views of the datacenter's VMs and hosts, made on
-	// first use and kept: each listing is then one RetrieveProperties call.
-	vms, hosts *view.ContainerView
+	// views are the session's container views of the datacenter's objects by kind (VMs, hosts,
+	// datastores, switches and port groups), made on first use and kept: each listing is then
+	// one RetrieveProperties call.
+	views map[string]*view.ContainerView
 	// hostName names the hosts by reference; a reference it does not know reads them again.
 	hostName map[types.ManagedObjectReference]string
 	// vmRef remembers the managed object of each VM found by its instance UUID: it does not
@@ -254,7 +255,8 @@ func classify(op string, err error) error {
 	case types.DuplicateName, *types.DuplicateName, types.AlreadyExists, *types.AlreadyExists:
 		class = hypervisor.ErrAlreadyExists
 	case types.InvalidPowerState, *types.InvalidPowerState, types.TaskInProgress, *types.TaskInProgress,
-		types.InvalidState, *types.InvalidState, types.ConcurrentAccess, *types.ConcurrentAccess:
+		types.InvalidState, *types.InvalidState, types.ConcurrentAccess, *types.ConcurrentAccess,
+		types.ResourceInUse, *types.ResourceInUse:
 		class = hypervisor.ErrBusy
 	case types.InvalidArgument, *types.InvalidArgument, types.InvalidRequest, *types.InvalidRequest,
 		types.NotSupported, *types.NotSupported, types.InvalidDeviceSpec, *types.InvalidDeviceSpec:

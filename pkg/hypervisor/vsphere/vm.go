@@ -61,22 +61,24 @@ func (p *Provider) ownerMarks(o hypervisor.Ownership) []types.BaseOptionValue {
 	}
 }
 
-// view returns the session's container view of kind in the datacenter, making it on first use.
-func (cn *conn) view(ctx context.Context, kind string) (*view.ContainerView, error) {
+// view returns the session's container view of the kinds of objects in the datacenter, making it
+// on first use.
+func (cn *conn) view(ctx context.Context, kinds ...string) (*view.ContainerView, error) {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
-	v := &cn.vms
-	if kind == "HostSystem" {
-		v = &cn.hosts
+	key := strings.Join(kinds, ",")
+	if v := cn.views[key]; v != nil {
+		return v, nil
 	}
-	if *v == nil {
-		made, err := view.NewManager(cn.c).CreateContainerView(ctx, cn.dc.Reference(), []string{kind}, true)
-		if err != nil {
-			return nil, err
-		}
-		*v = made
+	made, err := view.NewManager(cn.c).CreateContainerView(ctx, cn.dc.Reference(), kinds, true)
+	if err != nil {
+		return nil, err
 	}
-	return *v, nil
+	if cn.views == nil {
+		cn.views = map[string]*view.ContainerView{}
+	}
+	cn.views[key] = made
+	return made, nil
 }
 
 // hostNames maps the hosts of the datacenter to their names, read once per session and again
