@@ -63,7 +63,7 @@ type hvInput struct {
 	ClientID         string `json:"ClientId"`
 	Remove           bool
 	MacAddress       string
-	Acls             []hvACL
+	Acls             []string
 	MaximumBandwidth int64
 	IndexPath        string
 	Path             string

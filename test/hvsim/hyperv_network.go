@@ -401,6 +401,16 @@ func inScope(ip netip.Addr, sc *hvScope) bool {
 	return true
 }
 
+// aclFromLine is ConvertFrom-HFAcl.
+func aclFromLine(l string) hvACL {
+	f := strings.Split(l, "|")
+	for len(f) < 8 {
+		f = append(f, "")
+	}
+	w, _ := strconv.Atoi(f[6])
+	return hvACL{Action: f[0], Direction: f[1], RemoteIPAddress: f[2], LocalPort: f[3], RemotePort: f[4], Protocol: f[5], Weight: w, Stateful: f[7] == "1"}
+}
+
 // aclKey is ConvertTo-HFAclKey.
 func aclKey(a hvACL) string {
 	var parts []string
@@ -442,9 +452,13 @@ func (h *HyperV) setPortPolicy(hh *hvHost, in hvInput) (any, *hvError) {
 	if a == nil {
 		return nil, refuse("NotFound", "VM %s has no network adapter with MAC %s", in.ID, in.MacAddress)
 	}
+	want := make([]hvACL, len(in.Acls))
+	for i, l := range in.Acls {
+		want[i] = aclFromLine(l)
+	}
 	changed := false
-	if aclKeys(a.acls) != aclKeys(in.Acls) {
-		for _, x := range in.Acls {
+	if aclKeys(a.acls) != aclKeys(want) {
+		for _, x := range want {
 			// Add-VMNetworkAdapterExtendedAcl's own checks.
 			if x.Action != "Allow" && x.Action != "Deny" {
 				return nil, refuse("Invalid", "Cannot bind parameter 'Action'. Cannot convert value \"%s\" to type \"Microsoft.HyperV.PowerShell.VMNetworkAdapterExtendedAclAction\".", x.Action)
@@ -453,7 +467,7 @@ func (h *HyperV) setPortPolicy(hh *hvHost, in hvInput) (any, *hvError) {
 				return nil, refuse("Invalid", "Cannot bind parameter 'Direction'. Cannot convert value \"%s\" to type \"Microsoft.HyperV.PowerShell.VMNetworkAdapterExtendedAclDirection\".", x.Direction)
 			}
 		}
-		a.acls = append([]hvACL(nil), in.Acls...)
+		a.acls = want
 		changed = true
 	}
 	if a.maxBandwidth != in.MaximumBandwidth {

@@ -94,6 +94,14 @@ func TestGoldenScripts(t *testing.T) {
 		"start-move":         call(fnStartMove, moveInput{ID: id, Expect: p.expect(""), Target: "hv2", Online: true, IncludeStorage: true, DestinationStoragePath: cfg.VHDDirectory}),
 		"get-move":           call(fnGetMove, moveInput{JobID: "0D5A1C9E-3F7B-4C2A-9E61-5B8D4A2F7C10"}),
 		"stop-move":          call(fnStopMove, moveInput{ID: id, Expect: p.expect(""), JobID: "0D5A1C9E-3F7B-4C2A-9E61-5B8D4A2F7C10"}),
+		"set-network":        call(fnSetNetwork, goldenNetwork(t, p)),
+		"remove-network":     call(fnRemoveNetwork, p.networkOf("ci1", ownerFixture())),
+		"set-reservation":    call(fnSetReservation, goldenReservation(p)),
+		"set-port-policy":    call(fnSetPortPolicy, goldenPortPolicy(t, id, p.expect("claim-1"))),
+		"set-storage": call(fnSetStorage, storageInput{IndexPath: p.indexPath(p.ownerTag, "fast"), Owner: p.resourceOwner(ownerFixture(), "fast"),
+			Path: storageFolder, Marker: resourceMark(storageBlockStart, "HyperFleet storage fast.", p.resourceOwner(ownerFixture(), "fast"))}),
+		"remove-storage": call(fnRemoveStorage, storageInput{IndexPath: p.indexPath(p.ownerTag, "fast"), Owner: p.resourceOwner(ownerFixture(), "fast")}),
+		"get-storage":    call(fnGetStorage, storageInput{IndexPath: p.indexPath(p.ownerTag, "fast")}),
 	}
 	for name, script := range scripts {
 		t.Run(name, func(t *testing.T) {

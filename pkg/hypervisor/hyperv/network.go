@@ -108,7 +108,7 @@ type networkInput struct {
 }
 
 // maxSubnets bounds one network's subnets, so Set-HFVirtualNetwork's input fits a command line.
-const maxSubnets = 8
+const maxSubnets = 4
 
 // NetworkGaps lists what Hyper-V cannot give a network, from n alone.
 func (p *Provider) NetworkGaps(n hypervisor.VirtualNetwork) []hypervisor.NetworkGap {

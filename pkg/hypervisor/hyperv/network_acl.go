@@ -37,13 +37,23 @@ type aclInput struct {
 	Stateful        bool `json:",omitempty"`
 }
 
-// portPolicyInput is Set-HFPortPolicy's argument: the adapter by its MAC, its ACL entries and
-// its bandwidth cap in bits per second (0 for none).
+// line is how an entry travels to Set-HFPortPolicy, one line per entry so a whole list fits a
+// command line: Action|Direction|RemoteIPAddress|LocalPort|RemotePort|Protocol|Weight|Stateful.
+func (a aclInput) line() string {
+	stateful := "0"
+	if a.Stateful {
+		stateful = "1"
+	}
+	return strings.Join([]string{a.Action, a.Direction, a.RemoteIPAddress, a.LocalPort, a.RemotePort, a.Protocol, strconv.Itoa(a.Weight), stateful}, "|")
+}
+
+// portPolicyInput is Set-HFPortPolicy's argument: the adapter by its MAC, its ACL entries (as
+// lines) and its bandwidth cap in bits per second (0 for none).
 type portPolicyInput struct {
 	ID               string `json:"Id"`
 	Expect           expectation
 	MacAddress       string
-	Acls             []aclInput
+	Acls             []string
 	MaximumBandwidth int64
 }
 
@@ -196,7 +206,11 @@ func policyInputs(op string, nics []hypervisor.NIC) ([]portPolicyInput, error) {
 		if err != nil {
 			return nil, hypervisor.Errorf(hypervisor.ErrInvalid, op, "NIC %d: %v", i, err)
 		}
-		out = append(out, portPolicyInput{MacAddress: strings.ToUpper(strings.ReplaceAll(n.MAC, ":", "")), Acls: acls,
+		lines := make([]string, len(acls))
+		for i, a := range acls {
+			lines[i] = a.line()
+		}
+		out = append(out, portPolicyInput{MacAddress: strings.ToUpper(strings.ReplaceAll(n.MAC, ":", "")), Acls: lines,
 			MaximumBandwidth: int64(n.Policy.RateMbps) * 1_000_000})
 	}
 	return out, nil

@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
+	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor/hyperv/winrmclient"
 	"github.com/hyperfleet-io/hyperfleet/test/hvsim"
 )
 
@@ -252,4 +253,71 @@ func TestNetworkGaps(t *testing.T) {
 			g.Expect(p.NetworkGaps(tc.n)).To(ContainElement(And(HaveField("Field", tc.field), HaveField("Reason", ContainSubstring(tc.want)))))
 		})
 	}
+}
+
+func goldenNetwork(t *testing.T, p *Provider) networkInput {
+	t.Helper()
+	n := isolatedNetwork()
+	in := p.networkOf(n.ID, n.Owner)
+	in.Kind = string(n.Kind)
+	in.Notes = resourceMark(networkBlockStart, "HyperFleet network team-a/ci.", in.Owner)
+	in.Subnets = []subnetInput{subnetOf(n.Subnets[0])}
+	return in
+}
+
+func goldenReservation(p *Provider) networkInput {
+	in := p.networkOf("ci1", ownerFixture())
+	in.IPAddress, in.ClientID = "10.60.0.50", "02-a1-b2-c3-d4-e5"
+	return in
+}
+
+// worstRules are rules whose entries fill an adapter's ACLs with the longest fields.
+func worstRules() []hypervisor.FirewallRule {
+	var rules []hypervisor.FirewallRule
+	for range maxACLs - len(defaultACLs) {
+		rules = append(rules, hypervisor.FirewallRule{Direction: "out", Action: "ACCEPT", Protocol: "tcp", Ports: "60000:65535", Peer: "2001:db8:ffff:ffff:ffff:ffff:ffff:0/112"})
+	}
+	return rules
+}
+
+func goldenPortPolicy(t *testing.T, id string, expect expectation) portPolicyInput {
+	t.Helper()
+	pols, err := policyInputs("golden", []hypervisor.NIC{{MAC: "02:a1:b2:c3:d4:e5", Policy: &hypervisor.NICPolicy{RateMbps: 100,
+		Rules: []hypervisor.FirewallRule{{Direction: "in", Action: "ACCEPT", Protocol: "tcp", Ports: "22", Peer: "10.0.0.0/8"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := pols[0]
+	pol.ID, pol.Expect = id, expect
+	return pol
+}
+
+// TestPortPolicyFitsACommandLine: the largest policy HyperFleet sends (maxACLs entries with the
+// longest fields) fits cmd.exe's command line, so maxACLs is safe.
+func TestPortPolicyFitsACommandLine(t *testing.T) {
+	g := NewWithT(t)
+	pols, err := policyInputs("fit", []hypervisor.NIC{{MAC: "02:a1:b2:c3:d4:e5", Policy: &hypervisor.NICPolicy{RateMbps: 100000, Rules: worstRules()}}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(pols[0].Acls).To(HaveLen(maxACLs))
+	pol := pols[0]
+	pol.ID, pol.Expect = "6f1d3c2a-8e4b-4f0e-9a57-2b1c7d9e4a10", expectation{Installation: testInstallation, OwnerTag: OwnerTag(testInstallation, testCluster), ClaimID: strings.Repeat("c", 36)}
+	script, err := callScript(DefaultModuleRoot, fnSetPortPolicy, pol)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(len(winrmclient.EncodeCommand(script))).To(BeNumerically("<=", 8191))
+}
+
+// TestNetworkFitsACommandLine: the largest network input (maxSubnets subnets with every field and
+// the longest title the Notes keep) fits cmd.exe's command line.
+func TestNetworkFitsACommandLine(t *testing.T) {
+	g := NewWithT(t)
+	p := &Provider{cfg: Config{InstallationID: testInstallation, Cluster: testCluster}, ownerTag: OwnerTag(testInstallation, testCluster)}
+	in := goldenNetwork(t, p)
+	in.Notes = resourceMark(networkBlockStart, strings.Repeat("t", 2*maxNotesText), in.Owner)
+	for len(in.Subnets) < maxSubnets {
+		in.Subnets = append(in.Subnets, subnetOf(hypervisor.Subnet{CIDR: netip.MustParsePrefix("100.100.100.0/24"), Gateway: netip.MustParseAddr("100.100.100.100"),
+			DHCPStart: netip.MustParseAddr("100.100.100.101"), DHCPEnd: netip.MustParseAddr("100.100.100.254"), DNSServer: netip.MustParseAddr("100.100.100.100")}))
+	}
+	script, err := callScript(DefaultModuleRoot, fnSetNetwork, in)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(len(winrmclient.EncodeCommand(script))).To(BeNumerically("<=", 8191))
 }

@@ -987,7 +987,17 @@ function Set-HFReservation([string]$InputBase64) {
 # Set-HFPortPolicy gives one network adapter of an owned VM exactly the extended port ACLs listed
 # and its bandwidth cap (bits per second, 0 for none). The ACLs are compared first and replaced
 # only when they differ, so a retried configuration adds none twice; every extended ACL on an
-# owned VM's adapter is HyperFleet's.
+# owned VM's adapter is HyperFleet's. Each ACL travels as one line,
+# Action|Direction|RemoteIPAddress|LocalPort|RemotePort|Protocol|Weight|Stateful (empty for ANY,
+# Stateful 1 or 0), so that a whole list fits a command line.
+function ConvertFrom-HFAcl([string]$Text) {
+    $f = $Text.Split('|')
+    return [pscustomobject]@{
+        Action = $f[0]; Direction = $f[1]; RemoteIPAddress = $f[2]; LocalPort = $f[3]; RemotePort = $f[4]; Protocol = $f[5]
+        Weight = [int]$f[6]; Stateful = ($f[7] -eq '1')
+    }
+}
+
 function ConvertTo-HFAclKey($A) {
     $parts = foreach ($v in @($A.Action, $A.Direction, $A.RemoteIPAddress, $A.LocalPort, $A.RemotePort, $A.Protocol)) {
         $t = [string]$v
@@ -1005,11 +1015,12 @@ function Set-HFPortPolicy([string]$InputBase64) {
         $a = $a[0]
         $changed = $false
         $have = @(Get-VMNetworkAdapterExtendedAcl -VMNetworkAdapter $a)
+        $want = @(@($in.Acls) | ForEach-Object { ConvertFrom-HFAcl $_ })
         $haveKeys = @($have | ForEach-Object { ConvertTo-HFAclKey $_ } | Sort-Object)
-        $wantKeys = @(@($in.Acls) | ForEach-Object { ConvertTo-HFAclKey $_ } | Sort-Object)
+        $wantKeys = @($want | ForEach-Object { ConvertTo-HFAclKey $_ } | Sort-Object)
         if (($haveKeys -join ';') -ne ($wantKeys -join ';')) {
             foreach ($x in $have) { Remove-VMNetworkAdapterExtendedAcl -InputObject $x }
-            foreach ($x in @($in.Acls)) {
+            foreach ($x in $want) {
                 $p = @{ VMNetworkAdapter = $a; Action = $x.Action; Direction = $x.Direction; Weight = [int]$x.Weight }
                 if ($x.RemoteIPAddress) { $p.RemoteIPAddress = $x.RemoteIPAddress }
                 if ($x.LocalPort) { $p.LocalPort = $x.LocalPort }
