@@ -2,7 +2,8 @@
 // SOAP 1.2 server at /wsman with Basic and NTLMv2 authentication over loopback HTTPS, shells,
 // commands, streams, WinRM's faults, fault and latency injection and counters. The command a
 // client runs is handed to a pluggable Executor; HyperV is the executor that answers the Hyper-V
-// provider's module calls against hosts, VMs, disks, checkpoints and migration jobs held in memory.
+// provider's module calls against hosts, VMs, disks, checkpoints, migration jobs, switches, NAT,
+// DHCP scopes, port ACLs, folders and volumes held in memory.
 //
 // Errors are answered as Windows' WinRM service answers them: once a request is authenticated and
 // its body read, every refusal is an HTTP 500 with a SOAP 1.2 fault (its subcode, s:Reason, the
