@@ -313,20 +313,19 @@ func portSetting(current *types.VMwareDVSPortSetting, n hypervisor.VirtualNetwor
 		vlan = int32(n.VLAN)
 	}
 	s.Vlan = &types.VmwareDistributedVirtualSwitchVlanIdSpec{VlanId: vlan}
-	var teaming types.VmwareUplinkPortTeamingPolicy
-	if s.UplinkTeamingPolicy != nil {
-		teaming = *s.UplinkTeamingPolicy
-	}
-	if n.Kind == hypervisor.NetworkVLAN {
-		teaming.UplinkPortOrder = nil // the switch's uplinks
-	} else {
+	switch {
+	case n.Kind != hypervisor.NetworkVLAN:
 		// No active and no standby uplink: the port group's traffic stays on its host.
+		var teaming types.VmwareUplinkPortTeamingPolicy
+		if s.UplinkTeamingPolicy != nil {
+			teaming = *s.UplinkTeamingPolicy
+		}
 		teaming.UplinkPortOrder = &types.VMwareUplinkPortOrderPolicy{}
-	}
-	if teaming.UplinkPortOrder == nil && teaming.Policy == nil && teaming.ReversePolicy == nil && teaming.NotifySwitches == nil &&
-		teaming.RollingOrder == nil && teaming.FailureCriteria == nil {
-		s.UplinkTeamingPolicy = nil
-	} else {
+		s.UplinkTeamingPolicy = &teaming
+	case isolated(&s):
+		// Back to the switch's uplinks.
+		teaming := *s.UplinkTeamingPolicy
+		teaming.UplinkPortOrder = &types.VMwareUplinkPortOrderPolicy{InheritablePolicy: types.InheritablePolicy{Inherited: true}}
 		s.UplinkTeamingPolicy = &teaming
 	}
 	return &s
