@@ -485,3 +485,22 @@ func (s *Simulator) FirewallOf(vmid int) VMFirewall {
 	}
 	return out
 }
+
+// FirewallGroup returns a cluster security group's comment and rules in order.
+func (s *Simulator) FirewallGroup(name string) (string, []map[string]string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.fw.groups[name]
+	if g == nil {
+		return "", nil, false
+	}
+	var rules []map[string]string
+	for _, r := range g.rules {
+		cp := map[string]string{}
+		for k, v := range r {
+			cp[k] = v
+		}
+		rules = append(rules, cp)
+	}
+	return g.comment, rules, true
+}

@@ -845,3 +845,41 @@ func netBridge(v string) string {
 	}
 	return ""
 }
+
+// SDNObject returns a zone, VNet or subnet ("zones", "vnets", "subnets") as the SDN files hold it,
+// or with running as the applied configuration holds it.
+func (s *Simulator) SDNObject(kind, id string, running bool) (map[string]string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cfg := s.sdn.config
+	if running {
+		cfg = s.sdn.running
+	}
+	sec, ok := cfg.kind(kind)[id]
+	if !ok {
+		return nil, false
+	}
+	out := map[string]string{}
+	for k, v := range sec {
+		out[k] = v
+	}
+	return out, true
+}
+
+// IPAMEntry is one address in the simulated PVE IPAM.
+type IPAMEntry struct {
+	Zone, VNet, IP, MAC string
+	VMID                int
+	Gateway             bool
+}
+
+// IPAM lists the addresses of PVE's IPAM.
+func (s *Simulator) IPAM() []IPAMEntry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []IPAMEntry
+	for _, e := range s.sdn.ipam {
+		out = append(out, IPAMEntry{Zone: e.zone, VNet: e.vnet, IP: e.ip.String(), MAC: e.mac, VMID: e.vmid, Gateway: e.gateway})
+	}
+	return out
+}

@@ -194,3 +194,17 @@ func (s *Simulator) poolStorageMembers(p *poolState) []map[string]any {
 	}
 	return out
 }
+
+// StorageDefined reports whether a storage is defined, and the pools it is a member of.
+func (s *Simulator) StorageDefined(name string) (bool, []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var pools []string
+	for id, p := range s.pools {
+		if p.storage[name] {
+			pools = append(pools, id)
+		}
+	}
+	sort.Strings(pools)
+	return s.storage(name) != nil, pools
+}

@@ -121,7 +121,12 @@ func (s *Simulator) finishTask(t *task, err error) {
 	t.running = false
 	t.end = time.Now()
 	if err != nil {
-		msg := strings.TrimRight(err.Error(), "\n")
+		msg := err.Error()
+		if ae, ok := err.(*apiError); ok {
+			// A worker's die text is the exit status as it is, without an HTTP status.
+			msg = ae.Message
+		}
+		msg = strings.TrimRight(msg, "\n")
 		msg, _, _ = strings.Cut(msg, "\n")
 		t.exit = msg
 		t.log = append(t.log, "TASK ERROR: "+msg)
