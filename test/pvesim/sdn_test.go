@@ -53,7 +53,7 @@ func TestSDNErrorsAsPVEGivesThem(t *testing.T) {
 			status: "500 IP '10.1.0.5' already exist"},
 		{name: "subnet with addresses", method: "DELETE", path: "/cluster/sdn/vnets/va/subnets/za-10.1.0.0-24",
 			status: "500 delete sdn subnet object failed: cannot delete subnet '10.1.0.0/24', not empty"},
-		{name: "rule with ports but no protocol", method: "POST", path: "/cluster/firewall/groups", form: url.Values{"group": {"1bad"}},
+		{name: "security group name outside its pattern", method: "POST", path: "/cluster/firewall/groups", form: url.Values{"group": {"1bad"}},
 			status: "400 Parameter verification failed.", errors: map[string]string{"group": "value does not match the regex pattern"}},
 		{name: "storage type option", method: "POST", path: "/storage", form: url.Values{"storage": {"x1"}, "type": {"zfspool"}, "path": {"/x"}},
 			status: "400 Parameter verification failed.", errors: map[string]string{"path": "property is not defined in schema and the schema does not allow additional properties",
