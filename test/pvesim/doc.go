@@ -4,7 +4,9 @@
 // embedded subset of the real PVE API schema, answers with PVE's JSON types
 // and error texts (including the error in the HTTP reason phrase), runs
 // clone/start/stop/delete as UPID tasks, and can boot a VM by handing its
-// cloud-init NoCloud data to a hook.
+// cloud-init NoCloud data to a hook. It also holds SDN zones, VNets, subnets and
+// IPAM with PVE's pending edits and apply, cluster security groups and VM firewalls, storage
+// definitions, and replication jobs.
 //
 // Tests drive it through the Go API (New/Start or StartForTest, InjectFault,
 // VMs, PowerOff, RemoveVM, Requests); other processes use the admin endpoint
