@@ -39,6 +39,7 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 	"github.com/hyperfleet-io/hyperfleet/pkg/tenancy"
 	"github.com/hyperfleet-io/hyperfleet/pkg/tracing"
+	"github.com/hyperfleet-io/hyperfleet/pkg/vmstorage"
 )
 
 // Reconciler provisions one VM per MachineClaim: clone, configure, attach cloud-init,
@@ -101,6 +102,11 @@ type claimScope struct {
 	terminal bool
 	// poolAddresses are the addresses IPAM pools allocated for the claim's NICs (ipamKey).
 	poolAddresses map[string]poolAddress
+	// networks are the claim's NICs' VMNetworks, by NIC name, once reconcileNetworks found them.
+	networks map[string]attachedNetwork
+	// storages are the VMStorages spec.storage may place the disks on, once reconcileStorage
+	// found them (before the node is chosen).
+	storages []vmstorage.Candidate
 }
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=machineclaims,verbs=get;list;watch;update;patch;delete
@@ -217,10 +223,12 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *claimScope) (ctrl.R
 	for _, step := range []func(context.Context, *claimScope) (ctrl.Result, error){
 		r.reconcileClusterInfrastructure,
 		r.reconcileHypervisorCluster,
+		r.reconcileNetworks,
 		r.reconcileHardwareSupport,
 		r.reconcileLostStatus,
 		r.reconcileBootstrapData,
 		r.reconcileIPAddresses,
+		r.reconcileStorage,
 		r.reconcileVM,
 		r.reconcilePersistent,
 		r.reconcileBootstrapped,

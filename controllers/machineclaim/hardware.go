@@ -31,7 +31,7 @@ func (r *Reconciler) reconcileHardwareSupport(_ context.Context, s *claimScope) 
 		return ctrl.Result{RequeueAfter: time.Minute}, nil
 	}
 	if checker, ok := hypervisor.As[hypervisor.HardwareChecker](s.provider); ok {
-		if err := checker.CheckHardware(claimHardware(s.claim)); err != nil {
+		if err := checker.CheckHardware(claimHardware(s)); err != nil {
 			s.terminal = true
 			setVMCondition(s.claim, metav1.ConditionFalse, infrav1.UnsupportedHardwareReason,
 				fmt.Sprintf("HypervisorCluster %s cannot give this claim its hardware: %v", s.hc.Name, err))
@@ -43,11 +43,11 @@ func (r *Reconciler) reconcileHardwareSupport(_ context.Context, s *claimScope) 
 
 // claimHardware is the claim's extra disks, NICs and PCI devices as a provider sees them, for
 // HardwareChecker.
-func claimHardware(c *infrav1.MachineClaim) hypervisor.ConfigSpec {
+func claimHardware(s *claimScope) hypervisor.ConfigSpec {
+	c := s.claim
 	spec := hypervisor.ConfigSpec{ExtraDisks: extraDisks(c)}
 	for _, n := range c.Spec.NICs {
-		spec.NICs = append(spec.NICs, hypervisor.NIC{Name: n.Name, Bridge: n.Bridge, VLAN: int(ptr.Deref(n.VLAN, 0)), Model: n.Model,
-			MAC: nicMAC(c.Spec.ClaimID, n.Name), Firewall: n.Firewall, MTU: int(ptr.Deref(n.MTU, 0))})
+		spec.NICs = append(spec.NICs, claimNIC(s, n))
 	}
 	if p := c.Spec.Proxmox; p != nil {
 		for _, d := range p.PCIDevices {
@@ -66,6 +66,9 @@ func missingHardware(c *infrav1.MachineClaim, caps hypervisor.Capabilities) []st
 	if len(c.Spec.NICs) > 0 && !caps.NICs {
 		missing = append(missing, "network interfaces (spec.nics)")
 	}
+	if c.Spec.Storage != nil && !caps.Storages {
+		missing = append(missing, "disks on a VMStorage (spec.storage)")
+	}
 	return missing
 }
 
@@ -73,7 +76,11 @@ func missingHardware(c *infrav1.MachineClaim, caps hypervisor.Capabilities) []st
 func extraDisks(c *infrav1.MachineClaim) []hypervisor.ExtraDisk {
 	var out []hypervisor.ExtraDisk
 	for _, d := range c.Spec.Disks {
-		out = append(out, hypervisor.ExtraDisk{Name: d.Name, SizeGiB: int(d.SizeGiB), Storage: d.Storage, Bus: string(d.Bus)})
+		storage := d.Storage
+		if storage == "" && c.Status.Storage != nil {
+			storage = c.Status.Storage.StorageName // spec.storage places the disks that name none
+		}
+		out = append(out, hypervisor.ExtraDisk{Name: d.Name, SizeGiB: int(d.SizeGiB), Storage: storage, Bus: string(d.Bus)})
 	}
 	return out
 }
@@ -85,10 +92,9 @@ func claimNetwork(s *claimScope) ([]hypervisor.NIC, string, error) {
 	nics := make([]hypervisor.NIC, 0, len(c.Spec.NICs))
 	ifaces := make([]cloudinit.Interface, 0, len(c.Spec.NICs))
 	for _, n := range c.Spec.NICs {
-		mac := nicMAC(c.Spec.ClaimID, n.Name)
-		nics = append(nics, hypervisor.NIC{Name: n.Name, Bridge: n.Bridge, VLAN: int(ptr.Deref(n.VLAN, 0)), Model: n.Model, MAC: mac,
-			Firewall: n.Firewall, MTU: int(ptr.Deref(n.MTU, 0))})
-		in := cloudinit.Interface{Name: n.Name, MAC: mac, MTU: int(ptr.Deref(n.MTU, 0))}
+		nic := claimNIC(s, n)
+		nics = append(nics, nic)
+		in := cloudinit.Interface{Name: n.Name, MAC: nic.MAC, MTU: nic.MTU}
 		for _, a := range []*infrav1.StaticAddress{n.IPv4, n.IPv6} {
 			if a == nil {
 				continue
@@ -98,13 +104,7 @@ func claimNetwork(s *claimScope) ([]hypervisor.NIC, string, error) {
 				in.Gateways = append(in.Gateways, a.Gateway)
 			}
 		}
-		for _, fam := range []struct {
-			pool *infrav1.IPPoolReference
-			v6   bool
-		}{{n.IPv4PoolRef, false}, {n.IPv6PoolRef, true}} {
-			if fam.pool == nil {
-				continue
-			}
+		for _, fam := range nicPools(n) {
 			a, ok := s.poolAddresses[ipamKey(n.Name, fam.v6)]
 			if !ok {
 				return nil, "", fmt.Errorf("NIC %s has no address from %s %s yet", n.Name, fam.pool.Kind, fam.pool.Name)
@@ -119,12 +119,47 @@ func claimNetwork(s *claimScope) ([]hypervisor.NIC, string, error) {
 	var dns cloudinit.DNS
 	if d := c.Spec.DNS; d != nil {
 		dns = cloudinit.DNS{Nameservers: d.Nameservers, SearchDomains: d.SearchDomains}
+	} else {
+		dns.Nameservers = networkNameservers(s)
 	}
 	config, err := cloudinit.NetworkConfig(ifaces, dns)
 	if err != nil {
 		return nil, "", fmt.Errorf("rendering the network-config: %w", err)
 	}
 	return nics, config, nil
+}
+
+// claimNIC is one of the claim's NICs as the provider sees it: on a VMNetwork, with the
+// network's bridge, VLAN, MTU and policy.
+func claimNIC(s *claimScope, n infrav1.NIC) hypervisor.NIC {
+	nic := hypervisor.NIC{Name: n.Name, Bridge: n.Bridge, VLAN: int(ptr.Deref(n.VLAN, 0)), Model: n.Model,
+		MAC: nicMAC(s.claim.Spec.ClaimID, n.Name), Firewall: n.Firewall, MTU: int(ptr.Deref(n.MTU, 0))}
+	if a, ok := s.networks[n.Name]; ok {
+		nic = networkNIC(nic, a)
+	}
+	return nic
+}
+
+// nicPool is an IPAM pool a NIC takes an address of one family from.
+type nicPool struct {
+	pool *infrav1.IPPoolReference
+	v6   bool
+	// namespace of a VMNetwork pool of another namespace; empty otherwise.
+	namespace string
+}
+
+// nicPools are the IPAM pools of a NIC: its pool references, or its VMNetwork for IPv4.
+func nicPools(n infrav1.NIC) []nicPool {
+	var out []nicPool
+	if n.Network != nil {
+		out = append(out, nicPool{pool: networkPool(n.Network), namespace: n.Network.Namespace})
+	} else if n.IPv4PoolRef != nil {
+		out = append(out, nicPool{pool: n.IPv4PoolRef})
+	}
+	if n.IPv6PoolRef != nil {
+		out = append(out, nicPool{pool: n.IPv6PoolRef, v6: true})
+	}
+	return out
 }
 
 // nicMAC derives a locally administered unicast MAC from the claim ID and the NIC's name: known

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 )
 
@@ -49,14 +50,8 @@ func (r *Reconciler) reconcileIPAddresses(ctx context.Context, s *claimScope) (c
 		return ctrl.Result{}, nil // the addresses are in the VM's seed already
 	}
 	for _, nic := range c.Spec.NICs {
-		for _, fam := range []struct {
-			pool *infrav1.IPPoolReference
-			v6   bool
-		}{{nic.IPv4PoolRef, false}, {nic.IPv6PoolRef, true}} {
-			if fam.pool == nil {
-				continue
-			}
-			addr, res, err := r.poolAddress(ctx, s, nic.Name, fam.v6, *fam.pool)
+		for _, fam := range nicPools(nic) {
+			addr, res, err := r.poolAddress(ctx, s, nic.Name, fam)
 			if err != nil || !res.IsZero() {
 				return res, err
 			}
@@ -71,8 +66,9 @@ func (r *Reconciler) reconcileIPAddresses(ctx context.Context, s *claimScope) (c
 
 // poolAddress ensures one IPAddressClaim and reads the address allocated for it. A zero result
 // with no error means the address is known.
-func (r *Reconciler) poolAddress(ctx context.Context, s *claimScope, nic string, v6 bool, pool infrav1.IPPoolReference) (poolAddress, ctrl.Result, error) {
+func (r *Reconciler) poolAddress(ctx context.Context, s *claimScope, nic string, fam nicPool) (poolAddress, ctrl.Result, error) {
 	c := s.claim
+	pool, v6 := *fam.pool, fam.v6
 	wait := func(reason, msg string) (poolAddress, ctrl.Result, error) {
 		setVMCondition(c, metav1.ConditionFalse, reason, msg)
 		// The IPAddressClaim watch brings us back when the IPAM provider answers.
@@ -87,6 +83,9 @@ func (r *Reconciler) poolAddress(ctx context.Context, s *claimScope, nic string,
 		ipClaim = &ipamv1.IPAddressClaim{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace},
 			Spec:       ipamv1.IPAddressClaimSpec{PoolRef: poolRef},
+		}
+		if fam.namespace != "" && fam.namespace != c.Namespace {
+			ipClaim.Annotations = map[string]string{fleetv1.VMNetworkNamespaceAnnotation: fam.namespace}
 		}
 		if s.cluster != nil {
 			ipClaim.Spec.ClusterName = s.cluster.Name
@@ -106,6 +105,9 @@ func (r *Reconciler) poolAddress(ctx context.Context, s *claimScope, nic string,
 	if !metav1.IsControlledBy(ipClaim, c) {
 		// Someone else's claim of that name: its address was not allocated for this VM.
 		return wait(infrav1.IPAddressClaimConflictReason, fmt.Sprintf("IPAddressClaim %s exists and is not this claim's; delete or rename it", name))
+	}
+	if want := fam.namespace; want != "" && want != c.Namespace && ipClaim.Annotations[fleetv1.VMNetworkNamespaceAnnotation] != want {
+		return wait(infrav1.IPAddressClaimConflictReason, fmt.Sprintf("IPAddressClaim %s claims from another namespace's network than %s/%s", name, want, pool.Name))
 	}
 	if ipClaim.Spec.PoolRef != poolRef {
 		return wait(infrav1.IPAddressClaimConflictReason, fmt.Sprintf("IPAddressClaim %s claims from %s %s, not %s %s", name,
@@ -181,13 +183,7 @@ func ipAddressClaimName(claim, nic string, v6 bool) string {
 func (r *Reconciler) releaseIPAddresses(ctx context.Context, s *claimScope) error {
 	c := s.claim
 	for _, nic := range c.Spec.NICs {
-		for _, fam := range []struct {
-			pool *infrav1.IPPoolReference
-			v6   bool
-		}{{nic.IPv4PoolRef, false}, {nic.IPv6PoolRef, true}} {
-			if fam.pool == nil {
-				continue
-			}
+		for _, fam := range nicPools(nic) {
 			ipClaim := &ipamv1.IPAddressClaim{}
 			key := client.ObjectKey{Namespace: c.Namespace, Name: ipAddressClaimName(c.Name, nic.Name, fam.v6)}
 			if err := r.Client.Get(ctx, key, ipClaim); err != nil {

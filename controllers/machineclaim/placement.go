@@ -67,6 +67,12 @@ func (r *Reconciler) placeClone(ctx context.Context, s *claimScope) (ctrl.Result
 			memory = max(memory, t.MemoryMiB)
 		}
 	}
+	// Only nodes where a storage the claim asks for has room for its disks.
+	disks := diskBytes(c, sources)
+	nodes, noStorage := storageNodes(s, nodes, disks)
+	if noStorage != "" {
+		return r.retryLater(s, infrav1.WaitingForStorageReason, noStorage)
+	}
 	if c.Spec.IsPersistent() {
 		// Persistent VMs have placement rules, and a claim no host fits says why of each host.
 		tmpl, node, res, err := r.placePersistent(ctx, s, nodes, listedAt, sources, memory)
@@ -74,6 +80,7 @@ func (r *Reconciler) placeClone(ctx context.Context, s *claimScope) (ctrl.Result
 			return res, err
 		}
 		r.placed(s, node, memory)
+		placeStorage(s, node, disks)
 		return r.reserveOn(ctx, s, tmpl, node)
 	}
 	noRoom := func(msg string) (ctrl.Result, error) {
@@ -133,6 +140,7 @@ func (r *Reconciler) placeClone(ctx context.Context, s *claimScope) (ctrl.Result
 		node = tmpl.Ref.Node
 	}
 	r.placed(s, node, memory)
+	placeStorage(s, node, disks)
 	return r.reserveOn(ctx, s, tmpl, node)
 }
 

@@ -194,6 +194,9 @@ func (r *Reconciler) reconcileClone(ctx context.Context, s *claimScope) (ctrl.Re
 	if p := c.Spec.Proxmox; p != nil && p.Storage != "" {
 		spec.Proxmox = &hypervisor.ProxmoxClone{Storage: p.Storage}
 	}
+	if st := c.Status.Storage; st != nil && spec.Full {
+		spec.Storage = st.StorageName
+	}
 	if p := s.hc.Spec.Proxmox; p != nil && p.Pool != "" {
 		if spec.Proxmox == nil {
 			spec.Proxmox = &hypervisor.ProxmoxClone{}
@@ -415,6 +418,10 @@ func (r *Reconciler) configSpec(ctx context.Context, s *claimScope) (*hypervisor
 		}
 		if userData == "" {
 			userData = "#cloud-config\n" // NoCloud needs user-data beside the network-config
+		}
+		if err := r.reserveAddresses(ctx, s); err != nil {
+			setVMCondition(c, metav1.ConditionFalse, infrav1.WaitingForNetworkReason, err.Error())
+			return nil, ctrl.Result{RequeueAfter: networkRetry}, nil
 		}
 	}
 	if userData != "" {

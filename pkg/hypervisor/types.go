@@ -55,6 +55,11 @@ type Capabilities struct {
 	// StartOnConfigure: Configure honours ConfigSpec.Start (Proxmox). Without it the caller
 	// starts the VM itself.
 	StartOnConfigure bool
+	// Storages: Clone puts a full copy on CloneSpec.Storage and Configure makes extra disks on
+	// ExtraDisk.Storage, storages the provider's Storager defines or adopts (a Proxmox storage
+	// ID, a Hyper-V directory storage). A provider without it refuses a CloneSpec or ExtraDisk
+	// naming a storage with ErrUnsupported.
+	Storages bool
 	// NICs: Configure gives the VM ConfigSpec.NICs, with their MACs (Proxmox with their firewall
 	// flag and MTU; Hyper-V refuses the firewall flag and leaves the MTU to the guest's
 	// network-config). A provider without it refuses a ConfigSpec that has any with ErrUnsupported.
@@ -177,6 +182,9 @@ type CloneSpec struct {
 	// a provider without it always copies.
 	Full  bool
 	Owner Ownership
+	// Storage receives a full copy's disks (a VMStorage's storage, with Capabilities.Storages);
+	// empty is the provider's default. Linked clones stay on the template's storage.
+	Storage string
 	// Proxmox holds the parameters only Proxmox VE has; other providers ignore it.
 	Proxmox *ProxmoxClone
 }

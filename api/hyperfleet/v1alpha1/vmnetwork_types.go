@@ -352,3 +352,9 @@ type VMNetworkList struct {
 func init() {
 	SchemeBuilder.Register(&VMNetwork{}, &VMNetworkList{})
 }
+
+// GetConditions returns the network's conditions.
+func (n *VMNetwork) GetConditions() []metav1.Condition { return n.Status.Conditions }
+
+// SetConditions sets the network's conditions.
+func (n *VMNetwork) SetConditions(c []metav1.Condition) { n.Status.Conditions = c }

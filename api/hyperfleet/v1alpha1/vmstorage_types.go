@@ -278,3 +278,9 @@ type VMStorageList struct {
 func init() {
 	SchemeBuilder.Register(&VMStorage{}, &VMStorageList{})
 }
+
+// GetConditions returns the storage's conditions.
+func (s *VMStorage) GetConditions() []metav1.Condition { return s.Status.Conditions }
+
+// SetConditions sets the storage's conditions.
+func (s *VMStorage) SetConditions(c []metav1.Condition) { s.Status.Conditions = c }

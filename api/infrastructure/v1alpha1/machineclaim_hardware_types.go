@@ -276,4 +276,20 @@ const (
 	// IPAddressClaimConflictReason: an IPAddressClaim of the name HyperFleet would use exists
 	// and is not this claim's.
 	IPAddressClaimConflictReason = "IPAddressClaimConflict"
+	// NetworkNotFoundReason: a NIC names a VMNetwork that does not exist.
+	NetworkNotFoundReason = "NetworkNotFound"
+	// NetworkNotAllowedReason: a NIC names a VMNetwork of another namespace that does not list the
+	// claim's namespace in spec.allowedNamespaces; no VM is made.
+	NetworkNotAllowedReason = "NetworkNotAllowed"
+	// WaitingForNetworkReason: a NIC's VMNetwork is not ready on the claim's hypervisor yet.
+	WaitingForNetworkReason = "WaitingForNetwork"
+	// StorageNotFoundReason: spec.storage names a VMStorage that does not exist, or no VMStorage
+	// of the tier is shared with the claim's namespace.
+	StorageNotFoundReason = "StorageNotFound"
+	// StorageNotAllowedReason: spec.storage names a VMStorage of another namespace that does not
+	// list the claim's namespace in spec.allowedNamespaces.
+	StorageNotAllowedReason = "StorageNotAllowed"
+	// WaitingForStorageReason: no VMStorage asked for is ready on the claim's hypervisor with room
+	// for the VM's disks on a node it may use.
+	WaitingForStorageReason = "WaitingForStorage"
 )

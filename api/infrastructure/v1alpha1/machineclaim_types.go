@@ -275,6 +275,18 @@ const (
 	TaskDelete    = "Delete"
 )
 
+// PlacedStorage is the VMStorage a claim's disks were placed on.
+type PlacedStorage struct {
+	// name and namespace of the VMStorage.
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	// storageName is the storage's name on the hypervisor.
+	StorageName string `json:"storageName"`
+	// bytes of the VM's disks placed there.
+	// +optional
+	Bytes int64 `json:"bytes,omitempty"`
+}
+
 // TemplateRef is one template on one node.
 type TemplateRef struct {
 	// node holds the template.
@@ -336,6 +348,11 @@ type MachineClaimStatus struct {
 	// step and a restarted controller use this copy, never another node's.
 	// +optional
 	SourceTemplate *TemplateRef `json:"sourceTemplate,omitempty"`
+
+	// storage is the VMStorage spec.storage placed the VM's disks on, chosen with the node and
+	// recorded before the clone starts.
+	// +optional
+	Storage *PlacedStorage `json:"storage,omitempty"`
 
 	// powerState of the VM as last observed.
 	// +optional

@@ -24,6 +24,9 @@ func (p *Provider) Clone(ctx context.Context, spec hypervisor.CloneSpec) (hyperv
 	if spec.Proxmox != nil {
 		px = *spec.Proxmox
 	}
+	if spec.Storage != "" {
+		px.Storage = spec.Storage // a VMStorage's storage
+	}
 	if px.Storage != "" && !spec.Full {
 		return hypervisor.VMRef{}, "", hypervisor.Errorf(hypervisor.ErrInvalid, op, "a storage can only be chosen for a full clone")
 	}

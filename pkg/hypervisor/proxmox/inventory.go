@@ -232,7 +232,7 @@ func driveSizeGiB(drive string) (int, bool) {
 // tasks and tags VMs.
 func (p *Provider) Capabilities() hypervisor.Capabilities {
 	return hypervisor.Capabilities{LinkedClones: true, PreallocatedIDs: true, AsyncTasks: true, Tags: true, ExtraDisks: true,
-		NICs: true, StartOnConfigure: true}
+		NICs: true, StartOnConfigure: true, Storages: true}
 }
 
 // NextID proposes a free VMID. Without a minimum it asks /cluster/nextid; with one it picks the
