@@ -53,10 +53,21 @@ func extraDiskFile(vm *hvVM, name string) string {
 	return "hyperfleet-" + strings.ToLower(vm.id) + "-" + name + ".vhdx"
 }
 
-// isExtraDiskOf is Test-HFDiskOfVM: the file is named as one of the VM's extra disks.
+// bootDiskFile is Get-HFBootDiskFile: a full clone's copy of its template's disk.
+func bootDiskFile(vm *hvVM) string {
+	return "hyperfleet-" + strings.ToLower(vm.id) + ".vhdx"
+}
+
+// isExtraDiskOf is the filter Get-HFDiskFile $vm '*' of Remove-HFVM: the file is named as one of
+// the VM's extra disks.
 func isExtraDiskOf(vm *hvVM, path string) bool {
 	leaf := strings.ToLower(path[strings.LastIndex(path, `\`)+1:])
 	return strings.HasPrefix(leaf, "hyperfleet-"+strings.ToLower(vm.id)+"-") && strings.HasSuffix(leaf, ".vhdx")
+}
+
+// isDiskOf is Test-HFDiskOfVM: the file is named as the VM's full copy or one of its extra disks.
+func isDiskOf(vm *hvVM, path string) bool {
+	return strings.EqualFold(path[strings.LastIndex(path, `\`)+1:], bootDiskFile(vm)) || isExtraDiskOf(vm, path)
 }
 
 // configurableVM is Get-HFConfigurableVM: an owned VM that is off and not moving.
@@ -82,7 +93,13 @@ func (h *HyperV) addDisks(hh *hvHost, in hvInput) (any, *hvError) {
 	if err != nil {
 		return nil, err
 	}
-	var added []string
+	type todo struct {
+		name, path string
+		size       int64
+		lun        int
+	}
+	var todos []todo
+	folders := map[string]string{}
 	for _, d := range in.Disks {
 		if !diskNameRe.MatchString(d.Name) {
 			return nil, refuse("Invalid", "disk name '%s' is not a lowercase DNS label", d.Name)
@@ -91,28 +108,42 @@ func (h *HyperV) addDisks(hh *hvHost, in hvInput) (any, *hvError) {
 		if vm.hasDrive(file) {
 			continue
 		}
-		if taken, ok := vm.lunTaken(d.Lun); ok {
-			return nil, refuse("Invalid", "SCSI location 0:%d of VM %s, where disk %s goes, holds %s", d.Lun, in.ID, d.Name, taken)
+		folder := in.VHDDirectory
+		if d.Storage != "" {
+			if _, ok := folders[d.Storage]; !ok {
+				f, err := hh.storageFolder(in, d.Storage)
+				if err != nil {
+					return nil, err
+				}
+				folders[d.Storage] = f
+			}
+			folder = folders[d.Storage]
 		}
-		if in.VHDDirectory == "" {
+		if folder == "" {
 			return nil, refuse("Invalid", "Cannot bind argument to parameter 'Path' because it is an empty string.")
 		}
-		path := strings.TrimRight(in.VHDDirectory, `\`) + `\` + file
-		if hh.files[key(path)] != nil {
-			if hh.diskInUse(path, "") {
-				return nil, refuse("AlreadyExists", "disk %s is in use by another VM", path)
-			}
-			delete(hh.files, key(path))
+		todos = append(todos, todo{name: d.Name, path: strings.TrimRight(folder, `\`) + `\` + file, size: d.SizeBytes, lun: d.Lun})
+	}
+	var added []string
+	for _, d := range todos {
+		if taken, ok := vm.lunTaken(d.lun); ok {
+			return nil, refuse("Invalid", "SCSI location 0:%d of VM %s, where disk %s goes, holds %s", d.lun, in.ID, d.name, taken)
 		}
-		if err := hh.newVHD(path, d.SizeBytes, ""); err != nil {
+		if hh.files[key(d.path)] != nil {
+			if hh.diskInUse(d.path, "") {
+				return nil, refuse("AlreadyExists", "disk %s is in use by another VM", d.path)
+			}
+			delete(hh.files, key(d.path))
+		}
+		if err := hh.newVHD(d.path, d.size, ""); err != nil {
 			return nil, err
 		}
-		if d.Lun < 0 || d.Lun > 63 {
-			delete(hh.files, key(path)) // the module removes the disk Add-VMHardDiskDrive refused
-			return nil, refuse("Invalid", "Cannot validate argument on parameter 'ControllerLocation'. The %d argument is greater than the maximum allowed range of 63.", d.Lun)
+		if d.lun < 0 || d.lun > 63 {
+			delete(hh.files, key(d.path)) // the module removes the disk Add-VMHardDiskDrive refused
+			return nil, refuse("Invalid", "Cannot validate argument on parameter 'ControllerLocation'. The %d argument is greater than the maximum allowed range of 63.", d.lun)
 		}
-		vm.disks, vm.diskLUNs = append(vm.disks, path), append(vm.diskLUNs, d.Lun)
-		added = append(added, path)
+		vm.disks, vm.diskLUNs = append(vm.disks, d.path), append(vm.diskLUNs, d.lun)
+		added = append(added, d.path)
 	}
 	return map[string]any{"Added": h.strings(added), "VM": h.vmJSON(vm)}, nil
 }

@@ -49,6 +49,7 @@ type hvInput struct {
 		Name      string
 		SizeBytes int64
 		Lun       int
+		Storage   string
 	}
 	Adapters []struct {
 		Name, SwitchName, MacAddress string
@@ -69,6 +70,10 @@ type hvInput struct {
 	Path             string
 	Adopt            bool
 	Marker           string
+	// Full clones and disks on directory storages.
+	Full         bool
+	Storage      string
+	StorageIndex string
 }
 
 // hvError is a module function's refusal or a cmdlet's failure, reported in the envelope.
@@ -330,12 +335,17 @@ func (h *HyperV) newVM(hh *hvHost, in hvInput) (any, *hvError) {
 	if in.Expect.ClaimID == "" {
 		return nil, refuse("Invalid", "a clone needs the claim ID it is made for")
 	}
+	var made *hvVM
 	for _, vm := range sortedVMs(hh) {
 		if vm.name == in.Name && owned(vm, in) {
-			return map[string]any{"Created": false, "VM": h.vmJSON(vm)}, nil
+			made = vm
+			break
 		}
 	}
-	if len(in.Name) > 100 || in.DiskName == "" || strings.ContainsAny(in.DiskName, `\/:`) {
+	if made != nil && !(in.Full && len(made.disks) == 0) {
+		return map[string]any{"Created": false, "VM": h.vmJSON(made)}, nil
+	}
+	if len(in.Name) > 100 || (!in.Full && in.DiskName == "") || strings.ContainsAny(in.DiskName, `\/:`) {
 		return nil, refuse("Invalid", "Cannot validate argument on parameter 'Name'.")
 	}
 	parent := hh.files[key(in.ParentPath)]
@@ -347,6 +357,25 @@ func (h *HyperV) newVM(hh *hvHost, in hvInput) (any, *hvError) {
 	}
 	if err := hh.validateHardware(in, in.Name); err != nil {
 		return nil, err
+	}
+	if in.Full {
+		folder := in.VHDDirectory
+		if in.Storage != "" {
+			f, err := hh.storageFolder(in, in.Storage)
+			if err != nil {
+				return nil, err
+			}
+			folder = f
+		}
+		if made != nil {
+			hh.addFullCopy(made, parent, folder)
+			return map[string]any{"Created": false, "VM": h.vmJSON(made)}, nil
+		}
+		vm := hh.newVM(in.Name, in.VMDirectory)
+		vm.notes, vm.secureBoot = in.Notes, in.SecureBootTemplate
+		hh.applyHardware(vm, in)
+		hh.addFullCopy(vm, parent, folder)
+		return map[string]any{"Created": true, "VM": h.vmJSON(vm)}, nil
 	}
 	child := strings.TrimRight(in.VHDDirectory, `\`) + `\` + in.DiskName
 	if hh.files[key(child)] != nil {
@@ -362,6 +391,14 @@ func (h *HyperV) newVM(hh *hvHost, in hvInput) (any, *hvError) {
 	vm.notes, vm.disks, vm.diskLUNs, vm.secureBoot = in.Notes, []string{child}, []int{0}, in.SecureBootTemplate
 	hh.applyHardware(vm, in)
 	return map[string]any{"Created": true, "VM": h.vmJSON(vm)}, nil
+}
+
+// addFullCopy is Add-HFFullCopy: Copy-Item of the template's disk into folder, named by the VM's
+// GUID (a copy a call cut short left is replaced), attached at SCSI 0:0.
+func (hh *hvHost) addFullCopy(vm *hvVM, parent *hvFile, folder string) {
+	path := strings.TrimRight(folder, `\`) + `\` + bootDiskFile(vm)
+	hh.files[key(path)] = &hvFile{path: path, kind: parent.kind, size: parent.size, data: append([]byte(nil), parent.data...)}
+	vm.disks, vm.diskLUNs = append([]string{path}, vm.disks...), append([]int{0}, vm.diskLUNs...)
 }
 
 func (h *HyperV) setVM(hh *hvHost, in hvInput) (any, *hvError) {
@@ -486,23 +523,29 @@ func (h *HyperV) removeVM(hh *hvHost, in hvInput) (any, *hvError) {
 	}
 	var files []string
 	for _, d := range vm.disks {
-		if f := hh.files[key(d)]; f != nil && (f.parent != "" || isExtraDiskOf(vm, f.path)) {
+		if f := hh.files[key(d)]; f != nil && (f.parent != "" || isDiskOf(vm, f.path)) {
 			files = append(files, f.path)
 		}
 	}
-	// Extra disks a configuration made and did not attach, unless another VM uses them.
+	// Disks a call made and did not attach, unless another VM uses them: in the VHD folder and the
+	// folders of the caller's storages.
+	var folders []string
 	if in.VHDDirectory != "" {
-		dir := key(strings.TrimRight(in.VHDDirectory, `\`) + `\`)
-		var loose []string
+		folders = append(folders, in.VHDDirectory)
+	}
+	folders = append(folders, hh.storageFolders(in)...)
+	var loose []string
+	for _, folder := range folders {
+		dir := key(strings.TrimRight(folder, `\`) + `\`)
 		for _, f := range hh.files {
-			if strings.HasPrefix(key(f.path), dir) && !strings.Contains(f.path[len(dir):], `\`) && isExtraDiskOf(vm, f.path) &&
-				!containsFold(files, f.path) && !hh.diskInUse(f.path, vm.id) {
+			if strings.HasPrefix(key(f.path), dir) && !strings.Contains(f.path[len(dir):], `\`) && isDiskOf(vm, f.path) &&
+				!containsFold(files, f.path) && !containsFold(loose, f.path) && !hh.diskInUse(f.path, vm.id) {
 				loose = append(loose, f.path)
 			}
 		}
-		sort.Strings(loose)
-		files = append(files, loose...)
 	}
+	sort.Strings(loose)
+	files = append(files, loose...)
 	seedDir := key(strings.TrimRight(in.SeedDirectory, `\`) + `\`)
 	for _, d := range vm.dvds {
 		if d != "" && in.SeedDirectory != "" && strings.HasPrefix(key(d), seedDir) {

@@ -2,6 +2,7 @@ package hvsim
 
 import (
 	"encoding/json"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -10,7 +11,9 @@ import (
 // Test-Path, New-Item -ItemType Directory, Set-Content, Get-Content, Get-ChildItem -Force,
 // Remove-Item and Get-Volume -FilePath. Folders the module makes are kept (dirs); a folder also
 // exists while files are under it. A volume is mounted at a drive's root or a cluster shared
-// volume's folder (AddVolume); its free space is its size less the files on it.
+// volume's folder (AddVolume); its free space is its size less the files on it. A VM's full copy
+// and extra disks go into a storage's folder found in the index (Get-HFStorageFolder), so they
+// count on its volume.
 
 const storageBlock = "```hyperfleet-storage"
 
@@ -176,6 +179,50 @@ func (h *HyperV) removeStorage(hh *hvHost, in hvInput) (any, *hvError) {
 	}
 	delete(hh.files, key(in.IndexPath))
 	return map[string]any{"Removed": true}, nil
+}
+
+var storageNameRe = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,61}[a-z0-9]$`)
+
+// storageFolder is Get-HFStorageFolder: the folder of the storage a VM's disk goes to, as the
+// storage index records it for the caller's owner.
+func (hh *hvHost) storageFolder(in hvInput, name string) (string, *hvError) {
+	if !storageNameRe.MatchString(name) {
+		return "", refuse("Invalid", "'%s' is not a storage name", name)
+	}
+	if in.StorageIndex == "" || in.Expect.OwnerTag == "" {
+		return "", refuse("Invalid", "storage %s is named without the storage index and owner to find it in", name)
+	}
+	def, err := hh.storageIndex(strings.TrimRight(in.StorageIndex, `\`) + `\` + in.Expect.OwnerTag + "." + name + ".json")
+	if err != nil {
+		return "", err
+	}
+	if def == nil {
+		return "", refuse("NotFound", "storage %s is not defined on %s: this HypervisorCluster's storage index (%s) has no record of it; a VMStorage defines or adopts it",
+			name, strings.ToUpper(hh.name), in.StorageIndex)
+	}
+	if !hh.isDir(def.Path) {
+		return "", refuse("NotFound", "folder %s of storage %s does not exist on %s", def.Path, name, strings.ToUpper(hh.name))
+	}
+	return def.Path, nil
+}
+
+// storageFolders are the folders of the storages the index records for the caller's owner, as
+// Remove-HFVM finds them (Get-ChildItem -Filter <owner-tag>.*.json).
+func (hh *hvHost) storageFolders(in hvInput) []string {
+	if in.StorageIndex == "" || in.Expect.OwnerTag == "" {
+		return nil
+	}
+	prefix := key(strings.TrimRight(in.StorageIndex, `\`) + `\` + in.Expect.OwnerTag + ".")
+	var out []string
+	for k, f := range hh.files {
+		if strings.HasPrefix(k, prefix) && strings.HasSuffix(k, ".json") && !strings.Contains(k[len(prefix):], `\`) {
+			if def, err := hh.storageIndex(f.path); err == nil && def != nil && def.Path != "" {
+				out = append(out, def.Path)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // getStorage is Get-HFStorage.

@@ -37,8 +37,9 @@ func (p *Provider) diskName(name string, o hypervisor.Ownership) string {
 
 // newVMInput is New-HFVM's argument.
 type newVMInput struct {
-	Name               string
-	DiskName           string
+	Name string
+	// DiskName is a linked clone's differencing disk; a full copy is named by the VM's GUID.
+	DiskName           string `json:",omitempty"`
 	ParentPath         string
 	VHDDirectory       string
 	VMDirectory        string
@@ -49,6 +50,12 @@ type newVMInput struct {
 	VlanID             int `json:"VlanId"`
 	SecureBootTemplate string
 	Expect             expectation
+	// Full copies the template's disk instead of making a differencing disk on it: into the
+	// folder of the directory storage Storage, found in the host's storage index under
+	// StorageIndex, or into VHDDirectory when Storage is empty.
+	Full         bool   `json:",omitempty"`
+	Storage      string `json:",omitempty"`
+	StorageIndex string `json:",omitempty"`
 }
 
 // setVMInput is Set-HFVM's argument.
@@ -68,14 +75,18 @@ type setVMInput struct {
 	SeedSHA256      string
 }
 
-// Clone makes the linked clone of Hyper-V on spec.Target.Node: a differencing disk on the
-// template's disk and a generation 2 VM on it, stamped with spec.Owner in its Notes. Hyper-V
-// assigns the VM's ID, so the new reference is returned; the call is synchronous (empty TaskID).
-// A retry with the same name and claim finds the VM the first attempt made.
+// Clone makes a generation 2 VM on spec.Target.Node from the template's disk, stamped with
+// spec.Owner in its Notes: on a differencing disk (Hyper-V's linked clone), or with spec.Full on a
+// copy of the disk, in the folder of the directory storage spec.Storage or else in the VHD folder.
+// The host finds a storage's folder in its storage index, so a storage this host does not record
+// is refused (ErrNotFound) before anything is made. Hyper-V assigns the VM's ID, so the new
+// reference is returned; the call is synchronous (empty TaskID), a full copy included, so the
+// copy must end within Config.Timeout. A retry with the same name and claim finds the VM the
+// first attempt made, and makes the copy again when that attempt was cut short before it.
 func (p *Provider) Clone(ctx context.Context, spec hypervisor.CloneSpec) (hypervisor.VMRef, hypervisor.TaskID, error) {
 	op := "clone " + spec.Name + " on " + spec.Target.Node
-	if spec.Full {
-		return hypervisor.VMRef{}, "", hypervisor.Errorf(hypervisor.ErrInvalid, op, "Hyper-V clones are differencing disks (linked clones) only")
+	if spec.Storage != "" && !spec.Full {
+		return hypervisor.VMRef{}, "", hypervisor.Errorf(hypervisor.ErrInvalid, op, "a storage can only be chosen for a full clone")
 	}
 	if !vmName.MatchString(spec.Name) {
 		return hypervisor.VMRef{}, "", hypervisor.Errorf(hypervisor.ErrInvalid, op, "VM name %q: use letters, digits, '.', '_' and '-' (it names the VM's disk file)", spec.Name)
@@ -83,12 +94,15 @@ func (p *Provider) Clone(ctx context.Context, spec hypervisor.CloneSpec) (hyperv
 	if spec.Owner.ClaimID == "" {
 		return hypervisor.VMRef{}, "", hypervisor.Errorf(hypervisor.ErrInvalid, op, "a Hyper-V clone needs its claim ID: it is how a retry finds the VM Hyper-V named")
 	}
+	if spec.Storage != "" && !storageNameRe.MatchString(spec.Storage) {
+		return hypervisor.VMRef{}, "", hypervisor.Errorf(hypervisor.ErrInvalid, op, "%q cannot name a Hyper-V directory storage", spec.Storage)
+	}
 	h := p.hosts[spec.Target.Node]
 	if h == nil {
 		return hypervisor.VMRef{}, "", hypervisor.Errorf(hypervisor.ErrInvalid, op, "host %q is not one of this cluster's hosts %v", spec.Target.Node, p.names)
 	}
 	if spec.Source.Node != "" && spec.Source.Node != spec.Target.Node {
-		return hypervisor.VMRef{}, "", hypervisor.Errorf(hypervisor.ErrInvalid, op, "template %s is on another host: a differencing disk needs its parent on the same host", spec.Source)
+		return hypervisor.VMRef{}, "", hypervisor.Errorf(hypervisor.ErrInvalid, op, "template %s is on another host: a clone is made from the template's disk on the same host", spec.Source)
 	}
 	parent, memoryMiB, err := p.parentDisk(ctx, op, h, spec.Source)
 	if err != nil {
@@ -97,13 +111,21 @@ func (p *Provider) Clone(ctx context.Context, spec hypervisor.CloneSpec) (hyperv
 	if memoryMiB <= 0 {
 		memoryMiB = DefaultMemoryMiB
 	}
-	var out wireOneVM
-	err = h.call(ctx, op, fnNewVM, newVMInput{
-		Name: hyperVName(spec.Name), DiskName: p.diskName(spec.Name, spec.Owner), ParentPath: parent, VHDDirectory: p.cfg.VHDDirectory, VMDirectory: p.cfg.VMDirectory,
+	in := newVMInput{
+		Name: hyperVName(spec.Name), ParentPath: parent, VHDDirectory: p.cfg.VHDDirectory, VMDirectory: p.cfg.VMDirectory,
 		Notes: p.notes(spec.Owner, ""), MemoryMiB: memoryMiB, SecureBootTemplate: p.cfg.SecureBootTemplate,
-		Expect: p.expect(spec.Owner.ClaimID),
-	}, &out)
-	if err != nil {
+		Expect: p.expect(spec.Owner.ClaimID), Full: spec.Full,
+	}
+	if spec.Full {
+		in.Storage = spec.Storage
+		if spec.Storage != "" {
+			in.StorageIndex = p.cfg.StorageIndex
+		}
+	} else {
+		in.DiskName = p.diskName(spec.Name, spec.Owner)
+	}
+	var out wireOneVM
+	if err := h.call(ctx, op, fnNewVM, in, &out); err != nil {
 		return hypervisor.VMRef{}, "", err
 	}
 	return hypervisor.VMRef{Node: h.name, ID: lowerGUID(out.VM.ID)}, "", nil

@@ -5,5 +5,6 @@
 // differencing disks on a template's VHDX, ownership lives in the VM's Notes (checked again by
 // the module on the host before any change), cloud-init data goes in as a NoCloud seed ISO on a
 // DVD drive, and VMs are known by host and GUID. Networks are internal switches or VLANs on an
-// uplink with port ACLs per adapter (network.go), storages are marked folders (storage.go).
+// uplink with port ACLs per adapter (network.go), storages are marked folders (storage.go) that
+// take a full clone's copy of its template's disk and extra disks.
 package hyperv

@@ -66,7 +66,7 @@ func TestGoldenScripts(t *testing.T) {
 	}
 	ref := vmInput{ID: id, Expect: p.expect(""), SeedDirectory: cfg.SeedDirectory, SeedPath: cfg.SeedDirectory + `\hyperfleet-` + id + "-cidata.iso"}
 	stop, shutdown, removeRef := ref, ref, ref
-	removeRef.VHDDirectory = cfg.VHDDirectory
+	removeRef.VHDDirectory, removeRef.StorageIndex = cfg.VHDDirectory, cfg.StorageIndex
 	stop.Mode, shutdown.Mode = "TurnOff", "Shutdown"
 	scripts := map[string]string{
 		"probe":         withTexts(t, probeScript(cfg.ModuleRoot)),
@@ -75,6 +75,8 @@ func TestGoldenScripts(t *testing.T) {
 		"get-vm":        call(fnVM, struct{ Id string }{id}),
 		"find-template": call(fnFindTemplate, struct{ Name, TemplateDirectory string }{templateName, cfg.TemplateDirectory}),
 		"new-vm":        call(fnNewVM, newVMInput{Name: "runner-1", DiskName: p.diskName("runner-1", ownerFixture()), ParentPath: templateDisk, VHDDirectory: cfg.VHDDirectory, VMDirectory: cfg.VMDirectory, Notes: owner, MemoryMiB: DefaultMemoryMiB, SecureBootTemplate: cfg.SecureBootTemplate, Expect: p.expect("claim-1")}),
+		"new-vm-full-on-storage": call(fnNewVM, newVMInput{Name: "runner-1", ParentPath: templateDisk, VHDDirectory: cfg.VHDDirectory, VMDirectory: cfg.VMDirectory, Notes: owner, MemoryMiB: DefaultMemoryMiB, SecureBootTemplate: cfg.SecureBootTemplate, Expect: p.expect("claim-1"),
+			Full: true, Storage: "fast", StorageIndex: cfg.StorageIndex}),
 		"set-vm": call(fnSetVM, setVMInput{ID: id, Expect: p.expect("claim-1"), Cores: 4, MemoryMiB: 8192, SwitchName: runnerSwitch, VlanID: 42, Notes: owner, DiskSizeBytes: 40 << 30, SeedPath: ref.SeedPath,
 			SeedArchivePath: ref.SeedPath + ".gz", SeedSHA256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"}),
 		"start-vm":         call(fnStartVM, ref),
@@ -83,6 +85,8 @@ func TestGoldenScripts(t *testing.T) {
 		"remove-vm":        call(fnRemoveVM, removeRef),
 		"add-disks": call(fnAddDisks, addDisksInput{ID: id, Expect: p.expect("claim-1"), VHDDirectory: cfg.VHDDirectory,
 			Disks: []diskInput{{Name: "data", SizeBytes: 20 << 30, Lun: 1}, {Name: "wal", SizeBytes: 2 << 30, Lun: 2}}}),
+		"add-disks-on-storage": call(fnAddDisks, addDisksInput{ID: id, Expect: p.expect("claim-1"), VHDDirectory: cfg.VHDDirectory, StorageIndex: cfg.StorageIndex,
+			Disks: []diskInput{{Name: "data", SizeBytes: 20 << 30, Lun: 1, Storage: "fast"}, {Name: "wal", SizeBytes: 2 << 30, Lun: 2}}}),
 		"set-adapters": call(fnSetAdapters, setAdaptersInput{ID: id, Expect: p.expect("claim-1"), Adapters: []adapterInput{
 			{Name: "lan", SwitchName: runnerSwitch, MacAddress: "02A1B2C3D4E5", VlanID: 42}, {Name: "backup", SwitchName: "backup", MacAddress: "02F6A7B8C9D0"}}}),
 		"dismount-seed":      call(fnDismountSeed, ref),

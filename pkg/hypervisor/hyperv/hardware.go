@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
@@ -14,7 +15,9 @@ import (
 // is refused with ErrInvalid before anything on the host changes, rather than silently dropped:
 //
 //   - a disk's bus other than scsi (virtio, sata): a generation 2 VM has no such controller;
-//   - a disk's storage: it names a Proxmox storage; Hyper-V disks go to the VHD folder;
+//   - a disk's storage that cannot name a directory storage (Hyper-V has no other kind); a
+//     storage name that can is looked up in the host's storage index when the disk is made, and
+//     one the host does not record is refused then (ErrNotFound), before any disk is made;
 //   - a NIC's model other than virtio (the paravirtual default, which Hyper-V's synthetic adapter
 //     is): e1000, rtl8139 and vmxnet3 are emulated devices Hyper-V does not offer;
 //   - a NIC's firewall flag: Hyper-V has no per-adapter firewall to turn on;
@@ -31,18 +34,22 @@ const (
 )
 
 // diskInput is one disk of Add-HFDisks: it goes to SCSI controller 0 at Lun, the boot disk being
-// at 0, so the guest finds spec.disks[i] at LUN i+1.
+// at 0, so the guest finds spec.disks[i] at LUN i+1. Its file is made in the folder of the
+// directory storage Storage, or in the VHD folder when Storage is empty.
 type diskInput struct {
 	Name      string
 	SizeBytes int64
 	Lun       int
+	Storage   string `json:",omitempty"`
 }
 
-// addDisksInput is Add-HFDisks' argument.
+// addDisksInput is Add-HFDisks' argument. StorageIndex is the host's storage index, where the
+// module finds the folder of each disk's storage; set when a disk names one.
 type addDisksInput struct {
 	ID           string `json:"Id"`
 	Expect       expectation
 	VHDDirectory string
+	StorageIndex string `json:",omitempty"`
 	Disks        []diskInput
 }
 
@@ -94,15 +101,15 @@ func diskInputs(op string, disks []hypervisor.ExtraDisk) ([]diskInput, error) {
 			return nil, hypervisor.Errorf(hypervisor.ErrInvalid, op, "disk %q is listed twice", d.Name)
 		case d.SizeGiB <= 0 || d.SizeGiB > maxVHDSizeGiB:
 			return nil, hypervisor.Errorf(hypervisor.ErrInvalid, op, "disk %s: size %d GiB is not between 1 GiB and 64 TiB (a VHDX's limit)", d.Name, d.SizeGiB)
-		case d.Storage != "":
+		case d.Storage != "" && !storageNameRe.MatchString(d.Storage):
 			return nil, hypervisor.Errorf(hypervisor.ErrInvalid, op,
-				"disk %s: storage %q names a Proxmox storage; on Hyper-V extra disks go to the HypervisorCluster's VHD folder (hyperv.vhdPath), leave storage unset", d.Name, d.Storage)
+				"disk %s: storage %q cannot name a Hyper-V directory storage (a VMStorage's folder); name one, or leave storage unset for the HypervisorCluster's VHD folder (hyperv.vhdPath)", d.Name, d.Storage)
 		case d.Bus != "" && d.Bus != "scsi":
 			return nil, hypervisor.Errorf(hypervisor.ErrInvalid, op,
 				"disk %s: bus %q: a Hyper-V generation 2 VM has SCSI disks only; use bus scsi (the default)", d.Name, d.Bus)
 		}
 		seen[d.Name] = true
-		out = append(out, diskInput{Name: d.Name, SizeBytes: int64(d.SizeGiB) << 30, Lun: i + 1})
+		out = append(out, diskInput{Name: d.Name, SizeBytes: int64(d.SizeGiB) << 30, Lun: i + 1, Storage: d.Storage})
 	}
 	return out, nil
 }
@@ -179,7 +186,11 @@ func (p *Provider) applyHardware(ctx context.Context, op string, h *host, id str
 		}
 	}
 	if len(disks) > 0 {
-		return h.call(ctx, op, fnAddDisks, addDisksInput{ID: id, Expect: expect, VHDDirectory: p.cfg.VHDDirectory, Disks: disks}, nil)
+		in := addDisksInput{ID: id, Expect: expect, VHDDirectory: p.cfg.VHDDirectory, Disks: disks}
+		if slices.ContainsFunc(disks, func(d diskInput) bool { return d.Storage != "" }) {
+			in.StorageIndex = p.cfg.StorageIndex
+		}
+		return h.call(ctx, op, fnAddDisks, in, nil)
 	}
 	return nil
 }

@@ -216,7 +216,7 @@ func TestHardwareRefusals(t *testing.T) {
 		{"bad MAC", nic(func(n *hypervisor.NIC) { n.MAC = "01:00:5e:00:00:01" }), hypervisor.ErrInvalid, "not a unicast MAC"},
 		{"virtio disk", disk(func(d *hypervisor.ExtraDisk) { d.Bus = "virtio" }), hypervisor.ErrInvalid, "SCSI disks only"},
 		{"sata disk", disk(func(d *hypervisor.ExtraDisk) { d.Bus = "sata" }), hypervisor.ErrInvalid, "SCSI disks only"},
-		{"storage", disk(func(d *hypervisor.ExtraDisk) { d.Storage = "local-lvm" }), hypervisor.ErrInvalid, "hyperv.vhdPath"},
+		{"storage that cannot name a folder", disk(func(d *hypervisor.ExtraDisk) { d.Storage = `..\x` }), hypervisor.ErrInvalid, "cannot name a Hyper-V directory storage"},
 		{"disk name with a path", disk(func(d *hypervisor.ExtraDisk) { d.Name = `..\x` }), hypervisor.ErrInvalid, "lowercase DNS label"},
 		{"PCI device", func(s *hypervisor.ConfigSpec) { s.PCIDevices = []hypervisor.PCIDevice{{Mapping: "gpu"}} }, hypervisor.ErrUnsupported, "PCI"},
 	} {
@@ -269,7 +269,7 @@ func TestHardwareNeedsOwnershipAndAVMThatIsOff(t *testing.T) {
 }
 
 // TestHardwareScriptsFitTheCommandLine: the largest hardware a claim may ask for (8 disks with
-// 20-character names, 8 NICs with 15-character names on 64-character switches, VLAN 4094) and
+// 20-character names, each on a storage of its own with a 63-character name, 8 NICs with 15-character names on 64-character switches, VLAN 4094) and
 // the longest claim ID keep each call under cmd.exe's command-line limit.
 func TestHardwareScriptsFitTheCommandLine(t *testing.T) {
 	g := NewWithT(t)
@@ -277,7 +277,8 @@ func TestHardwareScriptsFitTheCommandLine(t *testing.T) {
 		ownerTag: OwnerTag(testInstallation, testCluster)}
 	spec := hypervisor.ConfigSpec{}
 	for i := range maxDisks {
-		spec.ExtraDisks = append(spec.ExtraDisks, hypervisor.ExtraDisk{Name: strings.Repeat("d", 19) + string(rune('a'+i)), SizeGiB: maxVHDSizeGiB})
+		spec.ExtraDisks = append(spec.ExtraDisks, hypervisor.ExtraDisk{Name: strings.Repeat("d", 19) + string(rune('a'+i)), SizeGiB: maxVHDSizeGiB,
+			Storage: strings.Repeat("s", 62) + string(rune('a'+i))})
 	}
 	for i := range maxAdapters {
 		spec.NICs = append(spec.NICs, hypervisor.NIC{Name: strings.Repeat("n", 14) + string(rune('a'+i)), Bridge: strings.Repeat("s", 64),
@@ -288,7 +289,7 @@ func TestHardwareScriptsFitTheCommandLine(t *testing.T) {
 	expect := p.expect(strings.Repeat("c", 32))
 	id := "6f1d3c2a-8e4b-4f0e-9a57-2b1c7d9e4a10"
 	for fn, in := range map[string]any{
-		fnAddDisks:    addDisksInput{ID: id, Expect: expect, VHDDirectory: p.cfg.VHDDirectory, Disks: disks},
+		fnAddDisks:    addDisksInput{ID: id, Expect: expect, VHDDirectory: p.cfg.VHDDirectory, StorageIndex: DefaultStorageIndex, Disks: disks},
 		fnSetAdapters: setAdaptersInput{ID: id, Expect: expect, Adapters: adapters},
 	} {
 		script, err := callScript(p.cfg.ModuleRoot, fn, in)

@@ -168,7 +168,9 @@ func TestCloneRefusals(t *testing.T) {
 		spec hypervisor.CloneSpec
 		want error
 	}{
-		{"full clone", hypervisor.CloneSpec{Source: hypervisor.VMRef{Node: "hv1", ID: templateDisk}, Target: hypervisor.VMRef{Node: "hv1"}, Name: "a", Full: true}, hypervisor.ErrInvalid},
+		{"storage for a linked clone", hypervisor.CloneSpec{Source: hypervisor.VMRef{Node: "hv1", ID: templateDisk}, Target: hypervisor.VMRef{Node: "hv1"}, Name: "a", Storage: "fast", Owner: hypervisor.Ownership{ClaimID: "c"}}, hypervisor.ErrInvalid},
+		{"storage that cannot name a folder", hypervisor.CloneSpec{Source: hypervisor.VMRef{Node: "hv1", ID: templateDisk}, Target: hypervisor.VMRef{Node: "hv1"}, Name: "a", Full: true, Storage: `..\x`, Owner: hypervisor.Ownership{ClaimID: "c"}}, hypervisor.ErrInvalid},
+		{"template on another host", hypervisor.CloneSpec{Source: hypervisor.VMRef{Node: "hv2", ID: templateDisk}, Target: hypervisor.VMRef{Node: "hv1"}, Name: "a", Full: true, Owner: hypervisor.Ownership{ClaimID: "c"}}, hypervisor.ErrInvalid},
 		{"no claim ID", hypervisor.CloneSpec{Source: hypervisor.VMRef{Node: "hv1", ID: templateDisk}, Target: hypervisor.VMRef{Node: "hv1"}, Name: "a"}, hypervisor.ErrInvalid},
 		{"name with a path", hypervisor.CloneSpec{Source: hypervisor.VMRef{Node: "hv1", ID: templateDisk}, Target: hypervisor.VMRef{Node: "hv1"}, Name: `..\evil`, Owner: hypervisor.Ownership{ClaimID: "c"}}, hypervisor.ErrInvalid},
 		{"unknown host", hypervisor.CloneSpec{Source: hypervisor.VMRef{Node: "hv9", ID: templateDisk}, Target: hypervisor.VMRef{Node: "hv9"}, Name: "a", Owner: hypervisor.Ownership{ClaimID: "c"}}, hypervisor.ErrInvalid},

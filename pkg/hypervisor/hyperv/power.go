@@ -13,9 +13,10 @@ type vmInput struct {
 	Mode          string
 	SeedDirectory string
 	SeedPath      string
-	// VHDDirectory, for Remove-HFVM, is where extra disks a configuration made but never attached
-	// (it was cut short) are looked for.
+	// VHDDirectory, for Remove-HFVM, is where disks a call made but never attached (it was cut
+	// short) are looked for, and the folders of the storages StorageIndex records.
 	VHDDirectory string `json:",omitempty"`
+	StorageIndex string `json:",omitempty"`
 }
 
 // act runs a module function on an owned VM; the module proves ownership on the host first.
@@ -27,7 +28,7 @@ func (p *Provider) act(ctx context.Context, verb, function string, ref hyperviso
 	}
 	in := vmInput{ID: ref.ID, Expect: p.expect(claimID), Mode: mode, SeedDirectory: p.cfg.SeedDirectory, SeedPath: p.seedPath(ref)}
 	if function == fnRemoveVM {
-		in.VHDDirectory = p.cfg.VHDDirectory
+		in.VHDDirectory, in.StorageIndex = p.cfg.VHDDirectory, p.cfg.StorageIndex
 	}
 	return h.call(ctx, op, function, in, nil)
 }
@@ -73,8 +74,8 @@ func (p *Provider) seenOwned(verb string, vm hypervisor.VM) error {
 	return nil
 }
 
-// Delete removes an owned VM that is off, with its differencing disk, its extra disks and its
-// seed ISO; a running VM gets ErrBusy.
+// Delete removes an owned VM that is off, with its differencing disk or full copy, its extra disks
+// (on whatever storage they are) and its seed ISO; a running VM gets ErrBusy.
 func (p *Provider) Delete(ctx context.Context, ref hypervisor.VMRef) (hypervisor.TaskID, error) {
 	return "", p.act(ctx, "delete", fnRemoveVM, ref, "", "")
 }

@@ -49,10 +49,11 @@ func New(cfg Config, newShell func(Host, Config) (Shell, error)) (*Provider, err
 // Capabilities: differencing disks are linked clones; Hyper-V assigns the VM ID (a GUID) when it
 // creates the VM; every VM operation is synchronous (a checkpoint's merge is followed as a task);
 // ownership lives in the VM's Notes; Configure adds extra disks (dynamic VHDX files on SCSI) and
-// gives the VM its network adapters. PCI devices are not passed through.
+// gives the VM its network adapters; a full copy and extra disks go to a directory storage's
+// folder when they name one. PCI devices are not passed through.
 func (p *Provider) Capabilities() hypervisor.Capabilities {
 	return hypervisor.Capabilities{LinkedClones: true, PreallocatedIDs: false, AsyncTasks: false, Tags: false,
-		ExtraDisks: true, NICs: true}
+		ExtraDisks: true, NICs: true, Storages: true}
 }
 
 var guidRe = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)

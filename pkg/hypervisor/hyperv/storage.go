@@ -17,7 +17,9 @@ import (
 // .hyperfleet-owner (a ```hyperfleet-storage block); an adopted folder is only checked to exist
 // and is never written to. Each host keeps HyperFleet's record of the storage in the storage index
 // (Config.StorageIndex), a file named by the owner's mark and the storage's name, so the folder is
-// found again by name. A storage's capacity is its volume's (Get-Volume).
+// found again by name. A storage's capacity is its volume's (Get-Volume). A full clone's copy of
+// the template's disk and a VM's extra disks go into the folder of the storage they name (Clone,
+// Configure), and go with the VM when it is deleted.
 
 // Module functions of storages.
 const (
@@ -101,7 +103,8 @@ func lastElement(path string) string {
 	return path[strings.LastIndex(path, `\`)+1:]
 }
 
-// indexPath is the host's record of the storage name for this provider's owner mark.
+// indexPath is the host's record of the storage name for this provider's owner mark. The module's
+// Get-HFStorageFolder builds the same path to find the folder a VM's disk goes to.
 func (p *Provider) indexPath(tag, name string) string {
 	return p.cfg.StorageIndex + `\` + tag + "." + name + ".json"
 }

@@ -1,6 +1,6 @@
 @{
     RootModule        = 'HyperFleetHyperV.psm1'
-    ModuleVersion     = '1.4.0'
+    ModuleVersion     = '1.5.0'
     GUID              = '6f1d3c2a-8e4b-4f0e-9a57-2b1c7d9e4a10'
     Author            = 'HyperFleet'
     Description       = 'Hyper-V operations HyperFleet runs on each host over WinRM. Deployed and replaced by HyperFleet; do not edit.'

@@ -264,20 +264,44 @@ function Set-HFHardware($VM, $In) {
     Set-HFNetwork $VM $In
 }
 
-# New-HFVM: the linked clone of Hyper-V. A differencing disk on the template's VHDX, a generation 2
-# VM on it, CPU, memory, switch and VLAN, then the Notes with the ownership block. A VM of that name
-# already carrying this claim's ownership is returned as it is, so a retry after a lost answer
-# finds the VM it made (the VM ID exists only once Hyper-V assigns it). Other VMs of the same name
-# are left alone (Hyper-V allows duplicate names); the disk's name is the claim's own.
+# New-HFVM: a generation 2 VM on the template's VHDX: on a differencing disk on it (Hyper-V's
+# linked clone), or with Full on a copy of it (Add-HFFullCopy) in the folder of the directory
+# storage Storage (Get-HFStorageFolder) or in VHDDirectory; then CPU, memory, switch and VLAN, and
+# the Notes with the ownership block. A VM of that name already carrying this claim's ownership is
+# returned as it is, so a retry after a lost answer finds the VM it made (the VM ID exists only
+# once Hyper-V assigns it); one whose copy was cut short gets it now. Other VMs of the same name
+# are left alone (Hyper-V allows duplicate names); the disk's name is the claim's own, or the VM's.
 function New-HFVM([string]$InputBase64) {
     Invoke-HFOperation {
         $in = ConvertFrom-HFInput $InputBase64
         if (-not $in.Expect.ClaimID) { throw (New-HFError 'Invalid' 'a clone needs the claim ID it is made for') }
+        $made = $null
         foreach ($vm in @(Get-VM -Name $in.Name -ErrorAction SilentlyContinue)) {
-            if (Test-HFOwned $vm $in.Expect) { return @{ Created = $false; VM = (ConvertTo-HFVM $vm) } }
+            if (Test-HFOwned $vm $in.Expect) { $made = $vm; break }
+        }
+        if ($made -and -not ($in.Full -and @(Get-VMHardDiskDrive -VM $made).Count -eq 0)) {
+            return @{ Created = $false; VM = (ConvertTo-HFVM $made) }
         }
         if (-not (Test-Path -LiteralPath $in.ParentPath)) {
             throw (New-HFError 'NotFound' "template disk $($in.ParentPath) does not exist on $env:COMPUTERNAME")
+        }
+        if ($in.Full) {
+            $folder = $in.VHDDirectory
+            if ($in.Storage) { $folder = Get-HFStorageFolder $in ([string]$in.Storage) }
+            if ($made) {
+                Add-HFFullCopy $made $in.ParentPath $folder
+                return @{ Created = $false; VM = (ConvertTo-HFVM (Get-VM -Id $made.Id)) }
+            }
+            $vm = $null
+            try {
+                $vm = New-VM -Name $in.Name -Generation 2 -MemoryStartupBytes ([int64]$in.MemoryMiB * 1MB) -NoVHD -Path $in.VMDirectory
+                Set-HFNewVM $vm $in
+                Add-HFFullCopy $vm $in.ParentPath $folder
+            } catch {
+                if ($vm) { Remove-VM -VM $vm -Force -ErrorAction SilentlyContinue }
+                throw
+            }
+            return @{ Created = $true; VM = (ConvertTo-HFVM (Get-VM -Id $vm.Id)) }
         }
         $child = Join-Path $in.VHDDirectory $in.DiskName
         if (Test-Path -LiteralPath $child) {
@@ -291,19 +315,41 @@ function New-HFVM([string]$InputBase64) {
         $vm = $null
         try {
             $vm = New-VM -Name $in.Name -Generation 2 -MemoryStartupBytes ([int64]$in.MemoryMiB * 1MB) -VHDPath $child -Path $in.VMDirectory
-            Set-VM -VM $vm -Notes $in.Notes -AutomaticStartAction Nothing -AutomaticStopAction TurnOff
-            Set-HFHardware $vm $in
-            if ($in.SecureBootTemplate -eq 'Off') {
-                Set-VMFirmware -VM $vm -EnableSecureBoot Off
-            } elseif ($in.SecureBootTemplate) {
-                Set-VMFirmware -VM $vm -EnableSecureBoot On -SecureBootTemplate $in.SecureBootTemplate
-            }
+            Set-HFNewVM $vm $in
         } catch {
             if ($vm) { Remove-VM -VM $vm -Force -ErrorAction SilentlyContinue }
             Remove-Item -LiteralPath $child -Force -ErrorAction SilentlyContinue
             throw
         }
         return @{ Created = $true; VM = (ConvertTo-HFVM (Get-VM -Id $vm.Id)) }
+    }
+}
+
+# Set-HFNewVM gives a VM New-HFVM just made its Notes first, so a retry finds it, then its hardware
+# and Secure Boot.
+function Set-HFNewVM($VM, $In) {
+    Set-VM -VM $VM -Notes $In.Notes -AutomaticStartAction Nothing -AutomaticStopAction TurnOff
+    Set-HFHardware $VM $In
+    if ($In.SecureBootTemplate -eq 'Off') {
+        Set-VMFirmware -VM $VM -EnableSecureBoot Off
+    } elseif ($In.SecureBootTemplate) {
+        Set-VMFirmware -VM $VM -EnableSecureBoot On -SecureBootTemplate $In.SecureBootTemplate
+    }
+}
+
+# Add-HFFullCopy copies the template's disk into Folder as the VM's own boot disk (Get-HFBootDiskFile,
+# so Remove-HFVM knows it wherever it is) at SCSI 0:0, first to boot. A copy a call cut short left
+# is made again; a failed copy is not left behind.
+function Add-HFFullCopy($VM, [string]$ParentPath, [string]$Folder) {
+    $copy = Join-Path $Folder (Get-HFBootDiskFile $VM)
+    try {
+        if (Test-Path -LiteralPath $copy) { Remove-Item -LiteralPath $copy -Force }
+        Copy-Item -LiteralPath $ParentPath -Destination $copy
+        $drive = Add-VMHardDiskDrive -VM $VM -ControllerType SCSI -ControllerNumber 0 -ControllerLocation 0 -Path $copy -Passthru
+        Set-VMFirmware -VM $VM -FirstBootDevice $drive
+    } catch {
+        Remove-Item -LiteralPath $copy -Force -ErrorAction SilentlyContinue
+        throw
     }
 }
 
@@ -373,8 +419,9 @@ function Stop-HFVM([string]$InputBase64) {
     }
 }
 
-# Remove-HFVM: an owned VM that is off, with its differencing disks, its extra disks (the files
-# named by its GUID, Get-HFDiskFile) and its seed ISO. Base disks (a template's) are never
+# Remove-HFVM: an owned VM that is off, with its differencing disks, its full copy and extra disks
+# (the files named by its GUID, Get-HFBootDiskFile and Get-HFDiskFile, in whatever folder or
+# storage they are) and its seed ISO. Base disks (a template's) are never
 # deleted, nor other disks attached to it, nor ISOs outside the seed directory.
 function Remove-HFVM([string]$InputBase64) {
     Invoke-HFOperation {
@@ -397,15 +444,30 @@ function Remove-HFVM([string]$InputBase64) {
             if (-not $d.Path) { continue }
             if ((Test-HFDiskOfVM $vm $d.Path) -or (Get-VHD -Path $d.Path).VhdType.ToString() -eq 'Differencing') { $files += [string]$d.Path }
         }
-        # An extra disk a configuration made but did not attach (it was cut short) is the VM's too,
-        # unless another VM uses it.
-        if ($in.VHDDirectory -and (Test-Path -LiteralPath $in.VHDDirectory)) {
-            $loose = @(Get-ChildItem -LiteralPath $in.VHDDirectory -Filter (Get-HFDiskFile $vm '*') |
-                Where-Object { -not ($files -contains $_.FullName) } | ForEach-Object { [string]$_.FullName })
-            if ($loose.Count -gt 0) {
-                $inUse = @(Get-VM | Where-Object { $_.Id -ne $vm.Id } | Get-VMHardDiskDrive | ForEach-Object { [string]$_.Path })
-                foreach ($f in $loose) { if (-not ($inUse -contains $f)) { $files += $f } }
+        # A disk a call cut short left unattached (an extra disk before Add-VMHardDiskDrive, a full
+        # copy before it was attached) is the VM's too, unless another VM uses it: looked for in
+        # the VHD folder and in the folders of the caller's storages (StorageIndex).
+        $folders = @()
+        if ($in.VHDDirectory) { $folders += [string]$in.VHDDirectory }
+        if ($in.StorageIndex -and $in.Expect.OwnerTag -and (Test-Path -LiteralPath $in.StorageIndex -PathType Container)) {
+            foreach ($ix in @(Get-ChildItem -LiteralPath $in.StorageIndex -Filter ($in.Expect.OwnerTag + '.*.json'))) {
+                # A record that cannot be read names no folder; it does not stop the deletion.
+                $def = $null
+                try { $def = Get-HFStorageIndex $ix.FullName } catch { }
+                if ($def -and $def.Path) { $folders += [string]$def.Path }
             }
+        }
+        $loose = @()
+        foreach ($dir in $folders) {
+            if (-not (Test-Path -LiteralPath $dir -PathType Container)) { continue }
+            foreach ($name in @((Get-HFDiskFile $vm '*'), (Get-HFBootDiskFile $vm))) {
+                $loose += @(Get-ChildItem -LiteralPath $dir -Filter $name |
+                    Where-Object { -not ($files -contains $_.FullName) -and -not ($loose -contains $_.FullName) } | ForEach-Object { [string]$_.FullName })
+            }
+        }
+        if ($loose.Count -gt 0) {
+            $inUse = @(Get-VM | Where-Object { $_.Id -ne $vm.Id } | Get-VMHardDiskDrive | ForEach-Object { [string]$_.Path })
+            foreach ($f in $loose) { if (-not ($inUse -contains $f)) { $files += $f } }
         }
         $seedDir = ([string]$in.SeedDirectory).TrimEnd('\') + '\'
         foreach ($d in @(Get-VMDvdDrive -VM $vm)) {
@@ -450,8 +512,16 @@ function Get-HFDiskFile($VM, [string]$Name) {
     return 'hyperfleet-' + $VM.Id.ToString().ToLowerInvariant() + '-' + $Name + '.vhdx'
 }
 
+# Get-HFBootDiskFile is the file name of a full clone's copy of its template's disk: named by the
+# VM's GUID alone, so no extra disk's name can take it.
+function Get-HFBootDiskFile($VM) {
+    return 'hyperfleet-' + $VM.Id.ToString().ToLowerInvariant() + '.vhdx'
+}
+
+# Test-HFDiskOfVM reports whether the file is named as the VM's full copy or one of its extra disks.
 function Test-HFDiskOfVM($VM, [string]$Path) {
     $leaf = Split-Path -Leaf $Path
+    if ($leaf -eq (Get-HFBootDiskFile $VM)) { return $true }
     return $leaf.StartsWith('hyperfleet-' + $VM.Id.ToString() + '-', [System.StringComparison]::OrdinalIgnoreCase) -and
         $leaf.EndsWith('.vhdx', [System.StringComparison]::OrdinalIgnoreCase)
 }
@@ -466,25 +536,39 @@ function Get-HFConfigurableVM($In) {
     return $vm
 }
 
-# Add-HFDisks: the extra disks an owned VM that is off lacks. Each is a new dynamic VHDX in
-# VHDDirectory (Get-HFDiskFile) on SCSI controller 0 at its Lun. A disk whose file the VM already
-# has is left as it is (never resized or replaced), so a retry adds nothing. A file of that name
-# that no VM uses was left by a call cut short before Add-VMHardDiskDrive, and is made again.
+# Add-HFDisks: the extra disks an owned VM that is off lacks. Each is a new dynamic VHDX
+# (Get-HFDiskFile) in the folder of the directory storage it names (Get-HFStorageFolder), or in
+# VHDDirectory, on SCSI controller 0 at its Lun. Every storage is found before a disk is made, so
+# an unknown one makes nothing. A disk whose file the VM already has is left as it is (never
+# resized or replaced, wherever it is), so a retry adds nothing. A file of that name that no VM
+# uses was left by a call cut short before Add-VMHardDiskDrive, and is made again.
 function Add-HFDisks([string]$InputBase64) {
     Invoke-HFOperation {
         $in = ConvertFrom-HFInput $InputBase64
         $vm = Get-HFConfigurableVM $in
-        $added = @()
+        $todo = @()
+        $folders = @{}
+        $drives = @(Get-VMHardDiskDrive -VM $vm) + @(Get-VMDvdDrive -VM $vm)
         foreach ($d in @($in.Disks)) {
             if ([string]$d.Name -cnotmatch '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$') { throw (New-HFError 'Invalid' "disk name '$($d.Name)' is not a lowercase DNS label") }
             $file = Get-HFDiskFile $vm $d.Name
-            $drives = @(Get-VMHardDiskDrive -VM $vm) + @(Get-VMDvdDrive -VM $vm)
             if (@($drives | Where-Object { $_.Path -and (Split-Path -Leaf $_.Path) -eq $file }).Count -gt 0) { continue }
+            $folder = $in.VHDDirectory
+            if ($d.Storage) {
+                if (-not $folders.ContainsKey([string]$d.Storage)) { $folders[[string]$d.Storage] = Get-HFStorageFolder $in ([string]$d.Storage) }
+                $folder = $folders[[string]$d.Storage]
+            }
+            $todo += @{ Disk = $d; Path = (Join-Path $folder $file) }
+        }
+        $added = @()
+        foreach ($t in $todo) {
+            $d = $t.Disk
+            $path = $t.Path
+            $drives = @(Get-VMHardDiskDrive -VM $vm) + @(Get-VMDvdDrive -VM $vm)
             $taken = @($drives | Where-Object { [int]$_.ControllerNumber -eq 0 -and [int]$_.ControllerLocation -eq [int]$d.Lun })
             if ($taken.Count -gt 0) {
                 throw (New-HFError 'Invalid' "SCSI location 0:$($d.Lun) of VM $($in.Id), where disk $($d.Name) goes, holds $($taken[0].Path)")
             }
-            $path = Join-Path $in.VHDDirectory $file
             if (Test-Path -LiteralPath $path) {
                 if (@(Get-VM | Get-VMHardDiskDrive | Where-Object { $_.Path -eq $path }).Count -gt 0) {
                     throw (New-HFError 'AlreadyExists' "disk $path is in use by another VM")
@@ -1049,6 +1133,23 @@ $script:StorageMarker = '.hyperfleet-owner'
 function Get-HFStorageIndex([string]$Path) {
     if (-not (Test-Path -LiteralPath $Path -PathType Leaf)) { return $null }
     return (Get-Content -LiteralPath $Path -Raw | ConvertFrom-Json)
+}
+
+# Get-HFStorageFolder is the folder of the directory storage Name that a VM's disk goes to, as the
+# host's storage index (In.StorageIndex) records it for the caller's owner (In.Expect.OwnerTag):
+# the record Set-HFStorage wrote. A storage the host does not record, or whose folder is gone, is
+# NotFound.
+function Get-HFStorageFolder($In, [string]$Name) {
+    if ($Name -cnotmatch '^[a-z][a-z0-9_.-]{0,61}[a-z0-9]$') { throw (New-HFError 'Invalid' "'$Name' is not a storage name") }
+    if (-not $In.StorageIndex -or -not $In.Expect.OwnerTag) { throw (New-HFError 'Invalid' "storage $Name is named without the storage index and owner to find it in") }
+    $def = Get-HFStorageIndex (Join-Path $In.StorageIndex ($In.Expect.OwnerTag + '.' + $Name + '.json'))
+    if (-not $def) {
+        throw (New-HFError 'NotFound' "storage $Name is not defined on $env:COMPUTERNAME: this HypervisorCluster's storage index ($($In.StorageIndex)) has no record of it; a VMStorage defines or adopts it")
+    }
+    if (-not (Test-Path -LiteralPath $def.Path -PathType Container)) {
+        throw (New-HFError 'NotFound' "folder $($def.Path) of storage $Name does not exist on $env:COMPUTERNAME")
+    }
+    return [string]$def.Path
 }
 
 function Test-HFStorageMarked([string]$Folder, $Owner) {

@@ -13,7 +13,7 @@ const Name = "HyperFleetHyperV"
 
 // Version is the ModuleVersion in HyperFleetHyperV.psd1. Raise it with every change to the module:
 // a host with another version gets this one on the next connect.
-const Version = "1.4.0"
+const Version = "1.5.0"
 
 //go:embed HyperFleetHyperV.psm1
 var script []byte
