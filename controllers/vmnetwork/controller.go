@@ -164,7 +164,7 @@ func (r *Reconciler) realize(ctx context.Context, n *fleetv1.VMNetwork, cluster 
 		rz.VLAN = ptr.To(int32(out.VLAN))
 	}
 	if !realizedBefore(n, rz) {
-		r.Recorder.Eventf(n, corev1.EventTypeNormal, "Realized", "defined on HypervisorCluster %s as %s", cluster, out.Bridge)
+		r.Recorder.Eventf(n, corev1.EventTypeNormal, fleetv1.NetworkRealizedEventReason, "defined on HypervisorCluster %s as %s", cluster, out.Bridge)
 	}
 	return rz
 }
@@ -212,7 +212,13 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, n *fleetv1.VMNetwork, 
 	conditions.Set(n, metav1.Condition{Type: fleetv1.InUseCondition, Status: metav1.ConditionFalse, Reason: "NoVMs", Message: "no VM uses the network"})
 	var errs []error
 	for _, rz := range n.Status.Realizations {
-		if err := r.remove(ctx, n, rz.Cluster); err != nil {
+		err := r.remove(ctx, n, rz.Cluster)
+		if errors.Is(err, hypervisor.ErrNotOwned) && !rz.Ready {
+			// Never defined there: the same-named object that stopped it is someone else's and
+			// stays, and nothing of ours is left to remove.
+			continue
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("HypervisorCluster %s: %w", rz.Cluster, err))
 		}
 	}

@@ -144,7 +144,7 @@ func (r *IPAMReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressCl
 	if err := r.Client.Create(ctx, addr); err != nil {
 		return nil, "", "", fmt.Errorf("creating IPAddress %s: %w", addr.Name, err)
 	}
-	r.Recorder.Eventf(claim, corev1.EventTypeNormal, "AddressAllocated", "allocated %s from VMNetwork %s/%s", ip, n.Namespace, n.Name)
+	r.Recorder.Eventf(claim, corev1.EventTypeNormal, fleetv1.AddressAllocatedEventReason, "allocated %s from VMNetwork %s/%s", ip, n.Namespace, n.Name)
 	return addr, "", "", nil
 }
 

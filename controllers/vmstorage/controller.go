@@ -163,7 +163,7 @@ func (r *Reconciler) reconcileRealizations(ctx context.Context, st *fleetv1.VMSt
 			Message: "on " + strings.Join(ready, ", ") + "; not on " + strings.Join(notReady, "; ")})
 	}
 	if retry {
-		return ctrl.Result{RequeueAfter: 30 * time.Second}
+		return ctrl.Result{RequeueAfter: 10 * time.Second}
 	}
 	return ctrl.Result{RequeueAfter: r.refresh()}
 }
@@ -215,7 +215,7 @@ func (r *Reconciler) realize(ctx context.Context, st *fleetv1.VMStorage, cluster
 		if st.Spec.Adopt {
 			verb = "adopted"
 		}
-		r.Recorder.Eventf(st, corev1.EventTypeNormal, "Realized", "%s storage %s on HypervisorCluster %s", verb, pool.Name, cluster)
+		r.Recorder.Eventf(st, corev1.EventTypeNormal, fleetv1.StorageRealizedEventReason, "%s storage %s on HypervisorCluster %s", verb, pool.Name, cluster)
 	}
 	return rz
 }
@@ -279,7 +279,13 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, st *fleetv1.VMStorage,
 	conditions.Set(st, metav1.Condition{Type: fleetv1.InUseCondition, Status: metav1.ConditionFalse, Reason: "NoVMs", Message: "no VM has disks on the storage"})
 	var errs []error
 	for _, rz := range st.Status.Realizations {
-		if err := r.remove(ctx, st, rz.Cluster); err != nil {
+		err := r.remove(ctx, st, rz.Cluster)
+		if errors.Is(err, hypervisor.ErrNotOwned) && !rz.Ready {
+			// Never defined there: the same-named object that stopped it is someone else's and
+			// stays, and nothing of ours is left to remove.
+			continue
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("HypervisorCluster %s: %w", rz.Cluster, err))
 		}
 	}
@@ -342,9 +348,24 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 			ns, name, _ := strings.Cut(keys[0], "/")
 			return []ctrl.Request{{NamespacedName: client.ObjectKey{Namespace: ns, Name: name}}}
 		})).
+		Watches(&infrav1.HypervisorCluster{}, handler.EnqueueRequestsFromMapFunc(r.storagesOfCluster)).
 		WithOptions(opts).
 		Named("vmstorage").
 		Complete(r)
+}
+
+func (r *Reconciler) storagesOfCluster(ctx context.Context, o client.Object) []ctrl.Request {
+	var list fleetv1.VMStorageList
+	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	var out []ctrl.Request
+	for _, st := range list.Items {
+		if slices.ContainsFunc(st.Spec.Clusters, func(c fleetv1.LocalObjectReference) bool { return c.Name == o.GetName() }) {
+			out = append(out, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&st)})
+		}
+	}
+	return out
 }
 
 func claimStorage(o client.Object) []string {

@@ -140,3 +140,21 @@ func TestNetworkAndStorageValidation(t *testing.T) {
 		g.Expect(err.Error()).To(ContainSubstring("subnets' cidrs cannot change"))
 	})
 }
+
+// TestStorageUpdates: a VMStorage written without adopt (omitted, as most are) can be updated
+// by its controller and its users; changing what it is, is refused.
+func TestStorageUpdates(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "storageupdate")
+	st := &hfv1.VMStorage{ObjectMeta: metav1.ObjectMeta{Name: "bulk", Namespace: ns}, Spec: hfv1.VMStorageSpec{
+		Clusters: []hfv1.LocalObjectReference{{Name: "pve"}}, Type: hfv1.StorageDir, Path: "/srv/bulk", Tier: "bulk"}}
+	g.Expect(env.Client.Create(ctx, st)).To(Succeed())
+	st.Labels = map[string]string{hfv1.VMStorageTierLabel: "bulk"}
+	st.Spec.Tier = "slow"
+	g.Expect(env.Client.Update(ctx, st)).To(Succeed(), "an update that keeps type, adopt and storageName")
+	st.Spec.Adopt = true
+	err := env.Client.Update(ctx, st)
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(err.Error()).To(ContainSubstring("type, adopt and storageName cannot change"))
+}

@@ -26,4 +26,11 @@ const (
 	SnapshotScheduledEventReason = "SnapshotScheduled"
 	// SnapshotPrunedEventReason: a schedule deleted a MachineSnapshot its retention no longer keeps.
 	SnapshotPrunedEventReason = "SnapshotPruned"
+
+	// NetworkRealizedEventReason: a VMNetwork was defined on a HypervisorCluster;
+	// StorageRealizedEventReason: a VMStorage was defined or adopted on one.
+	NetworkRealizedEventReason = "NetworkRealized"
+	StorageRealizedEventReason = "StorageRealized"
+	// AddressAllocatedEventReason: a VMNetwork gave an IPAddressClaim an address.
+	AddressAllocatedEventReason = "AddressAllocated"
 )

@@ -63,12 +63,12 @@ type VMStorageReplication struct {
 }
 
 // VMStorageSpec is the desired storage.
-// +kubebuilder:validation:XValidation:rule="self.type != 'datastore' || self.adopt",message="a vSphere datastore can only be adopted: set adopt: true"
-// +kubebuilder:validation:XValidation:rule="!(self.type in ['dir', 'directory']) || self.adopt || has(self.path)",message="path is required for a dir or directory storage"
-// +kubebuilder:validation:XValidation:rule="!(self.type in ['zfspool', 'lvmthin']) || self.adopt || has(self.pool)",message="pool is required for a zfspool or lvmthin storage"
-// +kubebuilder:validation:XValidation:rule="self.type != 'nfs' || self.adopt || (has(self.server) && has(self.export))",message="server and export are required for an nfs storage"
+// +kubebuilder:validation:XValidation:rule="self.type != 'datastore' || (has(self.adopt) && self.adopt)",message="a vSphere datastore can only be adopted: set adopt: true"
+// +kubebuilder:validation:XValidation:rule="!(self.type in ['dir', 'directory']) || (has(self.adopt) && self.adopt) || has(self.path)",message="path is required for a dir or directory storage"
+// +kubebuilder:validation:XValidation:rule="!(self.type in ['zfspool', 'lvmthin']) || (has(self.adopt) && self.adopt) || has(self.pool)",message="pool is required for a zfspool or lvmthin storage"
+// +kubebuilder:validation:XValidation:rule="self.type != 'nfs' || (has(self.adopt) && self.adopt) || (has(self.server) && has(self.export))",message="server and export are required for an nfs storage"
 // +kubebuilder:validation:XValidation:rule="!has(self.replication) || self.type == 'zfspool'",message="replication needs a zfspool storage: Proxmox VE replicates ZFS volumes only"
-// +kubebuilder:validation:XValidation:rule="self.type == oldSelf.type && self.adopt == oldSelf.adopt && has(self.storageName) == has(oldSelf.storageName) && (!has(self.storageName) || self.storageName == oldSelf.storageName)",message="type, adopt and storageName cannot change: create a new VMStorage instead"
+// +kubebuilder:validation:XValidation:rule="self.type == oldSelf.type && (has(self.adopt) && self.adopt) == (has(oldSelf.adopt) && oldSelf.adopt) && has(self.storageName) == has(oldSelf.storageName) && (!has(self.storageName) || self.storageName == oldSelf.storageName)",message="type, adopt and storageName cannot change: create a new VMStorage instead"
 type VMStorageSpec struct {
 	// clusters are the HypervisorClusters of this namespace the storage is defined on.
 	// +listType=map
