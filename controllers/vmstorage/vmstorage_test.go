@@ -19,6 +19,7 @@ import (
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/controllers/controllertest"
+	"github.com/hyperfleet-io/hyperfleet/test/hvsim"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 )
 
@@ -207,4 +208,91 @@ func TestStorageRefusals(t *testing.T) {
 	}, 30*time.Second, 200*time.Millisecond).Should(BeTrue())
 	defined, _ = sim.StorageDefined("local-lvm")
 	g.Expect(defined).To(BeTrue(), "a storage HyperFleet did not make is never removed")
+}
+
+// TestVMPoolOnNetworkAndStorageTierOnHyperV is the same GitOps set on a Hyper-V host: the
+// network is an internal switch with its DHCP scope, the tier's storage a folder HyperFleet
+// makes, and each VM of the pool is a full copy in that folder with an address from the
+// network's IPAM and the network's port ACLs.
+func TestVMPoolOnNetworkAndStorageTierOnHyperV(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	hv := hvsim.StartHyperVForTest(t, hvsim.HyperVConfig{BootHook: func(ctx context.Context, _ hvsim.HyperVBootVM) error { <-ctx.Done(); return nil }}, "hv1")
+	controllertest.StartManager(t)
+	ns := controllertest.NewNamespace(t)
+	controllertest.HyperVCluster(t, ns, "hv", hv)
+	on := []fleetv1.LocalObjectReference{{Name: "hv"}}
+	network := &fleetv1.VMNetwork{ObjectMeta: metav1.ObjectMeta{Name: "ci", Namespace: ns}, Spec: fleetv1.VMNetworkSpec{Clusters: on,
+		Subnets: []fleetv1.VMNetworkSubnet{{CIDR: "10.40.0.0/24", Gateway: "10.40.0.1", SNAT: true,
+			DHCP: &fleetv1.VMNetworkDHCP{RangeStart: "10.40.0.50", RangeEnd: "10.40.0.99"}}},
+		SecurityPolicy: &fleetv1.VMNetworkSecurityPolicy{Rules: []fleetv1.SecurityRule{{Direction: "Ingress", Action: "Allow", Protocol: "TCP", Ports: "443"}}}}}
+	fast := &fleetv1.VMStorage{ObjectMeta: metav1.ObjectMeta{Name: "fast", Namespace: ns}, Spec: fleetv1.VMStorageSpec{Clusters: on,
+		Type: fleetv1.StorageDirectory, Path: `D:\HyperFleet\fast`, Tier: "fast"}}
+	for _, o := range []client.Object{network, fast} {
+		g.Expect(controllertest.Env.Client.Create(ctx, o)).To(Succeed())
+	}
+	g.Eventually(func(g Gomega) {
+		got := controllertest.Get(g, fast)
+		g.Expect(got.Status.Phase).To(Equal(fleetv1.VMStorageReady), "%+v", got.Status)
+		g.Expect(controllertest.Get(g, network).Status.Phase).To(Equal(fleetv1.VMNetworkReady), "%+v", controllertest.Get(g, network).Status)
+	}, 60*time.Second, 200*time.Millisecond).Should(Succeed())
+
+	pool := &fleetv1.VMPool{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: fleetv1.VMPoolSpec{
+			Replicas: ptr.To[int32](2),
+			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: fleetv1.VMPoolMachineTemplate{
+				ObjectMeta: clusterv1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+				Spec: infrav1.MachineClaimSpec{
+					MachineClaimLifecycleSpec: infrav1.MachineClaimLifecycleSpec{
+						Lifecycle: infrav1.LifecyclePersistent, RunStrategy: infrav1.RunStrategyAlways,
+						TerminationGracePeriodSeconds: ptr.To[int32](0),
+					},
+					MachineClaimHardwareSpec: infrav1.MachineClaimHardwareSpec{NICs: []infrav1.NIC{{Name: "lan", Network: &infrav1.VMNetworkReference{Name: "ci"}}}},
+					Template:                 infrav1.TemplateSource{Name: hvsim.HyperVTemplate},
+					CloneMode:                infrav1.CloneFull,
+					Storage:                  &infrav1.VMStorageRequest{Tier: "fast"},
+					HypervisorClusterName:    "hv",
+					Cores:                    2,
+					MemoryMiB:                2048,
+				},
+			},
+		},
+	}
+	g.Expect(controllertest.Env.Client.Create(ctx, pool)).To(Succeed())
+	var claims []infrav1.MachineClaim
+	g.Eventually(func(g Gomega) {
+		list := &infrav1.MachineClaimList{}
+		g.Expect(controllertest.Env.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{fleetv1.VMPoolNameLabel: "web"})).To(Succeed())
+		claims = list.Items
+		g.Expect(claims).To(HaveLen(2))
+		for _, c := range claims {
+			g.Expect(c.Status.Phase).To(Equal(infrav1.MachineClaimPhaseRunning), "%s: %+v", c.Name, c.Status.Conditions)
+		}
+	}, 120*time.Second, 200*time.Millisecond).Should(Succeed())
+	for _, c := range claims {
+		g.Expect(c.Status.Storage).NotTo(BeNil())
+		g.Expect(c.Status.Storage.StorageName).To(Equal("fast"))
+		var vm *hvsim.HyperVVM
+		for _, v := range hv.VMs("hv1") {
+			if v.ID == c.Status.VMID {
+				vm = &v
+			}
+		}
+		g.Expect(vm).NotTo(BeNil())
+		g.Expect(vm.Disks).NotTo(BeEmpty())
+		g.Expect(strings.ToLower(vm.Disks[0])).To(HavePrefix(strings.ToLower(`D:\HyperFleet\fast\`)), "the full copy is in the tier's folder")
+		g.Expect(vm.Adapters).To(HaveLen(1))
+		g.Expect(vm.Adapters[0].Switch).To(Equal("hf-" + controllertest.Get(g, network).Status.NetworkID))
+		g.Expect(vm.Adapters[0].ACLs).NotTo(BeEmpty())
+		ip := &ipamv1.IPAddress{}
+		g.Expect(controllertest.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: c.Name + "-lan-ipv4"}, ip)).To(Succeed())
+		g.Expect(ip.Spec.Address).To(HavePrefix("10.40.0."))
+	}
+	g.Eventually(func(g Gomega) {
+		got := controllertest.Get(g, fast)
+		g.Expect(got.Status.Allocations).To(Equal(int32(2)))
+		g.Expect(got.Status.UsedBytes).To(BeNumerically(">", 0), "the copies show on the storage's volume")
+	}, 90*time.Second, 200*time.Millisecond).Should(Succeed())
 }
