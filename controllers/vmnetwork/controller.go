@@ -26,6 +26,7 @@ import (
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/condition"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 	"github.com/hyperfleet-io/hyperfleet/pkg/vmnetwork"
@@ -270,31 +271,12 @@ func (r *Reconciler) resync() time.Duration {
 
 // setSummary sets the phase and Ready from the realisations.
 func setSummary(n *fleetv1.VMNetwork) {
-	var ready, notReady []string
+	rs := make([]condition.Realization, 0, len(n.Status.Realizations))
 	for _, rz := range n.Status.Realizations {
-		if rz.Ready {
-			ready = append(ready, rz.Cluster)
-		} else {
-			notReady = append(notReady, rz.Cluster+": "+rz.Message)
-		}
+		rs = append(rs, condition.Realization{Cluster: rz.Cluster, Ready: rz.Ready, Reason: rz.Reason, Message: rz.Message})
 	}
-	switch {
-	case len(notReady) == 0:
-		n.Status.Phase = fleetv1.VMNetworkReady
-		conditions.Set(n, metav1.Condition{Type: fleetv1.ReadyCondition, Status: metav1.ConditionTrue, Reason: fleetv1.RealizedReason,
-			Message: "defined on " + strings.Join(ready, ", ")})
-	case len(ready) == 0:
-		n.Status.Phase = fleetv1.VMNetworkPending
-		reason := fleetv1.PartiallyRealizedReason
-		if len(n.Status.Realizations) == 1 {
-			reason = n.Status.Realizations[0].Reason
-		}
-		conditions.Set(n, metav1.Condition{Type: fleetv1.ReadyCondition, Status: metav1.ConditionFalse, Reason: reason, Message: strings.Join(notReady, "; ")})
-	default:
-		n.Status.Phase = fleetv1.VMNetworkDegraded
-		conditions.Set(n, metav1.Condition{Type: fleetv1.ReadyCondition, Status: metav1.ConditionFalse, Reason: fleetv1.PartiallyRealizedReason,
-			Message: "defined on " + strings.Join(ready, ", ") + "; not on " + strings.Join(notReady, "; ")})
-	}
+	n.Status.Phase = map[condition.Realized]fleetv1.VMNetworkPhase{condition.RealizedNowhere: fleetv1.VMNetworkPending,
+		condition.RealizedPartly: fleetv1.VMNetworkDegraded, condition.RealizedEverywhere: fleetv1.VMNetworkReady}[condition.Summarize(n, rs)]
 }
 
 // owner is the ownership the network's objects on hc carry.
@@ -303,18 +285,7 @@ func owner(hc *infrav1.HypervisorCluster) hypervisor.Ownership {
 }
 
 // reasonOf classifies a hypervisor error for a realisation's reason.
-func reasonOf(err error) string {
-	switch {
-	case errors.Is(err, hypervisor.ErrNotOwned):
-		return fleetv1.NotOwnedReason
-	case errors.Is(err, hypervisor.ErrUnsupported), errors.Is(err, hypervisor.ErrInvalid):
-		return fleetv1.UnsupportedReason
-	case errors.Is(err, hypervisor.ErrBusy):
-		return fleetv1.VMsAttachedReason
-	default:
-		return fleetv1.HypervisorUnavailableReason
-	}
-}
+func reasonOf(err error) string { return condition.HypervisorReason(err) }
 
 func listed(names []string) string {
 	if len(names) > 10 {

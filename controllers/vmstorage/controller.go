@@ -24,6 +24,7 @@ import (
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
+	"github.com/hyperfleet-io/hyperfleet/controllers/condition"
 	"github.com/hyperfleet-io/hyperfleet/pkg/connection"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 	"github.com/hyperfleet-io/hyperfleet/pkg/vmstorage"
@@ -131,13 +132,12 @@ func (r *Reconciler) reconcileRealizations(ctx context.Context, st *fleetv1.VMSt
 	}
 	st.Status.Realizations = out
 	st.Status.UsedBytes, st.Status.AvailableBytes = 0, 0
-	var ready, notReady []string
+	rs := make([]condition.Realization, 0, len(out))
 	for _, rz := range out {
+		rs = append(rs, condition.Realization{Cluster: rz.Cluster, Ready: rz.Ready, Reason: rz.Reason, Message: rz.Message})
 		if !rz.Ready {
-			notReady = append(notReady, rz.Cluster+": "+rz.Message)
 			continue
 		}
-		ready = append(ready, rz.Cluster)
 		for _, n := range rz.Nodes {
 			st.Status.UsedBytes += n.UsedBytes
 			st.Status.AvailableBytes += n.AvailableBytes
@@ -146,22 +146,8 @@ func (r *Reconciler) reconcileRealizations(ctx context.Context, st *fleetv1.VMSt
 			}
 		}
 	}
-	switch {
-	case len(notReady) == 0:
-		st.Status.Phase = fleetv1.VMStorageReady
-		conditions.Set(st, metav1.Condition{Type: fleetv1.ReadyCondition, Status: metav1.ConditionTrue, Reason: fleetv1.RealizedReason, Message: "on " + strings.Join(ready, ", ")})
-	case len(ready) == 0:
-		st.Status.Phase = fleetv1.VMStoragePending
-		reason := fleetv1.PartiallyRealizedReason
-		if len(out) == 1 {
-			reason = out[0].Reason
-		}
-		conditions.Set(st, metav1.Condition{Type: fleetv1.ReadyCondition, Status: metav1.ConditionFalse, Reason: reason, Message: strings.Join(notReady, "; ")})
-	default:
-		st.Status.Phase = fleetv1.VMStorageDegraded
-		conditions.Set(st, metav1.Condition{Type: fleetv1.ReadyCondition, Status: metav1.ConditionFalse, Reason: fleetv1.PartiallyRealizedReason,
-			Message: "on " + strings.Join(ready, ", ") + "; not on " + strings.Join(notReady, "; ")})
-	}
+	st.Status.Phase = map[condition.Realized]fleetv1.VMStoragePhase{condition.RealizedNowhere: fleetv1.VMStoragePending,
+		condition.RealizedPartly: fleetv1.VMStorageDegraded, condition.RealizedEverywhere: fleetv1.VMStorageReady}[condition.Summarize(st, rs)]
 	if retry {
 		return ctrl.Result{RequeueAfter: 10 * time.Second}
 	}
@@ -318,19 +304,13 @@ func owner(hc *infrav1.HypervisorCluster) hypervisor.Ownership {
 	return hypervisor.Ownership{Cluster: hc.Namespace + "/" + hc.Name}
 }
 
+// reasonOf classifies a hypervisor error for a realisation's reason; an adopted storage that
+// is not there is StorageNotFound.
 func reasonOf(err error) string {
-	switch {
-	case errors.Is(err, hypervisor.ErrNotOwned):
-		return fleetv1.NotOwnedReason
-	case errors.Is(err, hypervisor.ErrUnsupported), errors.Is(err, hypervisor.ErrInvalid):
-		return fleetv1.UnsupportedReason
-	case errors.Is(err, hypervisor.ErrNotFound):
+	if errors.Is(err, hypervisor.ErrNotFound) {
 		return fleetv1.StorageNotFoundReason
-	case errors.Is(err, hypervisor.ErrBusy):
-		return fleetv1.VMsAttachedReason
-	default:
-		return fleetv1.HypervisorUnavailableReason
 	}
+	return condition.HypervisorReason(err)
 }
 
 // SetupWithManager registers the reconciler and the claim index it reads.
