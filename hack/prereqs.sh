@@ -38,10 +38,11 @@ declare -A pkgs=(
   [/usr/lib/cni/bridge]="containernetworking-plugins"
   [/usr/lib/python3/dist-packages/winrm]="python3-winrm"
   [/usr/lib/python3/dist-packages/gitlab]="python3-gitlab"
+  [/usr/lib/postgresql/15/bin/initdb]="postgresql-15"
 )
 missing=()
 for cmd in gcc swtpm swtpm_setup git make chromium debootstrap qemu-img qemu-system-x86_64 extlinux sfdisk mkfs.fat mcopy socat \
-  /usr/share/OVMF/OVMF_CODE_4M.secboot.fd containerd runc iptables /usr/lib/cni/bridge /usr/lib/python3/dist-packages/winrm /usr/lib/python3/dist-packages/gitlab; do
+  /usr/share/OVMF/OVMF_CODE_4M.secboot.fd containerd runc iptables /usr/lib/cni/bridge /usr/lib/python3/dist-packages/winrm /usr/lib/python3/dist-packages/gitlab /usr/lib/postgresql/15/bin/initdb; do
   case $cmd in
   /*) [ -e "$cmd" ] || missing+=(${pkgs[$cmd]}) ;;
   *) command -v "$cmd" >/dev/null 2>&1 || missing+=(${pkgs[$cmd]}) ;;
