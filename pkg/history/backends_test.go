@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	. "github.com/onsi/gomega"
 
 	"github.com/hyperfleet-io/hyperfleet/test/pgtest"
 )
@@ -15,7 +17,7 @@ import (
 type backend struct {
 	d *dialect
 	// newDatabase makes a new, empty database and returns what open takes.
-	newDatabase func(t *testing.T) string
+	newDatabase func(t testing.TB) string
 	// open opens the store migrated to the last of ms (all steps when nil).
 	open func(ctx context.Context, where string, ms []migration) (Store, error)
 	// raw runs a statement on the database beside the store, as an operator or a bug would.
@@ -27,7 +29,7 @@ type backend struct {
 func sqliteBackend() backend {
 	return backend{
 		d:           sqliteDialect,
-		newDatabase: func(t *testing.T) string { return filepath.Join(t.TempDir(), "history.db") },
+		newDatabase: func(t testing.TB) string { return filepath.Join(t.TempDir(), "history.db") },
 		open: func(_ context.Context, path string, ms []migration) (Store, error) {
 			return openSQLite(path, ms)
 		},
@@ -46,11 +48,13 @@ func sqliteBackend() backend {
 	}
 }
 
-func postgresBackend(t *testing.T) backend {
+func postgresBackend(t testing.TB) (backend, *pgtest.Server) {
+	start := time.Now()
 	server := pgtest.NewServer(t)
+	t.Logf("PostgreSQL started in %s", time.Since(start).Round(time.Millisecond))
 	return backend{
 		d:           postgresDialect,
-		newDatabase: func(t *testing.T) string { return server.CreateDatabase(t) },
+		newDatabase: func(t testing.TB) string { return server.CreateDatabase(t) },
 		open:        openPostgres,
 		raw: func(t *testing.T, dsn string) func(string, ...any) error {
 			pool, err := pgxpool.New(context.Background(), dsn)
@@ -64,7 +68,7 @@ func postgresBackend(t *testing.T) backend {
 			}
 		},
 		indexExists: "SELECT COUNT(*) FROM pg_indexes WHERE indexname = $1",
-	}
+	}, server
 }
 
 func TestSQLite(t *testing.T) {
@@ -72,5 +76,34 @@ func TestSQLite(t *testing.T) {
 }
 
 func TestPostgres(t *testing.T) {
-	runConformance(t, postgresBackend(t))
+	b, server := postgresBackend(t)
+	runConformance(t, b)
+	t.Run("Outage", func(t *testing.T) { testOutage(t, b, server) })
+}
+
+// testOutage: while the database is down the store reports errors, and once it is back the same
+// store works again without being reopened.
+func testOutage(t *testing.T, b backend, server *pgtest.Server) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	s, err := b.open(ctx, b.newDatabase(t), nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer s.Close()
+	g.Expect(s.UpsertJob(ctx, JobRecord{ID: "github/before", Namespace: "ns"})).To(Succeed())
+
+	server.Stop(t)
+	short, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err = s.UpsertJob(short, JobRecord{ID: "github/during", Namespace: "ns"})
+	g.Expect(err).To(MatchError(ContainSubstring("storing job github/during")))
+	_, err = s.Jobs(short, JobQuery{})
+	g.Expect(err).To(HaveOccurred())
+
+	server.Restart(t)
+	g.Eventually(func() error {
+		return s.UpsertJob(ctx, JobRecord{ID: "github/after", Namespace: "ns"})
+	}).WithTimeout(10 * time.Second).Should(Succeed())
+	jobs, err := s.Jobs(ctx, JobQuery{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(jobs).To(HaveLen(2), "what was committed before the outage is still there")
 }
