@@ -39,6 +39,10 @@ func (s *Server) apiRoutes() []route {
 		{Method: "GET", Path: "/api/v1/jobs/{id}/log", Handler: s.getJobLog},
 		{Method: "GET", Path: "/api/v1/pools", Handler: s.getPools},
 		{Method: "PATCH", Path: "/api/v1/pools/{namespace}/{name}", Change: true, Handler: s.patchPool},
+		{Method: "GET", Path: "/api/v1/networks", Handler: s.getNetworks},
+		{Method: "GET", Path: "/api/v1/namespaces/{namespace}/networks/{name}", Handler: s.getNetworkDetail},
+		{Method: "GET", Path: "/api/v1/storages", Handler: s.getStorages},
+		{Method: "GET", Path: "/api/v1/namespaces/{namespace}/storages/{name}", Handler: s.getStorageDetail},
 	}
 }
 

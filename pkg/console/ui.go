@@ -36,6 +36,9 @@ var pages = func() map[string]*template.Template {
 			return shortDuration(time.Duration(*s) * time.Second)
 		},
 		"list":  func(v ...string) []string { return v },
+		"bytes": humanBytes,
+		"plus":  func(a, b int64) int64 { return a + b },
+		"inc":   func(i int) int { return i + 1 },
 		"jobID": jobID,
 		"fieldError": func(errs []FieldError, field string) string {
 			for _, e := range errs {
@@ -125,6 +128,10 @@ func (s *Server) registerUI() {
 	s.mux.HandleFunc("POST /vms/{namespace}/{name}/delete", s.ui(true, s.deleteVMForm))
 	s.mux.HandleFunc("POST /vms/{namespace}/{name}/power-on", s.ui(true, s.powerForm(opPowerOn)))
 	s.mux.HandleFunc("POST /vms/{namespace}/{name}/power-off", s.ui(true, s.powerForm(opPowerOff)))
+	s.mux.HandleFunc("GET /networks", s.ui(false, s.networksPage))
+	s.mux.HandleFunc("GET /networks/{namespace}/{name}", s.ui(false, s.networkPage))
+	s.mux.HandleFunc("GET /storage", s.ui(false, s.storagesPage))
+	s.mux.HandleFunc("GET /storage/{namespace}/{name}", s.ui(false, s.storagePage))
 	s.mux.HandleFunc("GET /jobs", s.ui(false, s.jobsPage))
 	s.mux.HandleFunc("GET /jobs/{id}", s.ui(false, s.jobPage))
 	s.mux.HandleFunc("GET /signed-out", func(w http.ResponseWriter, _ *http.Request) {
