@@ -7,8 +7,8 @@ import (
 // VMStorageFinalizer keeps a VMStorage until its hypervisor definitions are gone.
 const VMStorageFinalizer = "vmstorage.hyperfleet.io"
 
-// VMStorageNameLabel is set on a MachineClaim placed on a VMStorage, to "<namespace>.<name>" of
-// the storage, and on the snapshot schedules the storage's defaults made for it.
+// VMStorageNameLabel is set on the snapshot schedules a VMStorage's defaults made, to
+// "<namespace>.<name>" of the storage. A claim placed on a storage names it in status.storage.
 const VMStorageNameLabel = "hyperfleet.io/vm-storage"
 
 // VMStorageType is a storage backend.
