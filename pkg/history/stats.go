@@ -2,6 +2,8 @@ package history
 
 import (
 	"cmp"
+	"context"
+	"fmt"
 	"slices"
 	"time"
 )
@@ -64,4 +66,34 @@ func percentiles(ds []time.Duration) Percentiles {
 		return ds[max(i, 0)]
 	}
 	return Percentiles{Samples: int64(len(ds)), P50: rank(50), P90: rank(90), P99: rank(99)}
+}
+
+func (s *sqlStore) Percentiles(ctx context.Context, q StatsQuery) ([]PoolStats, error) {
+	f := &filter{d: s.d}
+	f.in("namespace", q.Namespaces)
+	f.equal("pool", q.Pool)
+	f.between("sort_at", q.From, q.To)
+	query := "SELECT namespace, pool, queued_at, job_started_at, job_finished_at, outcome FROM jobs" + f.String()
+	rows, err := s.r.QueryContext(ctx, s.d.rebind(query), f.args...)
+	if err != nil {
+		return nil, fmt.Errorf("reading job times: %w", err)
+	}
+	defer rows.Close()
+	var samples []statSample
+	for rows.Next() {
+		var (
+			sm                        statSample
+			queued, started, finished nullTime
+			outcome                   string
+		)
+		if err := rows.Scan(&sm.namespace, &sm.pool, &queued, &started, &finished, &outcome); err != nil {
+			return nil, fmt.Errorf("reading job times: %w", err)
+		}
+		sm.queued, sm.started, sm.finished, sm.outcome = queued.ptr(), started.ptr(), finished.ptr(), Outcome(outcome)
+		samples = append(samples, sm)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading job times: %w", err)
+	}
+	return summarise(samples), nil
 }
