@@ -196,6 +196,9 @@ func taskOutcomeSeen(op string, vm hypervisor.VM, err error) bool {
 func (r *Reconciler) release(ctx context.Context, s *claimScope, why string) (ctrl.Result, error) {
 	if _, moving := s.claim.Annotations[clusterctlv1.DeleteForMoveAnnotation]; !moving {
 		// A moved claim's addresses stay with it; any other claim's go back to their pools.
+		if err := r.releaseNetworkAddresses(ctx, s); err != nil {
+			return ctrl.Result{}, err
+		}
 		if err := r.releaseIPAddresses(ctx, s); err != nil {
 			return ctrl.Result{}, err
 		}

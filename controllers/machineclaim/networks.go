@@ -2,13 +2,16 @@ package machineclaim
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -96,8 +99,7 @@ func networkNIC(nic hypervisor.NIC, a attachedNetwork) hypervisor.NIC {
 }
 
 // reserveAddresses records each NIC's address in the hypervisor's own IPAM, where it has one,
-// so its DHCP server gives the guest the address cloud-init sets. It goes through the
-// HypervisorCluster that defined the network: the network's objects carry that one's marks.
+// so its DHCP server gives the guest the address cloud-init sets.
 func (r *Reconciler) reserveAddresses(ctx context.Context, s *claimScope) error {
 	c := s.claim
 	for _, nic := range c.Spec.NICs {
@@ -109,28 +111,85 @@ func (r *Reconciler) reserveAddresses(ctx context.Context, s *claimScope) error 
 		if !ok {
 			continue
 		}
-		p := s.provider
-		hcName := s.hc.Namespace + "/" + s.hc.Name
-		if a.network.Namespace != s.hc.Namespace || a.via != s.hc.Name {
-			hc := &infrav1.HypervisorCluster{}
-			if err := r.Client.Get(ctx, client.ObjectKey{Namespace: a.network.Namespace, Name: a.via}, hc); err != nil {
-				return fmt.Errorf("HypervisorCluster %s/%s of VMNetwork %s: %w", a.network.Namespace, a.via, a.network.Name, err)
-			}
-			var err error
-			if p, err = r.Registry.Get(ctx, hc); err != nil {
-				return err
-			}
-			hcName = hc.Namespace + "/" + hc.Name
+		nw, owner, err := r.networker(ctx, s, a)
+		if err != nil || nw == nil {
+			return err
 		}
-		nw, ok := hypervisor.As[hypervisor.Networker](p)
-		if !ok {
-			continue
-		}
-		if err := nw.ReserveAddress(ctx, a.network.Status.NetworkID, hypervisor.Ownership{Cluster: hcName}, addr.prefix.Addr(), nicMAC(c.Spec.ClaimID, nic.Name)); err != nil {
+		if err := nw.ReserveAddress(ctx, a.network.Status.NetworkID, owner, addr.prefix.Addr(), nicMAC(c.Spec.ClaimID, nic.Name)); err != nil {
 			return fmt.Errorf("reserving %s for NIC %s on VMNetwork %s/%s: %w", addr.prefix.Addr(), nic.Name, a.network.Namespace, a.network.Name, err)
 		}
 	}
 	return nil
+}
+
+// releaseNetworkAddresses undoes reserveAddresses once the VM is gone: a reservation left in a
+// DHCP scope would refuse the address to the next VM it is allocated to. Proxmox drops a
+// destroyed VM's IPAM entries itself; the release is then a no-op. A network or cluster that is
+// gone has nothing left to release.
+func (r *Reconciler) releaseNetworkAddresses(ctx context.Context, s *claimScope) error {
+	c := s.claim
+	if s.hc == nil {
+		return nil
+	}
+	for _, nic := range c.Spec.NICs {
+		if nic.Network == nil {
+			continue
+		}
+		ip := &ipamv1.IPAddress{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: ipAddressClaimName(c.Name, nic.Name, false)}, ip); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return err
+		}
+		addr, err := netip.ParseAddr(ip.Spec.Address)
+		if err != nil {
+			continue
+		}
+		n := &fleetv1.VMNetwork{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: networkNamespace(c, nic.Network), Name: nic.Network.Name}, n); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return err
+		}
+		rz, via, err := vmnetwork.RealizationFor(n, s.hc)
+		if err != nil || n.Status.NetworkID == "" {
+			continue //nolint:nilerr // not defined on this hypervisor: nothing was reserved there
+		}
+		nw, owner, err := r.networker(ctx, s, attachedNetwork{network: n, realization: rz, via: via})
+		if err != nil || nw == nil {
+			return err
+		}
+		err = nw.ReleaseAddress(ctx, n.Status.NetworkID, owner, addr, nicMAC(c.Spec.ClaimID, nic.Name))
+		if err != nil && !errors.Is(err, hypervisor.ErrNotFound) && !errors.Is(err, hypervisor.ErrNotOwned) {
+			return fmt.Errorf("releasing %s of NIC %s on VMNetwork %s/%s: %w", addr, nic.Name, n.Namespace, n.Name, err)
+		}
+	}
+	return nil
+}
+
+// networker is the Networker of the HypervisorCluster that defined a's network, with the
+// ownership its objects carry: the claim's own when the network is in its namespace, otherwise
+// the one of the network's namespace on the same hypervisor. Nil when the provider has none.
+func (r *Reconciler) networker(ctx context.Context, s *claimScope, a attachedNetwork) (hypervisor.Networker, hypervisor.Ownership, error) {
+	p := s.provider
+	hc := s.hc
+	if a.network.Namespace != s.hc.Namespace || a.via != s.hc.Name || p == nil {
+		hc = &infrav1.HypervisorCluster{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: a.network.Namespace, Name: a.via}, hc); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, hypervisor.Ownership{}, nil
+			}
+			return nil, hypervisor.Ownership{}, fmt.Errorf("HypervisorCluster %s/%s of VMNetwork %s: %w", a.network.Namespace, a.via, a.network.Name, err)
+		}
+		var err error
+		if p, err = r.Registry.Get(ctx, hc); err != nil {
+			return nil, hypervisor.Ownership{}, err
+		}
+	}
+	nw, _ := hypervisor.As[hypervisor.Networker](p)
+	return nw, hypervisor.Ownership{Cluster: hc.Namespace + "/" + hc.Name}, nil
 }
 
 // networkNameservers are the resolvers the claim's networks announce, for a claim that names

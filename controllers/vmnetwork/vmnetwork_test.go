@@ -166,9 +166,17 @@ func TestNetworkOnProxmoxAndHyperV(t *testing.T) {
 	_, ok = pve.SDNObject("vnets", "v"+id, true)
 	g.Expect(ok).To(BeTrue(), "the VNet stays while VMs use it")
 
-	for _, c := range claims {
-		g.Expect(controllertest.Env.Client.Delete(ctx, c)).To(Succeed())
+	// The Hyper-V VM goes first: its DHCP reservation goes with it, or the address could not be
+	// reserved for the next VM it is given to.
+	g.Expect(controllertest.Env.Client.Delete(ctx, claims["hv"])).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		err := controllertest.Env.Client.Get(ctx, client.ObjectKeyFromObject(claims["hv"]), &infrav1.MachineClaim{})
+		g.Expect(err).To(HaveOccurred())
+	}, 60*time.Second, 200*time.Millisecond).Should(Succeed())
+	for _, sc := range hv.Network(hvClaim.Status.Node).Scopes {
+		g.Expect(sc.Reservations).NotTo(ContainElement(HaveField("IPAddress", addresses["hv"])), "the reservation is released with the VM")
 	}
+	g.Expect(controllertest.Env.Client.Delete(ctx, claims["pve"])).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		err := controllertest.Env.Client.Get(ctx, client.ObjectKeyFromObject(network), &fleetv1.VMNetwork{})
 		g.Expect(err).To(HaveOccurred(), "the network is gone once its VMs are")
