@@ -8,6 +8,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,6 +20,7 @@ import (
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
 	"github.com/hyperfleet-io/hyperfleet/test/hvsim"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
+	"github.com/hyperfleet-io/hyperfleet/test/vspheresim"
 )
 
 func TestMain(m *testing.M) { controllertest.Main(m, "an API server and the manager") }
@@ -257,4 +259,40 @@ func TestNetworkOfAnotherNamespace(t *testing.T) {
 	g.Expect(ok).To(BeTrue())
 	g.Expect(vm.Net["net0"]).To(ContainSubstring("bridge=v" + got.Status.NetworkID))
 	g.Expect(strings.Count(vm.Net["net0"], "bridge=")).To(Equal(1))
+}
+
+// TestNetworkOnVSphere: a VLAN network becomes a distributed port group with the tag; a network
+// with DHCP and a security policy is not defined on vSphere at all, and the realisation names each
+// field vSphere has no equivalent for.
+func TestNetworkOnVSphere(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	sim := vspheresim.StartForTest(t, vspheresim.Config{})
+	controllertest.StartManager(t)
+	ns := controllertest.NewNamespace(t)
+	controllertest.VSphereCluster(t, ns, "vc", sim)
+	lab := &fleetv1.VMNetwork{ObjectMeta: metav1.ObjectMeta{Name: "lab", Namespace: ns}, Spec: fleetv1.VMNetworkSpec{
+		Clusters: []fleetv1.LocalObjectReference{{Name: "vc"}}, Type: fleetv1.VLANNetwork, VLAN: ptr.To[int32](42),
+		QoS: &fleetv1.VMNetworkQoS{BandwidthMbps: 200}}}
+	ci := ciNetwork(ns, "vc")
+	g.Expect(controllertest.Env.Client.Create(ctx, lab)).To(Succeed())
+	g.Expect(controllertest.Env.Client.Create(ctx, ci)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := controllertest.Get(g, lab)
+		g.Expect(got.Status.Phase).To(Equal(fleetv1.VMNetworkReady), "%+v", got.Status)
+		g.Expect(got.Status.Realizations[0].Bridge).To(Equal("hf-" + got.Status.NetworkID))
+	}, 60*time.Second, 200*time.Millisecond).Should(Succeed())
+	id := controllertest.Get(g, lab).Status.NetworkID
+	g.Expect(sim.Portgroups()).To(ContainElement(And(HaveField("Name", "hf-"+id), HaveField("VLAN", 42))))
+	g.Eventually(func(g Gomega) {
+		got := controllertest.Get(g, ci)
+		c := conditions.Get(got, fleetv1.ReadyCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(fleetv1.UnsupportedReason))
+		g.Expect(c.Message).To(And(ContainSubstring("spec.subnets[0].dhcp"), ContainSubstring("spec.securityPolicy")))
+		g.Expect(got.Status.Phase).To(Equal(fleetv1.VMNetworkPending))
+	}, 60*time.Second, 200*time.Millisecond).Should(Succeed())
+	for _, pg := range sim.Portgroups() {
+		g.Expect(pg.Name).NotTo(Equal("hf-"+controllertest.Get(g, ci).Status.NetworkID), "nothing is half made")
+	}
 }
