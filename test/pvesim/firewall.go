@@ -225,16 +225,6 @@ func (s *Simulator) fwGroupOf(rq *request) (*fwGroup, *apiError) {
 	return g, nil
 }
 
-func (s *Simulator) getFWGroup(rq *request) (any, *apiError) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g, err := s.fwGroupOf(rq)
-	if err != nil {
-		return nil, err
-	}
-	return fwRulesJSON(g.rules), nil
-}
-
 func (s *Simulator) deleteFWGroup(rq *request) (any, *apiError) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -250,21 +240,6 @@ func (s *Simulator) deleteFWGroup(rq *request) (any, *apiError) {
 	return nil, nil
 }
 
-func (s *Simulator) postFWGroupRule(rq *request) (any, *apiError) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g, err := s.fwGroupOf(rq)
-	if err != nil {
-		return nil, err
-	}
-	r, err := s.fwRuleFrom(rq.p, nil, true)
-	if err != nil {
-		return nil, err
-	}
-	g.rules = append([]fwRule{r}, g.rules...)
-	return nil, nil
-}
-
 // rulePos reads {pos} and checks it names a rule of rules.
 func rulePos(rq *request, rules []fwRule) (int, *apiError) {
 	pos, err := strconv.Atoi(rq.p.get("pos"))
@@ -274,44 +249,102 @@ func rulePos(rq *request, rules []fwRule) (int, *apiError) {
 	return pos, nil
 }
 
-func (s *Simulator) getFWGroupRule(rq *request) (any, *apiError) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// ruleList finds the rules a request names (a security group's, a VM's) and whether they are a
+// group's, whose rules may not name another group.
+type ruleList func(s *Simulator, rq *request) (*[]fwRule, bool, *apiError)
+
+func groupRules(s *Simulator, rq *request) (*[]fwRule, bool, *apiError) {
 	g, err := s.fwGroupOf(rq)
 	if err != nil {
-		return nil, err
+		return nil, true, err
 	}
-	pos, err := rulePos(rq, g.rules)
-	if err != nil {
-		return nil, err
-	}
-	return fwRuleJSON(pos, g.rules[pos]), nil
+	return &g.rules, true, nil
 }
 
-func (s *Simulator) putFWGroupRule(rq *request) (any, *apiError) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g, err := s.fwGroupOf(rq)
+func vmRules(s *Simulator, rq *request) (*[]fwRule, bool, *apiError) {
+	f, err := s.vmFirewall(rq)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	g.rules, err = s.updateRule(rq, g.rules, true)
-	return nil, err
+	return &f.rules, false, nil
 }
 
-func (s *Simulator) deleteFWGroupRule(rq *request) (any, *apiError) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g, err := s.fwGroupOf(rq)
-	if err != nil {
+// The handlers of a rule list: PVE serves a security group's and a VM's rules alike.
+
+func (s *Simulator) listRules(of ruleList) handlerFunc {
+	return func(rq *request) (any, *apiError) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		rules, _, err := of(s, rq)
+		if err != nil {
+			return nil, err
+		}
+		return fwRulesJSON(*rules), nil
+	}
+}
+
+// addRule puts a new rule first, as PVE does without pos.
+func (s *Simulator) addRule(of ruleList) handlerFunc {
+	return func(rq *request) (any, *apiError) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		rules, inGroup, err := of(s, rq)
+		if err != nil {
+			return nil, err
+		}
+		r, err := s.fwRuleFrom(rq.p, nil, inGroup)
+		if err != nil {
+			return nil, err
+		}
+		*rules = append([]fwRule{r}, *rules...)
+		return nil, nil
+	}
+}
+
+func (s *Simulator) getRule(of ruleList) handlerFunc {
+	return func(rq *request) (any, *apiError) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		rules, _, err := of(s, rq)
+		if err != nil {
+			return nil, err
+		}
+		pos, err := rulePos(rq, *rules)
+		if err != nil {
+			return nil, err
+		}
+		return fwRuleJSON(pos, (*rules)[pos]), nil
+	}
+}
+
+func (s *Simulator) putRule(of ruleList) handlerFunc {
+	return func(rq *request) (any, *apiError) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		rules, inGroup, err := of(s, rq)
+		if err != nil {
+			return nil, err
+		}
+		*rules, err = s.updateRule(rq, *rules, inGroup)
 		return nil, err
 	}
-	pos, err := rulePos(rq, g.rules)
-	if err != nil {
-		return nil, err
+}
+
+func (s *Simulator) deleteRule(of ruleList) handlerFunc {
+	return func(rq *request) (any, *apiError) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		rules, _, err := of(s, rq)
+		if err != nil {
+			return nil, err
+		}
+		pos, err := rulePos(rq, *rules)
+		if err != nil {
+			return nil, err
+		}
+		*rules = append((*rules)[:pos:pos], (*rules)[pos+1:]...)
+		return nil, nil
 	}
-	g.rules = append(g.rules[:pos:pos], g.rules[pos+1:]...)
-	return nil, nil
 }
 
 // updateRule is update_rule: with moveto the rule moves, otherwise it changes in place.
@@ -350,71 +383,6 @@ func (s *Simulator) vmFirewall(rq *request) (*vmFirewall, *apiError) {
 		s.fw.vms[vmid] = f
 	}
 	return f, nil
-}
-
-func (s *Simulator) getVMFWRules(rq *request) (any, *apiError) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	f, err := s.vmFirewall(rq)
-	if err != nil {
-		return nil, err
-	}
-	return fwRulesJSON(f.rules), nil
-}
-
-func (s *Simulator) postVMFWRule(rq *request) (any, *apiError) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	f, err := s.vmFirewall(rq)
-	if err != nil {
-		return nil, err
-	}
-	r, err := s.fwRuleFrom(rq.p, nil, false)
-	if err != nil {
-		return nil, err
-	}
-	f.rules = append([]fwRule{r}, f.rules...)
-	return nil, nil
-}
-
-func (s *Simulator) getVMFWRule(rq *request) (any, *apiError) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	f, err := s.vmFirewall(rq)
-	if err != nil {
-		return nil, err
-	}
-	pos, err := rulePos(rq, f.rules)
-	if err != nil {
-		return nil, err
-	}
-	return fwRuleJSON(pos, f.rules[pos]), nil
-}
-
-func (s *Simulator) putVMFWRule(rq *request) (any, *apiError) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	f, err := s.vmFirewall(rq)
-	if err != nil {
-		return nil, err
-	}
-	f.rules, err = s.updateRule(rq, f.rules, false)
-	return nil, err
-}
-
-func (s *Simulator) deleteVMFWRule(rq *request) (any, *apiError) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	f, err := s.vmFirewall(rq)
-	if err != nil {
-		return nil, err
-	}
-	pos, err := rulePos(rq, f.rules)
-	if err != nil {
-		return nil, err
-	}
-	f.rules = append(f.rules[:pos:pos], f.rules[pos+1:]...)
-	return nil, nil
 }
 
 var vmFWOptionKeys = []string{"enable", "dhcp", "ipfilter", "log_level_in", "log_level_out", "macfilter", "ndp", "policy_in", "policy_out", "radv"}
