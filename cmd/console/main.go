@@ -1,6 +1,7 @@
 // Command console serves HyperFleet's operator console: the REST API under /api/v1, the web UI and
-// OIDC sign-in. It is stateless: settings come from the environment (see docs/console.md), secrets
-// from mounted files, and everything it shows is read from the Kubernetes API and the hypervisors.
+// OIDC sign-in. Settings come from the environment (see docs/console.md), secrets from mounted
+// files, and everything it shows is read from the Kubernetes API and the hypervisors; its only state
+// is the audit log, in the history database HISTORY_URL names.
 //
 //	OIDC_ISSUER_URL=https://login.example.com/tenant/v2.0 OIDC_CLIENT_ID=... OIDC_ROLE_NAME=HyperFleet.Operator \
 //	PUBLIC_URL=https://console.example.com console

@@ -23,22 +23,23 @@ func (s *Server) apiRoutes() []route {
 		{Method: "GET", Path: "/api/v1/hosts", Handler: s.getHosts},
 		{Method: "GET", Path: "/api/v1/clusters", Handler: s.getClusters},
 		{Method: "GET", Path: "/api/v1/vms", Handler: s.getVMs},
-		{Method: "POST", Path: "/api/v1/vms", Change: true, Handler: s.postVM},
-		{Method: "POST", Path: "/api/v1/vms/create", Change: true, Handler: s.postVM},
-		{Method: "POST", Path: "/api/v1/vms/delete", Change: true, Handler: s.postDeleteVM},
+		{Method: "POST", Path: "/api/v1/vms", Change: true, Audit: auditSpec{opCreate, kindMachineClaim}, Handler: s.postVM},
+		{Method: "POST", Path: "/api/v1/vms/create", Change: true, Audit: auditSpec{opCreate, kindMachineClaim}, Handler: s.postVM},
+		{Method: "POST", Path: "/api/v1/vms/delete", Change: true, Audit: auditSpec{opDelete, kindMachineClaim}, Handler: s.postDeleteVM},
 		{Method: "GET", Path: "/api/v1/vms/{namespace}/{name}", Handler: s.getVM},
-		{Method: "DELETE", Path: "/api/v1/vms/{namespace}/{name}", Change: true, Handler: s.deleteVM},
-		{Method: "POST", Path: "/api/v1/vms/{namespace}/{name}/power-on", Change: true, Handler: s.power(opPowerOn)},
-		{Method: "POST", Path: "/api/v1/vms/{namespace}/{name}/power-off", Change: true, Handler: s.power(opPowerOff)},
+		{Method: "DELETE", Path: "/api/v1/vms/{namespace}/{name}", Change: true, Audit: auditSpec{opDelete, kindMachineClaim}, Handler: s.deleteVM},
+		{Method: "POST", Path: "/api/v1/vms/{namespace}/{name}/power-on", Change: true, Audit: auditSpec{opPowerOn, kindMachineClaim}, Handler: s.power(opPowerOn)},
+		{Method: "POST", Path: "/api/v1/vms/{namespace}/{name}/power-off", Change: true, Audit: auditSpec{opPowerOff, kindMachineClaim}, Handler: s.power(opPowerOff)},
 		{Method: "GET", Path: "/api/v1/vms/{namespace}/{name}/snapshots", Handler: s.getSnapshots},
-		{Method: "POST", Path: "/api/v1/vms/{namespace}/{name}/snapshots", Change: true, Handler: s.postSnapshot},
+		{Method: "POST", Path: "/api/v1/vms/{namespace}/{name}/snapshots", Change: true, Audit: auditSpec{opCreate, kindMachineSnapshot}, Handler: s.postSnapshot},
 		{Method: "GET", Path: "/api/v1/vms/{namespace}/{name}/snapshots/{snapshot}", Handler: s.getSnapshot},
-		{Method: "DELETE", Path: "/api/v1/vms/{namespace}/{name}/snapshots/{snapshot}", Change: true, Handler: s.deleteSnapshot},
+		{Method: "DELETE", Path: "/api/v1/vms/{namespace}/{name}/snapshots/{snapshot}", Change: true, Audit: auditSpec{opDelete, kindMachineSnapshot}, Handler: s.deleteSnapshot},
 		{Method: "GET", Path: "/api/v1/jobs", Handler: s.getJobs},
 		{Method: "GET", Path: "/api/v1/jobs/{id}", Handler: s.getJob},
 		{Method: "GET", Path: "/api/v1/jobs/{id}/log", Handler: s.getJobLog},
 		{Method: "GET", Path: "/api/v1/pools", Handler: s.getPools},
-		{Method: "PATCH", Path: "/api/v1/pools/{namespace}/{name}", Change: true, Handler: s.patchPool},
+		{Method: "PATCH", Path: "/api/v1/pools/{namespace}/{name}", Change: true, Audit: auditSpec{"scale", KindRunnerPool}, Handler: s.patchPool},
+		{Method: "GET", Path: "/api/v1/audit", Handler: s.getAudit},
 		{Method: "GET", Path: "/api/v1/networks", Handler: s.getNetworks},
 		{Method: "GET", Path: "/api/v1/namespaces/{namespace}/networks/{name}", Handler: s.getNetworkDetail},
 		{Method: "GET", Path: "/api/v1/storages", Handler: s.getStorages},
@@ -129,6 +130,8 @@ func (s *Server) postVM(w http.ResponseWriter, r *http.Request, c *caller) {
 	if !decodeJSON(w, r, &req) {
 		return
 	}
+	c.auditObject("", req.Namespace, req.Name)
+	c.auditDetail("%s", req.auditDetail())
 	if errs := req.Validate(); len(errs) > 0 {
 		writeProblem(w, r, http.StatusUnprocessableEntity, "Invalid VM", "the request has invalid fields", errs)
 		return
@@ -154,6 +157,7 @@ func (s *Server) postDeleteVM(w http.ResponseWriter, r *http.Request, c *caller)
 	if !decodeJSON(w, r, &ref) {
 		return
 	}
+	c.auditObject("", ref.Namespace, ref.Name)
 	var errs []FieldError
 	if ref.Namespace == "" {
 		errs = append(errs, FieldError{Field: "namespace", Message: "is required"})

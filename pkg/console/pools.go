@@ -238,6 +238,10 @@ func (s *Server) patchPool(w http.ResponseWriter, r *http.Request, c *caller) {
 	if !decodeJSON(w, r, &req) {
 		return
 	}
+	c.auditObject(kind, r.PathValue("namespace"), r.PathValue("name"))
+	if req.Replicas != nil {
+		c.auditDetail("replicas %d", *req.Replicas)
+	}
 	pool, fe, err := scalePoolAs(r.Context(), c.Client, kind, r.PathValue("namespace"), r.PathValue("name"), req)
 	switch {
 	case err != nil:

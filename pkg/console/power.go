@@ -54,6 +54,7 @@ func (s *Server) power(op string) func(w http.ResponseWriter, r *http.Request, c
 			writeProblem(w, r, http.StatusConflict, "No power control for this VM", err.Error(), nil)
 			return
 		}
+		c.auditDetail("%s", powerDetail(claim))
 		if err := c.Client.Patch(r.Context(), claim, patch); err != nil {
 			writeKubeError(w, r, err)
 			return
@@ -62,4 +63,13 @@ func (s *Server) power(op string) func(w http.ResponseWriter, r *http.Request, c
 		w.Header().Set("Location", "/api/v1/jobs/"+j.ID)
 		writeJSON(w, http.StatusAccepted, j)
 	}
+}
+
+// powerDetail says what a power change asked for, for the audit log: the run strategy, or the
+// one-off power request of a Manual VM.
+func powerDetail(c *infrav1.MachineClaim) string {
+	if c.Spec.RunStrategy == infrav1.RunStrategyManual {
+		return "power request " + c.Annotations[infrav1.PowerRequestAnnotation]
+	}
+	return "runStrategy " + string(c.Spec.RunStrategy)
 }

@@ -21,6 +21,11 @@ type Problem struct {
 }
 
 func writeProblem(w http.ResponseWriter, _ *http.Request, status int, title, detail string, fields []FieldError) {
+	if detail != "" {
+		noteFailure(w, detail)
+	} else {
+		noteFailure(w, title)
+	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)

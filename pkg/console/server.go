@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hyperfleet-io/hyperfleet/pkg/history"
 )
 
 // Options assemble a Server.
@@ -25,6 +27,8 @@ type Options struct {
 	// OIDCClient talks to the identity provider; nil for a default client.
 	OIDCClient *http.Client
 	Log        logr.Logger
+	// OpenHistory opens the audit log's store; nil for history.Open.
+	OpenHistory func(ctx context.Context, url string) (history.Store, error)
 }
 
 // Server is the console: API, UI and sign-in.
@@ -33,8 +37,10 @@ type Server struct {
 	auth      *Authenticator
 	kube      *kube
 	inventory *Inventory
-	log       logr.Logger
-	mux       *http.ServeMux
+	// audit writes the audit log and reads it back.
+	audit *auditQueue
+	log   logr.Logger
+	mux   *http.ServeMux
 	// routes are the API's operations, the ones the OpenAPI document describes.
 	routes []route
 	// shuttingDown is closed when Serve starts to shut down: streaming job logs end then (their
@@ -46,8 +52,10 @@ type Server struct {
 // route is one API operation.
 type route struct {
 	Method, Path string
-	// Change marks operations that change something: refused to the read-only role.
+	// Change marks operations that change something: refused to the read-only role, and recorded
+	// in the audit log as Audit says, whatever the answer.
 	Change  bool
+	Audit   auditSpec
 	Handler func(w http.ResponseWriter, r *http.Request, c *caller)
 }
 
@@ -55,6 +63,8 @@ type route struct {
 type caller struct {
 	authenticated
 	Client client.Client
+	// note is the audit entry of a change, nil for a read.
+	note *auditNote
 }
 
 // New prepares a Server: it discovers the identity provider, so the issuer must answer.
@@ -82,11 +92,23 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	auth.errorPage = func(w http.ResponseWriter, status int, title, detail string) {
 		s.render(w, status, "signinerror", nil, title, "", detail)
 	}
+	open := o.OpenHistory
+	if open == nil {
+		open = history.Open
+	}
+	s.audit = newAuditQueue(o.Settings.HistoryURL, open, o.Log.WithName("audit"))
+	// One attempt now, so a console whose database answers serves its audit log from the start;
+	// the queue keeps trying in Serve when this one fails.
+	if err := s.audit.openStore(ctx); err != nil {
+		o.Log.Error(err, "audit log unavailable: changes are queued until it opens, the audit API answers 503", "url", redactURL(o.Settings.HistoryURL))
+	}
 	s.routes = s.apiRoutes()
 	s.mux = http.NewServeMux()
 	for _, rt := range s.routes {
 		s.mux.HandleFunc(rt.Method+" "+rt.Path, s.api(rt))
 	}
+	s.mux.HandleFunc("/api/v1/audit", auditIsAppendOnly("GET, HEAD"))
+	s.mux.HandleFunc("/api/v1/audit/{id}", auditIsAppendOnly(""))
 	s.mux.HandleFunc("GET /api/v1/openapi.json", serveOpenAPI)
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	s.mux.HandleFunc("GET /readyz", s.readyz)
@@ -126,18 +148,33 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) api(rt route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		c, status, err := s.callerOf(r, rt.Change)
-		if err != nil {
+		refuse := func(w http.ResponseWriter) {
 			if status == http.StatusUnauthorized {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="hyperfleet-console"`)
 			}
 			writeProblem(w, r, status, http.StatusText(status), err.Error(), nil)
-			return
 		}
-		rt.Handler(w, r, c)
+		switch {
+		case rt.Change && c != nil:
+			s.audited(rt.Audit, w, r, c.Principal, func(w http.ResponseWriter, note *auditNote) {
+				if err != nil {
+					refuse(w)
+					return
+				}
+				c.note = note
+				rt.Handler(w, r, c)
+			})
+		case err != nil:
+			refuse(w)
+		default:
+			rt.Handler(w, r, c)
+		}
 	}
 }
 
-// callerOf authenticates r and decides whether it may go on; the status says why not.
+// callerOf authenticates r and decides whether it may go on; the status says why not. A person
+// refused after they were known (role, CSRF) comes back with the error, without a client, so the
+// refusal can be recorded as theirs.
 func (s *Server) callerOf(r *http.Request, change bool) (*caller, int, error) {
 	au, err := s.auth.authenticate(r)
 	switch {
@@ -149,10 +186,10 @@ func (s *Server) callerOf(r *http.Request, change bool) (*caller, int, error) {
 		return nil, http.StatusForbidden, err
 	}
 	if err := checkCSRF(r, au); err != nil {
-		return nil, http.StatusForbidden, err
+		return &caller{authenticated: au}, http.StatusForbidden, err
 	}
 	if change && au.Principal.ReadOnly {
-		return nil, http.StatusForbidden, errors.New("your role may look but not change anything")
+		return &caller{authenticated: au}, http.StatusForbidden, errors.New("your role may look but not change anything")
 	}
 	c, err := s.kube.clientFor(au.Principal)
 	if err != nil {
@@ -184,6 +221,12 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		MaxHeaderBytes: 32 << 10,
 	}
 	srv.RegisterOnShutdown(func() { s.shutdownOnce.Do(func() { close(s.shuttingDown) }) })
+	// The audit queue outlives the server by the changes still being answered: it stops after
+	// Shutdown, then writes what is queued.
+	auditCtx, stopAudit := context.WithCancel(context.WithoutCancel(ctx))
+	auditDone := make(chan struct{})
+	go func() { s.audit.run(auditCtx); close(auditDone) }()
+	defer func() { stopAudit(); <-auditDone }()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 	select {

@@ -68,7 +68,19 @@ type Settings struct {
 	// inside the company). IssuerRoots is the system pool plus that bundle; nil when unset.
 	IssuerCAFile string
 	IssuerRoots  *x509.CertPool
+	// DataDir (DATA_DIR, default /var/lib/hyperfleet-console) is the console's writable volume.
+	DataDir string
+	// HistoryURL (HISTORY_URL, default sqlite://<DataDir>/history.db) is the durable store of the
+	// audit log: sqlite:///path/file.db or postgres://… (docs/history.md). A URL with a password
+	// is read from HistoryURLFile (HISTORY_URL_FILE) instead. A store that cannot be opened leaves
+	// the console serving everything but the audit log.
+	HistoryURL     string
+	HistoryURLFile string
 }
+
+// DefaultDataDir is where the console keeps its files when DATA_DIR is not set: the volume its
+// Deployment mounts.
+const DefaultDataDir = "/var/lib/hyperfleet-console"
 
 // LoadSettings reads Settings from getenv and the secret files it names.
 func LoadSettings(getenv func(string) string) (Settings, error) {
@@ -94,6 +106,16 @@ func LoadSettings(getenv func(string) string) (Settings, error) {
 		SessionKeyFile:     get("SESSION_KEY_FILE", DefaultSessionKeyFile),
 		SessionRevocations: get("SESSION_REVOCATIONS", ""),
 		LogLevel:           get("LOG_LEVEL", "INFO"),
+		DataDir:            strings.TrimSuffix(get("DATA_DIR", DefaultDataDir), "/"),
+	}
+	s.HistoryURL = get("HISTORY_URL", "sqlite://"+s.DataDir+"/history.db")
+	var errs []error
+	if s.HistoryURLFile = get("HISTORY_URL_FILE", ""); s.HistoryURLFile != "" {
+		b, err := os.ReadFile(s.HistoryURLFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("HISTORY_URL_FILE: %w", err))
+		}
+		s.HistoryURL = strings.TrimSpace(string(b))
 	}
 	// An empty value is the default, so "-" is no prefix, as the API server's --oidc-username-prefix has it.
 	for _, prefix := range []*string{&s.UsernamePrefix, &s.GroupsPrefix} {
@@ -101,7 +123,6 @@ func LoadSettings(getenv func(string) string) (Settings, error) {
 			*prefix = ""
 		}
 	}
-	var errs []error
 	if v := get("INVENTORY_REFRESH_INTERVAL", "15s"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < time.Second {
@@ -205,4 +226,16 @@ func issuerRoots(file string) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("OIDC_ISSUER_CA_FILE %s: no PEM certificate in it", file)
 	}
 	return roots, nil
+}
+
+// redactURL hides the password of a database URL, for logs.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return "(unparsable URL)"
+	case u.User == nil:
+		return raw
+	}
+	return u.Redacted()
 }

@@ -96,6 +96,25 @@ func TestLoadSettings(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect([]string{s.UsernameClaim, s.UsernamePrefix, s.GroupsPrefix}).To(Equal([]string{"sub", "", ""}), `"-" is no prefix`)
 	})
+	t.Run("history database", func(t *testing.T) {
+		g := NewWithT(t)
+		s, err := LoadSettings(func(k string) string { return base[k] })
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(s.HistoryURL).To(Equal("sqlite:///var/lib/hyperfleet-console/history.db"), "on the Deployment's volume")
+		env := map[string]string{"DATA_DIR": "/data/"}
+		s, _ = LoadSettings(func(k string) string { return env[k] + base[k] })
+		g.Expect(s.HistoryURL).To(Equal("sqlite:///data/history.db"))
+		env = map[string]string{"DATA_DIR": "/data", "HISTORY_URL": "postgres://console:pw@db/hyperfleet"}
+		s, _ = LoadSettings(func(k string) string { return env[k] + base[k] })
+		g.Expect(s.HistoryURL).To(Equal("postgres://console:pw@db/hyperfleet"))
+		g.Expect(redactURL(s.HistoryURL)).NotTo(ContainSubstring("pw"))
+		url := filepath.Join(dir, "history-url")
+		g.Expect(os.WriteFile(url, []byte("postgres://console:pw@db/hyperfleet\n"), 0o600)).To(Succeed())
+		env = map[string]string{"HISTORY_URL_FILE": url}
+		s, err = LoadSettings(func(k string) string { return env[k] + base[k] })
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(s.HistoryURL).To(Equal("postgres://console:pw@db/hyperfleet"), "a URL with a password comes from a file")
+	})
 }
 
 func TestPrincipalFromClaims(t *testing.T) {

@@ -50,6 +50,8 @@ func (s *Server) postSnapshot(w http.ResponseWriter, r *http.Request, c *caller)
 	if !decodeJSON(w, r, &req) {
 		return
 	}
+	c.auditObject("", r.PathValue("namespace"), req.Name)
+	c.auditDetail("VM %s, withMemory %t", r.PathValue("name"), req.WithMemory)
 	var errs []FieldError
 	if msgs := validation.IsDNS1123Label(req.Name); len(msgs) > 0 {
 		errs = append(errs, FieldError{Field: "name", Message: "must be lower-case letters, digits and '-', start and end with a letter or digit, at most 63 characters"})

@@ -91,6 +91,9 @@ func (s *Server) render(w http.ResponseWriter, status int, name string, c *calle
 			p.CSRF = c.Session.CSRF
 		}
 	}
+	if msg, ok := data.(string); ok && name == "error" {
+		noteFailure(w, msg)
+	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
@@ -121,13 +124,14 @@ func (s *Server) registerUI() {
 	s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	s.mux.HandleFunc("GET /{$}", s.ui(false, s.inventoryPage))
 	s.mux.HandleFunc("GET /pools", s.ui(false, s.poolsPage))
-	s.mux.HandleFunc("POST /pools/{namespace}/{name}/scale", s.ui(true, s.scalePoolForm))
+	s.mux.HandleFunc("POST /pools/{namespace}/{name}/scale", s.uiChange(auditSpec{"scale", KindRunnerPool}, s.scalePoolForm))
 	s.mux.HandleFunc("GET /vms/new", s.ui(false, s.newVMPage))
-	s.mux.HandleFunc("POST /vms/new", s.ui(true, s.createVMForm))
+	s.mux.HandleFunc("POST /vms/new", s.uiChange(auditSpec{"create", kindMachineClaim}, s.createVMForm))
 	s.mux.HandleFunc("GET /vms/{namespace}/{name}/delete", s.ui(false, s.deleteVMPage))
-	s.mux.HandleFunc("POST /vms/{namespace}/{name}/delete", s.ui(true, s.deleteVMForm))
-	s.mux.HandleFunc("POST /vms/{namespace}/{name}/power-on", s.ui(true, s.powerForm(opPowerOn)))
-	s.mux.HandleFunc("POST /vms/{namespace}/{name}/power-off", s.ui(true, s.powerForm(opPowerOff)))
+	s.mux.HandleFunc("POST /vms/{namespace}/{name}/delete", s.uiChange(auditSpec{"delete", kindMachineClaim}, s.deleteVMForm))
+	s.mux.HandleFunc("POST /vms/{namespace}/{name}/power-on", s.uiChange(auditSpec{opPowerOn, kindMachineClaim}, s.powerForm(opPowerOn)))
+	s.mux.HandleFunc("POST /vms/{namespace}/{name}/power-off", s.uiChange(auditSpec{opPowerOff, kindMachineClaim}, s.powerForm(opPowerOff)))
+	s.mux.HandleFunc("GET /audit", s.ui(false, s.auditPage))
 	s.mux.HandleFunc("GET /networks", s.ui(false, s.networksPage))
 	s.mux.HandleFunc("GET /networks/{namespace}/{name}", s.ui(false, s.networkPage))
 	s.mux.HandleFunc("GET /storage", s.ui(false, s.storagesPage))
@@ -219,6 +223,8 @@ func (s *Server) scalePoolForm(w http.ResponseWriter, r *http.Request, c *caller
 	}
 	n, err := strconv.ParseInt(r.PostFormValue("replicas"), 10, 32)
 	pool := kind + " " + r.PathValue("namespace") + "/" + r.PathValue("name")
+	c.auditObject(kind, r.PathValue("namespace"), r.PathValue("name"))
+	c.auditDetail("replicas %s", r.PostFormValue("replicas"))
 	if err != nil {
 		s.render(w, http.StatusUnprocessableEntity, "error", c, "Invalid scale", "", "replicas must be a whole number")
 		return
@@ -276,6 +282,8 @@ func (s *Server) createVMForm(w http.ResponseWriter, r *http.Request, c *caller)
 		CPUs: formInt(r, "cpus", &errs), MemoryMiB: formInt(r, "memoryMiB", &errs), DiskGiB: formInt(r, "diskGiB", &errs),
 		Bridge: strings.TrimSpace(r.PostFormValue("bridge")), VLAN: formInt(r, "vlan", &errs),
 		UserData: strings.ReplaceAll(r.PostFormValue("userData"), "\r\n", "\n")}
+	c.auditObject("", req.Namespace, req.Name)
+	c.auditDetail("%s", req.auditDetail())
 	errs = append(errs, req.Validate()...)
 	rerender := func(status int, errs []FieldError, msg string) {
 		_, clusters, _ := s.listHosts(r.Context(), c.Client, "")
@@ -297,9 +305,13 @@ func (s *Server) createVMForm(w http.ResponseWriter, r *http.Request, c *caller)
 }
 
 func (s *Server) renderWithError(w http.ResponseWriter, status int, name string, c *caller, title, nav string, data any, msg string) {
+	noteFailure(w, msg)
 	p := page{Title: title, Nav: nav, Data: data, Error: msg, Principal: c.Principal}
 	if c.Session != nil {
 		p.CSRF = c.Session.CSRF
+	}
+	if msg, ok := data.(string); ok && name == "error" {
+		noteFailure(w, msg)
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
@@ -343,6 +355,7 @@ func (s *Server) powerForm(op string) func(w http.ResponseWriter, r *http.Reques
 			s.render(w, http.StatusConflict, "error", c, "No power control for this VM", "", err.Error())
 			return
 		}
+		c.auditDetail("%s", powerDetail(claim))
 		if err := c.Client.Patch(r.Context(), claim, patch); err != nil {
 			s.renderKubeError(w, c, err)
 			return

@@ -59,6 +59,8 @@ var (
 	rita    = fakeoidc.User{Username: "rita", Password: "rita-pw", Email: "rita@example.com", Name: "Rita Runners", Roles: []string{operatorRole}}
 	// eve holds the console's role and registered bob's address without proving it is hers.
 	eve = fakeoidc.User{Username: "eve", Password: "eve-pw", Email: bob.Email, EmailUnverified: true, Name: "Eve", Roles: []string{operatorRole}}
+	// audrey may list MachineClaims and Namespaces cluster-wide: she reads the whole audit log.
+	audrey = fakeoidc.User{Username: "audrey", Password: "audrey-pw", Email: "audrey@example.com", Name: "Audrey Auditor", Groups: []string{"auditors"}, Roles: []string{operatorRole}}
 )
 
 var (
@@ -118,6 +120,10 @@ func TestMain(m *testing.M) {
 		if err := env.Client.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "console-test-runnerpools-only"},
 			Rules: []rbacv1.PolicyRule{{APIGroups: []string{"hyperfleet.io"}, Resources: []string{"runnerpools"},
 				Verbs: []string{"get", "list", "watch"}}}}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if err := grantAuditor(ctx, "oidc:"+audrey.Email); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
@@ -188,6 +194,12 @@ func startConsole(t *testing.T) *fixture {
 // session key; without primary, a console of its own, as startConsole does.
 func startReplica(t *testing.T, primary *fixture) *fixture {
 	t.Helper()
+	return startConsoleWithHistory(t, primary, "sqlite://"+filepath.Join(t.TempDir(), "history.db"))
+}
+
+// startConsoleWithHistory runs a console, as startReplica does, whose audit log is in historyURL.
+func startConsoleWithHistory(t *testing.T, primary *fixture, historyURL string) *fixture {
+	t.Helper()
 	g := NewWithT(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	g.Expect(err).NotTo(HaveOccurred())
@@ -198,7 +210,7 @@ func startReplica(t *testing.T, primary *fixture) *fixture {
 		issuer, key = primary.issuer, primary.sessionKey
 	} else {
 		issuer, err = fakeoidc.Start(fakeoidc.Options{
-			Users:   []fakeoidc.User{alice, victor, carol, mallory, bob, vera, rita, eve},
+			Users:   []fakeoidc.User{alice, victor, carol, mallory, bob, vera, rita, eve, audrey},
 			Clients: []fakeoidc.Client{{ID: clientID, Secret: clientSecret, RedirectURIs: []string{base + "/oidc/callback"}}},
 		})
 		g.Expect(err).NotTo(HaveOccurred())
@@ -210,6 +222,7 @@ func startReplica(t *testing.T, primary *fixture) *fixture {
 		RoleName: operatorRole, ReadOnlyRoleName: viewerRole, RoleClaim: "roles", UsernameClaim: "email", GroupsClaim: "groups",
 		UsernamePrefix: "oidc:", GroupsPrefix: "oidc:", SessionKey: key, InsecureCookies: true,
 		SessionRevocations: sessionRevocations, InventoryRefreshInterval: time.Second, LogLevel: "ERROR",
+		HistoryURL: historyURL,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := console.New(ctx, console.Options{Settings: settings, Config: consoleConfig, Scheme: api.NewScheme(), Log: ctrl.Log.WithName("console")})
@@ -229,6 +242,19 @@ func startReplica(t *testing.T, primary *fixture) *fixture {
 		return resp.StatusCode
 	}, 20*time.Second, 100*time.Millisecond).Should(Equal(http.StatusOK))
 	return &fixture{issuer: issuer, server: srv, sessionKey: key, URL: base, stop: stop}
+}
+
+// grantAuditor lets user list MachineClaims and Namespaces cluster-wide, and nothing else.
+func grantAuditor(ctx context.Context, user string) error {
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "console-test-auditor"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"infrastructure.cluster.x-k8s.io"}, Resources: []string{"machineclaims"}, Verbs: []string{"list"}},
+		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"list"}}}}
+	if err := env.Client.Create(ctx, role); err != nil {
+		return err
+	}
+	return env.Client.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "console-test-auditor"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}}})
 }
 
 // token mints a token of user for the console, changed by o.
