@@ -19,6 +19,9 @@ import (
 type promisedRoom struct {
 	node      string
 	memoryMiB int
+	// storage ("namespace/name" of a VMStorage) and storageBytes are the disks promised there.
+	storage      string
+	storageBytes int64
 }
 
 func limitsOf(hc *infrav1.HypervisorCluster) capacity.Limits {
@@ -152,6 +155,34 @@ func (rt *Runtime) Promise(c *infrav1.MachineClaim, node string, memoryMiB int) 
 	rt.mu.Unlock()
 	if q := rt.ExistingQueue(); q != nil {
 		rt.Wake(q.Placed(ClaimKey(c)))
+	}
+}
+
+// PromiseStorage remembers that c's disks (bytes) go to the VMStorage storage on node, beside the
+// memory Promise remembers, until the claim's VM runs.
+func (rt *Runtime) PromiseStorage(c *infrav1.MachineClaim, storage, node string, bytes int64) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	p := rt.promised[ClaimKey(c)]
+	p.node, p.storage, p.storageBytes = node, storage, bytes
+	rt.promised[ClaimKey(c)] = p
+}
+
+// AddPromisedStorage adds to pending (bytes by node; "" for a shared storage) the disks promised
+// on storage to claims other than self that counted (the claims in the cache that show their
+// storage) does not hold.
+func (rt *Runtime) AddPromisedStorage(self, storage string, shared bool, counted map[string]bool, pending map[string]int64) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	for key, p := range rt.promised {
+		if key == self || counted[key] || p.storage != storage {
+			continue
+		}
+		node := p.node
+		if shared {
+			node = ""
+		}
+		pending[node] += p.storageBytes
 	}
 }
 

@@ -80,7 +80,7 @@ func (r *Reconciler) placeClone(ctx context.Context, s *claimScope) (ctrl.Result
 			return res, err
 		}
 		r.placed(s, node, memory)
-		placeStorage(s, node, disks)
+		r.placeStorage(s, node, disks)
 		return r.reserveOn(ctx, s, tmpl, node)
 	}
 	noRoom := func(msg string) (ctrl.Result, error) {
@@ -140,7 +140,7 @@ func (r *Reconciler) placeClone(ctx context.Context, s *claimScope) (ctrl.Result
 		node = tmpl.Ref.Node
 	}
 	r.placed(s, node, memory)
-	placeStorage(s, node, disks)
+	r.placeStorage(s, node, disks)
 	return r.reserveOn(ctx, s, tmpl, node)
 }
 

@@ -8,12 +8,14 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/controllers/claimplacement"
+	"github.com/hyperfleet-io/hyperfleet/controllers/clusterruntime"
 	"github.com/hyperfleet-io/hyperfleet/pkg/hypervisor"
 	"github.com/hyperfleet-io/hyperfleet/pkg/vmstorage"
 )
@@ -77,7 +79,18 @@ func (r *Reconciler) reconcileStorage(ctx context.Context, s *claimScope) (ctrl.
 			why = append(why, err.Error())
 			continue
 		}
-		s.storages = append(s.storages, vmstorage.Candidate{Storage: st, Realization: rz, PendingBytes: pendingBytes(claims, c.UID, st, rz.Shared)})
+		committed, pending := placedBytes(claims, c.UID, st, rz.Shared)
+		// Claims placed an instant ago may not show their storage in the cache yet.
+		counted := map[string]bool{}
+		for i := range claims {
+			if claims[i].Status.Storage != nil {
+				counted[clusterruntime.ClaimKey(&claims[i])] = true
+			}
+		}
+		key := st.Namespace + "/" + st.Name
+		r.cluster(s).AddPromisedStorage(clusterruntime.ClaimKey(c), key, rz.Shared, counted, pending)
+		r.cluster(s).AddPromisedStorage(clusterruntime.ClaimKey(c), key, rz.Shared, counted, committed)
+		s.storages = append(s.storages, vmstorage.Candidate{Storage: st, Realization: rz, PendingBytes: pending, CommittedBytes: committed})
 	}
 	if len(s.storages) == 0 {
 		setVMCondition(c, metav1.ConditionFalse, infrav1.WaitingForStorageReason, strings.Join(why, "; "))
@@ -86,23 +99,27 @@ func (r *Reconciler) reconcileStorage(ctx context.Context, s *claimScope) (ctrl.
 	return ctrl.Result{}, nil
 }
 
-// pendingBytes are the disks of the cluster's claims placed on st whose clones have not ended:
-// the storage's reported use does not count them yet.
-func pendingBytes(claims []infrav1.MachineClaim, self any, st *fleetv1.VMStorage, shared bool) map[string]int64 {
-	out := map[string]int64{}
+// placedBytes are the disks of the cluster's claims placed on st, by node ("" for a shared
+// storage): all of them (committed), and those whose clones have not ended (pending), which the
+// storage's reported use cannot show yet.
+func placedBytes(claims []infrav1.MachineClaim, self types.UID, st *fleetv1.VMStorage, shared bool) (committed, pending map[string]int64) {
+	committed, pending = map[string]int64{}, map[string]int64{}
 	for i := range claims {
 		c := &claims[i]
 		p := c.Status.Storage
-		if any(c.UID) == self || p == nil || p.Name != st.Name || p.Namespace != st.Namespace || c.Status.CompletedStep != "" {
+		if c.UID == self || p == nil || p.Name != st.Name || p.Namespace != st.Namespace {
 			continue
 		}
 		node := c.Status.Node
 		if shared {
 			node = ""
 		}
-		out[node] += p.Bytes
+		committed[node] += p.Bytes
+		if c.Status.CompletedStep == "" {
+			pending[node] += p.Bytes
+		}
 	}
-	return out
+	return committed, pending
 }
 
 // diskBytes is what the VM's disks take on the storage spec.storage places them on: a full
@@ -147,8 +164,9 @@ func storageNodes(s *claimScope, nodes []hypervisor.Node, bytes int64) ([]hyperv
 	return nil, fmt.Sprintf("no VMStorage has room for the VM's %.1f GiB of disks on a node it may use: %s", float64(bytes)/float64(gib), strings.Join(parts, "; "))
 }
 
-// placeStorage records the storage the VM's disks go to on node.
-func placeStorage(s *claimScope, node string, bytes int64) {
+// placeStorage records the storage the VM's disks go to on node, and promises its room until
+// the cache shows the choice.
+func (r *Reconciler) placeStorage(s *claimScope, node string, bytes int64) {
 	if len(s.storages) == 0 {
 		return
 	}
@@ -158,4 +176,5 @@ func placeStorage(s *claimScope, node string, bytes int64) {
 	}
 	s.claim.Status.Storage = &infrav1.PlacedStorage{Name: cand.Storage.Name, Namespace: cand.Storage.Namespace,
 		StorageName: vmstorage.StorageName(cand.Storage), Bytes: bytes}
+	r.cluster(s).PromiseStorage(s.claim, cand.Storage.Namespace+"/"+cand.Storage.Name, node, bytes)
 }

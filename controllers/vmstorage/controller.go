@@ -188,11 +188,12 @@ func (r *Reconciler) realize(ctx context.Context, st *fleetv1.VMStorage, cluster
 		}
 		return fail(reasonOf(err), fmt.Sprintf("defining the storage on HypervisorCluster %s: %v", cluster, err))
 	}
+	observed := time.Now()
 	state, err := sg.StorageState(ctx, pool.Name)
 	if err != nil {
 		return fail(reasonOf(err), fmt.Sprintf("reading storage %s on HypervisorCluster %s: %v", pool.Name, cluster, err))
 	}
-	rz.Ready, rz.Shared = true, state.Shared
+	rz.Ready, rz.Shared, rz.ObservedTime = true, state.Shared, &metav1.Time{Time: observed}
 	for _, n := range state.Nodes {
 		rz.Nodes = append(rz.Nodes, fleetv1.VMStorageNode{Node: n.Node, Active: n.Active, TotalBytes: n.TotalBytes, UsedBytes: n.UsedBytes, AvailableBytes: n.AvailableBytes})
 	}

@@ -58,11 +58,14 @@ type Candidate struct {
 	Storage     *hfv1.VMStorage
 	Realization hfv1.VMStorageRealization
 	// PendingBytes are promised to claims placed on the storage whose disks it does not show yet,
-	// by node (a shared storage's under "").
-	PendingBytes map[string]int64
+	// and CommittedBytes to every claim placed on it, by node (a shared storage's under "").
+	PendingBytes   map[string]int64
+	CommittedBytes map[string]int64
 }
 
-// Room is how many bytes the candidate can still take on node.
+// Room is how many bytes the candidate can still take on node: the reported free space less the
+// disks it cannot show yet, and never more than its size less every disk placed on it, so a
+// reading taken while a clone was under way cannot promise the same bytes twice.
 func (c Candidate) Room(node string) int64 {
 	for _, n := range c.Realization.Nodes {
 		if n.Node != node || !n.Active {
@@ -72,7 +75,7 @@ func (c Candidate) Room(node string) int64 {
 		if c.Realization.Shared {
 			key = ""
 		}
-		return n.AvailableBytes - c.PendingBytes[key]
+		return min(n.AvailableBytes-c.PendingBytes[key], n.TotalBytes-c.CommittedBytes[key])
 	}
 	return -1 // not on that node
 }

@@ -186,6 +186,9 @@ type VMStorageRealization struct {
 	// +listType=map
 	// +listMapKey=node
 	Nodes []VMStorageNode `json:"nodes,omitempty"`
+	// observedTime is when the capacity was read.
+	// +optional
+	ObservedTime *metav1.Time `json:"observedTime,omitempty"`
 	// reason is why the storage is not ready, in one CamelCase word.
 	// +optional
 	Reason string `json:"reason,omitempty"`
