@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/vmware/govmomi"
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/session"
@@ -56,31 +57,20 @@ func (s *Simulator) EndSessions() error {
 // SetMaintenance puts host into vSphere's maintenance mode (on) or takes it out, through vCenter's
 // API as an administrator would.
 func (s *Simulator) SetMaintenance(host string, on bool) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := s.client(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = c.Logout(ctx) }()
-	f := find.NewFinder(c.Client, true)
-	dc, err := f.DefaultDatacenter(ctx)
-	if err != nil {
-		return err
-	}
-	f.SetDatacenter(dc)
-	h, err := f.HostSystem(ctx, host)
-	if err != nil {
-		return err
-	}
-	var t *object.Task
-	if on {
-		t, err = h.EnterMaintenanceMode(ctx, 0, false, nil)
-	} else {
-		t, err = h.ExitMaintenanceMode(ctx, 0)
-	}
-	if err != nil {
-		return err
-	}
-	return t.Wait(ctx)
+	return s.asAdmin(func(ctx context.Context, c *govmomi.Client, f *find.Finder, dc *object.Datacenter) error {
+		h, err := f.HostSystem(ctx, host)
+		if err != nil {
+			return err
+		}
+		var t *object.Task
+		if on {
+			t, err = h.EnterMaintenanceMode(ctx, 0, false, nil)
+		} else {
+			t, err = h.ExitMaintenanceMode(ctx, 0)
+		}
+		if err != nil {
+			return err
+		}
+		return t.Wait(ctx)
+	})
 }

@@ -6,8 +6,8 @@ import (
 	"regexp"
 	"slices"
 	"sort"
-	"time"
 
+	"github.com/vmware/govmomi"
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/simulator"
@@ -124,78 +124,56 @@ func networkOf(ctx *simulator.Context, card *types.VirtualEthernetCard) string {
 // AddPortgroup makes a distributed port group on the first switch through vCenter's API, as an
 // administrator would: one that is not HyperFleet's.
 func (s *Simulator) AddPortgroup(name, description string, vlan int) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := s.client(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = c.Logout(ctx) }()
-	f := find.NewFinder(c.Client, true)
-	dc, err := f.DefaultDatacenter(ctx)
-	if err != nil {
-		return err
-	}
-	f.SetDatacenter(dc)
-	nets, err := f.NetworkList(ctx, "*")
-	if err != nil {
-		return err
-	}
-	for _, n := range nets {
-		if sw, ok := n.(*object.DistributedVirtualSwitch); ok {
-			t, err := sw.AddPortgroup(ctx, []types.DVPortgroupConfigSpec{{Name: name, Description: description, NumPorts: 1,
-				Type:              string(types.DistributedVirtualPortgroupPortgroupTypeEarlyBinding),
-				DefaultPortConfig: &types.VMwareDVSPortSetting{Vlan: &types.VmwareDistributedVirtualSwitchVlanIdSpec{VlanId: int32(vlan)}}}})
-			if err != nil {
-				return err
-			}
-			return t.Wait(ctx)
+	return s.asAdmin(func(ctx context.Context, c *govmomi.Client, f *find.Finder, dc *object.Datacenter) error {
+		nets, err := f.NetworkList(ctx, "*")
+		if err != nil {
+			return err
 		}
-	}
-	return fmt.Errorf("the datacenter has no distributed switch")
+		for _, n := range nets {
+			if sw, ok := n.(*object.DistributedVirtualSwitch); ok {
+				t, err := sw.AddPortgroup(ctx, []types.DVPortgroupConfigSpec{{Name: name, Description: description, NumPorts: 1,
+					Type:              string(types.DistributedVirtualPortgroupPortgroupTypeEarlyBinding),
+					DefaultPortConfig: &types.VMwareDVSPortSetting{Vlan: &types.VmwareDistributedVirtualSwitchVlanIdSpec{VlanId: int32(vlan)}}}})
+				if err != nil {
+					return err
+				}
+				return t.Wait(ctx)
+			}
+		}
+		return fmt.Errorf("the datacenter has no distributed switch")
+	})
 }
 
 // AddSwitch makes another distributed switch with the given MTU, every host of the datacenter a
 // member of it.
 func (s *Simulator) AddSwitch(name string, mtu int) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := s.client(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = c.Logout(ctx) }()
-	f := find.NewFinder(c.Client, true)
-	dc, err := f.DefaultDatacenter(ctx)
-	if err != nil {
-		return err
-	}
-	f.SetDatacenter(dc)
-	folders, err := dc.Folders(ctx)
-	if err != nil {
-		return err
-	}
-	hosts, err := f.HostSystemList(ctx, "*")
-	if err != nil {
-		return err
-	}
-	spec := &types.VMwareDVSConfigSpec{DVSConfigSpec: types.DVSConfigSpec{Name: name}, MaxMtu: int32(mtu)}
-	for _, h := range hosts {
-		spec.Host = append(spec.Host, types.DistributedVirtualSwitchHostMemberConfigSpec{
-			Operation: string(types.ConfigSpecOperationAdd), Host: h.Reference()})
-	}
-	t, err := folders.NetworkFolder.CreateDVS(ctx, types.DVSCreateSpec{ConfigSpec: &types.VMwareDVSConfigSpec{
-		DVSConfigSpec: types.DVSConfigSpec{Name: name}, MaxMtu: int32(mtu)}})
-	if err != nil {
-		return err
-	}
-	info, err := t.WaitForResult(ctx)
-	if err != nil {
-		return err
-	}
-	sw := object.NewDistributedVirtualSwitch(c.Client, info.Result.(types.ManagedObjectReference))
-	if t, err = sw.Reconfigure(ctx, spec); err != nil {
-		return err
-	}
-	return t.Wait(ctx)
+	return s.asAdmin(func(ctx context.Context, c *govmomi.Client, f *find.Finder, dc *object.Datacenter) error {
+		folders, err := dc.Folders(ctx)
+		if err != nil {
+			return err
+		}
+		hosts, err := f.HostSystemList(ctx, "*")
+		if err != nil {
+			return err
+		}
+		spec := &types.VMwareDVSConfigSpec{DVSConfigSpec: types.DVSConfigSpec{Name: name}, MaxMtu: int32(mtu)}
+		for _, h := range hosts {
+			spec.Host = append(spec.Host, types.DistributedVirtualSwitchHostMemberConfigSpec{
+				Operation: string(types.ConfigSpecOperationAdd), Host: h.Reference()})
+		}
+		t, err := folders.NetworkFolder.CreateDVS(ctx, types.DVSCreateSpec{ConfigSpec: &types.VMwareDVSConfigSpec{
+			DVSConfigSpec: types.DVSConfigSpec{Name: name}, MaxMtu: int32(mtu)}})
+		if err != nil {
+			return err
+		}
+		info, err := t.WaitForResult(ctx)
+		if err != nil {
+			return err
+		}
+		sw := object.NewDistributedVirtualSwitch(c.Client, info.Result.(types.ManagedObjectReference))
+		if t, err = sw.Reconfigure(ctx, spec); err != nil {
+			return err
+		}
+		return t.Wait(ctx)
+	})
 }

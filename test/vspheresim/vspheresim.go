@@ -166,8 +166,9 @@ func (s *Simulator) client(ctx context.Context) (*govmomi.Client, error) {
 	return govmomi.NewClient(ctx, u, true)
 }
 
-// setUp names the inventory and turns the model's first VMs into the configured templates.
-func (s *Simulator) setUp(cfg Config) error {
+// asAdmin runs fn with a session of the simulator's administrator and a finder set to the
+// datacenter, as a person changing the inventory through vCenter's API would.
+func (s *Simulator) asAdmin(fn func(ctx context.Context, c *govmomi.Client, f *find.Finder, dc *object.Datacenter) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := s.client(ctx)
@@ -181,46 +182,53 @@ func (s *Simulator) setUp(cfg Config) error {
 		return err
 	}
 	f.SetDatacenter(dc)
-	s.Datacenter = dc.Name()
-	cluster, err := f.DefaultClusterComputeResource(ctx)
-	if err != nil {
-		return err
-	}
-	s.Cluster = cluster.Name()
-	ds, err := f.DefaultDatastore(ctx)
-	if err != nil {
-		return err
-	}
-	s.Datastore = ds.Name()
-	nets, err := f.NetworkList(ctx, "*")
-	if err != nil {
-		return err
-	}
-	for _, n := range nets {
-		name := n.GetInventoryPath()[strings.LastIndex(n.GetInventoryPath(), "/")+1:]
-		switch {
-		case n.Reference().Type == "DistributedVirtualPortgroup" && !strings.Contains(name, "Uplink") && s.Network == "":
-			s.Network = name
-		case strings.HasSuffix(n.Reference().Type, "DistributedVirtualSwitch") && s.Switch == "":
-			s.Switch = name
+	return fn(ctx, c, f, dc)
+}
+
+// setUp names the inventory and turns the model's first VMs into the configured templates.
+func (s *Simulator) setUp(cfg Config) error {
+	return s.asAdmin(func(ctx context.Context, c *govmomi.Client, f *find.Finder, dc *object.Datacenter) error {
+		s.Datacenter = dc.Name()
+		cluster, err := f.DefaultClusterComputeResource(ctx)
+		if err != nil {
+			return err
 		}
-	}
-	vms, err := f.VirtualMachineList(ctx, "*")
-	if err != nil {
-		return err
-	}
-	if len(vms) < len(cfg.Templates) {
-		return fmt.Errorf("vcsim made %d VMs for %d templates", len(vms), len(cfg.Templates))
-	}
-	for i, tmpl := range cfg.Templates {
-		if err := makeTemplate(ctx, vms[i], tmpl); err != nil {
-			return fmt.Errorf("template %s: %w", tmpl.Name, err)
+		s.Cluster = cluster.Name()
+		ds, err := f.DefaultDatastore(ctx)
+		if err != nil {
+			return err
 		}
-		if err := attachTags(ctx, c, url.UserPassword(s.Username, s.Password), vms[i], tmpl.VSphereTags); err != nil {
-			return fmt.Errorf("tagging template %s: %w", tmpl.Name, err)
+		s.Datastore = ds.Name()
+		nets, err := f.NetworkList(ctx, "*")
+		if err != nil {
+			return err
 		}
-	}
-	return nil
+		for _, n := range nets {
+			name := n.GetInventoryPath()[strings.LastIndex(n.GetInventoryPath(), "/")+1:]
+			switch {
+			case n.Reference().Type == "DistributedVirtualPortgroup" && !strings.Contains(name, "Uplink") && s.Network == "":
+				s.Network = name
+			case strings.HasSuffix(n.Reference().Type, "DistributedVirtualSwitch") && s.Switch == "":
+				s.Switch = name
+			}
+		}
+		vms, err := f.VirtualMachineList(ctx, "*")
+		if err != nil {
+			return err
+		}
+		if len(vms) < len(cfg.Templates) {
+			return fmt.Errorf("vcsim made %d VMs for %d templates", len(vms), len(cfg.Templates))
+		}
+		for i, tmpl := range cfg.Templates {
+			if err := makeTemplate(ctx, vms[i], tmpl); err != nil {
+				return fmt.Errorf("template %s: %w", tmpl.Name, err)
+			}
+			if err := attachTags(ctx, c, url.UserPassword(s.Username, s.Password), vms[i], tmpl.VSphereTags); err != nil {
+				return fmt.Errorf("tagging template %s: %w", tmpl.Name, err)
+			}
+		}
+		return nil
+	})
 }
 
 // attachTags attaches vSphere tags ("category:name") to vm through the vAPI, making their
