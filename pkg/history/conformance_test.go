@@ -30,6 +30,7 @@ func runConformance(t *testing.T, b backend) {
 		return s.(*sqlStore), where
 	}
 	t.Run("UpsertPieceByPiece", func(t *testing.T) { testUpsertPieceByPiece(t, open) })
+	t.Run("RunnerFacts", func(t *testing.T) { testRunnerFacts(t, open) })
 	t.Run("Sealing", func(t *testing.T) { testSealing(t, b, open) })
 	t.Run("FiltersAndPaging", func(t *testing.T) { testFiltersAndPaging(t, open) })
 	t.Run("ConcurrentUpserts", func(t *testing.T) { testConcurrentUpserts(t, open) })
@@ -86,6 +87,59 @@ func testUpsertPieceByPiece(t *testing.T, open opener) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// testRunnerFacts: what is learned about a runner's VM before its job is known (cloned, booted,
+// attested) joins the job's record once a piece of the job names the runner, and what is learned
+// after (destroyed) goes straight to the job's record; job fields in runner facts are ignored, a
+// runner of another namespace never lends its facts, and a sealed record keeps out later facts.
+func testRunnerFacts(t *testing.T, open opener) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	s, _ := open(t)
+	vm := VMRef{Provider: "proxmox", HypervisorCluster: "pve", Host: "node1", VMID: "4101", Name: "linux-x7"}
+	id, err := s.UpsertRunner(ctx, "team-a", "linux-x7", JobRecord{VM: vm, Template: TemplateRef{Name: "ubuntu", ID: "9000"},
+		Times: JobTimes{VMRequested: at(0), Cloned: at(10 * time.Second)}, Outcome: OutcomeFailed, Pool: "forged", JobID: "forged"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(id).To(BeEmpty(), "no job names the runner yet")
+	id, err = s.UpsertRunner(ctx, "team-a", "linux-x7", JobRecord{Identity: Identity{SPIFFEID: "spiffe://fleet/vm/4101"},
+		Times: JobTimes{Booted: at(30 * time.Second), Attested: at(40 * time.Second)}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(id).To(BeEmpty())
+	_, err = s.UpsertRunner(ctx, "team-b", "linux-x7", JobRecord{VM: VMRef{Host: "elsewhere"}})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	g.Expect(s.UpsertJob(ctx, JobRecord{Platform: "github", JobID: "7", Namespace: "team-a", Pool: "linux",
+		Times: JobTimes{Queued: at(20 * time.Second)}})).To(Succeed())
+	g.Expect(s.UpsertJob(ctx, JobRecord{ID: "github/7", Runner: "linux-x7", Times: JobTimes{JobStarted: at(time.Minute)}})).To(Succeed())
+	got, err := s.Job(ctx, "github/7")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got.VM).To(Equal(vm))
+	g.Expect(got.Template.ID).To(Equal("9000"))
+	g.Expect(got.Identity.SPIFFEID).To(Equal("spiffe://fleet/vm/4101"))
+	g.Expect(got.Times.Cloned).To(Equal(at(10 * time.Second)))
+	g.Expect(got.Times.Attested).To(Equal(at(40 * time.Second)))
+	g.Expect(got.Pool).To(Equal("linux"), "runner facts carry no job fields")
+	g.Expect(got.JobID).To(Equal("7"))
+	g.Expect(got.Outcome).To(BeEmpty())
+
+	id, err = s.UpsertRunner(ctx, "team-a", "linux-x7", JobRecord{Times: JobTimes{VMDestroyed: at(6 * time.Minute)}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(id).To(Equal("github/7"))
+	got, err = s.Job(ctx, "github/7")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got.Times.VMDestroyed).To(Equal(at(6 * time.Minute)))
+
+	g.Expect(s.UpsertJob(ctx, JobRecord{ID: "github/7", Outcome: OutcomeSucceeded, Envelope: []byte(`{"payloadType":"x"}`)})).To(Succeed())
+	id, err = s.UpsertRunner(ctx, "team-a", "linux-x7", JobRecord{VM: VMRef{Host: "node9"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(id).To(BeEmpty(), "a sealed record takes no facts")
+	after, err := s.Job(ctx, "github/7")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(after.VM.Host).To(Equal("node1"))
+
+	_, err = s.UpsertRunner(ctx, "", "linux-x7", JobRecord{})
+	g.Expect(err).To(MatchError(ErrInvalid))
+}
 
 // testSealing: once a record carries its envelope no upsert changes it, and neither does a raw
 // UPDATE beside the store.

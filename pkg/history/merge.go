@@ -54,6 +54,14 @@ func merge(stored, update JobRecord) JobRecord {
 	return out
 }
 
+// runnerFacts keeps of r only what is learned about a runner's VM rather than its job.
+func runnerFacts(r JobRecord) JobRecord {
+	return JobRecord{VM: r.VM, Template: r.Template, Identity: r.Identity, Times: JobTimes{
+		VMRequested: r.Times.VMRequested, Cloned: r.Times.Cloned, Booted: r.Times.Booted,
+		Attested: r.Times.Attested, VMDestroyed: r.Times.VMDestroyed,
+	}}
+}
+
 // storedTime is t as both databases keep it: UTC, to the microsecond.
 func storedTime(t *time.Time) *time.Time {
 	u := t.UTC().Truncate(time.Microsecond)

@@ -200,6 +200,13 @@ func (s *sqlStore) upsertJobOnce(ctx context.Context, r JobRecord) error {
 		return fmt.Errorf("job %s: %w", r.ID, ErrSealed)
 	}
 	merged := merge(stored, r)
+	if merged.Runner != "" && merged.Namespace != "" {
+		facts, err := s.readRunnerFacts(ctx, tx, merged.Namespace, merged.Runner, false)
+		if err != nil {
+			return err
+		}
+		merged = merge(merged, facts)
+	}
 	merged.UpdatedAt = s.now().UTC().Truncate(time.Microsecond)
 	args := s.jobArgs(merged)
 	if exists {

@@ -88,6 +88,9 @@ func (s *sqlStore) Prune(ctx context.Context, olderThan time.Time) (jobs, audit 
 	if jobs, err = res.RowsAffected(); err != nil {
 		return 0, 0, fmt.Errorf("pruning job records: %w", err)
 	}
+	if _, err := tx.ExecContext(ctx, s.d.rebind("DELETE FROM runners WHERE updated_at < ?"), before); err != nil {
+		return 0, 0, fmt.Errorf("pruning runner facts: %w", err)
+	}
 	if _, err := tx.ExecContext(ctx, s.d.allowAuditDelete); err != nil {
 		return 0, 0, fmt.Errorf("pruning audit entries: %w", err)
 	}

@@ -35,7 +35,16 @@ type Store interface {
 	// stored ones, so recorders may write what they learn piece by piece, in any order. A record
 	// with Envelope set is sealed: later upserts of it are refused with ErrSealed, since a signed
 	// record is never changed.
+	//
+	// A record that names its Runner and Namespace also gets what UpsertRunner learned about
+	// that runner's VM.
 	UpsertJob(ctx context.Context, r JobRecord) error
+	// UpsertRunner merges what a recorder learned about a runner's VM (facts' VM, Template,
+	// Identity and the VM's times: VMRequested, Cloned, Booted, Attested, VMDestroyed; every other
+	// field is ignored) into what is kept for the runner, and into the record of the job it took
+	// if that record is known and not sealed, whose ID it returns ("" when there is none yet: the
+	// facts join the job's record when UpsertJob names the runner).
+	UpsertRunner(ctx context.Context, namespace, runner string, facts JobRecord) (jobID string, err error)
 	// Job returns one record, or ErrNotFound.
 	Job(ctx context.Context, id string) (JobRecord, error)
 	// Jobs lists records newest first (by JobTimes.SortTime, then ID).
@@ -47,8 +56,9 @@ type Store interface {
 	Audit(ctx context.Context, q AuditQuery) ([]AuditEntry, error)
 	// Percentiles summarises the jobs of each namespace and pool whose SortTime is in [From, To).
 	Percentiles(ctx context.Context, q StatsQuery) ([]PoolStats, error)
-	// Prune deletes the job records not written since olderThan and the audit entries older
-	// than it, and says how many of each went.
+	// Prune deletes the job records not written since olderThan, the audit entries older than
+	// it and the runner facts not written since, and says how many job records and audit
+	// entries went.
 	Prune(ctx context.Context, olderThan time.Time) (jobs, audit int64, err error)
 	// Close releases the database.
 	Close() error
