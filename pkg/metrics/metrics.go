@@ -72,6 +72,31 @@ var (
 		Buckets: []float64{5, 10, 20, 30, 45, 60, 90, 120, 180, 300, 600, 1200},
 	})
 
+	HistoryPending = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "hyperfleet_history_pending_records",
+		Help: "Pieces of job records and audit entries waiting to be written to the history store.",
+	})
+
+	HistoryWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hyperfleet_history_writes_total",
+		Help: "Attempts to write a piece of a job record or an audit entry to the history store, by result (ok, error).",
+	}, []string{"result"})
+
+	HistoryStoreUp = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "hyperfleet_history_store_up",
+		Help: "1 when the last write to the history store succeeded, 0 while it fails (records are kept and retried).",
+	})
+
+	HistorySealed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hyperfleet_history_sealed_records_total",
+		Help: "Job records signed with the installation's provenance key once their job finished and their VM was gone.",
+	})
+
+	HistoryDropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hyperfleet_history_dropped_records_total",
+		Help: "Pieces of job records and audit entries dropped because the queue kept while the history store was unavailable was full.",
+	})
+
 	JobPickupSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "hyperfleet_job_pickup_seconds",
 		Help: "Time from a job being queued to it starting on a HyperFleet runner, from the job ledger, by CI platform " +
@@ -136,6 +161,7 @@ func Collectors() []prometheus.Collector {
 		HypervisorAPIRequestDuration, HypervisorAPIErrors, HypervisorTaskDuration,
 		DeprecatedProxmoxAPIRequestDuration, DeprecatedProxmoxAPIErrors, DeprecatedProxmoxTaskDuration,
 		WebhookDeliveries, JobPickupLatency, JobPickupSeconds,
+		HistoryPending, HistoryWrites, HistoryStoreUp, HistorySealed, HistoryDropped,
 		RunnerPoolReplicas, RunnerPoolQueuedJobs,
 		VMPoolReplicas, VMPoolCPUUtilisation, VMPoolMemoryUtilisation,
 		BootstrapAttestations, GitHubRateLimitRemaining, PlatformRateLimited,

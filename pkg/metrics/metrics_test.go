@@ -24,6 +24,11 @@ var contract = []string{
 	"hyperfleet_webhook_deliveries_total",
 	"hyperfleet_job_pickup_latency_seconds",
 	"hyperfleet_job_pickup_seconds",
+	"hyperfleet_history_pending_records",
+	"hyperfleet_history_writes_total",
+	"hyperfleet_history_store_up",
+	"hyperfleet_history_sealed_records_total",
+	"hyperfleet_history_dropped_records_total",
 	"hyperfleet_runnerpool_replicas",
 	"hyperfleet_runnerpool_queued_jobs",
 	"hyperfleet_vmpool_replicas",
@@ -56,6 +61,7 @@ func TestEveryContractMetricIsServedByTheManagerRegistry(t *testing.T) {
 	PlatformRateLimit("gitlab")
 	SetQueue("fleet/pve-a", map[string]int{"clone": 3, "delete": 0, "capacity": 2}, map[string]int{"clone": 2, "delete": 1})
 	ObserveQueueWait("fleet/pve-a", "clone", 4*time.Second)
+	HistoryWrites.WithLabelValues("ok").Inc()
 
 	families, err := crmetrics.Registry.Gather()
 	g.Expect(err).NotTo(HaveOccurred())
