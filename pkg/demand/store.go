@@ -58,6 +58,15 @@ type Store struct {
 	// Pickups, when set, is told of each job the ledger sees go from queued to in progress on a
 	// runner, once: only the write that moved the record forward reports it.
 	Pickups PickupObserver
+	// Jobs, when set, is told of each job event a write moved forward, once, after the write:
+	// the job history recorder keeps what the ledger forgets.
+	Jobs JobObserver
+}
+
+// JobObserver is told of the job events the ledger applied, with when the ledger saw them. It must
+// not block.
+type JobObserver interface {
+	ObserveJob(ctx context.Context, pool *fleetv1.RunnerPool, ev platform.JobEvent, at time.Time)
 }
 
 // NewStore returns a Store with the default retention and size bound, which reports pickup
@@ -165,6 +174,9 @@ func (s *Store) Record(ctx context.Context, pool *fleetv1.RunnerPool, ev platfor
 	})
 	if changed && err == nil && pickup != nil && s.Pickups != nil {
 		s.Pickups.ObservePickup(ctx, pool, *pickup)
+	}
+	if changed && err == nil && s.Jobs != nil {
+		s.Jobs.ObserveJob(ctx, pool, ev, at)
 	}
 	return changed, err
 }

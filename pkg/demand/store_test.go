@@ -272,3 +272,36 @@ func TestSnapshotOfPoolWithoutLedger(t *testing.T) {
 	g.Expect(d.Busy).To(BeEmpty())
 	g.Expect(d.Jobs).To(BeEmpty())
 }
+
+type observedJobs struct {
+	mu     sync.Mutex
+	states []platform.JobState
+	at     []time.Time
+}
+
+func (o *observedJobs) ObserveJob(_ context.Context, _ *fleetv1.RunnerPool, ev platform.JobEvent, at time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.states = append(o.states, ev.State)
+	o.at = append(o.at, at)
+}
+
+// TestJobObserverSeesEachAppliedEventOnce: the job history hears of exactly the events the ledger
+// applied, with the ledger's time, never of duplicates, replays or backward moves.
+func TestJobObserverSeesEachAppliedEventOnce(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	pool := createPool(t, builder.NewRunnerPool("pool", ""))
+	clk := newClock()
+	store := newStore(clk)
+	seen := &observedJobs{}
+	store.Jobs = seen
+	for _, s := range []platform.JobState{platform.JobQueued, platform.JobQueued, platform.JobInProgress, platform.JobQueued,
+		platform.JobCompleted, platform.JobCompleted} {
+		_, err := store.Record(ctx, pool, jobEvent(3, s))
+		g.Expect(err).NotTo(HaveOccurred())
+		clk.Advance(time.Second)
+	}
+	g.Expect(seen.states).To(Equal([]platform.JobState{platform.JobQueued, platform.JobInProgress, platform.JobCompleted}))
+	g.Expect(seen.at[1].Sub(seen.at[0])).To(Equal(2 * time.Second))
+}

@@ -201,6 +201,16 @@ type JoinTokenStatus struct {
 	RedeemedTime *metav1.Time `json:"redeemedTime,omitempty"`
 }
 
+// AttestedSVID identifies an X509-SVID without holding it.
+type AttestedSVID struct {
+	// serialNumber of the certificate, hex-encoded.
+	// +kubebuilder:validation:MaxLength=64
+	SerialNumber string `json:"serialNumber"`
+	// sha256 of the certificate's DER, hex-encoded.
+	// +kubebuilder:validation:Pattern=`^[a-f0-9]{64}$`
+	SHA256 string `json:"sha256"`
+}
+
 // BootstrapConfigStatus is the state of the bootstrap.
 type BootstrapConfigStatus struct {
 	// initialization is the Cluster API bootstrap contract.
@@ -233,6 +243,11 @@ type BootstrapConfigStatus struct {
 	// attestedTime is when the VM proved its identity and received its runner config.
 	// +optional
 	AttestedTime *metav1.Time `json:"attestedTime,omitempty"`
+
+	// attestedSVID identifies the X509-SVID the VM presented when it received its runner config,
+	// for the job's record.
+	// +optional
+	AttestedSVID *AttestedSVID `json:"attestedSVID,omitempty"`
 
 	// conditions: Ready, DataSecretAvailable, Attested, Paused.
 	// +optional

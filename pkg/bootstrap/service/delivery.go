@@ -2,6 +2,8 @@ package service
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"time"
@@ -72,6 +74,10 @@ func (s *Server) recordAttested(ctx context.Context, t *target) error {
 	return s.updateStatus(ctx, t.config, func(c *bootstrapv1.BootstrapConfig) {
 		now := metav1.NewTime(s.opts.Now())
 		c.Status.AttestedTime = &now
+		if t.cert != nil {
+			sum := sha256.Sum256(t.cert.Raw)
+			c.Status.AttestedSVID = &bootstrapv1.AttestedSVID{SerialNumber: t.cert.SerialNumber.Text(16), SHA256: hex.EncodeToString(sum[:])}
+		}
 		conditions.Set(c, metav1.Condition{Type: bootstrapv1.AttestedCondition, Status: metav1.ConditionTrue,
 			Reason: bootstrapv1.AttestedReason, Message: "the VM attested as " + t.id.String() + " and received its runner config",
 			ObservedGeneration: c.Generation})

@@ -66,6 +66,7 @@ func (s *Server) handleRunnerConfig(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, id, err)
 		return
 	}
+	t.cert = r.TLS.PeerCertificates[0]
 	if err := s.claimRunnerConfig(ctx, t); err != nil {
 		s.refuse(w, r, id, err)
 		return

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"net/http"
 
@@ -23,6 +24,8 @@ type target struct {
 	machine *clusterv1.Machine
 	config  *bootstrapv1.BootstrapConfig
 	pool    *fleetv1.RunnerPool
+	// cert is the X509-SVID the caller presented, when it came over mTLS.
+	cert *x509.Certificate
 }
 
 // resolve maps a verified SPIFFE ID to its live Machine, MachineClaim, BootstrapConfig and

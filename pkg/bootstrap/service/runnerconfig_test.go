@@ -2,6 +2,8 @@ package service_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
 	"strconv"
 	"testing"
@@ -49,6 +51,10 @@ func TestRunnerConfigIsIssuedOnceToItsOwnMachine(t *testing.T) {
 
 	cfgA := bootstraptest.Get(t, env.Client, a.Config)
 	g.Expect(cfgA.Status.AttestedTime).NotTo(BeNil())
+	sum := sha256.Sum256(svidA.Certificates[0].Raw)
+	g.Expect(cfgA.Status.AttestedSVID).To(Equal(&bootstrapv1.AttestedSVID{
+		SerialNumber: svidA.Certificates[0].SerialNumber.Text(16), SHA256: hex.EncodeToString(sum[:])}),
+		"the job's record names the SVID the VM presented")
 	g.Expect(conditions.IsTrue(cfgA, bootstrapv1.AttestedCondition)).To(BeTrue())
 	g.Expect(bootstraptest.Get(t, env.Client, b.Config).Status.AttestedTime).To(BeNil(), "B is untouched by A's request")
 
