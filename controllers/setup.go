@@ -57,6 +57,10 @@ type Options struct {
 	PlatformTransport http.RoundTripper
 	// PoolWakeups lets the webhook receiver trigger a RunnerPool reconcile when demand changes.
 	PoolWakeups <-chan event.TypedGenericEvent[*fleetv1.RunnerPool]
+	// History, when set, hears of VM lifecycle moments (job records, the audit log), and
+	// JobHistory of the job events the ledgers apply (pkg/manager's history recorder).
+	History    machineclaim.History
+	JobHistory demand.JobObserver
 	// Pace is how often the controllers poll and look again; its zero value is production's.
 	Pace Pace
 	// Testing holds what only tests set.
@@ -142,6 +146,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Client:       mgr.GetClient(),
 		APIReader:    mgr.GetAPIReader(),
 		Recorder:     mgr.GetEventRecorderFor("machineclaim-controller"),
+		History:      opts.History,
 		Registry:     registry,
 		WatchFilter:  opts.WatchFilter,
 		PollInterval: opts.Pace.TaskPollInterval,
@@ -215,11 +220,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 
+	poolDemand := demand.NewStore(mgr.GetClient())
+	poolDemand.Jobs = opts.JobHistory
 	pools := &runnerpool.Reconciler{
 		Client:         mgr.GetClient(),
 		APIReader:      mgr.GetAPIReader(),
 		Recorder:       mgr.GetEventRecorderFor("runnerpool-controller"),
-		Demand:         demand.NewStore(mgr.GetClient()),
+		Demand:         poolDemand,
 		Claims:         jobClaims(mgr, opts),
 		Platforms:      opts.Platforms,
 		WatchFilter:    opts.WatchFilter,

@@ -47,6 +47,7 @@ func (r *Reconciler) reconcileBootstrapped(ctx context.Context, s *claimScope) (
 	}
 	if c.Status.BootstrappedTime == nil {
 		c.Status.BootstrappedTime = config.Status.AttestedTime.DeepCopy()
+		r.history().VMAttested(c, config)
 		ctrl.LoggerFrom(ctx).Info("runner bootstrapped", "after", c.Status.BootstrappedTime.Sub(c.CreationTimestamp.Time).Round(time.Second))
 	}
 	setBootstrapCondition(c, metav1.ConditionTrue, infrav1.BootstrappedReason,

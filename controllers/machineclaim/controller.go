@@ -48,8 +48,10 @@ type Reconciler struct {
 	Client client.Client
 	// APIReader reads the claim itself past the cache. Each reconcile must see the task and VMID the
 	// previous one wrote; a stale cache would start a second clone or forget a reservation.
-	APIReader   client.Reader
-	Recorder    record.EventRecorder
+	APIReader client.Reader
+	Recorder  record.EventRecorder
+	// History hears of VM lifecycle moments for job records and the audit log; nil keeps none.
+	History     History
 	Registry    *connection.Registry
 	WatchFilter string
 	// PollInterval is how often an in-flight hypervisor task is polled. Default 2s.

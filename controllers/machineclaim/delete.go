@@ -141,7 +141,9 @@ func (r *Reconciler) reconcileDeleteVM(ctx context.Context, s *claimScope, ref h
 	case errors.Is(err, hypervisor.ErrNotFound):
 		// Its memory is free: the next claim waiting for capacity may fit now.
 		r.cluster(s).CapacityFreed()
-		return r.release(ctx, s, fmt.Sprintf("VM %s is gone", ref))
+		why := fmt.Sprintf("VM %s is gone", ref)
+		r.history().VMDestroyed(c, s.hc, why)
+		return r.release(ctx, s, why)
 	case err != nil:
 		return r.fail(ctx, s, err)
 	case claimvm.LegacyOf(vm, c):

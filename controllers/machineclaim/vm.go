@@ -140,6 +140,7 @@ func (r *Reconciler) operationDone(s *claimScope, op, node string) {
 	switch op {
 	case infrav1.TaskClone:
 		s.claim.Status.CompletedStep = infrav1.StepCloned
+		r.history().VMCloned(s.claim, s.hc)
 	case infrav1.TaskConfigure:
 		s.claim.Status.CompletedStep = infrav1.StepConfigured
 	case infrav1.TaskStart:
@@ -220,6 +221,7 @@ func (r *Reconciler) reconcileClone(ctx context.Context, s *claimScope) (ctrl.Re
 	}
 	c.Status.CloneStartedTime = &metav1.Time{Time: time.Now()}
 	r.Recorder.Eventf(c, corev1.EventTypeNormal, infrav1.CloningEventReason, "cloning %s (%s) to VM %s", tmpl.Name, tmpl.Ref, ref)
+	r.history().VMCloning(c, s.hc, tmpl)
 	return r.recordTask(s, infrav1.TaskClone, ref.Node, task)
 }
 
@@ -528,6 +530,7 @@ func (r *Reconciler) setProvisioned(s *claimScope, addrs []hypervisor.Address) {
 	}
 	setVMCondition(c, metav1.ConditionTrue, infrav1.VMRunningReason, fmt.Sprintf("VM %s running%s", claimvm.Ref(c), where))
 	r.Recorder.Eventf(c, corev1.EventTypeNormal, infrav1.ProvisionedEventReason, "VM %s running%s", claimvm.Ref(c), where)
+	r.history().VMRunning(c, s.hc)
 	// From the claim's creation: the clone starts within a reconcile of it, and the start time of
 	// the clone task is not kept once the task ends.
 	metrics.ObserveProvisioning(s.hc.Name, time.Since(c.CreationTimestamp.Time))

@@ -180,6 +180,7 @@ func (f *Fleet) startManager(ctx, runCtx context.Context, webhookSecret, gitlabS
 		BootstrapServiceURL:          f.State.Bootstrap.URL,
 		WorkloadReaderServiceAccount: f.Installation.WorkloadReader.String(),
 		BootstrapCASecret:            f.Installation.CASecret.String(), TrustDomain: TrustDomain, RepairInterval: f.opts.RepairInterval,
+		HistoryURL: f.historyURL(),
 	}
 	if s := f.State.SPIRE; s != nil {
 		cfg.SPIREAdminAddress, cfg.SPIREAgentServerAddress = s.AdminAddress, s.AgentServerAddress
@@ -361,4 +362,14 @@ func (f *Fleet) waitHypervisorClustersAvailable(ctx context.Context) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// historyURL is the store the manager records jobs in and the console reads and audits in: one
+// SQLite file both processes' connections share (the fleet runs both in this process), unless the
+// fleet was given another.
+func (f *Fleet) historyURL() string {
+	if f.opts.HistoryURL != "" {
+		return f.opts.HistoryURL
+	}
+	return "sqlite://" + filepath.Join(f.stateDir, "history.db")
 }

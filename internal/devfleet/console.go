@@ -90,7 +90,7 @@ func (f *Fleet) startConsole(ctx, runCtx context.Context) error {
 		Listen: l.Addr().String(), PublicURL: base, IssuerURL: issuer.Issuer(), ClientID: ConsoleClientID, ClientSecret: clientSecret,
 		RoleName: ConsoleOperatorRole, ReadOnlyRoleName: ConsoleViewerRole, RoleClaim: "roles", UsernameClaim: "email",
 		GroupsClaim: "groups", UsernamePrefix: "oidc:", GroupsPrefix: "oidc:", SessionKey: key, InsecureCookies: true,
-		InventoryRefreshInterval: 2 * time.Second, LogLevel: f.opts.LogLevel,
+		InventoryRefreshInterval: 2 * time.Second, LogLevel: f.opts.LogLevel, HistoryURL: f.historyURL(),
 	}
 	srv, err := console.New(ctx, console.Options{Settings: settings, Config: cfg, Scheme: f.Env.Scheme, Log: f.log.WithName("console")})
 	if err != nil {

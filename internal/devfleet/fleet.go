@@ -52,6 +52,9 @@ type Options struct {
 	// RepairInterval is how often each pool's demand is compared with the CI platform's API;
 	// default 30s.
 	RepairInterval time.Duration
+	// HistoryURL is the store of job records and the audit log, shared by the manager and the
+	// console (docs/history.md); default a SQLite file in the state directory, history.db.
+	HistoryURL string
 	// LogLevel of the manager and the services (their logs go to files under StateDir/logs).
 	LogLevel string
 	// Identity is who attests the VMs: IdentityBuiltin (default, the bootstrap service's own CA)

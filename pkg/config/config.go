@@ -68,6 +68,13 @@ type Manager struct {
 	SPIREWorkloadAPIAddress string
 	// RepairInterval is how often each RunnerPool's demand is reconciled against its CI platform's API.
 	RepairInterval time.Duration
+	// HistoryURL names the store job records and the manager's audit entries go to
+	// (sqlite:///path or postgres://...); empty keeps no job history. HistoryURLFile names a file
+	// holding the URL instead (a mounted Secret, for a URL with a password).
+	HistoryURL     string
+	HistoryURLFile string
+	// HistoryRetention is how long job records and audit entries are kept; zero keeps them.
+	HistoryRetention time.Duration
 	// OTLPEndpoint enables OpenTelemetry tracing when set.
 	OTLPEndpoint    string
 	OTelServiceName string
@@ -162,6 +169,9 @@ func (m *Manager) Bind(fs *flag.FlagSet, getenv func(string) string) func() erro
 	str(&m.SPIREBootstrapServiceURL, setting{"spire-bootstrap-service-url", "SPIRE_BOOTSTRAP_SERVICE_URL", "URL VMs attested by SPIRE reach the bootstrap service's SPIRE endpoint (its --spire-listen) at"}, "")
 	str(&m.SPIREWorkloadAPIAddress, setting{"spire-workload-api-address", "SPIRE_WORKLOAD_API_ADDRESS", "Workload API giving the manager its SVID for a SPIRE server over TCP; empty uses SPIFFE_ENDPOINT_SOCKET"}, "")
 	duration(&m.RepairInterval, setting{"repair-interval", "REPAIR_INTERVAL", "how often RunnerPool demand is reconciled against the pool's CI platform API (repairs missed webhooks)"}, DefaultRepairInterval)
+	str(&m.HistoryURL, setting{"history-url", "HISTORY_URL", "store of job records and the manager's audit entries (sqlite:///path or postgres://...); empty keeps no job history"}, "")
+	str(&m.HistoryURLFile, setting{"history-url-file", "HISTORY_URL_FILE", "file holding the history store's URL (a mounted Secret), instead of history-url"}, "")
+	duration(&m.HistoryRetention, setting{"history-retention", "HISTORY_RETENTION", "how long job records and audit entries are kept; 0 keeps them"}, 90*24*time.Hour)
 	str(&m.OTLPEndpoint, setting{"otlp-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "OpenTelemetry OTLP endpoint; empty disables tracing"}, "")
 	str(&m.OTelServiceName, setting{"otel-service-name", "OTEL_SERVICE_NAME", "service name of the traces"}, "hyperfleet-operator")
 
@@ -196,6 +206,12 @@ func (m *Manager) Validate() error {
 	}
 	if ns, name, ok := strings.Cut(m.BootstrapCASecret, "/"); !ok || ns == "" || name == "" {
 		return fmt.Errorf("bootstrap-ca-secret must be namespace/name, got %q", m.BootstrapCASecret)
+	}
+	if m.HistoryURL != "" && m.HistoryURLFile != "" {
+		return fmt.Errorf("history-url and history-url-file are both set; set one")
+	}
+	if m.HistoryRetention < 0 {
+		return fmt.Errorf("history-retention must not be negative, got %s", m.HistoryRetention)
 	}
 	if m.ProviderTimeout <= 0 {
 		return fmt.Errorf("provider-timeout must be positive, got %s", m.ProviderTimeout)

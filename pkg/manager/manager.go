@@ -81,6 +81,9 @@ func New(ctx context.Context, restConfig *rest.Config, cfg *config.Manager, over
 	// The one CI platform seam of the manager, instrumented here once: the controllers and the
 	// webhook receiver share it (and its client cache).
 	opts.Platforms = pinstrumented.Source(opts.Platforms)
+	if err := addHistory(mgr, cfg, &opts); err != nil {
+		return nil, err
+	}
 	if err := controllers.Setup(ctx, mgr, opts); err != nil {
 		return nil, err
 	}
@@ -128,7 +131,9 @@ func addWebhookReceiver(mgr manager.Manager, cfg *config.Manager, opts controlle
 		return nil
 	}
 	notify := wakeUp(wakeups)
-	receiver := webhook.NewReceiver(mgr.GetClient(), demand.NewStore(mgr.GetClient()), webhook.Config{
+	ledgers := demand.NewStore(mgr.GetClient())
+	ledgers.Jobs = opts.JobHistory
+	receiver := webhook.NewReceiver(mgr.GetClient(), ledgers, webhook.Config{
 		Secrets: secrets, Namespace: cfg.WatchNamespace,
 		Installations: opts.Platforms,
 		Claims:        &demand.Claims{Client: mgr.GetClient(), Namespace: opts.JobClaimNamespace},
@@ -201,7 +206,9 @@ func wakeUp(wakeups chan event.TypedGenericEvent[*fleetv1.RunnerPool]) func(type
 // demand of pools that get no webhook (GitHub's spec.platform.github.demand Polling or Both)
 // comes from polling the platform's API, one poller per installation and scope.
 func addDemandPollers(mgr manager.Manager, opts controllers.Options, wakeups chan event.TypedGenericEvent[*fleetv1.RunnerPool]) error {
-	feed := &runnerpool.PolledDemand{Client: mgr.GetClient(), Demand: demand.NewStore(mgr.GetClient()), Notify: wakeUp(wakeups)}
+	ledgers := demand.NewStore(mgr.GetClient())
+	ledgers.Jobs = opts.JobHistory
+	feed := &runnerpool.PolledDemand{Client: mgr.GetClient(), Demand: ledgers, Notify: wakeUp(wakeups)}
 	if opts.JobClaimNamespace != "" {
 		feed.Claims = &demand.Claims{Client: mgr.GetClient(), Namespace: opts.JobClaimNamespace}
 	}

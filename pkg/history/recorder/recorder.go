@@ -28,9 +28,14 @@ const (
 type Options struct {
 	// Open opens the store; it is called again, with backoff, until it succeeds.
 	Open func(ctx context.Context) (history.Store, error)
-	// Signer seals finished job records; without one records are kept unsealed (and say so in
-	// the log once).
+	// Signer seals finished job records. Key, when Signer is nil, gets it the first time a record
+	// is to be sealed, and again after a failure. Without either, records are kept unsealed (and
+	// say so in the log once).
 	Signer *provenance.Signer
+	Key    func(ctx context.Context) (provenance.Signer, error)
+	// Retention is how long records are kept: once a day, and first a minute after Start, the
+	// store prunes what is older (history.Store.Prune). Zero keeps everything.
+	Retention time.Duration
 	// MaxPending bounds the queue; zero means DefaultMaxPending.
 	MaxPending int
 	// Log receives the records as structured lines (one per sealed job record and per audit
@@ -80,6 +85,8 @@ type Recorder struct {
 	wake    chan struct{}
 	health  Health
 	noKeyAt time.Time
+	// unsealed holds complete records that wait for the provenance key (writer goroutine only).
+	unsealed map[string]bool
 }
 
 // New returns a Recorder; Start runs its writer.
@@ -149,16 +156,8 @@ func (r *Recorder) Start(ctx context.Context) error {
 		}
 	}()
 	backoff := minBackoff
+	nextPrune := r.opts.Now().Add(time.Minute)
 	for {
-		p, ok := r.head()
-		if !ok {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-r.wake:
-				continue
-			}
-		}
 		var err error
 		if store == nil {
 			if store, err = r.opts.Open(ctx); err != nil {
@@ -166,7 +165,36 @@ func (r *Recorder) Start(ctx context.Context) error {
 				err = fmt.Errorf("opening the history store: %w", err)
 			}
 		}
-		if err == nil {
+		if store != nil && r.opts.Retention > 0 && !r.opts.Now().Before(nextPrune) {
+			nextPrune = r.opts.Now().Add(24 * time.Hour)
+			r.prune(ctx, store)
+		}
+		p, ok := r.head()
+		if !ok && err == nil {
+			var pruneDue, sealDue <-chan time.Time // never, without a retention or records to seal
+			if r.opts.Retention > 0 {
+				pruneDue = time.After(time.Until(nextPrune))
+			}
+			if len(r.unsealed) > 0 {
+				sealDue = time.After(backoff)
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-r.wake:
+			case <-pruneDue:
+			case <-sealDue:
+				backoff = min(2*backoff, maxBackoff)
+				for id := range r.unsealed {
+					if err := r.seal(ctx, store, id); err != nil {
+						r.opts.Log.Error(err, "sealing a job record that waited for the key", "job", id)
+						break
+					}
+				}
+			}
+			continue
+		}
+		if ok && err == nil {
 			err = r.apply(ctx, store, p)
 		}
 		switch {
@@ -190,6 +218,17 @@ func (r *Recorder) Start(ctx context.Context) error {
 		}
 		backoff = min(2*backoff, maxBackoff)
 	}
+}
+
+// prune deletes what is older than the retention. A failure is only logged: the next day tries
+// again, and nothing is lost by keeping records longer.
+func (r *Recorder) prune(ctx context.Context, store history.Store) {
+	jobs, audit, err := store.Prune(ctx, r.opts.Now().Add(-r.opts.Retention))
+	if err != nil {
+		r.opts.Log.Error(err, "pruning the history store")
+		return
+	}
+	r.opts.Log.Info("pruned the history store", "retention", r.opts.Retention, "jobRecords", jobs, "auditEntries", audit)
 }
 
 // permanent errors do not pass by retrying: the piece is dropped so that the rest may be written.

@@ -286,3 +286,64 @@ func TestOutcomes(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Retention prunes what is older, a minute after start and then daily; the key is fetched when
+// the first record is sealed.
+func TestRetentionPrunesAndKeyIsFetchedWhenNeeded(t *testing.T) {
+	g := NewWithT(t)
+	store := newStore(t)
+	old := time.Now().Add(-100 * 24 * time.Hour)
+	g.Expect(store.AppendAudit(context.Background(), history.AuditEntry{Time: old, Actor: history.Actor{Subject: "a", Kind: history.ActorPerson},
+		Action: "x", Object: history.ObjectRef{Kind: "MachineClaim", Name: "old"}})).Error().NotTo(HaveOccurred())
+	clock := &fakeClock{now: time.Now()}
+	signer := newSigner(t)
+	var fetched atomic.Int32
+	r := start(t, store, recorder.Options{Retention: 90 * 24 * time.Hour, Now: clock.Now,
+		Key: func(context.Context) (provenance.Signer, error) {
+			if fetched.Add(1) <= 3 {
+				return provenance.Signer{}, errors.New("secret not readable yet")
+			}
+			return *signer, nil
+		}})
+	r.Job(history.JobRecord{Platform: "github", JobID: "1", Namespace: "n", Outcome: history.OutcomeSucceeded,
+		Times: history.JobTimes{JobFinished: ptr(time.Now()), VMDestroyed: ptr(time.Now())}})
+	r.Job(history.JobRecord{Platform: "github", JobID: "2", Namespace: "n"})
+	g.Eventually(func() error {
+		_, err := store.Job(context.Background(), "github/2")
+		return err
+	}, 10*time.Second).Should(Succeed(), "a record waiting for the key holds up none behind it")
+	g.Eventually(func() bool {
+		rec, err := store.Job(context.Background(), "github/1")
+		return err == nil && rec.Sealed()
+	}, 10*time.Second).Should(BeTrue(), "a key that could not be read at first is read again")
+	g.Expect(fetched.Load()).To(BeEquivalentTo(4))
+
+	clock.advance(2 * time.Minute)
+	r.Audit(history.AuditEntry{Actor: history.Actor{Subject: "a", Kind: history.ActorPerson}, Action: "y",
+		Object: history.ObjectRef{Kind: "MachineClaim", Name: "new"}})
+	g.Eventually(func() []string {
+		entries, _ := store.Audit(context.Background(), history.AuditQuery{})
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Object.Name)
+		}
+		return names
+	}, 10*time.Second).Should(Equal([]string{"new"}))
+}
+
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}

@@ -48,6 +48,23 @@ func (r *Recorder) seal(ctx context.Context, store history.Store, id string) err
 	if rec.Sealed() || !Complete(rec) {
 		return nil
 	}
+	if r.opts.Signer == nil && r.opts.Key != nil {
+		signer, err := r.opts.Key(ctx)
+		if err != nil {
+			// The record is written; it waits for the key without holding up the records behind
+			// it, and is sealed when a later attempt gets the key.
+			if r.unsealed == nil {
+				r.unsealed = map[string]bool{}
+			}
+			if len(r.unsealed) == 0 {
+				r.opts.Log.Error(err, "cannot get the provenance key; finished job records wait unsealed and are sealed once it is readable", "job", id)
+			}
+			r.unsealed[id] = true
+			return nil
+		}
+		r.opts.Signer = &signer // only the writer goroutine reads or sets it
+	}
+	delete(r.unsealed, id)
 	if r.opts.Signer == nil {
 		r.mu.Lock()
 		first := r.noKeyAt.IsZero()

@@ -1,0 +1,52 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/hyperfleet-io/hyperfleet/controllers"
+	"github.com/hyperfleet-io/hyperfleet/pkg/config"
+	"github.com/hyperfleet-io/hyperfleet/pkg/history"
+	"github.com/hyperfleet-io/hyperfleet/pkg/history/recorder"
+	"github.com/hyperfleet-io/hyperfleet/pkg/provenance"
+	"github.com/hyperfleet-io/hyperfleet/pkg/provenance/custody"
+)
+
+// HistoryActor names the manager in the audit entries of the VMs it creates and destroys.
+const HistoryActor = "hyperfleet-manager"
+
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update
+
+// addHistory runs the job history recorder when a history store is configured: the ledgers tell
+// it of job events, the MachineClaim controller of VM lifecycle moments, and it seals finished
+// records with the installation's provenance key, kept in the manager's namespace
+// (custody.EnsureKey) and first made when the first record is sealed.
+func addHistory(mgr manager.Manager, cfg *config.Manager, opts *controllers.Options) error {
+	url := cfg.HistoryURL
+	if cfg.HistoryURLFile != "" {
+		b, err := os.ReadFile(cfg.HistoryURLFile)
+		if err != nil {
+			return fmt.Errorf("history-url-file: %w", err)
+		}
+		url = strings.TrimSpace(string(b))
+	}
+	if url == "" {
+		return nil
+	}
+	namespace := opts.JobClaimNamespace
+	c := mgr.GetClient()
+	rec := recorder.New(recorder.Options{
+		Open:      func(ctx context.Context) (history.Store, error) { return history.Open(ctx, url) },
+		Key:       func(ctx context.Context) (provenance.Signer, error) { return custody.EnsureKey(ctx, c, namespace) },
+		Retention: cfg.HistoryRetention,
+		Log:       ctrl.Log.WithName("history"),
+	})
+	opts.History = recorder.Claims{Recorder: rec, Actor: HistoryActor}
+	opts.JobHistory = rec
+	return mgr.Add(rec)
+}
