@@ -1,7 +1,9 @@
 package console
 
 import (
+	"cmp"
 	"context"
+	"crypto"
 	"errors"
 	"net"
 	"net/http"
@@ -15,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hyperfleet-io/hyperfleet/pkg/history"
+	"github.com/hyperfleet-io/hyperfleet/pkg/provenance/custody"
 )
 
 // Options assemble a Server.
@@ -39,8 +42,11 @@ type Server struct {
 	inventory *Inventory
 	// audit writes the audit log and reads it back.
 	audit *auditQueue
-	log   logr.Logger
-	mux   *http.ServeMux
+	// publicKeys reads the installation's public keys, as the console's ServiceAccount, to check
+	// the signatures of job records.
+	publicKeys func(ctx context.Context) ([]crypto.PublicKey, error)
+	log        logr.Logger
+	mux        *http.ServeMux
 	// routes are the API's operations, the ones the OpenAPI document describes.
 	routes []route
 	// shuttingDown is closed when Serve starts to shut down: streaming job logs end then (their
@@ -102,13 +108,18 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if err := s.audit.openStore(ctx); err != nil {
 		o.Log.Error(err, "audit log unavailable: changes are queued until it opens, the audit API answers 503", "url", redactURL(o.Settings.HistoryURL))
 	}
-	s.routes = s.apiRoutes()
+	namespace := cmp.Or(o.Settings.Namespace, DefaultNamespace)
+	s.publicKeys = func(ctx context.Context) ([]crypto.PublicKey, error) {
+		return custody.PublicKeys(ctx, reader, namespace)
+	}
+	s.routes = append(s.apiRoutes(), s.historyRoutes()...)
 	s.mux = http.NewServeMux()
 	for _, rt := range s.routes {
 		s.mux.HandleFunc(rt.Method+" "+rt.Path, s.api(rt))
 	}
 	s.mux.HandleFunc("/api/v1/audit", auditIsAppendOnly("GET, HEAD"))
 	s.mux.HandleFunc("/api/v1/audit/{id}", auditIsAppendOnly(""))
+	registerHistoryReadOnly(s.mux)
 	s.mux.HandleFunc("GET /api/v1/openapi.json", serveOpenAPI)
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	s.mux.HandleFunc("GET /readyz", s.readyz)

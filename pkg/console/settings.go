@@ -76,7 +76,17 @@ type Settings struct {
 	// the console serving everything but the audit log.
 	HistoryURL     string
 	HistoryURLFile string
+	// Namespace (POD_NAMESPACE) is the console's own namespace, where it reads the installation's
+	// public keys to check signed job records; by default its ServiceAccount's namespace, else
+	// DefaultNamespace.
+	Namespace string
 }
+
+// DefaultNamespace is the namespace of the install, where the manager publishes its public keys.
+const DefaultNamespace = "hyperfleet-system"
+
+// serviceAccountNamespaceFile is where Kubernetes mounts the namespace of the Pod's ServiceAccount.
+const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 // DefaultDataDir is where the console keeps its files when DATA_DIR is not set: the volume its
 // Deployment mounts.
@@ -109,6 +119,12 @@ func LoadSettings(getenv func(string) string) (Settings, error) {
 		DataDir:            strings.TrimSuffix(get("DATA_DIR", DefaultDataDir), "/"),
 	}
 	s.HistoryURL = get("HISTORY_URL", "sqlite://"+s.DataDir+"/history.db")
+	if s.Namespace = get("POD_NAMESPACE", ""); s.Namespace == "" {
+		s.Namespace = DefaultNamespace
+		if b, err := os.ReadFile(serviceAccountNamespaceFile); err == nil && strings.TrimSpace(string(b)) != "" {
+			s.Namespace = strings.TrimSpace(string(b))
+		}
+	}
 	var errs []error
 	if s.HistoryURLFile = get("HISTORY_URL_FILE", ""); s.HistoryURLFile != "" {
 		b, err := os.ReadFile(s.HistoryURLFile)

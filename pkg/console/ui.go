@@ -138,6 +138,9 @@ func (s *Server) registerUI() {
 	s.mux.HandleFunc("GET /storage/{namespace}/{name}", s.ui(false, s.storagePage))
 	s.mux.HandleFunc("GET /jobs", s.ui(false, s.jobsPage))
 	s.mux.HandleFunc("GET /jobs/{id}", s.ui(false, s.jobPage))
+	s.mux.HandleFunc("GET /history", s.ui(false, s.historyPage))
+	s.mux.HandleFunc("GET /history/stats", s.ui(false, s.historyStatsPage))
+	s.mux.HandleFunc("GET /history/jobs/{platform}/{id}", s.ui(false, s.historyJobPage))
 	s.mux.HandleFunc("GET /signed-out", func(w http.ResponseWriter, _ *http.Request) {
 		s.render(w, http.StatusOK, "signedout", nil, "Signed out", "", nil)
 	})

@@ -64,7 +64,7 @@ func TestConsoleKustomize(t *testing.T) {
 	g := NewWithT(t)
 	manifests := kustomize(t, "config/console")
 	objs := decode(t, manifests)
-	g.Expect(kinds(objs)).To(Equal(map[string]int{"ServiceAccount": 1, "ClusterRole": 2, "ClusterRoleBinding": 1,
+	g.Expect(kinds(objs)).To(Equal(map[string]int{"ServiceAccount": 1, "ClusterRole": 2, "ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1,
 		"ConfigMap": 1, "Deployment": 1, "Service": 1, "Ingress": 1}))
 	checkConsoleInstall(t, objs)
 	const ns = "hyperfleet-console-kustomize"
