@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/hyperfleet-io/hyperfleet/pkg/history"
+	"github.com/hyperfleet-io/hyperfleet/pkg/history/recorder"
 	"github.com/hyperfleet-io/hyperfleet/pkg/provenance"
 	"github.com/hyperfleet-io/hyperfleet/pkg/provenance/custody"
 )
@@ -188,4 +189,21 @@ func TestSignedFormIgnoresWhatTheStoreSets(t *testing.T) {
 	g.Expect(changedFields(signedForm(signed), signedForm(stored))).To(BeEmpty())
 	stored.Labels = []string{"linux"}
 	g.Expect(changedFields(signedForm(signed), signedForm(stored))).To(Equal([]string{"labels"}))
+}
+
+// TestHistoryJobSealedByTheRecorder: a record sealed as the manager's recorder seals it (the stored
+// record read back, signed, then its envelope written) shows verified.
+func TestHistoryJobSealedByTheRecorder(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	f := newHistoryFixture(t)
+	r := f.put(t, job(teamA, "linux", "9", baseday.Add(987654321*time.Nanosecond), 12*time.Second, time.Minute, history.OutcomeSucceeded))
+	stored, err := f.store.Job(ctx, r.ID)
+	g.Expect(err).NotTo(HaveOccurred())
+	envelope, err := recorder.Seal(f.signer, stored)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(f.store.UpsertJob(ctx, history.JobRecord{ID: r.ID, Envelope: envelope})).To(Succeed())
+
+	w := f.do(alice, "GET", "/api/v1/history/jobs/github/9")
+	g.Expect(decodeAs[HistoryJobDetail](g, w).Provenance).To(Equal(Provenance{Verified: true, KeyID: f.signer.KeyID()}))
 }
