@@ -97,6 +97,19 @@ func NewServer(t testing.TB) *Server {
 	if testing.Short() {
 		t.Skip("skipped in -short mode: the test needs a PostgreSQL server")
 	}
+	return newServer(t)
+}
+
+// tb is what the server needs of a test: testing.TB has it, and so does ForMain's stand-in.
+type tb interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Errorf(format string, args ...any)
+	Cleanup(func())
+}
+
+func newServer(t tb) *Server {
+	t.Helper()
 	bin := os.Getenv("PGTEST_BINDIR")
 	if bin == "" {
 		bin = BinDir
@@ -130,7 +143,7 @@ func NewServer(t testing.TB) *Server {
 }
 
 // unprivileged is the user the server runs as when the tests run as root.
-func unprivileged(t testing.TB) *syscall.Credential {
+func unprivileged(t tb) *syscall.Credential {
 	t.Helper()
 	u, err := user.Lookup(unprivilegedUser)
 	if err != nil {
@@ -141,7 +154,7 @@ func unprivileged(t testing.TB) *syscall.Credential {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 }
 
-func freePort(t testing.TB) int {
+func freePort(t tb) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -177,6 +190,11 @@ func (s *Server) DSN(db string) string {
 // CreateDatabase creates a new, empty database and returns its URL.
 func (s *Server) CreateDatabase(t testing.TB) string {
 	t.Helper()
+	return s.createDatabase(t)
+}
+
+func (s *Server) createDatabase(t tb) string {
+	t.Helper()
 	s.mu.Lock()
 	s.nextDB++
 	name := fmt.Sprintf("test%d", s.nextDB)
@@ -207,7 +225,7 @@ func (s *Server) Restart(t testing.TB) {
 	s.start(t)
 }
 
-func (s *Server) start(t testing.TB) {
+func (s *Server) start(t tb) {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -254,7 +272,7 @@ func (s *Server) start(t testing.TB) {
 	}
 }
 
-func (s *Server) stop(t testing.TB) {
+func (s *Server) stop(t tb) {
 	t.Helper()
 	s.mu.Lock()
 	cmd, exited := s.cmd, s.exited
@@ -286,3 +304,41 @@ func (s *Server) logTail() string {
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-20):], "\n")
 }
+
+// ForMain starts a server and creates a database on it for a TestMain, which has no testing.TB:
+// it returns the server, the database's URL and the function that stops the server and removes
+// its data. A failure is returned rather than ending the process.
+func ForMain() (s *Server, dsn string, stop func(), err error) {
+	m := &mainTB{}
+	stop = func() {
+		for i := len(m.cleanups) - 1; i >= 0; i-- {
+			m.cleanups[i]()
+		}
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			f, ok := r.(mainFatal)
+			if !ok {
+				panic(r)
+			}
+			stop()
+			s, dsn, stop, err = nil, "", func() {}, error(f)
+		}
+	}()
+	s = newServer(m)
+	return s, s.createDatabase(m), stop, nil
+}
+
+// mainFatal carries a Fatalf of ForMain out of the server's code.
+type mainFatal struct{ msg string }
+
+func (f mainFatal) Error() string { return f.msg }
+
+type mainTB struct{ cleanups []func() }
+
+func (*mainTB) Helper() {}
+func (*mainTB) Fatalf(format string, args ...any) {
+	panic(mainFatal{fmt.Sprintf(format, args...)})
+}
+func (*mainTB) Errorf(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+func (m *mainTB) Cleanup(f func())                { m.cleanups = append(m.cleanups, f) }

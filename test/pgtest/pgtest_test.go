@@ -60,3 +60,27 @@ func TestDatabasesAreSeparate(t *testing.T) {
 	_, err = b.Exec(ctx, "SELECT * FROM only_in_a")
 	g.Expect(err).To(MatchError(ContainSubstring("does not exist")))
 }
+
+// TestForMain: a TestMain gets a server and a database without a testing.TB, can stop and start it
+// from its tests like any other, and stop removes it.
+func TestForMain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped in -short mode: the test needs a PostgreSQL server")
+	}
+	g := NewWithT(t)
+	s, dsn, stop, err := pgtest.ForMain()
+	g.Expect(err).NotTo(HaveOccurred())
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(conn.Close(ctx)).To(Succeed())
+	s.Restart(t)
+	conn, err = pgx.Connect(ctx, dsn)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(conn.Close(ctx)).To(Succeed())
+	stop()
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err = pgx.Connect(short, dsn)
+	g.Expect(err).To(HaveOccurred(), "stop stops the server")
+}

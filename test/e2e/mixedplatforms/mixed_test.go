@@ -2,8 +2,11 @@ package mixedplatforms
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -11,16 +14,28 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	. "github.com/onsi/gomega/gstruct"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/internal/devfleet"
+	"github.com/hyperfleet-io/hyperfleet/pkg/history"
+	"github.com/hyperfleet-io/hyperfleet/pkg/history/recorder"
+	"github.com/hyperfleet-io/hyperfleet/pkg/provenance"
+	"github.com/hyperfleet-io/hyperfleet/pkg/provenance/custody"
 	"github.com/hyperfleet-io/hyperfleet/test/fakebuildkite"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegitlab"
+	"github.com/hyperfleet-io/hyperfleet/test/pgtest"
 )
 
-var fleet *devfleet.Fleet
+var (
+	fleet *devfleet.Fleet
+	// historyDB is the PostgreSQL server the fleet keeps its job records in, and historyURL its
+	// database.
+	historyDB  *pgtest.Server
+	historyURL string
+)
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -28,12 +43,24 @@ func TestMain(m *testing.M) {
 		fmt.Println("e2e (mixed platforms): skipped in -short mode")
 		os.Exit(0)
 	}
-	os.Exit(devfleet.RunTests("e2e-mixed", devfleet.Options{
+	var (
+		stop func()
+		err  error
+	)
+	historyDB, historyURL, stop, err = pgtest.ForMain()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e (mixed platforms): starting PostgreSQL for the job history:", err)
+		os.Exit(1)
+	}
+	code := devfleet.RunTests("e2e-mixed", devfleet.Options{
 		Platform:    devfleet.PlatformAll,
 		Pool:        devfleet.PoolOptions{Min: 1, Max: maxReplicas},
 		JobDuration: time.Second,
 		NoConsole:   true,
-	}, func(f *devfleet.Fleet) int { fleet = f; return m.Run() }))
+		HistoryURL:  historyURL,
+	}, func(f *devfleet.Fleet) int { fleet = f; return m.Run() })
+	stop()
+	os.Exit(code)
 }
 
 const (
@@ -46,7 +73,9 @@ const (
 // Each job runs exactly once, on a VM of its own, of its own platform's pool; no pool ever
 // counts another platform's jobs as demand, no runner of one platform is registered for another
 // platform's pool, every delivery went to its own platform's route and was accepted, and every
-// pool returns to its floor.
+// pool returns to its floor. The job history's PostgreSQL is down for a while in the middle of the
+// burst; once the VMs are gone every job has a complete record, signed, that verifies with the
+// installation's public key alone (checkRecords).
 func TestEveryPlatformsJobsRunOnTheirOwnPool(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -102,6 +131,9 @@ func TestEveryPlatformsJobsRunOnTheirOwnPool(t *testing.T) {
 		defer wg.Done()
 		bkJobs, bkErr = devfleet.CreateBuildkiteJobs(ctx, s, devfleet.BuildkiteJobRequest{Count: jobs, Name: "bk"})
 	}()
+	// The history database goes down while the jobs are picked up and run.
+	historyDB.Stop(t)
+	outage := time.AfterFunc(8*time.Second, func() { historyDB.Restart(t) })
 	wg.Wait()
 	g.Expect([]error{ghErr, glErr, bkErr}).To(HaveEach(Succeed()))
 	g.Expect(ghJobs).To(HaveLen(jobs))
@@ -175,6 +207,95 @@ func TestEveryPlatformsJobsRunOnTheirOwnPool(t *testing.T) {
 			g.Expect(rp.Status.QueuedJobs).To(BeZero(), "the %s pool has no demand left", p)
 		}
 	}, 3*time.Minute, 500*time.Millisecond).Should(Succeed(), "every pool returns to its floor")
+
+	if outage.Stop() { // the burst ended before the outage did
+		historyDB.Restart(t)
+	}
+	ids := map[string]string{} // job record ID -> platform
+	for _, j := range ghJobs {
+		ids[fmt.Sprintf("github/%d", j.ID)] = devfleet.PlatformGitHub
+	}
+	for _, j := range glJobs {
+		ids[fmt.Sprintf("gitlab/%d", j.ID)] = devfleet.PlatformGitLab
+	}
+	for _, j := range bkJobs {
+		ids["buildkite/"+j.ID] = devfleet.PlatformBuildkite
+	}
+	checkRecords(t, ids, pools, poolOf)
+}
+
+// checkRecords: every job's record in the history database is complete (the job, its pool and
+// runner, the VM, its template, the identity it attested with, every time of its life, the
+// outcome) and sealed, its envelope verifies with the public key the installation publishes and
+// holds exactly the stored record; the manager's audit log has the creation and destruction of
+// each job's VM; and the outage lost nothing (no drop counted) though writes failed meanwhile.
+func checkRecords(t *testing.T, ids map[string]string, pools map[string]devfleet.PoolState, poolOf func(string) string) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	store, err := history.Open(ctx, historyURL)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer store.Close()
+	records := map[string]history.JobRecord{}
+	g.Eventually(func(g Gomega) {
+		for id := range ids {
+			rec, err := store.Job(ctx, id)
+			g.Expect(err).NotTo(HaveOccurred(), "job %s has a record", id)
+			g.Expect(rec.Sealed()).To(BeTrue(), "job %s's record is sealed", id)
+			records[id] = rec
+		}
+	}, 2*time.Minute, time.Second).Should(Succeed(), "every job's record is sealed once its VM is gone")
+
+	keys, err := custody.PublicKeys(ctx, fleet.Client(), fleet.Installation.Namespace)
+	g.Expect(err).NotTo(HaveOccurred(), "the installation publishes its public key")
+	for id, rec := range records {
+		p := ids[id]
+		g.Expect(rec.Platform).To(Equal(p))
+		g.Expect(rec.Namespace).To(Equal(fleet.State.Namespace))
+		g.Expect(rec.Pool).To(Equal(pools[p].Name), "job %s", id)
+		g.Expect(poolOf(rec.Runner)).To(Equal(p), "job %s ran on its own pool's runner %q", id, rec.Runner)
+		g.Expect(rec.Repository).NotTo(BeEmpty(), "job %s", id)
+		g.Expect(rec.VM).To(MatchFields(IgnoreExtras, Fields{
+			"Provider": Equal("proxmox"), "HypervisorCluster": Not(BeEmpty()), "Host": Not(BeEmpty()), "VMID": Not(BeEmpty()),
+			"Name": Equal(rec.Runner)}), "job %s", id)
+		g.Expect(rec.Template.ID).NotTo(BeEmpty(), "job %s", id)
+		g.Expect(rec.Identity.SPIFFEID).To(HaveSuffix("/"+rec.Runner), "job %s", id)
+		g.Expect(rec.Identity.SVIDSerial).NotTo(BeEmpty(), "job %s", id)
+		g.Expect(rec.Identity.SVIDFingerprint).To(HavePrefix("sha256:"), "job %s", id)
+		tm := rec.Times
+		for name, v := range map[string]*time.Time{"queued": tm.Queued, "vmRequested": tm.VMRequested, "cloned": tm.Cloned,
+			"booted": tm.Booted, "attested": tm.Attested, "jobStarted": tm.JobStarted, "jobFinished": tm.JobFinished,
+			"vmDestroyed": tm.VMDestroyed} {
+			g.Expect(v).NotTo(BeNil(), "job %s: %s", id, name)
+		}
+		g.Expect(tm.VMDestroyed.Before(*tm.JobFinished)).To(BeFalse(), "job %s: its VM went after the job", id)
+		g.Expect(rec.Outcome).To(Equal(history.OutcomeSucceeded), "job %s", id)
+
+		var env provenance.Envelope
+		g.Expect(json.Unmarshal(rec.Envelope, &env)).To(Succeed())
+		st, err := provenance.Verify(env, keys...)
+		g.Expect(err).NotTo(HaveOccurred(), "job %s's record verifies", id)
+		var signed history.JobRecord
+		g.Expect(json.Unmarshal(st.Predicate, &signed)).To(Succeed())
+		g.Expect(signed).To(Equal(recorder.Signed(rec)), "job %s: the signature covers the stored record", id)
+
+		entries, err := store.Audit(ctx, history.AuditQuery{Kind: "MachineClaim", Name: rec.Runner})
+		g.Expect(err).NotTo(HaveOccurred())
+		var actions []string
+		for _, e := range entries {
+			actions = append(actions, e.Action)
+			g.Expect(e.Actor.Kind).To(Equal(history.ActorController))
+		}
+		g.Expect(actions).To(ContainElements("create-vm", "destroy-vm"), "the audit log has job %s's VM", id)
+	}
+
+	resp, err := http.Get(fleet.State.Manager.MetricsURL)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	metrics, err := io.ReadAll(resp.Body)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(metrics)).To(MatchRegexp(`(?m)^hyperfleet_history_writes_total\{result="error"\} [1-9]`), "the outage showed in the metrics")
+	g.Expect(string(metrics)).To(MatchRegexp(`(?m)^hyperfleet_history_dropped_records_total 0$`), "and lost nothing")
+	g.Expect(string(metrics)).To(MatchRegexp(`(?m)^hyperfleet_history_store_up 1$`))
 }
 
 // finished checks that every one of created (GitHub or GitLab) completed with conclusion, each
