@@ -61,6 +61,8 @@ type Options struct {
 	// JobHistory of the job events the ledgers apply (pkg/manager's history recorder).
 	History    machineclaim.History
 	JobHistory demand.JobObserver
+	// HistoryHealth says whether job records reach the store (RunnerPools' HistoryRecorded).
+	HistoryHealth runnerpool.HistoryHealth
 	// Pace is how often the controllers poll and look again; its zero value is production's.
 	Pace Pace
 	// Testing holds what only tests set.
@@ -227,6 +229,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		APIReader:      mgr.GetAPIReader(),
 		Recorder:       mgr.GetEventRecorderFor("runnerpool-controller"),
 		Demand:         poolDemand,
+		History:        opts.HistoryHealth,
 		Claims:         jobClaims(mgr, opts),
 		Platforms:      opts.Platforms,
 		WatchFilter:    opts.WatchFilter,

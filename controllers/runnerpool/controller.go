@@ -48,7 +48,10 @@ type Reconciler struct {
 	// cached Client when nil.
 	APIReader client.Reader
 	Recorder  record.EventRecorder
-	Demand    *demand.Store
+	// History, when set, tells the pools' HistoryRecorded condition whether job records reach the
+	// manager's history store.
+	History HistoryHealth
+	Demand  *demand.Store
 	// Claims gives each job one owning pool across namespaces (shared with the webhook receiver);
 	// nil leaves the repair loop to rank the pool's own namespace only.
 	Claims *demand.Claims

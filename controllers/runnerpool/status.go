@@ -3,6 +3,7 @@ package runnerpool
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -55,6 +56,7 @@ func (r *Reconciler) updateStatus(s *poolScope) {
 	metrics.SetPool(p.Namespace, p.Name, int(st.DesiredReplicas), int(replicas), int(ready), int(st.IdleReplicas), int(busy), int(st.QueuedJobs))
 	metrics.SetPoolWarm(p.Namespace, p.Name, s.warmReady)
 
+	r.setHistoryRecorded(p)
 	if s.plan.Limited {
 		conditions.Set(p, metav1.Condition{Type: fleetv1.ScalingLimitedCondition, Status: metav1.ConditionTrue,
 			Reason: fleetv1.MaxReplicasReachedReason, Message: fmt.Sprintf("demand exceeds maxReplicas %d (runners being deleted count toward it)", p.Spec.MaxReplicas)})
@@ -105,4 +107,27 @@ func (r *Reconciler) reconcileTransport(_ context.Context, s *poolScope) (ctrl.R
 	conditions.Set(p, metav1.Condition{Type: fleetv1.InsecureTransportCondition, Status: metav1.ConditionTrue,
 		Reason: fleetv1.PlainHTTPReason, Message: msg})
 	return ctrl.Result{}, nil
+}
+
+// HistoryHealth says whether the manager's job records reach the history store: ok, or since
+// when and why not.
+type HistoryHealth func() (ok bool, since time.Time, why string)
+
+// setHistoryRecorded reports on every pool whether its jobs' records are being written, so that an
+// outage of the history store shows where the jobs are; without a history the condition goes.
+func (r *Reconciler) setHistoryRecorded(p *fleetv1.RunnerPool) {
+	if r.History == nil {
+		conditions.Delete(p, fleetv1.HistoryRecordedCondition)
+		return
+	}
+	ok, since, why := r.History()
+	if ok {
+		conditions.Set(p, metav1.Condition{Type: fleetv1.HistoryRecordedCondition, Status: metav1.ConditionTrue,
+			Reason: fleetv1.HistoryStoreReachableReason, Message: "job records are written to the history store"})
+		return
+	}
+	conditions.Set(p, metav1.Condition{Type: fleetv1.HistoryRecordedCondition, Status: metav1.ConditionFalse,
+		Reason: fleetv1.HistoryStoreUnavailableReason,
+		Message: fmt.Sprintf("the history store has refused writes since %s (%s); job records wait in order and are retried, jobs are not held up",
+			since.UTC().Format(time.RFC3339), why)})
 }

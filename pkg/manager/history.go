@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -48,5 +49,13 @@ func addHistory(mgr manager.Manager, cfg *config.Manager, opts *controllers.Opti
 	})
 	opts.History = recorder.Claims{Recorder: rec, Actor: HistoryActor}
 	opts.JobHistory = rec
+	opts.HistoryHealth = func() (bool, time.Time, string) {
+		h := rec.Health()
+		why := h.LastError
+		if len(why) > 300 {
+			why = why[:300] + "…"
+		}
+		return !h.Failing, h.FailingSince, why
+	}
 	return mgr.Add(rec)
 }

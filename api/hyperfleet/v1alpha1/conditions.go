@@ -18,6 +18,14 @@ const (
 	// InsecureTransportCondition is True while the CI platform's API is reached over plain
 	// http:// (spec.platform.*.allowInsecureHTTP): credentials and tokens travel in clear text.
 	InsecureTransportCondition = "InsecureTransport"
+	// HistoryRecordedCondition is True while the manager writes job records to its history store
+	// and False while the store is unavailable (records wait in order and are retried); absent
+	// when the manager keeps no job history (docs/history.md).
+	HistoryRecordedCondition = "HistoryRecorded"
+	// HistoryStoreReachableReason (HistoryRecorded True) and HistoryStoreUnavailableReason
+	// (HistoryRecorded False).
+	HistoryStoreReachableReason   = "HistoryStoreReachable"
+	HistoryStoreUnavailableReason = "HistoryStoreUnavailable"
 
 	// ClusterNotFoundReason (Ready False): spec.clusterName names no Cluster.
 	ClusterNotFoundReason = "ClusterNotFound"

@@ -16,6 +16,7 @@ import (
 	. "github.com/onsi/gomega"
 	. "github.com/onsi/gomega/gstruct"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
@@ -131,11 +132,18 @@ func TestEveryPlatformsJobsRunOnTheirOwnPool(t *testing.T) {
 		defer wg.Done()
 		bkJobs, bkErr = devfleet.CreateBuildkiteJobs(ctx, s, devfleet.BuildkiteJobRequest{Count: jobs, Name: "bk"})
 	}()
-	// The history database goes down while the jobs are picked up and run.
+	// The history database goes down while the jobs are picked up and run, until the pools say so.
 	historyDB.Stop(t)
-	outage := time.AfterFunc(8*time.Second, func() { historyDB.Restart(t) })
 	wg.Wait()
 	g.Expect([]error{ghErr, glErr, bkErr}).To(HaveEach(Succeed()))
+	g.Eventually(func(g Gomega) {
+		rp := &fleetv1.RunnerPool{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: pools[devfleet.PlatformGitHub].Name}, rp)).To(Succeed())
+		cond := conditions.Get(rp, fleetv1.HistoryRecordedCondition)
+		g.Expect(cond).NotTo(BeNil())
+		g.Expect(cond.Reason).To(Equal(fleetv1.HistoryStoreUnavailableReason))
+	}, time.Minute, 250*time.Millisecond).Should(Succeed(), "the pool says its job records wait for the history store")
+	historyDB.Restart(t)
 	g.Expect(ghJobs).To(HaveLen(jobs))
 	g.Expect(glJobs).To(HaveLen(jobs))
 	g.Expect(bkJobs).To(HaveLen(jobs))
@@ -208,9 +216,6 @@ func TestEveryPlatformsJobsRunOnTheirOwnPool(t *testing.T) {
 		}
 	}, 3*time.Minute, 500*time.Millisecond).Should(Succeed(), "every pool returns to its floor")
 
-	if outage.Stop() { // the burst ended before the outage did
-		historyDB.Restart(t)
-	}
 	ids := map[string]string{} // job record ID -> platform
 	for _, j := range ghJobs {
 		ids[fmt.Sprintf("github/%d", j.ID)] = devfleet.PlatformGitHub
@@ -222,6 +227,13 @@ func TestEveryPlatformsJobsRunOnTheirOwnPool(t *testing.T) {
 		ids["buildkite/"+j.ID] = devfleet.PlatformBuildkite
 	}
 	checkRecords(t, ids, pools, poolOf)
+	g.Eventually(func(g Gomega) {
+		for _, pool := range pools {
+			rp := &fleetv1.RunnerPool{}
+			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: pool.Name}, rp)).To(Succeed())
+			g.Expect(conditions.IsTrue(rp, fleetv1.HistoryRecordedCondition)).To(BeTrue(), "pool %s records again", pool.Name)
+		}
+	}, 2*time.Minute, time.Second).Should(Succeed())
 }
 
 // checkRecords: every job's record in the history database is complete (the job, its pool and
