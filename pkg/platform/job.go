@@ -101,6 +101,9 @@ type JobEvent struct {
 	// RunnerID and RunnerName name the runner once one took the job (in_progress, completed).
 	RunnerID   string
 	RunnerName string
+	// URL is the job's page on its platform, when the delivery gives it (GitHub's html_url,
+	// GitLab's project URL and the job's ID, Buildkite's web_url); for the job's record.
+	URL string
 	// Conclusion is set on completed jobs: success, failure, cancelled, skipped...
 	Conclusion   string
 	Name         string

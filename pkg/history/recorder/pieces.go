@@ -2,6 +2,7 @@ package recorder
 
 import (
 	"context"
+	"net/url"
 	"time"
 
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
@@ -20,7 +21,7 @@ func (r *Recorder) ObserveJob(_ context.Context, pool *fleetv1.RunnerPool, ev pl
 func FromJobEvent(pool *fleetv1.RunnerPool, ev platform.JobEvent, at time.Time) history.JobRecord {
 	rec := history.JobRecord{
 		Platform: string(platform.KindOf(pool)), JobID: ev.JobID, Namespace: pool.Namespace, Pool: pool.Name,
-		Repository: ev.Repository, Labels: ev.Labels, Runner: ev.RunnerName,
+		Repository: ev.Repository, Labels: ev.Labels, Runner: ev.RunnerName, JobURL: webURL(ev.URL),
 	}
 	either := func(platformTime time.Time) *time.Time {
 		if !platformTime.IsZero() {
@@ -60,4 +61,13 @@ func Outcome(conclusion string) (history.Outcome, string) {
 		return history.OutcomeUnknown, "the platform reported the job completed without a conclusion"
 	}
 	return history.OutcomeUnknown, "the platform reported " + conclusion
+}
+
+// webURL keeps a job's URL only when it is an http(s) address: it is shown as a link.
+func webURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return ""
+	}
+	return raw
 }

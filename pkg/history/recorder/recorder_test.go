@@ -272,6 +272,22 @@ func TestConcurrentRecordersLoseNothing(t *testing.T) {
 	g.Expect(all).To(HaveLen(400))
 }
 
+// A job's URL comes from a delivery: only an http(s) address is kept, since it is shown as a link.
+func TestJobURLIsKeptOnlyWhenItIsAWebAddress(t *testing.T) {
+	g := NewWithT(t)
+	for raw, want := range map[string]string{
+		"https://github.com/acme/api/actions/runs/1/job/2": "https://github.com/acme/api/actions/runs/1/job/2",
+		"http://gitlab.local/g/p/-/jobs/3":                 "http://gitlab.local/g/p/-/jobs/3",
+		"javascript:alert(1)":                              "",
+		"data:text/html,<script>":                          "",
+		"//evil.example/x":                                 "",
+		"":                                                 "",
+	} {
+		rec := recorder.FromJobEvent(pool("github"), platform.JobEvent{JobID: "1", State: platform.JobQueued, URL: raw}, t0)
+		g.Expect(rec.JobURL).To(Equal(want), raw)
+	}
+}
+
 func TestOutcomes(t *testing.T) {
 	g := NewWithT(t)
 	for conclusion, want := range map[string]history.Outcome{

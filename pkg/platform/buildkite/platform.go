@@ -47,7 +47,7 @@ func ParseWebhook(header http.Header, body, secret []byte) (platform.Webhook, er
 		w.Job = &platform.JobEvent{
 			DeliveryID: j.DeliveryID, JobID: j.JobID, RunID: j.BuildID, State: ledgerState(j.Phase),
 			Labels: jobLabels(j.Rules), Repository: j.Organization + "/" + j.Pipeline, Organization: j.Organization,
-			Installation: j.Organization, RunnerID: j.AgentID, RunnerName: j.AgentName, Conclusion: conclusion(j),
+			Installation: j.Organization, RunnerID: j.AgentID, RunnerName: j.AgentName, Conclusion: conclusion(j), URL: j.URL,
 			Name: j.Name, WorkflowName: j.Pipeline, CreatedAt: j.CreatedAt, StartedAt: j.StartedAt, CompletedAt: j.FinishedAt,
 		}
 	}

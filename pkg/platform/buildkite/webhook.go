@@ -107,9 +107,11 @@ type JobEvent struct {
 	AgentID      string
 	AgentName    string
 	ExitStatus   *int
-	CreatedAt    time.Time
-	StartedAt    time.Time
-	FinishedAt   time.Time
+	// URL is the job's web_url.
+	URL        string
+	CreatedAt  time.Time
+	StartedAt  time.Time
+	FinishedAt time.Time
 }
 
 // Queue is the queue the job targets.
@@ -183,7 +185,7 @@ func ParseDelivery(header http.Header, body, token []byte, now time.Time) (Deliv
 		Rules: ev.Job.AgentQueryRules, Organization: organizationOf(ev), Pipeline: ev.Pipeline.Slug,
 		BuildID: ev.Build.ID, BuildNumber: ev.Build.Number, AgentID: ev.Job.Agent.ID, AgentName: ev.Job.Agent.Name,
 		ExitStatus: ev.Job.ExitStatus, CreatedAt: timeOf(ev.Job.CreatedAt), StartedAt: timeOf(ev.Job.StartedAt),
-		FinishedAt: timeOf(ev.Job.FinishedAt),
+		FinishedAt: timeOf(ev.Job.FinishedAt), URL: ev.Job.WebURL,
 	}
 	if _, err := ParseTags(j.Rules); err != nil {
 		return d, fmt.Errorf("%w: job %s: %v", platform.ErrMalformedWebhook, j.JobID, err)

@@ -120,6 +120,7 @@ func ParseWorkflowJob(deliveryID string, body []byte) (platform.Webhook, error) 
 		Installation: formatID(ev.GetInstallation().GetID()),
 		RunnerID:     formatID(job.GetRunnerID()),
 		RunnerName:   job.GetRunnerName(),
+		URL:          job.GetHTMLURL(),
 		Conclusion:   job.GetConclusion(),
 		Name:         job.GetName(),
 		WorkflowName: job.GetWorkflowName(),

@@ -75,6 +75,7 @@ func workflowJobPayload(action string) []byte {
     "name": "build", "workflow_name": "CI",
     "labels": ["self-hosted", "Linux", "X64"],
     "runner_id": 12, "runner_name": "hf-pool-a-1",
+    "html_url": "https://github.com/acme/api/actions/runs/10835573/job/29679449",
     "created_at": "2026-01-02T03:04:05Z", "started_at": "2026-01-02T03:04:15Z"
   },
   "repository": {"id": 1, "name": "api", "full_name": "acme/api", "owner": {"login": "acme"}},
@@ -134,6 +135,7 @@ func TestParseWebhook(t *testing.T) {
 				DeliveryID: "d-1", JobID: "29679449", RunID: "10835573", State: tt.wantState,
 				Labels: []string{"linux", "self-hosted", "x64"}, Repository: "acme/api", Organization: "acme",
 				Installation: "101", RunnerID: "12", RunnerName: "hf-pool-a-1", Name: "build", WorkflowName: "CI",
+				URL:       "https://github.com/acme/api/actions/runs/10835573/job/29679449",
 				CreatedAt: created, StartedAt: created.Add(10 * time.Second),
 			}))
 			g.Expect(hook.Job.Scope().Effective()).To(Equal(platform.Scope{Repository: "acme/api"}))

@@ -48,7 +48,7 @@ func ParseWebhook(header http.Header, body, secret []byte) (platform.Webhook, er
 	ev := &platform.JobEvent{
 		DeliveryID: j.DeliveryID, JobID: strconv.FormatInt(j.JobID, 10), RunID: strconv.FormatInt(j.PipelineID, 10),
 		State: ledgerState(j.Phase), LabelsUnknown: true, Repository: j.ProjectPath, Organization: org, Installation: hostOf(d.Instance),
-		Conclusion: conclusion(j.Phase, j.Status), Name: j.Name, WorkflowName: j.Stage, CreatedAt: j.CreatedAt,
+		Conclusion: conclusion(j.Phase, j.Status), Name: j.Name, WorkflowName: j.Stage, CreatedAt: j.CreatedAt, URL: j.URL,
 		StartedAt: j.StartedAt, CompletedAt: j.FinishedAt,
 	}
 	if j.RunnerID != 0 {

@@ -64,9 +64,12 @@ type JobEvent struct {
 	RunnerDescription string
 	RunnerTags        []string
 	FailureReason     string
-	CreatedAt         time.Time
-	StartedAt         time.Time
-	FinishedAt        time.Time
+	// URL is the job's page: the project's web URL (or, from older GitLab, its repository's
+	// homepage) and /-/jobs/<id>; empty when the hook gives neither.
+	URL        string
+	CreatedAt  time.Time
+	StartedAt  time.Time
+	FinishedAt time.Time
 }
 
 // Kind says what a verified delivery is.
@@ -137,6 +140,13 @@ func ParseDelivery(header http.Header, body, secret []byte) (Delivery, error) {
 		Tag: ev.Tag, RunnerID: ev.Runner.ID, RunnerDescription: ev.Runner.Description, RunnerTags: ev.Runner.Tags,
 		FailureReason: ev.BuildFailureReason, CreatedAt: hookTime(ev.BuildCreatedAt), StartedAt: hookTime(ev.BuildStartedAt),
 		FinishedAt: hookTime(ev.BuildFinishedAt),
+	}
+	web := ev.Project.WebURL
+	if web == "" && ev.Repository != nil {
+		web = ev.Repository.Homepage
+	}
+	if web != "" {
+		j.URL = strings.TrimSuffix(web, "/") + "/-/jobs/" + strconv.FormatInt(ev.BuildID, 10)
 	}
 	if j.DeliveryID == "" {
 		sum := sha256.Sum256([]byte(strconv.FormatInt(j.JobID, 10) + "/" + j.Status))

@@ -41,6 +41,7 @@ func TestJobHooksFromRealPayloads(t *testing.T) {
 			g.Expect(j.PipelineID).To(Equal(int64(2366)))
 			g.Expect(j.ProjectID).To(Equal(int64(380)))
 			g.Expect(j.ProjectPath).To(Equal("gitlab-org/gitlab-test"))
+			g.Expect(j.URL).To(Equal("http://192.168.64.1:3005/gitlab-org/gitlab-test/-/jobs/1977"), "the job's page, for its record")
 			g.Expect(j.Status).To(Equal(tt.status))
 			g.Expect(j.Phase).To(Equal(tt.phase))
 			g.Expect(j.RunnerTags).To(Equal(tt.runnerTags))

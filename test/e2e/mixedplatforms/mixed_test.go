@@ -266,6 +266,7 @@ func checkRecords(t *testing.T, ids map[string]string, pools map[string]devfleet
 		g.Expect(rec.Pool).To(Equal(pools[p].Name), "job %s", id)
 		g.Expect(poolOf(rec.Runner)).To(Equal(p), "job %s ran on its own pool's runner %q", id, rec.Runner)
 		g.Expect(rec.Repository).NotTo(BeEmpty(), "job %s", id)
+		g.Expect(rec.JobURL).To(HavePrefix("http"), "job %s has its page's URL", id)
 		g.Expect(rec.VM).To(MatchFields(IgnoreExtras, Fields{
 			"Provider": Equal("proxmox"), "HypervisorCluster": Not(BeEmpty()), "Host": Not(BeEmpty()), "VMID": Not(BeEmpty()),
 			"Name": Equal(rec.Runner)}), "job %s", id)
