@@ -210,6 +210,7 @@ func (f *Fleet) startManager(ctx, runCtx context.Context, webhookSecret, gitlabS
 	if err := waitListening(ctx, hooks); err != nil {
 		return fmt.Errorf("webhook receiver: %w", err)
 	}
+	f.State.HistoryURL = cfg.HistoryURL
 	f.State.Manager = ManagerState{MetricsURL: "http://" + metrics + "/metrics", HealthURL: "http://" + health + "/healthz"}
 	f.State.Webhook = WebhookState{URL: "http://" + hooks + "/webhooks/github", Secret: webhookSecret}
 	return nil

@@ -38,6 +38,8 @@ type State struct {
 	APIServer  string `json:"apiServer"`
 	// LogDir holds every component's log and one log per VM boot.
 	LogDir string `json:"logDir"`
+	// HistoryURL is the job history store the manager and the console share.
+	HistoryURL string `json:"historyURL,omitempty"`
 
 	Webhook WebhookState `json:"webhook"`
 	Proxmox ProxmoxState `json:"proxmox"`

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"slices"
 	"sort"
 	"sync"
@@ -20,6 +22,9 @@ import (
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/internal/devfleet"
+	"github.com/hyperfleet-io/hyperfleet/pkg/history"
+	"github.com/hyperfleet-io/hyperfleet/pkg/provenance"
+	"github.com/hyperfleet-io/hyperfleet/pkg/provenance/custody"
 	"github.com/hyperfleet-io/hyperfleet/test/fakegithub"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 )
@@ -104,6 +109,27 @@ func TestBurstOfJobs(t *testing.T) {
 	g.Expect(maxLive).To(BeNumerically("<=", 5), "maxReplicas is never exceeded")
 	g.Expect(maxLive).To(BeNumerically(">=", 2), "the pool grew for the burst")
 	g.Expect(foreign(fleet.Simulator.VMs())).To(Equal(foreignBefore), "VMs HyperFleet does not own are untouched")
+
+	// The local fleet's job history (one SQLite file the manager and the console share) holds
+	// every job's record, sealed once its VM was gone, verifying with the published key.
+	store, err := history.Open(ctx, fleet.State.HistoryURL)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer store.Close()
+	keys, err := custody.PublicKeys(ctx, c, fleet.Installation.Namespace)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func(g Gomega) {
+		for id := range ids {
+			rec, err := store.Job(ctx, fmt.Sprintf("github/%d", id))
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(rec.Sealed()).To(BeTrue(), "job %d", id)
+			g.Expect(rec.Outcome).To(Equal(history.OutcomeSucceeded))
+			g.Expect(rec.Times.VMDestroyed).NotTo(BeNil())
+			var env provenance.Envelope
+			g.Expect(json.Unmarshal(rec.Envelope, &env)).To(Succeed())
+			_, err = provenance.Verify(env, keys...)
+			g.Expect(err).NotTo(HaveOccurred(), "job %d's record verifies", id)
+		}
+	}, time.Minute, time.Second).Should(Succeed(), "every job of the burst has a sealed record in the local fleet's history")
 }
 
 // live lists the Machines matching labels that are not being deleted.
