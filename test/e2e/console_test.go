@@ -18,6 +18,7 @@ import (
 
 	"github.com/hyperfleet-io/hyperfleet/internal/devfleet"
 	"github.com/hyperfleet-io/hyperfleet/pkg/console"
+	"github.com/hyperfleet-io/hyperfleet/pkg/history"
 )
 
 var (
@@ -117,6 +118,23 @@ func TestConsoleOnTheLocalFleet(t *testing.T) {
 	g.Expect(follow("delete:" + fleet.State.Namespace + ":console-vm")).To(Equal(`{"state":"Succeeded"}`))
 	_, exists := fleet.Simulator.VM(atoi(t, vm.ID))
 	g.Expect(exists).To(BeFalse())
+
+	// The audit log shows both of the person's actions, with the person, and the manager's
+	// creation and destruction of the VM they caused.
+	g.Eventually(func(g Gomega) {
+		status, body := call(http.MethodGet, "/api/v1/audit?kind=MachineClaim&name=console-vm", nil)
+		g.Expect(status).To(Equal(http.StatusOK), string(body))
+		var list console.AuditList
+		g.Expect(json.Unmarshal(body, &list)).To(Succeed())
+		var seen []string
+		for _, e := range list.Items {
+			seen = append(seen, string(e.Actor.Kind)+" "+e.Action+" "+e.Result)
+			if e.Actor.Kind == history.ActorPerson {
+				g.Expect(e.Actor.Subject).To(ContainSubstring("operator"))
+			}
+		}
+		g.Expect(seen).To(ContainElements("person create ok", "person delete ok", "controller create-vm ok", "controller destroy-vm ok"))
+	}, 30*time.Second, 500*time.Millisecond).Should(Succeed())
 }
 
 func atoi(t *testing.T, s string) int {
