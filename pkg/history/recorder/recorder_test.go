@@ -69,7 +69,7 @@ func (f *flaky) Job(ctx context.Context, id string) (history.JobRecord, error) {
 
 func (f *flaky) Close() error { return nil }
 
-func newStore(t *testing.T) *flaky {
+func newStore(t testing.TB) *flaky {
 	s, err := history.OpenSQLite(filepath.Join(t.TempDir(), "history.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +78,7 @@ func newStore(t *testing.T) *flaky {
 	return &flaky{Store: s}
 }
 
-func newSigner(t *testing.T) *provenance.Signer {
+func newSigner(t testing.TB) *provenance.Signer {
 	key, err := provenance.GenerateKey()
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +90,9 @@ func newSigner(t *testing.T) *provenance.Signer {
 	return &s
 }
 
-func start(t *testing.T, store history.Store, opts recorder.Options) *recorder.Recorder {
+func recorderOptions(t testing.TB) recorder.Options { return recorder.Options{Signer: newSigner(t)} }
+
+func start(t testing.TB, store history.Store, opts recorder.Options) *recorder.Recorder {
 	opts.Open = func(context.Context) (history.Store, error) { return store, nil }
 	opts.Log = logr.Discard()
 	r := recorder.New(opts)
