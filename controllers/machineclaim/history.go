@@ -20,6 +20,8 @@ type History interface {
 	VMAttested(c *infrav1.MachineClaim, config *bootstrapv1.BootstrapConfig)
 	// VMDestroyed: the VM is gone from its hypervisor; why is the claim's release reason.
 	VMDestroyed(c *infrav1.MachineClaim, hc *infrav1.HypervisorCluster, why string)
+	// VMChanged: the controller changed a VM that exists (action: start-vm, stop-vm), and why.
+	VMChanged(c *infrav1.MachineClaim, action, why string)
 }
 
 // noHistory is the History of a manager that keeps none.
@@ -30,6 +32,7 @@ func (noHistory) VMCloned(*infrav1.MachineClaim, *infrav1.HypervisorCluster)    
 func (noHistory) VMRunning(*infrav1.MachineClaim, *infrav1.HypervisorCluster)                      {}
 func (noHistory) VMAttested(*infrav1.MachineClaim, *bootstrapv1.BootstrapConfig)                   {}
 func (noHistory) VMDestroyed(*infrav1.MachineClaim, *infrav1.HypervisorCluster, string)            {}
+func (noHistory) VMChanged(*infrav1.MachineClaim, string, string)                                  {}
 
 func (r *Reconciler) history() History {
 	if r.History == nil {

@@ -139,6 +139,7 @@ func (r *Reconciler) applyRunStrategy(ctx context.Context, s *claimScope) (ctrl.
 			c.Status.Hook = &infrav1.HookStatus{Name: hookPreStart, StartTime: metav1.NowMicro()}
 		}
 		r.Recorder.Eventf(c, corev1.EventTypeNormal, infrav1.RestartingReason, "starting VM %s: %s", claimvm.Ref(c), d.Reason)
+		r.history().VMChanged(c, "start-vm", d.Reason)
 		return r.recordTask(s, opPowerOn, c.Status.Node, task)
 	case lifecycle.Stop:
 		r.beginGracefulStop(s, d.Reason)
@@ -235,6 +236,7 @@ func (r *Reconciler) beginGracefulStop(s *claimScope, why string) {
 		c.Status.Hook = &infrav1.HookStatus{Name: hookPreStop, StartTime: metav1.NowMicro()}
 	}
 	r.Recorder.Eventf(c, corev1.EventTypeNormal, infrav1.StoppingReason, "stopping VM %s: %s", claimvm.Ref(c), why)
+	r.history().VMChanged(c, "stop-vm", why)
 }
 
 // reconcileGracefulStop moves a stop on by one stage; vm is a read of this reconcile. The preStop

@@ -109,3 +109,8 @@ func (h Claims) VMDestroyed(c *infrav1.MachineClaim, hc *infrav1.HypervisorClust
 	}
 	h.audit(c, "destroy-vm", "MachineClaim deleted", detail)
 }
+
+// VMChanged records a change the controller made to a VM that exists, with its reason.
+func (h Claims) VMChanged(c *infrav1.MachineClaim, action, reason string) {
+	h.audit(c, action, reason, fmt.Sprintf("VM %s on %s", c.Status.VMID, c.Status.Node))
+}
