@@ -134,6 +134,9 @@ func stopFleet() {
 // workflow_job webhook reaches the manager's receiver through its Service, the manager clones a
 // VM on the simulator, the VM's agent attests to the bootstrap service through its Service and
 // runs the job, the VM powers off and is destroyed, and the pool returns to its floor of none.
+// The manager in its pod, with the release's RBAC and its default job history (SQLite on its own
+// volume), seals the job's record: it makes the installation's provenance key and publishes its
+// public half, and the pool says its records are written.
 func TestOneJobThroughThePods(t *testing.T) {
 	f := installedFleet(t)
 	start := time.Now()
@@ -141,6 +144,15 @@ func TestOneJobThroughThePods(t *testing.T) {
 	t.Logf("job queued to completed in %.1fs on runner %s", jobs[0].CompletedAt.Sub(*jobs[0].CreatedAt).Seconds(), *jobs[0].RunnerName)
 	expectFloor(t, f)
 	t.Logf("its VM destroyed and the pool at its floor %.1fs after the job was queued", time.Since(start).Seconds())
+	g := NewWithT(t)
+	g.Eventually(func() string {
+		return kubectl(t, nil, "-n", systemNS, "get", "configmap", "hyperfleet-provenance-public-key", "--ignore-not-found",
+			"-o", `jsonpath={.data.public\.pem}`)
+	}, 2*time.Minute, 2*time.Second).Should(HavePrefix("-----BEGIN PUBLIC KEY-----"), "the manager sealed the job's record with a key of its own")
+	g.Eventually(func() string {
+		return kubectl(t, nil, "-n", f.State.Namespace, "get", "runnerpool", f.State.Pool, "-o",
+			`jsonpath={.status.conditions[?(@.type=="HistoryRecorded")].status}`)
+	}, 2*time.Minute, 2*time.Second).Should(Equal("True"), "the pool says its jobs' records are written")
 }
 
 // TestJobsSurviveThePodsFaults queues a burst of jobs and, while their VMs are cloned and attest,
