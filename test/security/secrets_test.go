@@ -70,6 +70,16 @@ func TestSecretsOnlyWhereEnabled(t *testing.T) {
 			return env.Client.Delete(ctx, s)
 		}
 	}
+	// update reads a Secret as the admin and writes it back unchanged as the caller.
+	update := func(ns, name string) func(client.Client) error {
+		return func(c client.Client) error {
+			s := &corev1.Secret{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
+				return err
+			}
+			return c.Update(ctx, s)
+		}
+	}
 	for _, tc := range []struct {
 		name    string
 		as      client.Client
@@ -85,6 +95,10 @@ func TestSecretsOnlyWhereEnabled(t *testing.T) {
 		{"manager reads the identity CA", manager, get(inst.Namespace, inst.CASecret.Name), true},
 		{"manager reads other Secrets of its namespace", manager, get(inst.Namespace, "creds"), false},
 		{"manager writes in its namespace", manager, create(inst.Namespace), false},
+		{"manager fills the provenance key Secret the install ships", manager, update(inst.Namespace, "hyperfleet-provenance-key"), true},
+		{"manager rewrites the identity CA", manager, update(inst.Namespace, inst.CASecret.Name), false},
+		{"manager rewrites another Secret of its namespace", manager, update(inst.Namespace, "creds"), false},
+		{"bootstrap service rewrites the provenance key", bootstrap, update(inst.Namespace, "hyperfleet-provenance-key"), false},
 		{"manager writes in kube-system", manager, create("kube-system"), false},
 		{"bootstrap service lists every Secret", bootstrap, list(), false},
 		{"bootstrap service lists its namespace", bootstrap, list(client.InNamespace(inst.Namespace)), false},

@@ -42,9 +42,10 @@ type Installation struct {
 	TokenExpiry time.Time
 }
 
-// installedKinds are the objects of config/default an installation's identities consist of.
+// installedKinds are the objects of config/default an installation's identities consist of, and
+// the empty Secret its manager keeps the provenance key in.
 var installedKinds = map[string]bool{"Namespace": true, "ServiceAccount": true, "ClusterRole": true,
-	"ClusterRoleBinding": true, "Role": true, "RoleBinding": true}
+	"ClusterRoleBinding": true, "Role": true, "RoleBinding": true, "Secret": true}
 
 // Install applies the ServiceAccounts, ClusterRoles, Roles and bindings of config/default (in
 // hyperfleet-system, as shipped) and requests tokens valid for ttl for the manager and the bootstrap

@@ -21,9 +21,11 @@ import (
 // Rotating the signing key is a person's decision; HyperFleet never does it on its own:
 //
 //  1. Keep a copy of the ConfigMap's public.pem with the verifiers' other trusted keys.
-//  2. Delete the Secret (it is immutable, so it cannot be edited in place):
+//  2. Empty the Secret (the installs ship it empty, and the manager may only fill that one
+//     Secret, never create Secrets in its namespace):
 //     kubectl -n hyperfleet-system delete secret hyperfleet-provenance-key
-//  3. Restart the manager: EnsureKey finds no key, creates a new one, publishes it as public.pem
+//     kubectl -n hyperfleet-system create secret generic hyperfleet-provenance-key
+//  3. Restart the manager: EnsureKey finds the empty Secret, writes a new key into it, publishes it as public.pem
 //     and moves the old public key to previous-<first 16 hex digits of its keyid>.pem, so records
 //     signed before the rotation still verify against the ConfigMap.
 //  4. Give verifiers the new public.pem; for old records they add the previous key with a second
@@ -74,6 +76,21 @@ func loadOrCreateKey(ctx context.Context, c client.Client, namespace string) (pr
 	key := client.ObjectKey{Namespace: namespace, Name: SecretName}
 	secret := &corev1.Secret{}
 	err := c.Get(ctx, key, secret)
+	for attempt := 0; err == nil && len(secret.Data) == 0 && attempt < 3; attempt++ {
+		// The install's empty placeholder: the manager may update this one Secret by name, never
+		// create Secrets in its namespace (it could otherwise forge the identity CA's).
+		var signer provenance.Signer
+		signer, err = fillPlaceholder(ctx, c, secret)
+		if err == nil {
+			ctrl.LoggerFrom(ctx).Info("Wrote the provenance signing key into the install's empty Secret", "secret", key, "keyid", signer.KeyID())
+			return signer, nil
+		}
+		if !apierrors.IsConflict(err) {
+			return provenance.Signer{}, fmt.Errorf("writing the key into Secret %s: %w", key, err)
+		}
+		secret = &corev1.Secret{} // another replica filled it: read its key
+		err = c.Get(ctx, key, secret)
+	}
 	if apierrors.IsNotFound(err) {
 		priv, genErr := provenance.GenerateKey()
 		if genErr != nil {
@@ -96,6 +113,10 @@ func loadOrCreateKey(ctx context.Context, c client.Client, namespace string) (pr
 				ctrl.LoggerFrom(ctx).Info("Created the provenance signing key", "secret", key, "keyid", signer.KeyID())
 			}
 			return signer, err
+		}
+		if apierrors.IsForbidden(err) {
+			return provenance.Signer{}, fmt.Errorf("creating Secret %s: %w; the install ships it empty for the manager to fill: "+
+				"create it empty (kubectl -n %s create secret generic %s) or bring your own key", key, err, namespace, SecretName)
 		}
 		if !apierrors.IsAlreadyExists(err) {
 			return provenance.Signer{}, fmt.Errorf("creating Secret %s: %w", key, err)
@@ -211,4 +232,22 @@ func previousEntry(pubPEM string) (name, keyID string) {
 		return "", ""
 	}
 	return PreviousKeyPrefix + id[:16] + ".pem", id
+}
+
+// fillPlaceholder writes a new key into the install's empty Secret, under optimistic concurrency:
+// a replica that lost the race gets a conflict and reads the winner's key.
+func fillPlaceholder(ctx context.Context, c client.Client, secret *corev1.Secret) (provenance.Signer, error) {
+	priv, err := provenance.GenerateKey()
+	if err != nil {
+		return provenance.Signer{}, err
+	}
+	privPEM, err := provenance.MarshalPrivateKeyPEM(priv)
+	if err != nil {
+		return provenance.Signer{}, err
+	}
+	secret.Data = map[string][]byte{PrivateKeyField: privPEM}
+	if err := c.Update(ctx, secret); err != nil {
+		return provenance.Signer{}, err
+	}
+	return provenance.NewSigner(priv)
 }

@@ -255,3 +255,40 @@ func TestPublicKeysNamesABrokenEntry(t *testing.T) {
 	_, err = custody.PublicKeysFromConfigMap(cm)
 	g.Expect(err).To(MatchError(ContainSubstring(`no "public.pem"`)))
 }
+
+// The installs ship the Secret empty, since the manager may not create Secrets in its namespace:
+// replicas starting together fill it once, all with one key, and it is then used as any other.
+func TestTheInstallsEmptySecretIsFilledOnce(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: custody.SecretName, Namespace: ns}})).To(Succeed())
+
+	const replicas = 4
+	ids := make([]string, replicas)
+	var wg sync.WaitGroup
+	for i := range replicas {
+		wg.Go(func() {
+			signer, err := custody.EnsureKey(ctx, env.Client, ns)
+			g.Expect(err).NotTo(HaveOccurred())
+			ids[i] = signer.KeyID()
+		})
+	}
+	wg.Wait()
+	for _, id := range ids {
+		g.Expect(id).To(Equal(ids[0]), "one key for every replica")
+	}
+	s := getSecret(t, ns)
+	g.Expect(s.Data).To(HaveKey(custody.PrivateKeyField))
+	keys, err := custody.PublicKeys(ctx, env.Client, ns)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = provenance.Verify(signJob(t, mustEnsure(t, ns), "9"), keys...)
+	g.Expect(err).NotTo(HaveOccurred())
+}
+
+func mustEnsure(t *testing.T, ns string) provenance.Signer {
+	t.Helper()
+	s, err := custody.EnsureKey(context.Background(), env.Client, ns)
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	return s
+}
