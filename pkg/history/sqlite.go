@@ -56,7 +56,7 @@ func openSQLite(path string, ms []migration) (Store, error) {
 	w.SetMaxOpenConns(1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := migrate(ctx, w, sqliteDialect, ms); err != nil {
+	if err := migrateSQLite(ctx, w, ms); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("SQLite history database %s: %w", path, err)
 	}
@@ -70,4 +70,26 @@ func openSQLite(path string, ms []migration) (Store, error) {
 		d: sqliteDialect, w: w, r: r, now: time.Now,
 		close: func() error { return errors.Join(r.Close(), w.Close()) },
 	}, nil
+}
+
+// sqliteBusy is SQLite's SQLITE_BUSY result code.
+const sqliteBusy = 5
+
+// migrateSQLite migrates, trying again while another opener holds the database: a connection's
+// switch to WAL mode as it opens takes the database for itself and fails at once with SQLITE_BUSY,
+// without waiting out the busy timeout, when another process opens the same new file at that moment
+// (the local fleet's manager and console do).
+func migrateSQLite(ctx context.Context, w *sql.DB, ms []migration) error {
+	for attempt := 1; ; attempt++ {
+		err := migrate(ctx, w, sqliteDialect, ms)
+		var coded interface{ Code() int }
+		if err == nil || attempt == 40 || !errors.As(err, &coded) || coded.Code()&0xff != sqliteBusy {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(attempt) * 10 * time.Millisecond):
+		}
+	}
 }
