@@ -223,7 +223,7 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	if err := n.importPause(ctx); err != nil {
 		return n, err
 	}
-	if err := n.startKubelet(); err != nil {
+	if err := n.startKubeletOnCRI(ctx); err != nil {
 		return n, err
 	}
 	if err := n.startKubeProxy(); err != nil {
@@ -526,10 +526,41 @@ func (n *Node) Reboot(ctx context.Context) error {
 	if err := n.startContainerd(ctx); err != nil {
 		return err
 	}
-	if err := n.startKubelet(); err != nil {
+	if err := n.startKubeletOnCRI(ctx); err != nil {
 		return err
 	}
 	return n.waitNodeReady(ctx)
+}
+
+// startKubeletOnCRI starts the kubelet and starts it again while it exits at once: containerd
+// answers its own API (what startContainerd waits for) before its CRI plugin has initialised,
+// above all after a restart with containers to recover, and a kubelet started then fails its
+// runtime check ("server is not initialized yet") and exits. A full run once hung for its whole
+// timeout on a node that never came back from a reboot that way.
+func (n *Node) startKubeletOnCRI(ctx context.Context) error {
+	for attempt := 1; ; attempt++ {
+		if err := n.startKubelet(); err != nil {
+			return err
+		}
+		var err error
+		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
+			if err = n.exited("kubelet"); err != nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		if err == nil {
+			return nil
+		}
+		if attempt == 20 {
+			return err
+		}
+		n.logf("kubelet exited at start (%v); starting it again", err)
+	}
 }
 
 // Kubectl runs kubectl as the cluster administrator.
