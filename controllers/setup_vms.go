@@ -4,6 +4,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
+	"github.com/hyperfleet-io/hyperfleet/controllers/claimvm"
 	"github.com/hyperfleet-io/hyperfleet/controllers/machinemigration"
 	"github.com/hyperfleet-io/hyperfleet/controllers/machinesnapshot"
 	"github.com/hyperfleet-io/hyperfleet/controllers/machinesnapshotrestore"
@@ -21,6 +22,7 @@ func setupVMControllers(mgr ctrl.Manager, registry *connection.Registry, opts Op
 		Client:       mgr.GetClient(),
 		Recorder:     mgr.GetEventRecorderFor("machinesnapshot-controller"),
 		Registry:     registry,
+		Audit:        audit(opts),
 		PollInterval: opts.Pace.TaskPollInterval,
 	}
 	if err := snapshots.SetupWithManager(mgr, copts); err != nil {
@@ -30,6 +32,7 @@ func setupVMControllers(mgr ctrl.Manager, registry *connection.Registry, opts Op
 		Client:       mgr.GetClient(),
 		Recorder:     mgr.GetEventRecorderFor("machinesnapshotrestore-controller"),
 		Registry:     registry,
+		Audit:        audit(opts),
 		PollInterval: opts.Pace.TaskPollInterval,
 	}
 	if err := restores.SetupWithManager(mgr, copts); err != nil {
@@ -40,6 +43,7 @@ func setupVMControllers(mgr ctrl.Manager, registry *connection.Registry, opts Op
 		APIReader:    mgr.GetAPIReader(),
 		Recorder:     mgr.GetEventRecorderFor("machinemigration-controller"),
 		Registry:     registry,
+		Audit:        audit(opts),
 		PollInterval: opts.Pace.TaskPollInterval,
 	}
 	if err := migrations.SetupWithManager(mgr, copts); err != nil {
@@ -78,4 +82,13 @@ func setupVMControllers(mgr ctrl.Manager, registry *connection.Registry, opts Op
 		Clock:    opts.Testing.Clock,
 	}
 	return schedules.SetupWithManager(mgr, copts)
+}
+
+// audit is the audit log the day-2 controllers tell of their changes to VMs: the history
+// recorder's, nil without one.
+func audit(opts Options) claimvm.Audit {
+	if opts.History == nil {
+		return nil
+	}
+	return opts.History
 }

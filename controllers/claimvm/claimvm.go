@@ -136,3 +136,18 @@ func NewRandomID() (string, error) {
 	}
 	return hex.EncodeToString(b), nil
 }
+
+// Audit hears of the changes a controller makes to a claim's VM that exists, with their reason:
+// the audit log (pkg/history/recorder.Claims). Nil records nothing.
+type Audit interface {
+	// VMChanged: action is what was done (migrate-vm, snapshot-vm, restore-vm, …), why the
+	// request that asked for it.
+	VMChanged(c *infrav1.MachineClaim, action, why string)
+}
+
+// Changed tells a of a change to vm's VM, when there is an audit log.
+func Changed(a Audit, vm *VM, action, why string) {
+	if a != nil && vm != nil && vm.Claim != nil {
+		a.VMChanged(vm.Claim, action, why)
+	}
+}

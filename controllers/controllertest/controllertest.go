@@ -112,6 +112,9 @@ type Timing struct {
 	// TaskPoll and ProviderTaskPoll, when set, replace the tests' fast task polls (100 ms in the
 	// controllers, 20 ms inside the provider): a run against the load model scales them with it.
 	TaskPoll, ProviderTaskPoll time.Duration
+	// HistoryURL, when set, is the manager's history store (HISTORY_URL): its recorder writes
+	// job records and the audit log there.
+	HistoryURL string
 	// CapacityRecheck, when set, is how long a claim waiting for capacity waits for a wake-up.
 	CapacityRecheck time.Duration
 }
@@ -145,6 +148,7 @@ func StartManagerOn(t *testing.T, e *testenv.Env, mutate func(*config.Manager), 
 		WorkloadReaderServiceAccount: "default/hyperfleet-workload-reader",
 		WebhookBindAddress:           "0",
 	}
+	cfg.HistoryURL = tm.HistoryURL
 	if mutate != nil {
 		mutate(cfg)
 	}

@@ -48,6 +48,8 @@ type Reconciler struct {
 	APIReader client.Reader
 	Recorder  record.EventRecorder
 	Registry  *connection.Registry
+	// Audit, when set, records each migration the controller starts (the audit log).
+	Audit claimvm.Audit
 	// PollInterval is how often a task is polled. Default 2s.
 	PollInterval time.Duration
 }
@@ -242,6 +244,7 @@ func (r *Reconciler) startMigration(ctx context.Context, m *fleetv1.MachineMigra
 	msg := fmt.Sprintf("moving VM %s %s from %s to %s", state.Ref, mode, state.Ref.Node, target)
 	setMigrationState(m, fleetv1.MachineMigrationPhaseRunning, fleetv1.MigrationRunningReason, msg)
 	r.Recorder.Event(m, corev1.EventTypeNormal, fleetv1.MigrationRunningReason, msg)
+	claimvm.Changed(r.Audit, vm, "migrate-vm", fmt.Sprintf("MachineMigration %s: %s", m.Name, msg))
 	return ctrl.Result{RequeueAfter: r.poll()}, nil
 }
 

@@ -2,6 +2,7 @@ package machinemigration_test
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/controllers/controllertest"
+	"github.com/hyperfleet-io/hyperfleet/pkg/history"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
 	"github.com/hyperfleet-io/hyperfleet/test/pvesim"
 )
@@ -23,23 +25,32 @@ func TestMain(m *testing.M) { controllertest.Main(m, "an API server and the mana
 // migratableVM is a running persistent VM on a simulator with shared storage besides the local
 // ones.
 func migratableVM(t *testing.T) (*infrav1.MachineClaim, *pvesim.Simulator) {
+	claim, sim, _ := migratableVMRecorded(t)
+	return claim, sim
+}
+
+// migratableVMRecorded is migratableVM with a manager that keeps an audit log, at the URL returned.
+func migratableVMRecorded(t *testing.T) (*infrav1.MachineClaim, *pvesim.Simulator, string) {
 	inv := pvesim.DefaultInventory()
 	inv.Storages = append(inv.Storages, pvesim.StorageSpec{Name: "ceph", Type: "rbd", Content: []string{"images"}, Shared: true, TotalGiB: 1024})
-	claim, sim := controllertest.PersistentVMIn(t, pvesim.Config{Inventory: inv}, controllertest.Timing{Sweep: 300 * time.Millisecond, OrphanGrace: time.Second}, infrav1.RunStrategyAlways)
+	historyURL := "sqlite://" + filepath.Join(t.TempDir(), "history.db")
+	claim, sim := controllertest.PersistentVMIn(t, pvesim.Config{Inventory: inv},
+		controllertest.Timing{Sweep: 300 * time.Millisecond, OrphanGrace: time.Second, HistoryURL: historyURL}, infrav1.RunStrategyAlways)
 	NewWithT(t).Eventually(func(g Gomega) infrav1.MachineClaimPhase { return controllertest.Get(g, claim).Status.Phase }, 30*time.Second, 100*time.Millisecond).
 		Should(Equal(infrav1.MachineClaimPhaseRunning))
-	return claim, sim
+	return claim, sim, historyURL
 }
 
 // TestMachineMigrationFailsThenSucceeds moves a running persistent VM with the real manager and
 // the Proxmox simulator: first PVE refuses it (its disk is on local storage; the task fails with
 // PVE's text, the VM stays), a migration the claim's policy forbids is refused without asking
 // PVE, then on shared storage it moves live to the host asked for while the claim shows
-// Migrating, and the claim records its new host and keeps running.
+// Migrating, and the claim records its new host and keeps running. The audit log has each move
+// HyperFleet started, and not the one it refused.
 func TestMachineMigrationFailsThenSucceeds(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	claim, sim := migratableVM(t)
+	claim, sim, historyURL := migratableVMRecorded(t)
 	ns, vmid := claim.Namespace, controllertest.VMIDOf(claim.Status.VMID)
 	source := controllertest.Get(g, claim).Status.Node
 
@@ -93,6 +104,24 @@ func TestMachineMigrationFailsThenSucceeds(t *testing.T) {
 		g.Expect(c.Status.Phase).To(Equal(infrav1.MachineClaimPhaseRunning))
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 	g.Consistently(controllertest.VMStatus(sim, claim), time.Second, 100*time.Millisecond).Should(Equal("running"))
+
+	store, err := history.Open(ctx, historyURL)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer store.Close()
+	g.Eventually(func(g Gomega) []string {
+		entries, err := store.Audit(ctx, history.AuditQuery{Namespaces: []string{ns}, Name: claim.Name})
+		g.Expect(err).NotTo(HaveOccurred())
+		var moves []string
+		for _, e := range entries {
+			if e.Action == "migrate-vm" {
+				g.Expect(e.Actor.Subject).To(Equal("hyperfleet-manager"))
+				moves = append(moves, e.Reason)
+			}
+		}
+		return moves
+	}, 10*time.Second, 100*time.Millisecond).Should(ConsistOf(
+		HavePrefix("MachineMigration local-disk: moving VM "),
+		HavePrefix("MachineMigration to-pve3: moving VM "+source+"/")))
 }
 
 // TestMachineMigrationCancelledByDeletion deletes a MachineMigration while PVE's task runs: the

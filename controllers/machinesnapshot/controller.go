@@ -33,6 +33,8 @@ type Reconciler struct {
 	Client   client.Client
 	Recorder record.EventRecorder
 	Registry *connection.Registry
+	// Audit, when set, records each snapshot the controller takes or removes (the audit log).
+	Audit claimvm.Audit
 	// PollInterval is how often a snapshot task is polled. Default 2s.
 	PollInterval time.Duration
 }
@@ -142,6 +144,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, snap *fleetv1.MachineS
 	snap.Status.Task = &fleetv1.SnapshotTask{ID: string(task), Node: vm.Claim.Status.Node, Operation: fleetv1.SnapshotOperationSnapshot, StartTime: metav1.Now()}
 	setSnapshotReady(snap, metav1.ConditionFalse, fleetv1.SnapshotInProgressReason, fmt.Sprintf("snapshot task %s running", task))
 	r.Recorder.Eventf(snap, corev1.EventTypeNormal, fleetv1.SnapshottingEventReason, "taking snapshot %s of VM %s", snap.Status.SnapshotName, vm.Ref())
+	claimvm.Changed(r.Audit, vm, "snapshot-vm", fmt.Sprintf("MachineSnapshot %s: taking snapshot %s", snap.Name, snap.Status.SnapshotName))
 	return ctrl.Result{RequeueAfter: r.poll()}, nil
 }
 
@@ -299,6 +302,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, snap *fleetv1.MachineS
 		return r.hypervisorError(snap, "removing the snapshot", err)
 	}
 	snap.Status.Task = &fleetv1.SnapshotTask{ID: string(task), Node: vm.Claim.Status.Node, Operation: fleetv1.SnapshotOperationDeleteSnapshot, StartTime: metav1.Now()}
+	claimvm.Changed(r.Audit, vm, "delete-snapshot", fmt.Sprintf("MachineSnapshot %s deleted: removing snapshot %s", snap.Name, snap.Status.SnapshotName))
 	return ctrl.Result{RequeueAfter: r.poll()}, nil
 }
 

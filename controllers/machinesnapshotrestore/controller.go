@@ -39,6 +39,8 @@ type Reconciler struct {
 	Client   client.Client
 	Recorder record.EventRecorder
 	Registry *connection.Registry
+	// Audit, when set, records each rollback the controller starts (the audit log).
+	Audit claimvm.Audit
 	// PollInterval is how often a task is polled. Default 2s.
 	PollInterval time.Duration
 }
@@ -224,6 +226,7 @@ func (r *Reconciler) reconcileRestore(ctx context.Context, rs *fleetv1.MachineSn
 	rs.Status.Task = &fleetv1.SnapshotTask{ID: string(task), Node: state.Ref.Node, Operation: fleetv1.SnapshotOperationRollback, StartTime: metav1.Now()}
 	setRestoreState(rs, metav1.ConditionFalse, fleetv1.RestoreRollingBackReason, fmt.Sprintf("rolling VM %s back to %s", state.Ref, snap.Status.SnapshotName))
 	r.Recorder.Eventf(rs, corev1.EventTypeNormal, fleetv1.RestoreRollingBackReason, "rolling VM %s back to snapshot %s", state.Ref, snap.Status.SnapshotName)
+	claimvm.Changed(r.Audit, vm, "restore-vm", fmt.Sprintf("MachineSnapshotRestore %s: rolling back to snapshot %s (MachineSnapshot %s)", rs.Name, snap.Status.SnapshotName, snap.Name))
 	return ctrl.Result{RequeueAfter: r.poll()}, nil
 }
 

@@ -2,6 +2,7 @@ package machinesnapshotrestore_test
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	fleetv1 "github.com/hyperfleet-io/hyperfleet/api/hyperfleet/v1alpha1"
 	infrav1 "github.com/hyperfleet-io/hyperfleet/api/infrastructure/v1alpha1"
 	"github.com/hyperfleet-io/hyperfleet/controllers/controllertest"
+	"github.com/hyperfleet-io/hyperfleet/pkg/history"
 	"github.com/hyperfleet-io/hyperfleet/test/builder"
 )
 
@@ -21,11 +23,14 @@ func TestMain(m *testing.M) { controllertest.Main(m, "an API server and the mana
 
 // TestMachineSnapshotCreateRestoreDelete takes a snapshot of a running persistent VM, restores it
 // after the guest wrote more data (the VM is stopped for the rollback and started again), and
-// deleting the MachineSnapshot removes the hypervisor snapshot.
+// deleting the MachineSnapshot removes the hypervisor snapshot. Each change to the VM is in the
+// audit log with the request that asked for it.
 func TestMachineSnapshotCreateRestoreDelete(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	claim, sim := controllertest.PersistentVM(t, infrav1.RunStrategyAlways)
+	historyURL := "sqlite://" + filepath.Join(t.TempDir(), "history.db")
+	claim, sim := controllertest.PersistentVMWith(t, controllertest.Timing{Sweep: 300 * time.Millisecond, OrphanGrace: time.Second, HistoryURL: historyURL},
+		infrav1.RunStrategyAlways)
 	ns, vmid := claim.Namespace, controllertest.VMIDOf(claim.Status.VMID)
 	g.Eventually(func() infrav1.MachineClaimPhase { return controllertest.Get(g, claim).Status.Phase }, 30*time.Second, 100*time.Millisecond).
 		Should(Equal(infrav1.MachineClaimPhaseRunning))
@@ -90,4 +95,21 @@ func TestMachineSnapshotCreateRestoreDelete(t *testing.T) {
 	vm, _ = sim.VM(vmid)
 	g.Expect(vm.Snapshots).To(Equal([]string{movedName}),
 		"deleting the MachineSnapshot removed its hypervisor snapshot; the moved one's stays")
+
+	store, err := history.Open(ctx, historyURL)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer store.Close()
+	g.Eventually(func(g Gomega) {
+		entries, err := store.Audit(ctx, history.AuditQuery{Namespaces: []string{ns}, Name: claim.Name})
+		g.Expect(err).NotTo(HaveOccurred())
+		reasons := map[string][]string{}
+		for _, e := range entries {
+			g.Expect(e.Actor.Subject).To(Equal("hyperfleet-manager"))
+			reasons[e.Action] = append(reasons[e.Action], e.Reason)
+		}
+		g.Expect(reasons["snapshot-vm"]).To(ConsistOf(HavePrefix("MachineSnapshot before-upgrade: taking snapshot "+name), HavePrefix("MachineSnapshot moved: ")))
+		g.Expect(reasons["restore-vm"]).To(ConsistOf("MachineSnapshotRestore back: rolling back to snapshot " + name + " (MachineSnapshot before-upgrade)"))
+		g.Expect(reasons["delete-snapshot"]).To(ConsistOf("MachineSnapshot before-upgrade deleted: removing snapshot "+name),
+			"the moved snapshot's removal from this cluster left the hypervisor's alone, and the log says nothing of it")
+	}, 10*time.Second, 100*time.Millisecond).Should(Succeed())
 }

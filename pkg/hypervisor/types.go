@@ -166,6 +166,10 @@ type Template struct {
 	// BootDisk is the provider's name of the boot disk (Proxmox: its slot, "scsi0"), passed back
 	// in DiskSpec.Name.
 	BootDisk string
+	// Digest identifies the version of the template's configuration the provider read, for the
+	// job's record: Proxmox's config digest ("sha1:…"), vSphere's config.changeVersion
+	// ("changeVersion:…"); empty where the provider gives none (Hyper-V).
+	Digest string
 }
 
 // CloneSpec describes a new VM cloned from a template.

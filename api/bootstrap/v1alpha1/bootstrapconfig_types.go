@@ -211,6 +211,14 @@ type AttestedSVID struct {
 	SHA256 string `json:"sha256"`
 }
 
+// AttestedTPM identifies the TPM a VM attested with, for the job's record.
+type AttestedTPM struct {
+	// ekSHA256 is the SHA-256 of the endorsement key's public key (PKIX DER), hex-encoded: the
+	// value the bootstrap.hyperfleet.io/tpm-ek-sha256 annotation enrols.
+	// +kubebuilder:validation:Pattern=`^[a-f0-9]{64}$`
+	EKSHA256 string `json:"ekSHA256"`
+}
+
 // BootstrapConfigStatus is the state of the bootstrap.
 type BootstrapConfigStatus struct {
 	// initialization is the Cluster API bootstrap contract.
@@ -248,6 +256,11 @@ type BootstrapConfigStatus struct {
 	// for the job's record.
 	// +optional
 	AttestedSVID *AttestedSVID `json:"attestedSVID,omitempty"`
+
+	// attestedTPM identifies the TPM whose endorsement key answered the credential challenge
+	// (attestation method TPM only).
+	// +optional
+	AttestedTPM *AttestedTPM `json:"attestedTPM,omitempty"`
 
 	// conditions: Ready, DataSecretAvailable, Attested, Paused.
 	// +optional

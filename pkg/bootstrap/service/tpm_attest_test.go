@@ -108,6 +108,12 @@ func TestAttestationMethods(t *testing.T) {
 					g.Expect(svid.ID.String()).To(Equal("spiffe://hyperfleet.test/hyperfleet/machine/" + h.fleet.Namespace + "/" + m.Machine.Name))
 					cfg := bootstraptest.Get(t, env.Client, m.Config)
 					g.Expect(cfg.Status.JoinToken.RedeemedTime).NotTo(BeNil(), "redemption is recorded in the API server")
+					if am.method == bootstrapv1.AttestationTPM {
+						g.Expect(cfg.Status.AttestedTPM).NotTo(BeNil(), "the TPM's endorsement key is on record")
+						g.Expect(cfg.Status.AttestedTPM.EKSHA256).To(MatchRegexp(`^[a-f0-9]{64}$`))
+					} else {
+						g.Expect(cfg.Status.AttestedTPM).To(BeNil(), "no TPM took part")
+					}
 					// The SVID works for mTLS, with the key in the TPM for method TPM.
 					status, rc, err := h.runnerConfig(h.mtls(svid))
 					g.Expect(err).NotTo(HaveOccurred())
@@ -179,6 +185,9 @@ func TestTPMEnrolledEndorsementKey(t *testing.T) {
 	svid, status := h.attestTPM(t, m.Token, vm, vm)
 	g.Expect(status).To(Equal(http.StatusOK), "and its attempt did not burn the token")
 	g.Expect(svid.ID).To(Equal(m.ID))
+	cfg = bootstraptest.Get(t, env.Client, m.Config)
+	g.Expect(cfg.Status.AttestedTPM).To(Equal(&bootstrapv1.AttestedTPM{EKSHA256: vm.EKSHA256()}),
+		"the status names the endorsement key that answered, for the job's record")
 }
 
 func setMethod(t *testing.T, m *bootstraptest.Machine, method bootstrapv1.AttestationMethod) {

@@ -72,7 +72,7 @@ func why(c *infrav1.MachineClaim) string {
 // VMCloning records the clone's request: the VM, its template and when the claim asked for it.
 func (h Claims) VMCloning(c *infrav1.MachineClaim, hc *infrav1.HypervisorCluster, t hypervisor.Template) {
 	requested := c.CreationTimestamp.UTC()
-	h.facts(c, history.JobRecord{VM: vmRef(c, hc), Template: history.TemplateRef{Name: t.Name, ID: t.Ref.ID},
+	h.facts(c, history.JobRecord{VM: vmRef(c, hc), Template: history.TemplateRef{Name: t.Name, ID: t.Ref.ID, Digest: t.Digest},
 		Times: history.JobTimes{VMRequested: &requested}})
 	h.audit(c, "create-vm", why(c), fmt.Sprintf("cloning template %s (%s) to VM %s on %s", t.Name, t.Ref.ID, c.Status.VMID, c.Status.Node))
 }
@@ -96,6 +96,9 @@ func (h Claims) VMAttested(c *infrav1.MachineClaim, config *bootstrapv1.Bootstra
 	}
 	if svid := config.Status.AttestedSVID; svid != nil {
 		rec.Identity.SVIDSerial, rec.Identity.SVIDFingerprint = svid.SerialNumber, "sha256:"+svid.SHA256
+	}
+	if tpm := config.Status.AttestedTPM; tpm != nil {
+		rec.Identity.TPMEKHash = "sha256:" + tpm.EKSHA256
 	}
 	h.facts(c, rec)
 }

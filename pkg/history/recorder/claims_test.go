@@ -38,8 +38,9 @@ func TestClaimMomentsBecomeRunnerFactsAndAuditEntries(t *testing.T) {
 	config.Status.SPIFFEID = "spiffe://fleet/ns/team-a/machine/linux-x7"
 	config.Status.AttestedTime = &metav1.Time{Time: t0.Add(time.Minute)}
 	config.Status.AttestedSVID = &bootstrapv1.AttestedSVID{SerialNumber: "0a", SHA256: "ab"}
+	config.Status.AttestedTPM = &bootstrapv1.AttestedTPM{EKSHA256: "e1"}
 
-	tmpl := hypervisor.Template{Name: "ubuntu", Ref: hypervisor.VMRef{Node: "node1", ID: "9000"}}
+	tmpl := hypervisor.Template{Name: "ubuntu", Ref: hypervisor.VMRef{Node: "node1", ID: "9000"}, Digest: "sha1:5e"}
 	h.VMCloning(runner, hc, tmpl)
 	h.VMCloned(runner, hc)
 	h.VMRunning(runner, hc)
@@ -53,8 +54,8 @@ func TestClaimMomentsBecomeRunnerFactsAndAuditEntries(t *testing.T) {
 	rec, err := store.Job(context.Background(), "github/7")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(rec.VM).To(Equal(history.VMRef{Provider: "proxmox", HypervisorCluster: "pve", Host: "node1", VMID: "4101", Name: "linux-x7"}))
-	g.Expect(rec.Template).To(Equal(history.TemplateRef{Name: "ubuntu", ID: "9000"}))
-	g.Expect(rec.Identity).To(Equal(history.Identity{SPIFFEID: config.Status.SPIFFEID, SVIDSerial: "0a", SVIDFingerprint: "sha256:ab"}))
+	g.Expect(rec.Template).To(Equal(history.TemplateRef{Name: "ubuntu", ID: "9000", Digest: "sha1:5e"}))
+	g.Expect(rec.Identity).To(Equal(history.Identity{SPIFFEID: config.Status.SPIFFEID, SVIDSerial: "0a", SVIDFingerprint: "sha256:ab", TPMEKHash: "sha256:e1"}))
 	g.Expect(*rec.Times.VMRequested).To(Equal(t0))
 	g.Expect(*rec.Times.Attested).To(Equal(t0.Add(time.Minute)))
 	for _, tm := range []*time.Time{rec.Times.Cloned, rec.Times.Booted, rec.Times.VMDestroyed} {

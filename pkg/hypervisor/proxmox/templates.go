@@ -110,6 +110,9 @@ func (p *Provider) template(ctx context.Context, op string, m vmResource) (hyper
 		t.MemoryMiB = mem
 	}
 	t.BootDisk = bootDisk(cfg)
+	if d := cfg["digest"]; d != "" {
+		t.Digest = "sha1:" + d
+	}
 	if size, ok := driveSizeGiB(cfg[t.BootDisk]); ok {
 		t.DiskGiB = size
 	}

@@ -89,3 +89,23 @@ func TestResolveTemplateStaysExact(t *testing.T) {
 	_, err = p.ResolveTemplate(ctx, hypervisor.TemplateSelector{ID: "9100", Node: "pve1"})
 	g.Expect(err).To(MatchError(hypervisor.ErrNotFound), "a recorded template that moved is not silently replaced")
 }
+
+// A template's Digest is the config digest PVE reports with it, and names the configuration's
+// version: a change to the template gives another.
+func TestTemplateDigestIsTheConfigDigest(t *testing.T) {
+	g := NewWithT(t)
+	sim := startSim(t, pvesim.Config{Inventory: pvesim.DefaultInventory()})
+	p := newTestProvider(t, sim, clusterA)
+	sel := hypervisor.TemplateSelector{ID: "9000"}
+	before, err := p.ResolveTemplate(testCtx(t), sel)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(before.Digest).To(MatchRegexp(`^sha1:[0-9a-f]{40}$`))
+	again, err := p.ResolveTemplate(testCtx(t), sel)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(again.Digest).To(Equal(before.Digest), "an unchanged template keeps its digest")
+	g.Expect(sim.SetVMConfig(9000, "memory", "8192")).To(Succeed())
+	after, err := p.ResolveTemplate(testCtx(t), sel)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(after.Digest).To(MatchRegexp(`^sha1:[0-9a-f]{40}$`))
+	g.Expect(after.Digest).NotTo(Equal(before.Digest), "a changed template has another digest")
+}

@@ -82,6 +82,11 @@ func TestLifecycleAgainstVCSim(t *testing.T) {
 	if err != nil || len(templates) != 3 {
 		t.Fatalf("ResolveTemplates: %+v, %v", templates, err)
 	}
+	for _, tmpl := range templates {
+		if !strings.HasPrefix(tmpl.Digest, "changeVersion:") || tmpl.Digest == "changeVersion:" {
+			t.Errorf("template %s has no config version for the job's record: %q", tmpl.Ref.ID, tmpl.Digest)
+		}
+	}
 	if _, err := p.ResolveTemplates(ctx, hypervisor.TemplateSelector{Name: "ubuntu-2404-runner", Tags: []string{"gpu"}}); !errors.Is(err, hypervisor.ErrNotFound) {
 		t.Errorf("a tag the template lacks: %v", err)
 	}

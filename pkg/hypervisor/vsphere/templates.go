@@ -108,7 +108,7 @@ func (p *Provider) resolve(ctx context.Context, cn *conn, sel hypervisor.Templat
 	}
 	vm := found[0]
 	var devices mo.VirtualMachine
-	if err := property.DefaultCollector(cn.c).RetrieveOne(ctx, vm.Reference(), []string{"config.hardware.device"}, &devices); err != nil {
+	if err := property.DefaultCollector(cn.c).RetrieveOne(ctx, vm.Reference(), []string{"config.hardware.device", "config.changeVersion"}, &devices); err != nil {
 		return hypervisor.Template{}, err
 	}
 	t := hypervisor.Template{Ref: hypervisor.VMRef{ID: lower(vm.Config.InstanceUuid)}, Name: vm.Name,
@@ -116,6 +116,9 @@ func (p *Provider) resolve(ctx context.Context, cn *conn, sel hypervisor.Templat
 	if d := bootDisk(devices); d != nil {
 		t.BootDisk = d.DeviceInfo.GetDescription().Label
 		t.DiskGiB = int(d.CapacityInKB >> 20)
+	}
+	if devices.Config != nil && devices.Config.ChangeVersion != "" {
+		t.Digest = "changeVersion:" + devices.Config.ChangeVersion
 	}
 	return t, nil
 }

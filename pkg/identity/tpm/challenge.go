@@ -149,6 +149,7 @@ func (a *Attestor) Activate(ctx context.Context, challengeID string, sealed, ans
 		conditions.Set(bc, metav1.Condition{Type: bootstrapv1.AttestedCondition, Status: metav1.ConditionFalse,
 			Reason: CredentialActivatedReason, Message: "the VM's TPM answered the credential challenge; waiting for the VM to fetch its runner config",
 			ObservedGeneration: bc.Generation})
+		bc.Status.AttestedTPM = &bootstrapv1.AttestedTPM{EKSHA256: strings.ToLower(st.EKSHA256)}
 		if err := a.Client.Status().Update(ctx, bc); err != nil {
 			if apierrors.IsConflict(err) {
 				continue // read again and decide again

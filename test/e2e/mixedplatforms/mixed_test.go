@@ -271,6 +271,7 @@ func checkRecords(t *testing.T, ids map[string]string, pools map[string]devfleet
 			"Provider": Equal("proxmox"), "HypervisorCluster": Not(BeEmpty()), "Host": Not(BeEmpty()), "VMID": Not(BeEmpty()),
 			"Name": Equal(rec.Runner)}), "job %s", id)
 		g.Expect(rec.Template.ID).NotTo(BeEmpty(), "job %s", id)
+		g.Expect(rec.Template.Digest).To(MatchRegexp(`^sha1:[0-9a-f]{40}$`), "job %s: the template's config digest as PVE reported it", id)
 		g.Expect(rec.Identity.SPIFFEID).To(HaveSuffix("/"+rec.Runner), "job %s", id)
 		g.Expect(rec.Identity.SVIDSerial).NotTo(BeEmpty(), "job %s", id)
 		g.Expect(rec.Identity.SVIDFingerprint).To(HavePrefix("sha256:"), "job %s", id)
