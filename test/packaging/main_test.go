@@ -51,7 +51,9 @@ func run(t *testing.T, stdin []byte, extraEnv []string, name string, args ...str
 }
 
 func tryRun(stdin []byte, extraEnv []string, name string, args ...string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// Ten minutes: the release script's first cross-compile of the agent for arm64 builds Go's
+	// standard library for it too, minutes on two cores busy with other packages' tests.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = env.RepoRoot
