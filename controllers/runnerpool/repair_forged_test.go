@@ -104,15 +104,19 @@ func TestForgedDeliveriesDoNotHideQueuedJobs(t *testing.T) {
 			attackers := "attackers-" + strings.ReplaceAll(tt.name, " ", "-")
 			gl.AddProject(attackers + "/app")
 
+			// The first pool is live (its first repair ran) before the hook: a delivery for a pool
+			// the manager has not reconciled yet has nowhere to go.
 			var victim, attacker *fleetv1.RunnerPool
+			first := &victim
 			if tt.hijack {
 				attacker = repairGitLabPool(t, controllertest.NewNamespace(t), attackers, sim, gl, fleetv1.GitLabSpec{RunUntagged: true})
+				first = &attacker
 			} else {
 				victim = repairGitLabPool(t, controllertest.NewNamespace(t), group, sim, gl, fleetv1.GitLabSpec{Tags: []string{"linux"}})
-				g.Eventually(func(g Gomega) {
-					g.Expect(controllertest.Get(g, victim).Status.LastRepairTime).NotTo(BeNil())
-				}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 			}
+			g.Eventually(func(g Gomega) {
+				g.Expect(controllertest.Get(g, *first).Status.LastRepairTime).NotTo(BeNil())
+			}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 
 			// The job waits for an earlier stage; the attacker sends its hook ahead of its release.
 			job := gl.CreateJob(group+"/app", fakegitlab.JobSpec{Tags: []string{"linux"}, Status: fakegitlab.JobCreated})
