@@ -4,7 +4,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
-	"github.com/hyperfleet-io/hyperfleet/controllers/claimvm"
 	"github.com/hyperfleet-io/hyperfleet/controllers/machinemigration"
 	"github.com/hyperfleet-io/hyperfleet/controllers/machinesnapshot"
 	"github.com/hyperfleet-io/hyperfleet/controllers/machinesnapshotrestore"
@@ -22,7 +21,7 @@ func setupVMControllers(mgr ctrl.Manager, registry *connection.Registry, opts Op
 		Client:       mgr.GetClient(),
 		Recorder:     mgr.GetEventRecorderFor("machinesnapshot-controller"),
 		Registry:     registry,
-		Audit:        audit(opts),
+		Audit:        opts.History, // a nil History converts to a nil Audit
 		PollInterval: opts.Pace.TaskPollInterval,
 	}
 	if err := snapshots.SetupWithManager(mgr, copts); err != nil {
@@ -32,7 +31,7 @@ func setupVMControllers(mgr ctrl.Manager, registry *connection.Registry, opts Op
 		Client:       mgr.GetClient(),
 		Recorder:     mgr.GetEventRecorderFor("machinesnapshotrestore-controller"),
 		Registry:     registry,
-		Audit:        audit(opts),
+		Audit:        opts.History,
 		PollInterval: opts.Pace.TaskPollInterval,
 	}
 	if err := restores.SetupWithManager(mgr, copts); err != nil {
@@ -43,7 +42,7 @@ func setupVMControllers(mgr ctrl.Manager, registry *connection.Registry, opts Op
 		APIReader:    mgr.GetAPIReader(),
 		Recorder:     mgr.GetEventRecorderFor("machinemigration-controller"),
 		Registry:     registry,
-		Audit:        audit(opts),
+		Audit:        opts.History,
 		PollInterval: opts.Pace.TaskPollInterval,
 	}
 	if err := migrations.SetupWithManager(mgr, copts); err != nil {
@@ -82,13 +81,4 @@ func setupVMControllers(mgr ctrl.Manager, registry *connection.Registry, opts Op
 		Clock:    opts.Testing.Clock,
 	}
 	return schedules.SetupWithManager(mgr, copts)
-}
-
-// audit is the audit log the day-2 controllers tell of their changes to VMs: the history
-// recorder's, nil without one.
-func audit(opts Options) claimvm.Audit {
-	if opts.History == nil {
-		return nil
-	}
-	return opts.History
 }
