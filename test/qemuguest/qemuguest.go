@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -317,6 +318,11 @@ func (h *Host) Run(ctx context.Context, id string, m Machine, log func(string, .
 	fmt.Fprintf(logf, "%s %s %s\n", time.Now().Format(time.RFC3339), h.cfg.Binary, strings.Join(args, " "))
 	cmd := exec.Command(h.cfg.Binary, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	dieWithParent(cmd)
+	// The parent-death signal follows the thread that started QEMU: keep this goroutine on it
+	// until QEMU ends, so the Go runtime never retires that thread while the guest runs.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting QEMU: %w", err)
 	}
