@@ -38,6 +38,7 @@ func runConformance(t *testing.T, b backend) {
 	t.Run("AuditAppendOnly", func(t *testing.T) { testAuditAppendOnly(t, b, open) })
 	t.Run("Percentiles", func(t *testing.T) { testPercentiles(t, open) })
 	t.Run("Prune", func(t *testing.T) { testPrune(t, open) })
+	t.Run("Unfinished", func(t *testing.T) { testUnfinished(t, open) })
 	t.Run("Migrations", func(t *testing.T) { testMigrations(t, b) })
 }
 
@@ -87,6 +88,34 @@ func testUpsertPieceByPiece(t *testing.T, open opener) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// testUnfinished: the records no completion reached are the unsealed ones without an outcome or
+// a finish time whose VM is gone, and only once it has been gone long enough.
+func testUnfinished(t *testing.T, open opener) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	s, _ := open(t)
+	for _, r := range []JobRecord{
+		{Platform: "github", JobID: "lost", Times: JobTimes{Queued: at(0), VMDestroyed: at(10 * time.Minute)}},
+		{Platform: "github", JobID: "lost-earlier", Times: JobTimes{Queued: at(0), VMDestroyed: at(5 * time.Minute)}},
+		{Platform: "github", JobID: "lost-lately", Times: JobTimes{Queued: at(0), VMDestroyed: at(time.Hour)}},
+		{Platform: "github", JobID: "running", Times: JobTimes{Queued: at(0), JobStarted: at(time.Minute)}},
+		{Platform: "github", JobID: "finished", Times: JobTimes{Queued: at(0), JobFinished: at(2 * time.Minute), VMDestroyed: at(3 * time.Minute)}},
+		{Platform: "gitlab", JobID: "cancelled", Outcome: OutcomeCancelled, Times: JobTimes{Queued: at(0), VMDestroyed: at(3 * time.Minute)}},
+		{Platform: "buildkite", JobID: "sealed", Times: JobTimes{Queued: at(0), VMDestroyed: at(3 * time.Minute)}, Envelope: []byte(`{}`)},
+	} {
+		g.Expect(s.UpsertJob(ctx, r)).To(Succeed())
+	}
+	ids, err := s.Unfinished(ctx, t0.Add(30*time.Minute), 0)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ids).To(Equal([]string{"github/lost-earlier", "github/lost"}), "oldest destruction first; nothing finished, sealed or too recent")
+	ids, err = s.Unfinished(ctx, t0.Add(2*time.Hour), 1)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ids).To(Equal([]string{"github/lost-earlier"}), "at most limit")
+	ids, err = s.Unfinished(ctx, t0.Add(time.Minute), 0)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ids).To(BeEmpty())
+}
 
 // testRunnerFacts: what is learned about a runner's VM before its job is known (cloned, booted,
 // attested) joins the job's record once a piece of the job names the runner, and what is learned

@@ -314,4 +314,29 @@ func (s *sqlStore) Jobs(ctx context.Context, q JobQuery) ([]JobRecord, error) {
 	return out, nil
 }
 
+func (s *sqlStore) Unfinished(ctx context.Context, destroyedBefore time.Time, n int) ([]string, error) {
+	if n <= 0 || n > MaxLimit {
+		n = MaxLimit
+	}
+	query := "SELECT id FROM jobs WHERE envelope IS NULL AND outcome = '' AND job_finished_at IS NULL" +
+		" AND vm_destroyed_at IS NOT NULL AND vm_destroyed_at < ? ORDER BY vm_destroyed_at, id LIMIT " + strconv.Itoa(n)
+	rows, err := s.r.QueryContext(ctx, s.d.rebind(query), s.d.timeArg(destroyedBefore))
+	if err != nil {
+		return nil, fmt.Errorf("listing unfinished jobs: %w", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("listing unfinished jobs: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing unfinished jobs: %w", err)
+	}
+	return ids, nil
+}
+
 func (s *sqlStore) Close() error { return s.close() }

@@ -47,6 +47,10 @@ type Store interface {
 	UpsertRunner(ctx context.Context, namespace, runner string, facts JobRecord) (jobID string, err error)
 	// Job returns one record, or ErrNotFound.
 	Job(ctx context.Context, id string) (JobRecord, error)
+	// Unfinished returns the IDs of the records no completion reached: not sealed, with neither
+	// an outcome nor a finish time, whose VM was destroyed before destroyedBefore. At most limit
+	// (MaxLimit when 0 or more), the longest-destroyed first.
+	Unfinished(ctx context.Context, destroyedBefore time.Time, limit int) ([]string, error)
 	// Jobs lists records newest first (by JobTimes.SortTime, then ID).
 	Jobs(ctx context.Context, q JobQuery) ([]JobRecord, error)
 	// AppendAudit adds an entry and returns its ID. There is no way to change or delete one

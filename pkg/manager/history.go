@@ -21,6 +21,10 @@ import (
 // HistoryActor names the manager in the audit entries of the VMs it creates and destroys.
 const HistoryActor = "hyperfleet-manager"
 
+// UnfinishedAfter is how long after its VM is gone a job may still report its completion before
+// its record is closed as unknown and sealed (docs/history.md, "A job that never reports").
+const UnfinishedAfter = time.Hour
+
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update
 
 // addHistory runs the job history recorder when a history store is configured: the ledgers tell
@@ -45,7 +49,9 @@ func addHistory(mgr manager.Manager, cfg *config.Manager, opts *controllers.Opti
 		Open:      func(ctx context.Context) (history.Store, error) { return history.Open(ctx, url) },
 		Key:       func(ctx context.Context) (provenance.Signer, error) { return custody.EnsureKey(ctx, c, namespace) },
 		Retention: cfg.HistoryRetention,
-		Log:       ctrl.Log.WithName("history"),
+		// A job runs on its VM: an hour after the VM is gone, only a lost message is still due.
+		UnfinishedAfter: UnfinishedAfter,
+		Log:             ctrl.Log.WithName("history"),
 	})
 	opts.History = recorder.Claims{Recorder: rec, Actor: HistoryActor}
 	opts.JobHistory = rec

@@ -89,7 +89,7 @@ var (
 
 	HistorySealed = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "hyperfleet_history_sealed_records_total",
-		Help: "Job records signed with the installation's provenance key once their job finished and their VM was gone.",
+		Help: "Job records signed with the installation's provenance key once their job finished (or was closed as unknown: no completion came within an hour of the VM's destruction) and their VM was gone.",
 	})
 
 	HistoryDropped = prometheus.NewCounter(prometheus.CounterOpts{

@@ -36,6 +36,12 @@ type Options struct {
 	// Retention is how long records are kept: once a day, and first a minute after Start, the
 	// store prunes what is older (history.Store.Prune). Zero keeps everything.
 	Retention time.Duration
+	// UnfinishedAfter is how long after its VM's destruction a job may still report its
+	// completion: a record no completion reached by then (a lost webhook, a platform that never
+	// said) is closed as OutcomeUnknown, with the reason, and sealed, so that every job's record
+	// ends. The store is swept for them every UnfinishedAfter/4 (at most every 10 minutes), first
+	// a minute after Start. Zero leaves such records open.
+	UnfinishedAfter time.Duration
 	// MaxPending bounds the queue; zero means DefaultMaxPending.
 	MaxPending int
 	// Log receives the records as structured lines (one per sealed job record and per audit
@@ -157,6 +163,8 @@ func (r *Recorder) Start(ctx context.Context) error {
 	}()
 	backoff := minBackoff
 	nextPrune := r.opts.Now().Add(time.Minute)
+	// The sweep keeps the wall clock's time (opts.Now only says what is old enough).
+	nextSweep := time.Now().Add(min(time.Minute, r.sweepInterval()))
 	for {
 		var err error
 		if store == nil {
@@ -170,10 +178,19 @@ func (r *Recorder) Start(ctx context.Context) error {
 			r.prune(ctx, store)
 		}
 		p, ok := r.head()
+		if !ok && err == nil && r.opts.UnfinishedAfter > 0 && !time.Now().Before(nextSweep) {
+			// Only with nothing queued: a completion waiting in the queue is written first.
+			nextSweep = time.Now().Add(r.sweepInterval())
+			r.closeUnfinished(ctx, store)
+			continue
+		}
 		if !ok && err == nil {
-			var pruneDue, sealDue <-chan time.Time // never, without a retention or records to seal
+			var pruneDue, sealDue, sweepDue <-chan time.Time // never, without a retention, records to seal or a sweep
 			if r.opts.Retention > 0 {
 				pruneDue = time.After(time.Until(nextPrune))
+			}
+			if r.opts.UnfinishedAfter > 0 {
+				sweepDue = time.After(time.Until(nextSweep))
 			}
 			if len(r.unsealed) > 0 {
 				sealDue = time.After(backoff)
@@ -183,6 +200,7 @@ func (r *Recorder) Start(ctx context.Context) error {
 				return nil
 			case <-r.wake:
 			case <-pruneDue:
+			case <-sweepDue:
 			case <-sealDue:
 				backoff = min(2*backoff, maxBackoff)
 				for id := range r.unsealed {
@@ -229,6 +247,38 @@ func (r *Recorder) prune(ctx context.Context, store history.Store) {
 		return
 	}
 	r.opts.Log.Info("pruned the history store", "retention", r.opts.Retention, "jobRecords", jobs, "auditEntries", audit)
+}
+
+// sweepInterval is how often the store is searched for records no completion reached.
+func (r *Recorder) sweepInterval() time.Duration {
+	return min(r.opts.UnfinishedAfter/4, 10*time.Minute)
+}
+
+// closeUnfinished ends the records of jobs whose VM has been gone UnfinishedAfter without their
+// completion: the outcome is unknown, the reason says so, and the record is sealed. A completion
+// that arrives later finds the record sealed and is not recorded. A failure is only logged: the
+// next sweep tries again.
+func (r *Recorder) closeUnfinished(ctx context.Context, store history.Store) {
+	ids, err := store.Unfinished(ctx, r.opts.Now().Add(-r.opts.UnfinishedAfter), 0)
+	if err != nil {
+		r.opts.Log.Error(err, "searching the history store for jobs whose completion never came")
+		return
+	}
+	reason := fmt.Sprintf("no completion of the job reached HyperFleet within %s of its VM's destruction", r.opts.UnfinishedAfter)
+	for _, id := range ids {
+		err := store.UpsertJob(ctx, history.JobRecord{ID: id, Outcome: history.OutcomeUnknown, FailureReason: reason})
+		if errors.Is(err, history.ErrSealed) {
+			continue // another replica closed it first
+		}
+		if err == nil {
+			err = r.seal(ctx, store, id)
+		}
+		if err != nil {
+			r.opts.Log.Error(err, "closing a job record whose completion never came", "job", id)
+			return
+		}
+		r.opts.Log.Info("closed a job record whose completion never came", "job", id, "outcome", history.OutcomeUnknown)
+	}
 }
 
 // permanent errors do not pass by retrying: the piece is dropped so that the rest may be written.

@@ -365,3 +365,62 @@ func (c *fakeClock) advance(d time.Duration) {
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
 }
+
+// A job whose completion never reaches HyperFleet (a lost webhook) still gets a record that ends:
+// once its VM has been gone UnfinishedAfter, the sweep closes it as unknown, says why, and seals
+// it. A job whose completion arrives in time keeps its outcome; one still within the grace is
+// left open; a completion arriving after the close changes nothing.
+func TestJobWhoseCompletionNeverCameIsClosedAsUnknown(t *testing.T) {
+	g := NewWithT(t)
+	store := newStore(t)
+	signer := newSigner(t)
+	var now atomic.Pointer[time.Time]
+	setNow := func(d time.Duration) { n := t0.Add(d); now.Store(&n) }
+	setNow(0)
+	const grace = 200 * time.Millisecond // the sweep runs every 50 ms of wall time
+	r := start(t, store, recorder.Options{Signer: signer, UnfinishedAfter: grace, Now: func() time.Time { return *now.Load() }})
+	p := pool("github")
+	for _, id := range []string{"lost", "in-time"} {
+		r.ObserveJob(context.Background(), p, platform.JobEvent{JobID: id, State: platform.JobQueued, CreatedAt: t0}, t0)
+		r.ObserveJob(context.Background(), p, platform.JobEvent{JobID: id, State: platform.JobInProgress, RunnerName: "r-" + id}, t0)
+		r.Runner("team-a", "r-"+id, history.JobRecord{Times: history.JobTimes{VMDestroyed: ptr(t0)}})
+	}
+	r.ObserveJob(context.Background(), p, platform.JobEvent{JobID: "in-time", State: platform.JobCompleted, RunnerName: "r-in-time",
+		Conclusion: "success", CompletedAt: t0.Add(100 * time.Millisecond)}, t0.Add(100*time.Millisecond))
+	setNow(100 * time.Millisecond)
+	g.Eventually(func() int { return r.Health().Pending }).Should(BeZero())
+
+	g.Consistently(func(g Gomega) {
+		rec, err := store.Job(context.Background(), "github/lost")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(rec.Outcome).To(BeEmpty())
+		g.Expect(rec.Sealed()).To(BeFalse())
+	}, 300*time.Millisecond, 20*time.Millisecond).Should(Succeed(), "within the grace the job may still report")
+
+	setNow(time.Second)
+	var rec history.JobRecord
+	g.Eventually(func(g Gomega) {
+		var err error
+		rec, err = store.Job(context.Background(), "github/lost")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(rec.Sealed()).To(BeTrue())
+	}, 10*time.Second, 20*time.Millisecond).Should(Succeed(), "past the grace the sweep closes and seals the record")
+	g.Expect(rec.Outcome).To(Equal(history.OutcomeUnknown))
+	g.Expect(rec.FailureReason).To(Equal("no completion of the job reached HyperFleet within 200ms of its VM's destruction"))
+	g.Expect(rec.Times.JobFinished).To(BeNil(), "nobody knows when it finished")
+	var env provenance.Envelope
+	g.Expect(json.Unmarshal(rec.Envelope, &env)).To(Succeed())
+	_, err := provenance.Verify(env, signer.Public())
+	g.Expect(err).NotTo(HaveOccurred())
+
+	inTime, err := store.Job(context.Background(), "github/in-time")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(inTime.Sealed()).To(BeTrue())
+	g.Expect(inTime.Outcome).To(Equal(history.OutcomeSucceeded), "a completion that came in time is what the record says")
+
+	r.ObserveJob(context.Background(), p, platform.JobEvent{JobID: "lost", State: platform.JobCompleted, RunnerName: "r-lost", Conclusion: "success"}, t0.Add(2*time.Second))
+	g.Eventually(func() int { return r.Health().Pending }).Should(BeZero())
+	after, err := store.Job(context.Background(), "github/lost")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(after.Outcome).To(Equal(history.OutcomeUnknown), "the sealed record stands")
+}
