@@ -253,6 +253,31 @@ func TestPersistentHaltedOnceManual(t *testing.T) {
 	})
 }
 
+// TestPowerRequestWrittenWhileAnotherIsTaken: a stop written while the controller is starting the
+// VM for the start before it is not lost: the start's request is removed only while it holds
+// "start", and the stop is taken next. (Removing it with the end-of-reconcile patch dropped a stop
+// written during the start call.)
+func TestPowerRequestWrittenWhileAnotherIsTaken(t *testing.T) {
+	g := NewWithT(t)
+	claim, sim := persistentVM(t, infrav1.RunStrategyManual)
+	staysOff(t, sim, claim, "Manual does not start a new VM by itself")
+
+	// The start call takes two seconds: time for a person to change their mind.
+	sim.InjectFault(pvesim.Fault{Endpoint: startEndpoint, Count: 1, Latency: 2 * time.Second})
+	annotatePowerRequest(t, claim, infrav1.PowerRequestStart)
+	g.Eventually(func() int { return sim.Requests()[startEndpoint] }, 30*time.Second, 10*time.Millisecond).Should(Equal(1))
+	annotatePowerRequest(t, claim, infrav1.PowerRequestStop)
+
+	g.Eventually(func(g Gomega) {
+		got := get(g, claim)
+		g.Expect(got.Annotations).NotTo(HaveKey(infrav1.PowerRequestAnnotation))
+		g.Expect(got.Status.LastPowerRequest).NotTo(BeNil())
+		g.Expect(got.Status.LastPowerRequest.Action).To(Equal(infrav1.PowerRequestStop), "the stop was taken after the start")
+		g.Expect(got.Status.LastStopCause).To(Equal(infrav1.StopCauseRequested))
+		g.Expect(vmStatus(sim, claim)()).To(Equal("stopped"))
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+}
+
 func commands(sim *pvesim.Simulator, vmid int) []string {
 	var out []string
 	for _, e := range sim.GuestExecs(vmid) {

@@ -122,7 +122,11 @@ func (r *Reconciler) applyRunStrategy(ctx context.Context, s *claimScope) (ctrl.
 	obs.State, obs.Cause = vm.State, c.Status.LastStopCause
 	d = lifecycle.Decide(c.Spec.RunStrategy, obs)
 	if request != "" {
-		r.takePowerRequest(s, request, d)
+		taken, err := r.takePowerRequest(ctx, s, request, d)
+		if err != nil || !taken {
+			// Someone changed the request since it was read: act on the new one.
+			return ctrl.Result{RequeueAfter: time.Millisecond}, err
+		}
 	}
 	switch d.Action {
 	case lifecycle.Start:
@@ -210,12 +214,19 @@ func (r *Reconciler) observePower(ctx context.Context, s *claimScope, vm hypervi
 }
 
 // takePowerRequest consumes the power request annotation: it is acted on once, like KubeVirt's
-// start and stop subresources, and its outcome stays in status.lastPowerRequest.
-func (r *Reconciler) takePowerRequest(s *claimScope, request string, d lifecycle.Decision) {
+// start and stop subresources, and its outcome stays in status.lastPowerRequest. The annotation is
+// removed before anything is done, and only while it still holds the request read: a request
+// written meanwhile (a stop right after a start) is not lost to this one's removal, and is taken
+// next. It reports false, having done nothing, when the request changed.
+func (r *Reconciler) takePowerRequest(ctx context.Context, s *claimScope, request string, d lifecycle.Decision) (bool, error) {
 	c := s.claim
+	// The claim in memory keeps the annotation, so that the end-of-reconcile patch leaves it to this
+	// guarded removal.
+	if taken, err := claimvm.RemoveAnnotation(ctx, r.Client, c.Namespace, c.Name, infrav1.PowerRequestAnnotation, request); err != nil || !taken {
+		return false, err
+	}
 	accepted := d.RequestAccepted && (request == infrav1.PowerRequestStart || request == infrav1.PowerRequestStop)
 	c.Status.LastPowerRequest = &infrav1.PowerRequestRecord{Action: request, Time: metav1.Now(), Accepted: accepted}
-	delete(c.Annotations, infrav1.PowerRequestAnnotation)
 	switch {
 	case request != infrav1.PowerRequestStart && request != infrav1.PowerRequestStop:
 		r.Recorder.Eventf(c, corev1.EventTypeWarning, infrav1.PowerRequestRefusedReason,
@@ -225,6 +236,7 @@ func (r *Reconciler) takePowerRequest(s *claimScope, request string, d lifecycle
 			"power request %s refused: runStrategy %s decides the power state (power requests need runStrategy Manual); %s",
 			request, c.Spec.RunStrategy, d.Reason)
 	}
+	return true, nil
 }
 
 // beginGracefulStop starts a stop: the preStop hook (when there is one), a guest shutdown, and a

@@ -2,17 +2,13 @@ package machinemigration
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
@@ -412,19 +408,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, m *fleetv1.MachineMigr
 // releaseClaim hands the claim back to its run strategy if this migration holds it, with a JSON
 // patch that tests the annotation's value first.
 func (r *Reconciler) releaseClaim(ctx context.Context, m *fleetv1.MachineMigration) error {
-	path := "/metadata/annotations/" + strings.ReplaceAll(strings.ReplaceAll(infrav1.MigrationInProgressAnnotation, "~", "~0"), "/", "~1")
-	ops, err := json.Marshal([]map[string]any{
-		{"op": "test", "path": path, "value": m.Name},
-		{"op": "remove", "path": path},
-	})
-	if err != nil {
-		return err
-	}
-	claim := &infrav1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Spec.MachineClaimName}}
-	err = r.Client.Patch(ctx, claim, client.RawPatch(types.JSONPatchType, ops))
-	if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) {
-		return nil
-	}
+	_, err := claimvm.RemoveAnnotation(ctx, r.Client, m.Namespace, m.Spec.MachineClaimName, infrav1.MigrationInProgressAnnotation, m.Name)
 	return err
 }
 

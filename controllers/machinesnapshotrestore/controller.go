@@ -2,16 +2,13 @@ package machinesnapshotrestore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
@@ -253,19 +250,7 @@ func (r *Reconciler) fail(ctx context.Context, rs *fleetv1.MachineSnapshotRestor
 // that tests the annotation's value removes it only while it names this restore, without trusting
 // a cached read of the claim.
 func (r *Reconciler) releaseClaim(ctx context.Context, rs *fleetv1.MachineSnapshotRestore) error {
-	path := "/metadata/annotations/" + strings.ReplaceAll(strings.ReplaceAll(infrav1.RestoreInProgressAnnotation, "~", "~0"), "/", "~1")
-	ops, err := json.Marshal([]map[string]any{
-		{"op": "test", "path": path, "value": rs.Name},
-		{"op": "remove", "path": path},
-	})
-	if err != nil {
-		return err
-	}
-	claim := &infrav1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Namespace: rs.Namespace, Name: rs.Spec.Target.MachineClaimName}}
-	err = r.Client.Patch(ctx, claim, client.RawPatch(types.JSONPatchType, ops))
-	if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) {
-		return nil // no claim, or it is not held by this restore
-	}
+	_, err := claimvm.RemoveAnnotation(ctx, r.Client, rs.Namespace, rs.Spec.Target.MachineClaimName, infrav1.RestoreInProgressAnnotation, rs.Name)
 	return err
 }
 
