@@ -11,6 +11,12 @@ CONTROLLER_GEN ?= $(TOOLS_CACHE)/bin/controller-gen
 STATICCHECK ?= $(TOOLS_CACHE)/bin/staticcheck
 export KUBEBUILDER_ASSETS CAPI_DIR
 
+# Build outputs that do not name the checkout's directory. Without -trimpath the go command keys
+# every compile of this module's packages by their absolute path, so a fresh clone (as CI makes)
+# compiled, vetted and staticchecked all of them again with a warm cache: in a new clone go vet
+# took 61 s and staticcheck 95 s against 3 s each. Stack traces name files by import path.
+export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
+
 GO_TEST_FLAGS ?=
 # Envtest-backed packages start a real kube-apiserver; keep them from running all at once on small
 # machines. Three lanes on two cores: most packages wait (on API servers, VMs booting, polls) more
