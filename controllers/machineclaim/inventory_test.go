@@ -30,6 +30,9 @@ func TestRunnerPlacementUsesTheHealthChecksNodes(t *testing.T) {
 		got := get(g, hc)
 		g.Expect(conditions.IsTrue(got, infrav1.HypervisorClusterAvailableCondition)).To(BeTrue())
 		g.Expect(got.Status.LastSweepTime).NotTo(BeNil())
+		// The controller's own spec writes (installation ID, control plane endpoint) each bring
+		// one more check; once it has observed the last of them, the next is a minute away.
+		g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 	sim.ResetRequests()
 
