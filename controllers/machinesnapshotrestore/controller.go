@@ -196,14 +196,10 @@ func (r *Reconciler) reconcileRestore(ctx context.Context, rs *fleetv1.MachineSn
 			return ctrl.Result{RequeueAfter: time.Millisecond}, err
 		}
 	}
-	// A snapshot with memory resumes the VM by itself; otherwise a VM that ran is started again.
-	start := *rs.Status.WasRunning && !snap.Status.WithMemory
 	switch {
 	case state.Lock != "":
 		setRestoreState(rs, metav1.ConditionFalse, fleetv1.RestoreWaitingReason, fmt.Sprintf("VM %s is locked (%s)", state.Ref, state.Lock))
 		return ctrl.Result{RequeueAfter: r.poll()}, nil
-	case rs.Status.RollbackRequested != nil:
-		return r.rollbackOutcomeUnknown(ctx, rs, snap, vm, state, start || snap.Status.WithMemory)
 	case state.State != hypervisor.PowerStateStopped:
 		task, err := vm.Provider.StopSeen(ctx, state)
 		if err != nil {
@@ -214,52 +210,21 @@ func (r *Reconciler) reconcileRestore(ctx context.Context, rs *fleetv1.MachineSn
 		setRestoreState(rs, metav1.ConditionFalse, fleetv1.RestoreStoppingReason, fmt.Sprintf("stopping VM %s before the rollback", state.Ref))
 		return ctrl.Result{RequeueAfter: r.poll()}, nil
 	}
-	// The rollback is recorded as asked for before it is asked for, against this read's
-	// resourceVersion: should its task not be recorded afterwards, the next reconcile knows a
-	// rollback may have run and does not stop the restored VM to roll it back again.
-	base := rs.DeepCopy()
-	rs.Status.RollbackRequested = &metav1.Time{Time: time.Now()}
-	if stale, err := fresh.PatchStatus(ctx, r.Client, rs, base); err != nil || stale {
-		rs.Status.RollbackRequested = nil
-		return ctrl.Result{RequeueAfter: time.Millisecond}, err
-	}
+	// A snapshot with memory resumes the VM by itself; otherwise a VM that ran is started again.
+	start := *rs.Status.WasRunning && !snap.Status.WithMemory
 	task, err := vm.Snapshotter.RollbackSnapshot(ctx, vm.Ref(), snap.Status.SnapshotName, start)
-	switch {
-	case err == nil:
-	case !hypervisor.IsRetryable(err):
-		rs.Status.RollbackRequested = nil // refused
-		return r.fail(ctx, rs, "rolling back: "+err.Error())
-	case errors.Is(err, hypervisor.ErrBusy):
-		rs.Status.RollbackRequested = nil // refused: the VM is locked or in the wrong state
+	if err != nil {
+		if !hypervisor.IsRetryable(err) {
+			return r.fail(ctx, rs, "rolling back: "+err.Error())
+		}
 		setRestoreState(rs, metav1.ConditionFalse, hypervisor.Reason(err), "rolling back: "+err.Error())
 		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
-	default:
-		// A timeout or a lost answer: the rollback may be running. The next reconcile finds out.
-		setRestoreState(rs, metav1.ConditionFalse, hypervisor.Reason(err), "rolling back: "+err.Error())
-		return ctrl.Result{RequeueAfter: r.poll()}, nil
 	}
 	rs.Status.Task = &fleetv1.SnapshotTask{ID: string(task), Node: state.Ref.Node, Operation: fleetv1.SnapshotOperationRollback, StartTime: metav1.Now()}
 	setRestoreState(rs, metav1.ConditionFalse, fleetv1.RestoreRollingBackReason, fmt.Sprintf("rolling VM %s back to %s", state.Ref, snap.Status.SnapshotName))
 	r.Recorder.Eventf(rs, corev1.EventTypeNormal, fleetv1.RestoreRollingBackReason, "rolling VM %s back to snapshot %s", state.Ref, snap.Status.SnapshotName)
 	claimvm.Changed(r.Audit, vm, "restore-vm", fmt.Sprintf("MachineSnapshotRestore %s: rolling back to snapshot %s (MachineSnapshot %s)", rs.Name, snap.Status.SnapshotName, snap.Name))
 	return ctrl.Result{RequeueAfter: r.poll()}, nil
-}
-
-// rollbackOutcomeUnknown ends a restore whose rollback was asked for but whose task was not
-// recorded, once the VM is unlocked: a VM the rollback would have left running and that runs (the
-// restore holds the claim's run strategy, so nothing of HyperFleet's started it) was rolled back;
-// any other is left as it is, and the restore fails saying so.
-func (r *Reconciler) rollbackOutcomeUnknown(ctx context.Context, rs *fleetv1.MachineSnapshotRestore, snap *fleetv1.MachineSnapshot,
-	vm *claimvm.VM, state hypervisor.VM, runsAfter bool) (ctrl.Result, error) {
-	if runsAfter && state.State == hypervisor.PowerStateRunning {
-		claimvm.Changed(r.Audit, vm, "restore-vm", fmt.Sprintf("MachineSnapshotRestore %s: rolled back to snapshot %s (MachineSnapshot %s; the hypervisor's answer was lost, the VM runs as the rollback leaves it)",
-			rs.Name, snap.Status.SnapshotName, snap.Name))
-		return r.complete(ctx, rs, snap)
-	}
-	return r.fail(ctx, rs, fmt.Sprintf("the rollback of VM %s to snapshot %s was asked for at %s, but its outcome was not recorded "+
-		"(the hypervisor's answer or the status write after it was lost): whether the VM is back at the snapshot is not known, "+
-		"and it is not rolled back a second time; check the VM, and create another MachineSnapshotRestore to roll it back again",
-		state.Ref, snap.Status.SnapshotName, rs.Status.RollbackRequested.UTC().Format(time.RFC3339)))
 }
 
 func (r *Reconciler) complete(ctx context.Context, rs *fleetv1.MachineSnapshotRestore, snap *fleetv1.MachineSnapshot) (ctrl.Result, error) {

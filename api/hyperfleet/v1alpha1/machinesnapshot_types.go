@@ -216,14 +216,6 @@ type MachineSnapshotRestoreStatus struct {
 	// +optional
 	Task *SnapshotTask `json:"task,omitempty"`
 
-	// rollbackRequested is when HyperFleet asked the hypervisor to roll the VM back, recorded
-	// before it asks: a restore rolls a VM back at most once. When the rollback's task was not
-	// recorded (its answer or the status write after it was lost), a VM found running as the
-	// rollback would leave it completes the restore; otherwise the restore fails saying the outcome
-	// is not known, and the VM is not rolled back a second time.
-	// +optional
-	RollbackRequested *metav1.Time `json:"rollbackRequested,omitempty"`
-
 	// conditions: Ready (the restore is done), Progressing.
 	// +optional
 	// +listType=map

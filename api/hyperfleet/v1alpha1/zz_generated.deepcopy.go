@@ -441,10 +441,6 @@ func (in *MachineSnapshotRestoreStatus) DeepCopyInto(out *MachineSnapshotRestore
 		*out = new(SnapshotTask)
 		(*in).DeepCopyInto(*out)
 	}
-	if in.RollbackRequested != nil {
-		in, out := &in.RollbackRequested, &out.RollbackRequested
-		*out = (*in).DeepCopy()
-	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]v1.Condition, len(*in))
